@@ -1,0 +1,25 @@
+import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { ConfigModule, SluiceConfig } from '@app/config';
+import { AuthModule } from './auth/auth.module';
+import { ExecuteModule } from './execute/execute.module';
+import { InfoController } from './health/info.controller';
+import { EnvelopeFilter } from './http/envelope.filter';
+import { VALIDATION_OPTIONS } from './http/validation';
+import { InfraModule } from './infra/infra.module';
+
+/** The HTTP api: authenticates, validates, queues, and streams results back. */
+@Module({})
+export class AppModule {
+  static forRoot(config: SluiceConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [ConfigModule.forRoot(config), InfraModule, AuthModule, ExecuteModule],
+      controllers: [InfoController],
+      providers: [
+        { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },
+        { provide: APP_FILTER, useClass: EnvelopeFilter },
+      ],
+    };
+  }
+}

@@ -1,0 +1,53 @@
+import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
+import { AuthGuard } from '@nestjs/passport';
+import type { FastifyRequest } from 'fastify';
+import { SluiceError } from '@app/contracts';
+import { BEARER_CHALLENGE } from './auth.service';
+
+const challenge = (error?: string, description?: string) => ({
+  'WWW-Authenticate': error
+    ? `Bearer realm="sluice", error="${error}", error_description="${description}"`
+    : BEARER_CHALLENGE,
+});
+
+/** Maps passport-jwt's outcome to our error catalogue. */
+@Injectable()
+class BearerGuard extends AuthGuard('jwt') {
+  override handleRequest<T>(err: unknown, user: T, info: unknown): T {
+    if (user) return user;
+    if (err instanceof SluiceError) throw err;
+    if (info instanceof Error && info.name === 'TokenExpiredError') {
+      throw new SluiceError('TOKEN_EXPIRED', 'token expired', undefined, challenge('invalid_token', 'token expired'));
+    }
+    throw new SluiceError('TOKEN_INVALID', 'invalid token', undefined, challenge('invalid_token', 'invalid token'));
+  }
+}
+
+@Injectable()
+class PasswordGuard extends AuthGuard('basic') {
+  override handleRequest<T>(err: unknown, user: T): T {
+    if (user) return user;
+    if (err instanceof SluiceError) throw err;
+    throw new SluiceError('BAD_CREDENTIALS', 'invalid username or password', undefined, challenge());
+  }
+}
+
+/** Accepts `Authorization: Bearer <token>` or `Basic <credentials>`; anything else is 401. */
+@Injectable()
+export class CredentialsGuard implements CanActivate {
+  private readonly bearer = new BearerGuard();
+  private readonly basic = new PasswordGuard();
+
+  canActivate(context: ExecutionContext): Promise<boolean> | boolean {
+    const header = context.switchToHttp().getRequest<FastifyRequest>().headers.authorization;
+    const scheme = typeof header === 'string' ? header.split(' ', 1)[0].toLowerCase() : '';
+    if (scheme === 'bearer') return this.bearer.canActivate(context) as Promise<boolean>;
+    if (scheme === 'basic') return this.basic.canActivate(context) as Promise<boolean>;
+    throw new SluiceError(
+      'AUTH_REQUIRED',
+      header ? 'unsupported authorization scheme' : 'missing Authorization header',
+      undefined,
+      challenge(),
+    );
+  }
+}

@@ -1,0 +1,26 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { PassportStrategy } from '@nestjs/passport';
+import { ExtractJwt, Strategy } from 'passport-jwt';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { AuthUser } from './auth-user';
+import { AuthService, TokenClaims } from './auth.service';
+
+/** Bearer tokens: HS256 only (no `alg: none`, no key confusion), expiry enforced. */
+@Injectable()
+export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
+  constructor(
+    private readonly auth: AuthService,
+    @Inject(SLUICE_CONFIG) config: SluiceConfig,
+  ) {
+    super({
+      jwtFromRequest: ExtractJwt.fromAuthHeaderAsBearerToken(),
+      secretOrKey: config.jwtSecret!,
+      algorithms: ['HS256'],
+      ignoreExpiration: false,
+    });
+  }
+
+  async validate(claims: TokenClaims): Promise<AuthUser | false> {
+    return (await this.auth.userFromClaims(claims)) ?? false;
+  }
+}

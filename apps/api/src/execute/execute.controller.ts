@@ -1,0 +1,109 @@
+import { Body, Controller, Get, Headers, Param, Post, Query, Res, UseGuards } from '@nestjs/common';
+import {
+  ApiBearerAuth,
+  ApiBasicAuth,
+  ApiBody,
+  ApiConsumes,
+  ApiHeader,
+  ApiOkResponse,
+  ApiParam,
+  ApiProduces,
+  ApiQuery,
+  ApiResponse,
+  ApiTags,
+} from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
+import { ExecuteRequestDto } from '@app/contracts';
+import { AuthUser } from '../auth/auth-user';
+import { CredentialsGuard } from '../auth/credentials.guard';
+import { CurrentUser } from '../auth/current-user.decorator';
+import { ExecuteQueryPipe } from './execute-query.pipe';
+import { ExecuteService, ExecutionResponse } from './execute.service';
+
+function send(reply: FastifyReply, result: ExecutionResponse): FastifyReply {
+  return reply
+    .code(200)
+    .header('content-type', result.contentType)
+    .header('x-query-id', result.queryId)
+    .header('cache-control', 'no-store')
+    .send(result.body);
+}
+
+const ENVELOPE = {
+  description: 'Error envelope `{query_id?, status:{reason, sql_state, vendor_code}}`.',
+};
+
+@ApiTags('execute')
+@ApiBearerAuth()
+@ApiBasicAuth()
+@ApiHeader({ name: 'Accept', required: false, enum: ['application/json', 'application/stream+json'] })
+@ApiProduces('application/json', 'application/stream+json')
+@ApiOkResponse({ description: 'Result: `{query_id, schema?, data, status}` (status last), or NDJSON lines.' })
+@ApiResponse({ status: 400, ...ENVELOPE })
+@ApiResponse({ status: 401, ...ENVELOPE })
+@ApiResponse({ status: 403, ...ENVELOPE })
+@ApiResponse({ status: 406, ...ENVELOPE })
+@ApiResponse({ status: 413, ...ENVELOPE })
+@ApiResponse({ status: 415, ...ENVELOPE })
+@ApiResponse({ status: 500, ...ENVELOPE })
+@ApiResponse({ status: 503, ...ENVELOPE })
+@Controller('v1/execute')
+@UseGuards(CredentialsGuard)
+export class ExecuteController {
+  constructor(private readonly executions: ExecuteService) {}
+
+  @Post()
+  @ApiConsumes('application/json', 'text/plain')
+  @ApiBody({ type: ExecuteRequestDto, description: 'JSON request, or with text/plain the statement itself (options in the query string).' })
+  async post(
+    @Body() body: ExecuteRequestDto,
+    @CurrentUser() user: AuthUser,
+    @Headers('accept') accept: string | undefined,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return send(reply, await this.executions.execute(body, user, { accept }));
+  }
+
+  @Post(':database')
+  @ApiParam({ name: 'database' })
+  @ApiConsumes('application/json', 'text/plain')
+  @ApiBody({ type: ExecuteRequestDto })
+  async postTo(
+    @Param('database') database: string,
+    @Body() body: ExecuteRequestDto,
+    @CurrentUser() user: AuthUser,
+    @Headers('accept') accept: string | undefined,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return send(reply, await this.executions.execute(body, user, { accept, database }));
+  }
+
+  @Get()
+  @ApiQuery({ name: 'statement', required: true })
+  @ApiQuery({ name: 'format', required: false, enum: ['array', 'collection'] })
+  @ApiQuery({ name: 'params', required: false, description: 'JSON object' })
+  @ApiQuery({ name: 'fetch_size', required: false, type: Number })
+  @ApiQuery({ name: 'max_rows', required: false, type: Number })
+  @ApiQuery({ name: 'database', required: false })
+  @ApiQuery({ name: 'schema', required: false })
+  async get(
+    @Query(ExecuteQueryPipe) request: Readonly<ExecuteRequestDto>,
+    @CurrentUser() user: AuthUser,
+    @Headers('accept') accept: string | undefined,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return send(reply, await this.executions.execute(request, user, { accept }));
+  }
+
+  @Get(':database')
+  @ApiParam({ name: 'database' })
+  async getFrom(
+    @Param('database') database: string,
+    @Query(ExecuteQueryPipe) request: Readonly<ExecuteRequestDto>,
+    @CurrentUser() user: AuthUser,
+    @Headers('accept') accept: string | undefined,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    return send(reply, await this.executions.execute(request, user, { accept, database }));
+  }
+}

@@ -1,0 +1,94 @@
+import { HttpException, Logger } from '@nestjs/common';
+import {
+  ERROR_CATALOGUE,
+  ErrorCode,
+  ErrorEnvelope,
+  SluiceError,
+} from '@app/contracts';
+import { ExecutionFailedError } from './execution-failed.error';
+
+/** An error ready to be written: HTTP status, headers and the spec's envelope. */
+export interface EnvelopeReply {
+  httpStatus: number;
+  headers: Record<string, string>;
+  body: ErrorEnvelope;
+}
+
+const BY_HTTP_STATUS: Record<number, ErrorCode> = {
+  400: 'INVALID_REQUEST',
+  401: 'AUTH_REQUIRED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  405: 'NOT_FOUND',
+  406: 'NOT_ACCEPTABLE',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  429: 'QUEUE_FULL',
+  503: 'UNAVAILABLE',
+};
+
+function fromCode(code: ErrorCode, reason: string, headers: Record<string, string> = {}): EnvelopeReply {
+  const entry = ERROR_CATALOGUE[code];
+  return {
+    httpStatus: entry.http,
+    headers,
+    body: { status: { reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode } },
+  };
+}
+
+/** Readable reason of a Nest HttpException (validation messages joined). */
+function httpExceptionReason(err: HttpException): string {
+  const response = err.getResponse();
+  if (typeof response === 'string') return response;
+  const message = (response as { message?: unknown }).message;
+  if (Array.isArray(message)) return message.join('; ');
+  if (typeof message === 'string') return message;
+  return err.message;
+}
+
+/** Fastify's own errors (body parsing, limits, content types) by their code. */
+function fastifyError(err: { code: string; statusCode?: number; message: string }): EnvelopeReply | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return fromCode('INVALID_REQUEST', 'request body is not valid JSON');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return fromCode('PAYLOAD_TOO_LARGE', 'request body is too large');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+        ? fromCode('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json or text/plain')
+        : fromCode('INVALID_REQUEST', 'Content-Length does not match the body');
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return fromCode('UNSUPPORTED_MEDIA_TYPE', 'invalid Content-Type');
+  }
+  if (err.code.startsWith('FST_') && err.statusCode && err.statusCode < 500) {
+    return fromCode(BY_HTTP_STATUS[err.statusCode] ?? 'INVALID_REQUEST', 'invalid request');
+  }
+  return undefined;
+}
+
+const logger = new Logger('Errors');
+
+/** Maps anything thrown while handling a request to the envelope; internals are logged only. */
+export function toEnvelope(err: unknown): EnvelopeReply {
+  if (err instanceof ExecutionFailedError) {
+    return { httpStatus: err.httpStatus, headers: {}, body: { query_id: err.queryId, status: err.status } };
+  }
+  if (err instanceof SluiceError) {
+    return { httpStatus: err.http, headers: err.headers, body: { status: err.toStatus() } };
+  }
+  if (err instanceof HttpException) {
+    const code = BY_HTTP_STATUS[err.getStatus()];
+    if (code) return fromCode(code, httpExceptionReason(err));
+  }
+  if (typeof err === 'object' && err !== null && typeof (err as { code?: unknown }).code === 'string') {
+    const mapped = fastifyError(err as { code: string; statusCode?: number; message: string });
+    if (mapped) return mapped;
+  }
+  if (typeof err === 'object' && err !== null && (err as { type?: string }).type === 'entity.too.large') {
+    return fromCode('PAYLOAD_TOO_LARGE', 'request body is too large');
+  }
+  logger.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+  return fromCode('INTERNAL', ERROR_CATALOGUE.INTERNAL.reason);
+}

@@ -1,0 +1,5 @@
+/** Injection tokens of the api's outside connections. */
+export const METADATA_POOL = Symbol('METADATA_POOL');
+export const REDIS = Symbol('REDIS');
+export const JOB_QUEUE = Symbol('JOB_QUEUE');
+export const RESULT_SOURCE = Symbol('RESULT_SOURCE');

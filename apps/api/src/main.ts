@@ -1,0 +1,69 @@
+import 'reflect-metadata';
+import { Logger } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { ConfigError, SluiceConfig, loadConfig, requireClusterSettings } from '@app/config';
+import { AppModule } from './app.module';
+import { optionsFromQuery } from './execute/query-options';
+import { toEnvelope } from './http/error.envelope';
+import { VERSION } from './version';
+
+function config(): SluiceConfig {
+  try {
+    const loaded = loadConfig();
+    requireClusterSettings(loaded, 'api');
+    return loaded;
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+}
+
+async function bootstrap(): Promise<void> {
+  const settings = config();
+  const adapter = new FastifyAdapter({ bodyLimit: settings.maxBodyBytes, return503OnClosing: true });
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(settings), adapter, {
+    logger: ['log', 'warn', 'error', 'fatal'],
+  });
+  const fastify = app.getHttpAdapter().getInstance();
+  // text/plain: the body is the statement, the options come in the query string.
+  fastify.removeContentTypeParser('text/plain');
+  fastify.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
+    try {
+      const options = optionsFromQuery((request.query ?? {}) as Record<string, unknown>);
+      done(null, { ...options, statement: body });
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
+  // Errors raised by Fastify before a route runs (bad JSON, size, media type) get the envelope too.
+  fastify.setErrorHandler((error, _request, reply) => {
+    const { httpStatus, headers, body } = toEnvelope(error);
+    void reply.code(httpStatus).headers(headers).send(body);
+  });
+
+  const document = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('Sluice')
+      .setDescription('SQL over HTTP for PostgreSQL: POST /v1/execute runs one statement.')
+      .setVersion(VERSION)
+      .addBearerAuth()
+      .addBasicAuth()
+      .build(),
+  );
+  SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json' });
+
+  app.enableShutdownHooks();
+  await app.listen(settings.port, settings.host);
+  new Logger('Api').log(`listening on http://${settings.host}:${settings.port}`);
+}
+
+bootstrap().catch((err: unknown) => {
+  console.error('api failed to start:', err instanceof Error ? err.message : err);
+  process.exit(1);
+});

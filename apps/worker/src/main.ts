@@ -1,0 +1,30 @@
+import 'reflect-metadata';
+import { Logger } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ConfigError, loadConfig, requireClusterSettings } from '@app/config';
+import { WorkerModule } from './worker.module';
+
+async function bootstrap(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+    requireClusterSettings(config, 'worker');
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(config), {
+    logger: ['log', 'warn', 'error', 'fatal'],
+  });
+  app.enableShutdownHooks();
+  await app.init();
+  new Logger('Worker').log('ready');
+}
+
+bootstrap().catch((err: unknown) => {
+  console.error('worker failed to start:', err instanceof Error ? err.message : err);
+  process.exit(1);
+});

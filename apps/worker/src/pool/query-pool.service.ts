@@ -1,0 +1,56 @@
+import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { join } from 'node:path';
+import { Piscina } from 'piscina';
+import { ExecuteJobData } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { ExecutionOutcome } from '../tasks/query.runner';
+import { ThreadSettings } from '../tasks/thread.settings';
+
+/** The piscina pool of threads that run statements and encode their results. */
+@Injectable()
+export class QueryPoolService implements OnModuleDestroy {
+  private readonly logger = new Logger(QueryPoolService.name);
+  private readonly pool: Piscina<ExecuteJobData, ExecutionOutcome>;
+
+  constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
+    const settings: ThreadSettings = {
+      databaseUrl: config.databaseUrl!,
+      redisUrl: config.redisUrl,
+      keyPrefix: config.keyPrefix,
+      pgPoolSize: config.pgPoolSize,
+      defaultFetchSize: config.defaultFetchSize,
+      windowChunks: config.windowChunks,
+      windowBytes: config.windowBytes,
+      maxEntryBytes: config.maxEntryBytes,
+      streamTtlSeconds: config.streamTtlSeconds,
+      clientIdleTimeoutMs: config.clientIdleTimeoutMs,
+    };
+    this.pool = new Piscina({
+      filename: join(__dirname, '..', 'tasks', 'execute-query.task.js'),
+      minThreads: config.workerThreads,
+      maxThreads: config.workerThreads,
+      concurrentTasksPerWorker: config.tasksPerThread,
+      idleTimeout: Number.POSITIVE_INFINITY,
+      workerData: settings,
+    });
+  }
+
+  /** How many jobs the pool can run at once. */
+  get capacity(): number {
+    return this.config.workerThreads * this.config.tasksPerThread;
+  }
+
+  run(job: ExecuteJobData): Promise<ExecutionOutcome> {
+    return this.pool.run(job);
+  }
+
+  /** Start-up check: a thread answers and reaches PostgreSQL. */
+  async check(): Promise<void> {
+    const version = await (this.pool.run(undefined as never, { name: 'ping' }) as unknown as Promise<string>);
+    this.logger.log(`pool of ${this.config.workerThreads} threads ready (${version.split(',')[0]})`);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.pool.destroy();
+  }
+}

@@ -1,0 +1,46 @@
+import Cursor from 'pg-cursor';
+import type { Connection, FieldDef } from 'pg';
+
+/** Keeps every value as PostgreSQL's text: the encoders work from the text form. */
+const RAW_TEXT = { getTypeParser: () => (value: string) => value };
+
+interface CursorInternals {
+  _result: { fields: FieldDef[] };
+  handleCommandComplete(msg: { text: string }): void;
+  submit(connection: Connection): void;
+}
+
+type ParseMessage = Parameters<Connection['parse']>[0];
+
+/**
+ * A pg-cursor that sends parameter types in its Parse message (pg-cursor sends none) and keeps
+ * the command tag, with type parsing off and rows as arrays.
+ */
+export class TextCursor extends Cursor<(string | null)[]> {
+  commandTag: string | undefined;
+
+  constructor(text: string, values: (string | null)[], paramTypes: number[]) {
+    super(text, values, { rowMode: 'array', types: RAW_TEXT } as never);
+    const submit = (Cursor.prototype as unknown as CursorInternals).submit;
+    this.submit = (connection: Connection) => {
+      const parse = connection.parse;
+      connection.parse = (query: ParseMessage, more: boolean) =>
+        parse.call(connection, { ...query, types: paramTypes as never }, more);
+      try {
+        submit.call(this, connection);
+      } finally {
+        connection.parse = parse;
+      }
+    };
+  }
+
+  /** Columns of the result, known after the first read. */
+  get fields(): FieldDef[] {
+    return (this as unknown as CursorInternals)._result.fields ?? [];
+  }
+
+  handleCommandComplete(msg: { text: string }): void {
+    this.commandTag = msg.text;
+    (Cursor.prototype as unknown as CursorInternals).handleCommandComplete.call(this, msg);
+  }
+}

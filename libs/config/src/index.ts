@@ -1,0 +1,2 @@
+export * from './sluice.config';
+export * from './config.module';

@@ -1,0 +1,132 @@
+import { availableParallelism } from 'node:os';
+
+/** Every setting of Sluice, read from the environment once at start-up. */
+export interface SluiceConfig {
+  port: number;
+  host: string;
+  /** Where statements run; undefined: standalone mode starts an embedded PostgreSQL. */
+  databaseUrl?: string;
+  /** Where users and revoked tokens live (schema `sluice`). */
+  metadataDatabaseUrl?: string;
+  /** Undefined: standalone mode (in-process queue and result channel). */
+  redisUrl?: string;
+  keyPrefix: string;
+  jwtSecret?: string;
+  jwtTtlSeconds: number;
+  adminUser?: string;
+  adminPassword?: string;
+  adminRole?: string;
+  workerThreads: number;
+  tasksPerThread: number;
+  pgPoolSize: number;
+  defaultFetchSize: number;
+  windowChunks: number;
+  windowBytes: number;
+  maxEntryBytes: number;
+  streamTtlSeconds: number;
+  clientIdleTimeoutMs: number;
+  producerSilenceMs: number;
+  maxBodyBytes: number;
+  jobRetentionSeconds: number;
+  logLevel: string;
+  dataDir: string;
+}
+
+/** A configuration value that stops start-up; the message names the variable. */
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`Invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function str(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = str(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `must be an integer, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const raw = str(env, name);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, 'is not a valid URL');
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+  }
+  return raw;
+}
+
+/** Reads and validates the environment; throws ConfigError on the first bad value. */
+export function loadConfig(env: Env = process.env): SluiceConfig {
+  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+  const keyPrefix = str(env, 'SLUICE_KEY_PREFIX') ?? 'sluice';
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(keyPrefix)) {
+    throw new ConfigError('SLUICE_KEY_PREFIX', 'may hold only letters, digits and _ . : - (1-64)');
+  }
+  const jwtSecret = str(env, 'SLUICE_JWT_SECRET');
+  if (jwtSecret !== undefined && jwtSecret.length < 16) {
+    throw new ConfigError('SLUICE_JWT_SECRET', 'must be at least 16 characters');
+  }
+  const adminUser = str(env, 'SLUICE_ADMIN_USER');
+  const adminPassword = env.SLUICE_ADMIN_PASSWORD;
+  if (adminUser !== undefined && !/^[A-Za-z0-9_.-]{1,128}$/.test(adminUser)) {
+    throw new ConfigError('SLUICE_ADMIN_USER', 'may hold only letters, digits and _ . -');
+  }
+  const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
+  }
+  return {
+    port: int(env, 'PORT', 8080, 0, 65535),
+    host: str(env, 'HOST') ?? '0.0.0.0',
+    databaseUrl,
+    metadataDatabaseUrl:
+      url(env, 'SLUICE_METADATA_DATABASE_URL', ['postgres:', 'postgresql:']) ?? databaseUrl,
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    keyPrefix,
+    jwtSecret,
+    jwtTtlSeconds: int(env, 'SLUICE_JWT_TTL_SECONDS', 3600, 60, 30 * 86400),
+    adminUser,
+    adminPassword: adminPassword === '' ? undefined : adminPassword,
+    adminRole: str(env, 'SLUICE_ADMIN_ROLE'),
+    workerThreads: int(env, 'SLUICE_WORKER_THREADS', Math.max(2, availableParallelism()), 1, 256),
+    tasksPerThread: int(env, 'SLUICE_TASKS_PER_THREAD', 4, 1, 64),
+    pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
+    defaultFetchSize: int(env, 'SLUICE_DEFAULT_FETCH_SIZE', 1000, 1, 1_000_000),
+    windowChunks: int(env, 'SLUICE_WINDOW_CHUNKS', 16, 1, 10_000),
+    windowBytes: int(env, 'SLUICE_WINDOW_BYTES', 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024),
+    maxEntryBytes: int(env, 'SLUICE_MAX_ENTRY_BYTES', 1024 * 1024, 16 * 1024, 64 * 1024 * 1024),
+    streamTtlSeconds: int(env, 'SLUICE_STREAM_TTL_SECONDS', 300, 5, 86400),
+    clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 10_000, 100, 3_600_000),
+    maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),
+    logLevel,
+    dataDir: str(env, 'SLUICE_DATA_DIR') ?? '.data',
+  };
+}
+
+/** Checks the settings a process needs in cluster mode (its own PostgreSQL and Redis). */
+export function requireClusterSettings(config: SluiceConfig, role: 'api' | 'worker'): void {
+  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required');
+  if (!config.redisUrl) throw new ConfigError('REDIS_URL', 'is required');
+  if (role === 'api' && !config.jwtSecret) throw new ConfigError('SLUICE_JWT_SECRET', 'is required');
+}

@@ -1,0 +1,63 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import {
+  IsIn,
+  IsInt,
+  IsNotEmpty,
+  IsObject,
+  IsOptional,
+  IsString,
+  Max,
+  MaxLength,
+  Min,
+} from 'class-validator';
+import { ResultLayout } from './execute.job';
+
+/** Body of POST /v1/execute (also built from the query string for GET and text/plain). */
+export class ExecuteRequestDto {
+  @ApiProperty({ description: 'The SQL statement to execute; `{name}` parts are bound from `params`.' })
+  @IsString()
+  @IsNotEmpty()
+  statement!: string;
+
+  @ApiPropertyOptional({ description: 'Target database (default: the one in DATABASE_URL).' })
+  @IsOptional()
+  @IsString()
+  @IsNotEmpty()
+  @MaxLength(63)
+  database?: string;
+
+  @ApiPropertyOptional({ enum: ['array', 'collection'], default: 'array' })
+  @IsOptional()
+  @IsIn(['array', 'collection'])
+  format?: ResultLayout;
+
+  @ApiPropertyOptional({
+    description: 'Values for the `{name}` placeholders, keyed by name.',
+    type: 'object',
+    additionalProperties: true,
+  })
+  @IsOptional()
+  @IsObject()
+  params?: Record<string, unknown>;
+
+  @ApiPropertyOptional({ description: 'Rows per chunk in streamed responses; 0: server default.', minimum: 0, default: 0 })
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(1_000_000)
+  fetch_size?: number;
+
+  @ApiPropertyOptional({ description: 'Maximum number of rows returned (default: unlimited).', minimum: 0 })
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(Number.MAX_SAFE_INTEGER)
+  max_rows?: number;
+
+  @ApiPropertyOptional({ description: 'Schema put first on the search_path for the statement.' })
+  @IsOptional()
+  @IsString()
+  @IsNotEmpty()
+  @MaxLength(63)
+  schema?: string;
+}

@@ -1,0 +1,21 @@
+import { Status } from './status';
+
+/** One column of a result, as the spec's `schema` array shows it. */
+export interface Column {
+  name: string;
+  type: string;
+}
+
+/**
+ * What a worker writes to a query's result channel, in order: `head`, any number of `data`,
+ * then exactly one terminal record (`end`, or `error` when nothing was written before it).
+ */
+export type ResultRecord =
+  | { kind: 'head'; columns: Column[]; bytes: Buffer }
+  | { kind: 'data'; rows: number; bytes: Buffer }
+  | { kind: 'end'; status: Status; bytes: Buffer; abort?: boolean }
+  | { kind: 'error'; status: Status };
+
+export function isTerminal(record: ResultRecord): boolean {
+  return record.kind === 'end' || record.kind === 'error';
+}

@@ -1,0 +1,5 @@
+export * from './result.encoder';
+export * from './json-row.writer';
+export * from './json.encoder';
+export * from './ndjson.encoder';
+export * from './encoders';

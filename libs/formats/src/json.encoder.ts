@@ -1,0 +1,32 @@
+import { Status } from '@app/contracts';
+import { JsonRowWriter } from './json-row.writer';
+import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+
+/** application/json: one document, `status` last so that a late failure is still reported. */
+export class JsonEncoder implements ResultEncoder {
+  private readonly writer: JsonRowWriter;
+  private first = true;
+
+  constructor(private readonly options: EncoderOptions) {
+    this.writer = new JsonRowWriter(options.columns, options.layout);
+  }
+
+  head(): Buffer {
+    const { queryId, layout, columns } = this.options;
+    const schema =
+      layout === 'array'
+        ? `"schema":${JSON.stringify(columns.map(({ name, type }) => ({ name, type })))},`
+        : '';
+    return Buffer.from(`{"query_id":${JSON.stringify(queryId)},${schema}"data":[`);
+  }
+
+  rows(rows: TextRow[]): Buffer {
+    const text = this.writer.write(rows, !this.first);
+    if (rows.length > 0) this.first = false;
+    return Buffer.from(text);
+  }
+
+  end(status: Status): Buffer {
+    return Buffer.from(`],"status":${JSON.stringify(status)}}`);
+  }
+}

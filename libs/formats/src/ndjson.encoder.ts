@@ -1,0 +1,30 @@
+import { Status } from '@app/contracts';
+import { JsonRowWriter } from './json-row.writer';
+import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+
+/**
+ * application/stream+json: one JSON object per line — `{"query_id","schema"}`, then one
+ * `{"data":[…]}` per chunk, then `{"status":{…}}`. A body without the status line is incomplete.
+ */
+export class NdjsonEncoder implements ResultEncoder {
+  private readonly writer: JsonRowWriter;
+
+  constructor(private readonly options: EncoderOptions) {
+    this.writer = new JsonRowWriter(options.columns, options.layout);
+  }
+
+  head(): Buffer {
+    const { queryId, columns } = this.options;
+    const schema = JSON.stringify(columns.map(({ name, type }) => ({ name, type })));
+    return Buffer.from(`{"query_id":${JSON.stringify(queryId)},"schema":${schema}}\n`);
+  }
+
+  rows(rows: TextRow[]): Buffer {
+    if (rows.length === 0) return Buffer.alloc(0);
+    return Buffer.from(`{"data":[${this.writer.write(rows, false)}]}\n`);
+  }
+
+  end(status: Status): Buffer {
+    return Buffer.from(`{"status":${JSON.stringify(status)}}\n`);
+  }
+}

@@ -1,0 +1,32 @@
+import { Column, ResultFormat, ResultLayout, Status } from '@app/contracts';
+
+/** A text value as PostgreSQL sent it, or null. */
+export type TextRow = (string | null)[];
+
+/** One column as an encoder sees it. */
+export interface EncoderColumn extends Column {
+  oid: number;
+  /** Turns a non-null text value into JSON text (to_json-exact). */
+  json: (text: string) => string;
+}
+
+export interface EncoderOptions {
+  queryId: string;
+  layout: ResultLayout;
+  columns: EncoderColumn[];
+}
+
+/**
+ * Turns a result into the bytes of one response body, chunk by chunk. Pure: chunk in, bytes out.
+ * `end` returns null when the format cannot carry a failure after its first byte (the response
+ * must then be aborted).
+ */
+export interface ResultEncoder {
+  head(): Buffer;
+  rows(rows: TextRow[]): Buffer;
+  end(status: Status, failed: boolean): Buffer | null;
+}
+
+export type EncoderFactory = (options: EncoderOptions) => ResultEncoder;
+
+export type { ResultFormat };

@@ -1,0 +1,3 @@
+export * from './placeholder.binder';
+export * from './type.catalog';
+export * from './json-value.encoder';

@@ -1,0 +1,200 @@
+import type { PgTypeInfo } from './type.catalog';
+
+/** Turns one non-null text value into JSON text equal to PostgreSQL's to_json(). */
+export type JsonValueEncoder = (text: string) => string;
+
+// Built-in type oids that json.c's json_categorize_type switches on (fixed since PG 8.x).
+const BOOL_OID = 16;
+const INT8_OID = 20;
+const INT2_OID = 21;
+const INT4_OID = 23;
+const JSON_OID = 114;
+const FLOAT4_OID = 700;
+const FLOAT8_OID = 701;
+const DATE_OID = 1082;
+const TIMESTAMP_OID = 1114;
+const TIMESTAMPTZ_OID = 1184;
+const NUMERIC_OID = 1700;
+const ANYARRAY_OID = 2277;
+const JSONB_OID = 3802;
+const ANYCOMPATIBLEARRAY_OID = 5078;
+
+// Domains over domains are legal; the cap only guards against a corrupt lookup looping.
+const MAX_DOMAIN_DEPTH = 32;
+
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const LBRACKET = 0x5b;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const PLUS = 0x2b;
+const MINUS = 0x2d;
+
+// Same grammar as PostgreSQL's IsValidJsonNumber (json_lex_number plus the length check).
+const JSON_NUMBER = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/;
+
+const encodeString: JsonValueEncoder = (text) => JSON.stringify(text);
+
+// int2/int4/int8 output is always a plain optionally-signed digit string.
+const encodeRaw: JsonValueEncoder = (text) => text;
+
+// float and numeric: NaN, Infinity and -Infinity are not JSON numbers and become strings.
+const encodeNumber: JsonValueEncoder = (text) =>
+  JSON_NUMBER.test(text) ? text : JSON.stringify(text);
+
+const encodeBool: JsonValueEncoder = (text) => (text === 't' ? 'true' : 'false');
+
+// ISO and XSD date output are identical ('infinity' and the ' BC' suffix included).
+const encodeDate: JsonValueEncoder = (text) => '"' + text + '"';
+
+// XSD style puts 'T' where ISO puts the first space; ' BC' stays.
+const encodeTimestamp: JsonValueEncoder = (text) => {
+  const sp = text.indexOf(' ');
+  if (sp < 0) return '"' + text + '"';
+  return '"' + text.slice(0, sp) + 'T' + text.slice(sp + 1) + '"';
+};
+
+// As timestamp, and XSD always prints the offset's minutes: +00 becomes +00:00.
+const encodeTimestampTz: JsonValueEncoder = (text) => {
+  const sp = text.indexOf(' ');
+  if (sp < 0) return '"' + text + '"';
+  const bc = text.endsWith(' BC');
+  const end = bc ? text.length - 3 : text.length;
+  const c = text.charCodeAt(end - 3);
+  const time = text.slice(sp + 1, end);
+  return (
+    '"' +
+    text.slice(0, sp) +
+    'T' +
+    time +
+    (c === PLUS || c === MINUS ? ':00' : '') +
+    (bc ? ' BC"' : '"')
+  );
+};
+
+// Parses PostgreSQL array text (array_out) and encodes each element; NULL becomes null.
+function encodeArrayText(text: string, element: JsonValueEncoder, delim: number): string {
+  const n = text.length;
+  if (n === 0) return '[]';
+  let i = 0;
+  const first = text.charCodeAt(0);
+  if (first === LBRACKET) {
+    // Lower bounds other than 1 come as '[0:2]={...}'; JSON arrays drop them.
+    i = text.indexOf('=') + 1;
+  } else if (first !== LBRACE) {
+    // int2vector and oidvector print their elements space separated, without braces.
+    return encodeVectorText(text, element);
+  }
+  let out = '';
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c === LBRACE) {
+      out += '[';
+      i++;
+    } else if (c === RBRACE) {
+      out += ']';
+      i++;
+    } else if (c === delim) {
+      out += ',';
+      i++;
+    } else if (c === QUOTE) {
+      let value = '';
+      let start = i + 1;
+      let j = start;
+      while (j < n) {
+        const d = text.charCodeAt(j);
+        if (d === QUOTE) break;
+        if (d === BACKSLASH) {
+          value += text.slice(start, j);
+          start = j + 1;
+          j += 2;
+        } else {
+          j++;
+        }
+      }
+      value += text.slice(start, j);
+      out += element(value);
+      i = j + 1;
+    } else {
+      let j = i + 1;
+      while (j < n) {
+        const d = text.charCodeAt(j);
+        if (d === delim || d === RBRACE) break;
+        j++;
+      }
+      const value = text.slice(i, j);
+      // array_out quotes any element spelled NULL in any case, so this is a real NULL.
+      out += value === 'NULL' ? 'null' : element(value);
+      i = j;
+    }
+  }
+  return out;
+}
+
+function encodeVectorText(text: string, element: JsonValueEncoder): string {
+  const parts = text.split(' ');
+  let out = '[';
+  for (let k = 0; k < parts.length; k++) {
+    if (k > 0) out += ',';
+    out += element(parts[k]);
+  }
+  return out + ']';
+}
+
+function arrayEncoder(element: JsonValueEncoder, delim: string): JsonValueEncoder {
+  const delimCode = delim.length === 1 ? delim.charCodeAt(0) : 0x2c;
+  return (text) => encodeArrayText(text, element, delimCode);
+}
+
+function resolveDomain(oid: number, lookup: (oid: number) => PgTypeInfo | undefined): number {
+  let current = oid;
+  for (let depth = 0; depth < MAX_DOMAIN_DEPTH; depth++) {
+    const info = lookup(current);
+    if (info === undefined || info.typtype !== 'd' || info.baseType === 0) return current;
+    current = info.baseType;
+  }
+  return current;
+}
+
+/**
+ * Builds the encoder for values of type `oid`, following json.c's json_categorize_type:
+ * domains resolve to their base type, then numbers, bool, date/timestamp(tz), json/jsonb and
+ * arrays get their own form; every other type (composites included) becomes a JSON string.
+ */
+export function jsonValueEncoder(
+  oid: number,
+  lookup: (oid: number) => PgTypeInfo | undefined,
+): JsonValueEncoder {
+  const base = resolveDomain(oid, lookup);
+  switch (base) {
+    case BOOL_OID:
+      return encodeBool;
+    case INT2_OID:
+    case INT4_OID:
+    case INT8_OID:
+      return encodeRaw;
+    case FLOAT4_OID:
+    case FLOAT8_OID:
+    case NUMERIC_OID:
+      return encodeNumber;
+    case DATE_OID:
+      return encodeDate;
+    case TIMESTAMP_OID:
+      return encodeTimestamp;
+    case TIMESTAMPTZ_OID:
+      return encodeTimestampTz;
+    case JSON_OID:
+    case JSONB_OID:
+      return encodeRaw;
+    case ANYARRAY_OID:
+    case ANYCOMPATIBLEARRAY_OID:
+      // The element type is only known per value on the server; fall back to strings.
+      return arrayEncoder(encodeString, ',');
+  }
+  const info = lookup(base);
+  if (info !== undefined && info.elem !== 0) {
+    const element = jsonValueEncoder(info.elem, lookup);
+    return arrayEncoder(element, lookup(info.elem)?.delim ?? ',');
+  }
+  return encodeString;
+}

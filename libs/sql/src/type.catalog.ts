@@ -1,0 +1,139 @@
+import { jsonValueEncoder, type JsonValueEncoder } from './json-value.encoder';
+
+/** One pg_type row, as much of it as naming and JSON encoding need. */
+export interface PgTypeInfo {
+  oid: number;
+  /** format_type(oid, NULL), e.g. 'integer', 'timestamp with time zone', 'integer[]'. */
+  name: string;
+  /** pg_type.typtype: b base, c composite, d domain, e enum, p pseudo, r range, m multirange. */
+  typtype: string;
+  /** pg_type.typcategory. */
+  category: string;
+  /** Element type of a true array type (array_subscript_handler), 0 otherwise. */
+  elem: number;
+  /** Base type of a domain, 0 otherwise. */
+  baseType: number;
+  /** Element delimiter used in the text form of arrays of this type (';' for box). */
+  delim: string;
+}
+
+/**
+ * SQL that loads PgTypeInfo rows for $1::oid[]; columns named so that rowToTypeInfo can map them.
+ * Every name is schema-qualified so a user's search_path cannot shadow it; format_type() still
+ * qualifies types that are not visible on the current search_path.
+ */
+export const TYPE_INFO_SQL = `SELECT t.oid::pg_catalog.int8 AS "oid",
+  pg_catalog.format_type(t.oid, NULL) AS "name",
+  t.typtype::pg_catalog.text AS "typtype",
+  t.typcategory::pg_catalog.text AS "category",
+  CASE WHEN t.typsubscript OPERATOR(pg_catalog.=) 'pg_catalog.array_subscript_handler'::pg_catalog.regproc
+    THEN t.typelem ELSE 0 END::pg_catalog.int8 AS "elem",
+  t.typbasetype::pg_catalog.int8 AS "baseType",
+  t.typdelim::pg_catalog.text AS "delim"
+FROM pg_catalog.pg_type t
+WHERE t.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])`;
+
+/** Maps one row of TYPE_INFO_SQL (text or parsed values) to a PgTypeInfo. */
+export function rowToTypeInfo(row: Record<string, unknown>): PgTypeInfo {
+  const oid = Number(row.oid);
+  if (!Number.isInteger(oid) || oid <= 0) {
+    throw new TypeError(`type info row has no valid oid: ${String(row.oid)}`);
+  }
+  return {
+    oid,
+    name: String(row.name),
+    typtype: String(row.typtype),
+    category: String(row.category),
+    elem: Number(row.elem ?? 0) || 0,
+    baseType: Number(row.baseType ?? 0) || 0,
+    delim: row.delim == null ? ',' : String(row.delim),
+  };
+}
+
+/**
+ * Per-database cache of type info; pure. The caller loops:
+ * `while ((m = catalog.missing(oids)).length) catalog.add(rowsOf(TYPE_INFO_SQL, [m]), m)`.
+ * Oids that were asked for but came back without a row are remembered as absent (so the loop
+ * ends) and encode as JSON strings.
+ */
+export class TypeCatalog {
+  private readonly infos = new Map<number, PgTypeInfo>();
+  private readonly absent = new Set<number>();
+  private readonly encoders = new Map<number, JsonValueEncoder>();
+  private asked = new Set<number>();
+  private readonly lookup = (oid: number): PgTypeInfo | undefined => this.infos.get(oid);
+
+  /** Oids (and, recursively, element/base types of known ones) not yet loaded. */
+  missing(oids: readonly number[]): number[] {
+    const out = this.unresolved(oids);
+    for (const oid of out) this.asked.add(oid);
+    return out;
+  }
+
+  /**
+   * Adds loaded rows. `requested` (default: every oid missing() returned since the last add)
+   * lists the oids the rows were loaded for; those without a row are marked absent. Pass it
+   * when several loads may interleave on one catalog.
+   */
+  add(infos: readonly PgTypeInfo[], requested: Iterable<number> = this.asked): void {
+    let changed = false;
+    for (const info of infos) {
+      const known = this.infos.get(info.oid);
+      if (known === undefined || !sameInfo(known, info)) {
+        this.infos.set(info.oid, info);
+        changed = true;
+      }
+      this.absent.delete(info.oid);
+    }
+    for (const oid of requested) {
+      if (!this.infos.has(oid)) this.absent.add(oid);
+    }
+    if (requested === this.asked) this.asked = new Set();
+    else for (const oid of requested) this.asked.delete(oid);
+    // Encoders are built from the whole chain of types; rebuild them after any change.
+    if (changed) this.encoders.clear();
+  }
+
+  /** format_type name, e.g. 'integer', 'timestamp with time zone', 'integer[]'; '???' if unknown. */
+  name(oid: number): string {
+    return this.infos.get(oid)?.name ?? '???';
+  }
+
+  /** The to_json() encoder for values of type `oid`; cached once its types are all loaded. */
+  jsonEncoder(oid: number): JsonValueEncoder {
+    const cached = this.encoders.get(oid);
+    if (cached !== undefined) return cached;
+    const encoder = jsonValueEncoder(oid, this.lookup);
+    if (this.unresolved([oid]).length === 0) this.encoders.set(oid, encoder);
+    return encoder;
+  }
+
+  private unresolved(oids: readonly number[]): number[] {
+    const out: number[] = [];
+    const seen = new Set<number>();
+    const visit = (oid: number): void => {
+      if (!(oid > 0) || seen.has(oid)) return;
+      seen.add(oid);
+      const info = this.infos.get(oid);
+      if (info !== undefined) {
+        visit(info.elem);
+        visit(info.baseType);
+      } else if (!this.absent.has(oid)) {
+        out.push(oid);
+      }
+    };
+    for (const oid of oids) visit(oid);
+    return out;
+  }
+}
+
+function sameInfo(a: PgTypeInfo, b: PgTypeInfo): boolean {
+  return (
+    a.name === b.name &&
+    a.typtype === b.typtype &&
+    a.category === b.category &&
+    a.elem === b.elem &&
+    a.baseType === b.baseType &&
+    a.delim === b.delim
+  );
+}

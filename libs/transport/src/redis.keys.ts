@@ -1,0 +1,27 @@
+/**
+ * Builds every Redis key Sluice uses. All share the configured prefix; the keys of one query share a
+ * hash tag so that they land in one Redis Cluster slot, and BullMQ's prefix carries its own tag.
+ */
+export class RedisKeys {
+  constructor(readonly prefix: string) {}
+
+  /** BullMQ prefix: every queue key of this deployment in one cluster slot. */
+  get bullPrefix(): string {
+    return `{${this.prefix}}`;
+  }
+
+  /** The stream of encoded result records of one query. */
+  out(queryId: string): string {
+    return `${this.prefix}:q:{${queryId}}:out`;
+  }
+
+  /** Set by a consumer to ask the producer to stop. */
+  cancel(queryId: string): string {
+    return `${this.prefix}:q:{${queryId}}:cancel`;
+  }
+
+  /** Heartbeats of worker processes (a hash of worker id → last beat, ms). */
+  get workers(): string {
+    return `${this.prefix}:workers`;
+  }
+}

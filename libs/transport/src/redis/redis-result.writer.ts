@@ -1,0 +1,86 @@
+import type Redis from 'ioredis';
+import { ResultRecord, isTerminal } from '@app/contracts';
+import { FlowWindow, ProducerStoppedError, ResultWriter, recordSize } from '../result.channel';
+import { RedisKeys } from '../redis.keys';
+import { recordFields } from './stream.codec';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Appends a query's records to its Redis stream. The consumer deletes what it has taken, so the
+ * stream's length is what is still in flight: the writer waits while that exceeds the window.
+ */
+export class RedisResultWriter implements ResultWriter {
+  private readonly key: string;
+  private readonly cancelKey: string;
+  /** Sizes of the entries written and not yet known to be consumed, oldest first. */
+  private readonly inFlight: number[] = [];
+  private inFlightBytes = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    keys: RedisKeys,
+    queryId: string,
+    private readonly window: FlowWindow,
+    private readonly ttlSeconds: number,
+  ) {
+    this.key = keys.out(queryId);
+    this.cancelKey = keys.cancel(queryId);
+  }
+
+  async write(record: ResultRecord): Promise<void> {
+    const terminal = isTerminal(record);
+    if (!terminal) await this.waitForRoom();
+    const size = recordSize(record);
+    const result = await this.redis
+      .multi()
+      .xadd(this.key, '*', ...recordFields(record))
+      .expire(this.key, this.ttlSeconds)
+      .xlen(this.key)
+      .exists(this.cancelKey)
+      .exec();
+    if (!result) throw new Error('result stream write was aborted');
+    for (const [err] of result) if (err) throw err;
+    this.inFlight.push(size);
+    this.inFlightBytes += size;
+    this.settle(Number(result[2][1]));
+    if (!terminal && Number(result[3][1]) > 0) throw new ProducerStoppedError('cancelled');
+  }
+
+  async isCancelled(): Promise<boolean> {
+    return (await this.redis.exists(this.cancelKey)) > 0;
+  }
+
+  /** Drops the entries the consumer has taken, given the stream's current length. */
+  private settle(length: number): void {
+    while (this.inFlight.length > length) this.inFlightBytes -= this.inFlight.shift()!;
+  }
+
+  private full(): boolean {
+    return this.inFlight.length >= this.window.chunks || this.inFlightBytes >= this.window.bytes;
+  }
+
+  private async waitForRoom(): Promise<void> {
+    if (!this.full()) return;
+    let delay = 1;
+    let idleSince = Date.now();
+    while (this.full()) {
+      await sleep(delay);
+      const before = this.inFlight.length;
+      const result = await this.redis.multi().xlen(this.key).exists(this.cancelKey).exec();
+      if (!result) throw new Error('result stream poll was aborted');
+      if (Number(result[1][1]) > 0) throw new ProducerStoppedError('cancelled');
+      this.settle(Number(result[0][1]));
+      if (this.inFlight.length < before) {
+        idleSince = Date.now();
+        delay = 1;
+      } else {
+        // Back off while the client is slow; 50 ms keeps a stalled query cheap to watch.
+        delay = Math.min(delay * 2, 50);
+        if (Date.now() - idleSince > this.window.idleTimeoutMs) {
+          throw new ProducerStoppedError('client-idle');
+        }
+      }
+    }
+  }
+}

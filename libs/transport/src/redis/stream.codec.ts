@@ -1,0 +1,51 @@
+import { ResultRecord } from '@app/contracts';
+
+const EMPTY: Buffer = Buffer.alloc(0);
+
+/** Field/value arguments of XADD for one record: k (kind), m (JSON meta), b (bytes). */
+export function recordFields(record: ResultRecord): (string | Buffer)[] {
+  switch (record.kind) {
+    case 'head':
+      return ['k', 'head', 'm', JSON.stringify({ columns: record.columns }), 'b', record.bytes];
+    case 'data':
+      return ['k', 'data', 'm', String(record.rows), 'b', record.bytes];
+    case 'end':
+      return [
+        'k',
+        'end',
+        'm',
+        JSON.stringify({ status: record.status, abort: record.abort === true }),
+        'b',
+        record.bytes,
+      ];
+    case 'error':
+      return ['k', 'error', 'm', JSON.stringify({ status: record.status })];
+  }
+}
+
+/** Rebuilds a record from the flat field list XREAD returns (as Buffers). */
+export function parseRecord(fields: Buffer[]): ResultRecord {
+  let kind = '';
+  let meta = '';
+  let bytes = EMPTY;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i].toString();
+    if (name === 'k') kind = fields[i + 1].toString();
+    else if (name === 'm') meta = fields[i + 1].toString();
+    else if (name === 'b') bytes = fields[i + 1];
+  }
+  switch (kind) {
+    case 'head':
+      return { kind, columns: (JSON.parse(meta) as { columns: [] }).columns, bytes };
+    case 'data':
+      return { kind, rows: Number(meta), bytes };
+    case 'end': {
+      const m = JSON.parse(meta) as { status: never; abort: boolean };
+      return { kind, status: m.status, bytes, abort: m.abort };
+    }
+    case 'error':
+      return { kind, status: (JSON.parse(meta) as { status: never }).status };
+    default:
+      throw new Error(`unknown stream record kind "${kind}"`);
+  }
+}

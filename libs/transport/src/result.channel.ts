@@ -1,0 +1,49 @@
+import { ResultRecord } from '@app/contracts';
+
+/** Why a producer was told to stop writing. */
+export type StopReason = 'cancelled' | 'client-idle';
+
+/** Thrown by a ResultWriter when the consumer cancelled or stopped reading for too long. */
+export class ProducerStoppedError extends Error {
+  constructor(readonly reason: StopReason) {
+    super(reason === 'cancelled' ? 'query cancelled' : 'client stopped reading');
+    this.name = 'ProducerStoppedError';
+  }
+}
+
+/** Flow-control window: how far a producer may run ahead of its consumer. */
+export interface FlowWindow {
+  chunks: number;
+  bytes: number;
+  /** Producer gives up when the consumer takes nothing for this long. */
+  idleTimeoutMs: number;
+}
+
+/** Producer side of one query's result channel. */
+export interface ResultWriter {
+  /** Appends a record; waits while the consumer is a full window behind. */
+  write(record: ResultRecord): Promise<void>;
+  /** True once the consumer asked to stop. */
+  isCancelled(): Promise<boolean>;
+}
+
+/** Consumer side of one query's result channel. */
+export interface ResultReader {
+  /** The next record, in order; resolves with a terminal record at the end. */
+  next(): Promise<ResultRecord>;
+  /** Tells the producer to stop. */
+  cancel(): Promise<void>;
+  /** Releases what the reader holds; the channel's data may be dropped. */
+  close(): Promise<void>;
+}
+
+export function recordSize(record: ResultRecord): number {
+  return record.kind === 'error' ? 256 : record.bytes.length + 64;
+}
+
+/** Opens readers on the consumer side (the api). */
+export interface ResultSource {
+  /** `onSilence` is asked, after a quiet spell, whether the producer is gone (terminal record) or not. */
+  open(queryId: string, onSilence: () => Promise<ResultRecord | undefined>): ResultReader;
+  close(): Promise<void>;
+}
