@@ -29,9 +29,11 @@ async function bootstrap(): Promise<void> {
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(settings), adapter, {
     logger: ['log', 'warn', 'error', 'fatal'],
   });
+  // Nest registers its body parsers in init(): replace them after.
+  await app.init();
   const fastify = app.getHttpAdapter().getInstance();
   // text/plain: the body is the statement, the options come in the query string.
-  fastify.removeContentTypeParser('text/plain');
+  fastify.removeContentTypeParser(['text/plain', 'application/x-www-form-urlencoded']);
   fastify.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
     try {
       const options = optionsFromQuery((request.query ?? {}) as Record<string, unknown>);

@@ -1,0 +1,128 @@
+import { closeDb, db, execute, login, request } from './support/client';
+import { randomName } from './support/service';
+
+const schema = randomName('e2e_err');
+
+beforeAll(async () => {
+  await db().query(`CREATE SCHEMA ${schema}`);
+  await db().query(`CREATE TABLE ${schema}.t (a int)`);
+});
+
+afterAll(async () => {
+  await db().query(`DROP SCHEMA ${schema} CASCADE`);
+  await closeDb();
+});
+
+function expectEnvelope(res: { json: { status: Record<string, unknown> } }, sqlState: string, vendorCode: number) {
+  expect(res.json.status).toEqual({ reason: expect.any(String), sql_state: sqlState, vendor_code: vendorCode });
+  expect(JSON.stringify(res.json)).not.toMatch(/at .*\.(js|ts):\d+/);
+}
+
+describe('errors of POST /v1/execute', () => {
+  it('returns 400 for a body that is not JSON', async () => {
+    const res = await execute(undefined, { raw: '{"statement": "select 1"' });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '08P01', -100);
+  });
+
+  it('returns 400 naming an unknown field', async () => {
+    const res = await execute({ statement: 'select 1', bogus: true });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '08P01', -100);
+    expect(res.json.status.reason).toMatch(/bogus/);
+  });
+
+  it.each([
+    [{ statement: 'select 1', fetch_size: -1 }, /fetch_size/],
+    [{ statement: 'select 1', fetch_size: 1.5 }, /fetch_size/],
+    [{ statement: 'select 1', max_rows: -3 }, /max_rows/],
+    [{ statement: 'select 1', format: 'table' }, /format/],
+    [{ statement: 'select 1', params: [1, 2] }, /params/],
+    [{ statement: 42 }, /statement/],
+    [{ statement: '' }, /statement/],
+    [{}, /statement/],
+  ])('returns 400 for out-of-range or mistyped values: %j', async (body, field) => {
+    const res = await execute(body);
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '08P01', -100);
+    expect(res.json.status.reason).toMatch(field);
+  });
+
+  it('returns 400 when a placeholder has no value', async () => {
+    const res = await execute({ statement: 'select {missing}', params: { other: 1 } });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '42P02', -101);
+    expect(res.json.status.reason).toMatch(/missing/);
+  });
+
+  it('returns 400 with SQLSTATE 42601 and vendor code -500 for a syntax error', async () => {
+    const res = await execute({ statement: 'selec 1' });
+    expect(res.status).toBe(400);
+    expect(res.json.query_id).toBeDefined();
+    expectEnvelope(res, '42601', -500);
+  });
+
+  it('returns 400 with vendor code -600 for an undefined table', async () => {
+    const res = await execute({ statement: 'select * from no_such_table_here' });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '42P01', -600);
+  });
+
+  it('returns 400 with vendor code -400 for an undefined column', async () => {
+    const res = await execute({ statement: `select nope from ${schema}.t` });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '42703', -400);
+  });
+
+  it('returns 400 with vendor code -205 for an unknown database', async () => {
+    const res = await execute({ statement: 'select 1', database: 'no_such_database_x' });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '3D000', -205);
+  });
+
+  it('returns 403 with vendor code -700 when the role may not read the table', async () => {
+    const role = randomName('e2e_noaccess');
+    await db().query(`CREATE ROLE ${role} NOLOGIN`);
+    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
+    const { hashPassword } = await import('../../apps/api/src/auth/password.hasher');
+    const password = 'pw-' + role;
+    await db().query(
+      'INSERT INTO sluice.users (username, password_hash, role) VALUES ($1, $2, $3)',
+      [role, await hashPassword(password), role],
+    );
+    try {
+      const token = await login(role, password);
+      const res = await execute({ statement: `select * from ${schema}.t` }, { token });
+      expect(res.status).toBe(403);
+      expectEnvelope(res, '42501', -700);
+    } finally {
+      await db().query('DELETE FROM sluice.users WHERE username = $1', [role]);
+      await db().query(`REVOKE ALL ON SCHEMA ${schema} FROM ${role}`);
+      await db().query(`DROP ROLE ${role}`);
+    }
+  });
+
+  it('returns 406 for an Accept it cannot produce', async () => {
+    const res = await execute({ statement: 'select 1' }, { headers: { accept: 'application/xml' } });
+    expect(res.status).toBe(406);
+    expectEnvelope(res, '0A000', -105);
+  });
+
+  it('returns 415 for an unsupported Content-Type', async () => {
+    const res = await execute(undefined, { raw: 'statement=select 1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(res.status).toBe(415);
+    expectEnvelope(res, '0A000', -107);
+  });
+
+  it('returns 404 in the envelope for an unknown path', async () => {
+    const res = await request(undefined, { method: 'GET', path: '/v1/nothing-here' });
+    expect(res.status).toBe(404);
+    expectEnvelope(res, '42704', -104);
+  });
+
+  it('keeps serving after every error above', async () => {
+    const res = await execute({ statement: 'select 1 as ok' });
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[1]]);
+  });
+});

@@ -1,0 +1,24 @@
+import Redis from 'ioredis';
+import { E2eEnvironment } from './support/service';
+
+/** Stops the processes and removes every Redis key of this run. */
+export default async function globalTeardown(): Promise<void> {
+  const state = globalThis.__SLUICE_E2E__;
+  if (state) await Promise.all(state.processes.map((p) => p.stop()));
+  const raw = process.env.SLUICE_E2E;
+  if (!raw) return;
+  const env = JSON.parse(raw) as E2eEnvironment;
+  const redis = new Redis(env.redisUrl);
+  try {
+    for (const pattern of [`${env.keyPrefix}:*`, `{${env.keyPrefix}}:*`]) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+        cursor = next;
+        if (keys.length > 0) await redis.unlink(...keys);
+      } while (cursor !== '0');
+    }
+  } finally {
+    redis.disconnect();
+  }
+}

@@ -1,0 +1,85 @@
+import { Pool } from 'pg';
+import { E2eEnvironment } from './service';
+
+export function e2eEnv(): E2eEnvironment {
+  const raw = process.env.SLUICE_E2E;
+  if (!raw) throw new Error('SLUICE_E2E is not set: run through jest (global-setup starts the service)');
+  return JSON.parse(raw) as E2eEnvironment;
+}
+
+/** A response read whole. */
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  text: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  json: any;
+}
+
+export interface RequestOptions {
+  method?: string;
+  path?: string;
+  token?: string;
+  headers?: Record<string, string>;
+  /** Sent as is instead of JSON.stringify(body). */
+  raw?: string | Buffer;
+}
+
+export async function request(body: unknown, options: RequestOptions = {}): Promise<HttpResult> {
+  const { baseUrl } = e2eEnv();
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  const method = options.method ?? 'POST';
+  let payload: string | Buffer | undefined;
+  if (method !== 'GET') {
+    payload = options.raw ?? JSON.stringify(body);
+    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
+      headers['content-type'] = 'application/json';
+    }
+  }
+  const res = await fetch(`${baseUrl}${options.path ?? '/v1/execute'}`, { method, headers, body: payload });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+const tokens = new Map<string, string>();
+
+/** Logs in (once per user per test file) and returns the access token. */
+export async function login(username?: string, password?: string): Promise<string> {
+  const env = e2eEnv();
+  const user = username ?? env.adminUser;
+  const key = `${user}\n${password ?? ''}`;
+  const cached = tokens.get(key);
+  if (cached) return cached;
+  const res = await request({ username: user, password: password ?? env.adminPassword }, { path: '/v1/login' });
+  if (res.status !== 200) throw new Error(`login failed: ${res.status} ${res.text}`);
+  const token = res.json.access_token as string;
+  tokens.set(key, token);
+  return token;
+}
+
+/** POST /v1/execute as the admin (or with the given token). */
+export async function execute(body: unknown, options: RequestOptions = {}): Promise<HttpResult> {
+  return request(body, { token: options.token ?? (await login()), ...options });
+}
+
+let pool: Pool | undefined;
+
+/** Direct access to the test database, for setting up objects and checking what it holds. */
+export function db(): Pool {
+  pool ??= new Pool({ connectionString: e2eEnv().databaseUrl, max: 2 });
+  return pool;
+}
+
+export async function closeDb(): Promise<void> {
+  await pool?.end();
+  pool = undefined;
+}
+
+export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

@@ -1,0 +1,88 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { AddressInfo, createServer } from 'node:net';
+import { join } from 'node:path';
+
+/** Where the suite's services listen, and how to log in; passed to tests through the env. */
+export interface E2eEnvironment {
+  baseUrl: string;
+  databaseUrl: string;
+  redisUrl: string;
+  keyPrefix: string;
+  jwtSecret: string;
+  adminUser: string;
+  adminPassword: string;
+}
+
+export const ROOT = join(__dirname, '..', '..', '..');
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  server.close();
+  return port;
+}
+
+export function randomName(prefix: string): string {
+  return `${prefix}_${randomBytes(4).toString('hex')}`;
+}
+
+/** A started api or worker process and what it printed. */
+export interface ServiceProcess {
+  child: ChildProcess;
+  output: () => string;
+  stop: (signal?: NodeJS.Signals) => Promise<number | null>;
+}
+
+/** Starts `node dist/apps/<app>/src/main.js` with the given environment. */
+export function startProcess(app: 'api' | 'worker', env: Record<string, string>): ServiceProcess {
+  const child = spawn(process.execPath, [join(ROOT, 'dist', 'apps', app, 'src', 'main.js')], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  return {
+    child,
+    output: () => output,
+    stop: async (signal: NodeJS.Signals = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+/** Polls GET /v1/info until it answers 200. */
+export async function waitForApi(baseUrl: string, proc: ServiceProcess, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (proc.child.exitCode !== null) {
+      throw new Error(`api exited with ${proc.child.exitCode}:\n${proc.output()}`);
+    }
+    try {
+      const res = await fetch(`${baseUrl}/v1/info`);
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`api did not become ready:\n${proc.output()}`);
+}
+
+/** Runs a process to completion and returns its exit code and output (for start-up failures). */
+export async function runToExit(app: 'api' | 'worker', env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const proc = startProcess(app, env);
+  const timer = setTimeout(() => proc.child.kill('SIGKILL'), 20_000);
+  const [code] = (await once(proc.child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, output: proc.output() };
+}
