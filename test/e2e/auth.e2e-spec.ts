@@ -5,14 +5,20 @@ function sign(claims: Record<string, unknown>, secret: string, alg = 'HS256'): s
   const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
   const head = enc({ alg, typ: 'JWT' });
   const body = enc(claims);
-  const sig = alg === 'none' ? '' : createHmac('sha256', secret).update(`${head}.${body}`).digest('base64url');
+  const sig =
+    alg === 'none'
+      ? ''
+      : createHmac('sha256', secret).update(`${head}.${body}`).digest('base64url');
   return `${head}.${body}.${sig}`;
 }
 
 describe('authentication', () => {
   it('logs in and returns a token with its lifetime', async () => {
     const env = e2eEnv();
-    const res = await request({ username: env.adminUser, password: env.adminPassword, database: 'test' }, { path: '/v1/login' });
+    const res = await request(
+      { username: env.adminUser, password: env.adminPassword, database: 'test' },
+      { path: '/v1/login' },
+    );
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({
       username: env.adminUser,
@@ -24,9 +30,16 @@ describe('authentication', () => {
   });
 
   it('returns 401 with vendor code -304 for a wrong password', async () => {
-    const res = await request({ username: e2eEnv().adminUser, password: 'wrong' }, { path: '/v1/login' });
+    const res = await request(
+      { username: e2eEnv().adminUser, password: 'wrong' },
+      { path: '/v1/login' },
+    );
     expect(res.status).toBe(401);
-    expect(res.json.status).toEqual({ reason: expect.any(String), sql_state: '28P01', vendor_code: -304 });
+    expect(res.json.status).toEqual({
+      reason: expect.any(String),
+      sql_state: '28P01',
+      vendor_code: -304,
+    });
   });
 
   it('returns 400 for a login without a password', async () => {
@@ -38,11 +51,18 @@ describe('authentication', () => {
     const res = await request({ statement: 'select 1' });
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toMatch(/Bearer/);
-    expect(res.json.status).toEqual({ reason: expect.any(String), sql_state: '28000', vendor_code: -300 });
+    expect(res.json.status).toEqual({
+      reason: expect.any(String),
+      sql_state: '28000',
+      vendor_code: -300,
+    });
   });
 
   it('returns 401 with vendor code -301 for a token signed with another key', async () => {
-    const token = sign({ sub: e2eEnv().adminUser, role: 'root', exp: Math.floor(Date.now() / 1000) + 60 }, 'not-the-secret');
+    const token = sign(
+      { sub: e2eEnv().adminUser, role: 'root', exp: Math.floor(Date.now() / 1000) + 60 },
+      'not-the-secret',
+    );
     const res = await request({ statement: 'select 1' }, { token });
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toMatch(/invalid_token/);
@@ -50,7 +70,11 @@ describe('authentication', () => {
   });
 
   it('returns 401 for an unsigned token (alg none)', async () => {
-    const token = sign({ sub: e2eEnv().adminUser, role: 'root', exp: Math.floor(Date.now() / 1000) + 60 }, '', 'none');
+    const token = sign(
+      { sub: e2eEnv().adminUser, role: 'root', exp: Math.floor(Date.now() / 1000) + 60 },
+      '',
+      'none',
+    );
     const res = await request({ statement: 'select 1' }, { token });
     expect(res.status).toBe(401);
     expect(res.json.status.vendor_code).toBe(-301);
@@ -63,24 +87,37 @@ describe('authentication', () => {
   });
 
   it('returns 401 with vendor code -302 when the token is expired', async () => {
-    const token = sign({ sub: e2eEnv().adminUser, role: 'root', exp: Math.floor(Date.now() / 1000) - 10 }, e2eEnv().jwtSecret);
+    const token = sign(
+      { sub: e2eEnv().adminUser, role: 'root', exp: Math.floor(Date.now() / 1000) - 10 },
+      e2eEnv().jwtSecret,
+    );
     const res = await request({ statement: 'select 1' }, { token });
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toMatch(/expired/);
-    expect(res.json.status).toEqual({ reason: 'token expired', sql_state: '28000', vendor_code: -302 });
+    expect(res.json.status).toEqual({
+      reason: 'token expired',
+      sql_state: '28000',
+      vendor_code: -302,
+    });
   });
 
   it('accepts Authorization: Basic on execute', async () => {
     const env = e2eEnv();
     const basic = Buffer.from(`${env.adminUser}:${env.adminPassword}`).toString('base64');
-    const res = await request({ statement: 'select 1 as one' }, { headers: { authorization: `Basic ${basic}` } });
+    const res = await request(
+      { statement: 'select 1 as one' },
+      { headers: { authorization: `Basic ${basic}` } },
+    );
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([[1]]);
   });
 
   it('returns 401 with vendor code -304 for wrong Basic credentials', async () => {
     const basic = Buffer.from(`${e2eEnv().adminUser}:nope`).toString('base64');
-    const res = await request({ statement: 'select 1' }, { headers: { authorization: `Basic ${basic}` } });
+    const res = await request(
+      { statement: 'select 1' },
+      { headers: { authorization: `Basic ${basic}` } },
+    );
     expect(res.status).toBe(401);
     expect(res.json.status.vendor_code).toBe(-304);
   });

@@ -1,4 +1,4 @@
-import { closeDb, db, execute, login, request } from './support/client';
+import { closeDb, db, e2eEnv, execute, grantSchema, login, request } from './support/client';
 import { randomName } from './support/service';
 
 const schema = randomName('e2e_err');
@@ -6,6 +6,7 @@ const schema = randomName('e2e_err');
 beforeAll(async () => {
   await db().query(`CREATE SCHEMA ${schema}`);
   await db().query(`CREATE TABLE ${schema}.t (a int)`);
+  await grantSchema(schema);
 });
 
 afterAll(async () => {
@@ -13,8 +14,16 @@ afterAll(async () => {
   await closeDb();
 });
 
-function expectEnvelope(res: { json: { status: Record<string, unknown> } }, sqlState: string, vendorCode: number) {
-  expect(res.json.status).toEqual({ reason: expect.any(String), sql_state: sqlState, vendor_code: vendorCode });
+function expectEnvelope(
+  res: { json: { status: Record<string, unknown> } },
+  sqlState: string,
+  vendorCode: number,
+) {
+  expect(res.json.status).toEqual({
+    reason: expect.any(String),
+    sql_state: sqlState,
+    vendor_code: vendorCode,
+  });
   expect(JSON.stringify(res.json)).not.toMatch(/at .*\.(js|ts):\d+/);
 }
 
@@ -83,6 +92,7 @@ describe('errors of POST /v1/execute', () => {
   it('returns 403 with vendor code -700 when the role may not read the table', async () => {
     const role = randomName('e2e_noaccess');
     await db().query(`CREATE ROLE ${role} NOLOGIN`);
+    await db().query(`GRANT ${role} TO ${e2eEnv().authenticatorRole}`);
     await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
     const { hashPassword } = await import('../../apps/api/src/auth/password.hasher');
     const password = 'pw-' + role;
@@ -103,13 +113,19 @@ describe('errors of POST /v1/execute', () => {
   });
 
   it('returns 406 for an Accept it cannot produce', async () => {
-    const res = await execute({ statement: 'select 1' }, { headers: { accept: 'application/xml' } });
+    const res = await execute(
+      { statement: 'select 1' },
+      { headers: { accept: 'application/xml' } },
+    );
     expect(res.status).toBe(406);
     expectEnvelope(res, '0A000', -105);
   });
 
   it('returns 415 for an unsupported Content-Type', async () => {
-    const res = await execute(undefined, { raw: 'statement=select 1', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const res = await execute(undefined, {
+      raw: 'statement=select 1',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(res.status).toBe(415);
     expectEnvelope(res, '0A000', -107);
   });

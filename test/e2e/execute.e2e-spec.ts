@@ -1,4 +1,13 @@
-import { UUID_V4, closeDb, db, e2eEnv, execute, login, request } from './support/client';
+import {
+  UUID_V4,
+  closeDb,
+  db,
+  e2eEnv,
+  execute,
+  grantSchema,
+  login,
+  request,
+} from './support/client';
 import { randomName } from './support/service';
 
 const schema = randomName('e2e_exec');
@@ -6,7 +15,10 @@ const schema = randomName('e2e_exec');
 beforeAll(async () => {
   await db().query(`CREATE SCHEMA ${schema}`);
   await db().query(`CREATE TABLE ${schema}.items (id int PRIMARY KEY, name text, price numeric)`);
-  await db().query(`INSERT INTO ${schema}.items VALUES (1, 'apple', 1.25), (2, 'pear', 2.5), (3, 'it''s', 10)`);
+  await db().query(
+    `INSERT INTO ${schema}.items VALUES (1, 'apple', 1.25), (2, 'pear', 2.5), (3, 'it''s', 10)`,
+  );
+  await grantSchema(schema);
 });
 
 afterAll(async () => {
@@ -16,7 +28,9 @@ afterAll(async () => {
 
 describe('POST /v1/execute', () => {
   it('returns schema, rows as arrays and the status last in the array format', async () => {
-    const res = await execute({ statement: 'select g, g * 2 as double from generate_series(1, 3) g' });
+    const res = await execute({
+      statement: 'select g, g * 2 as double from generate_series(1, 3) g',
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     expect(res.json.query_id).toMatch(UUID_V4);
@@ -30,12 +44,20 @@ describe('POST /v1/execute', () => {
       [2, 4],
       [3, 6],
     ]);
-    expect(res.json.status).toEqual({ reason: 'OK', sql_state: '00000', vendor_code: 0, row_count: 3 });
+    expect(res.json.status).toEqual({
+      reason: 'OK',
+      sql_state: '00000',
+      vendor_code: 0,
+      row_count: 3,
+    });
     expect(Object.keys(res.json)).toEqual(['query_id', 'schema', 'data', 'status']);
   });
 
   it('returns rows as objects keyed by column in the collection format', async () => {
-    const res = await execute({ statement: `select id, name from ${schema}.items order by id`, format: 'collection' });
+    const res = await execute({
+      statement: `select id, name from ${schema}.items order by id`,
+      format: 'collection',
+    });
     expect(res.status).toBe(200);
     expect(res.json.schema).toBeUndefined();
     expect(res.json.data).toEqual([
@@ -63,8 +85,16 @@ describe('POST /v1/execute', () => {
   it('types parameters like literals: integers, numerics, booleans, nulls, arrays and objects', async () => {
     const res = await execute({
       statement:
-        'select {i} as i, {big} as big, {f} as f, {b} as b, {n}::text as n, 2 = any({arr}) as has2, {obj}->>\'k\' as k',
-      params: { i: 7, big: 9007199254740991, f: 1.5, b: true, n: null, arr: [1, 2, 3], obj: { k: 'v' } },
+        "select {i} as i, {big} as big, {f} as f, {b} as b, {n}::text as n, 2 = any({arr}) as has2, {obj}->>'k' as k",
+      params: {
+        i: 7,
+        big: 9007199254740991,
+        f: 1.5,
+        b: true,
+        n: null,
+        arr: [1, 2, 3],
+        obj: { k: 'v' },
+      },
     });
     expect(res.status).toBe(200);
     expect(res.json.schema.map((c: { type: string }) => c.type)).toEqual([
@@ -80,11 +110,18 @@ describe('POST /v1/execute', () => {
   });
 
   it('caps rows with max_rows and says the result was truncated', async () => {
-    const res = await execute({ statement: 'select g from generate_series(1, 100) g', max_rows: 5, fetch_size: 2 });
+    const res = await execute({
+      statement: 'select g from generate_series(1, 100) g',
+      max_rows: 5,
+      fetch_size: 2,
+    });
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([[1], [2], [3], [4], [5]]);
     expect(res.json.status).toMatchObject({ row_count: 5, truncated: true });
-    const exact = await execute({ statement: 'select g from generate_series(1, 5) g', max_rows: 5 });
+    const exact = await execute({
+      statement: 'select g from generate_series(1, 5) g',
+      max_rows: 5,
+    });
     expect(exact.json.status.truncated).toBeUndefined();
     expect(exact.json.data).toHaveLength(5);
   });
@@ -96,19 +133,28 @@ describe('POST /v1/execute', () => {
   });
 
   it('runs the statement in the given database', async () => {
-    const res = await execute({ statement: 'select current_database() as db', database: 'postgres' });
+    const res = await execute({
+      statement: 'select current_database() as db',
+      database: 'postgres',
+    });
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([['postgres']]);
   });
 
   it('takes the database from the path of /v1/execute/{database}', async () => {
-    const res = await execute({ statement: 'select current_database()' }, { path: '/v1/execute/postgres' });
+    const res = await execute(
+      { statement: 'select current_database()' },
+      { path: '/v1/execute/postgres' },
+    );
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([['postgres']]);
   });
 
   it('refuses a path database that contradicts the body', async () => {
-    const res = await execute({ statement: 'select 1', database: 'test' }, { path: '/v1/execute/postgres' });
+    const res = await execute(
+      { statement: 'select 1', database: 'test' },
+      { path: '/v1/execute/postgres' },
+    );
     expect(res.status).toBe(400);
     expect(res.json.status.vendor_code).toBe(-100);
   });
@@ -126,11 +172,22 @@ describe('POST /v1/execute', () => {
 
   it('accepts GET with the request in the query string, also with a database in the path', async () => {
     const token = await login();
-    const qs = new URLSearchParams({ statement: 'select {x}::int + 1 as y, current_database() as db', params: '{"x":41}' });
-    const res = await request(undefined, { method: 'GET', token, path: `/v1/execute/postgres?${qs}` });
+    const qs = new URLSearchParams({
+      statement: 'select {x}::int + 1 as y, current_database() as db',
+      params: '{"x":41}',
+    });
+    const res = await request(undefined, {
+      method: 'GET',
+      token,
+      path: `/v1/execute/postgres?${qs.toString()}`,
+    });
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([[42, 'postgres']]);
-    const plain = await request(undefined, { method: 'GET', token, path: `/v1/execute?${new URLSearchParams({ statement: 'select 1 as one' })}` });
+    const plain = await request(undefined, {
+      method: 'GET',
+      token,
+      path: `/v1/execute?${new URLSearchParams({ statement: 'select 1 as one' }).toString()}`,
+    });
     expect(plain.json.data).toEqual([[1]]);
   });
 
@@ -140,8 +197,14 @@ describe('POST /v1/execute', () => {
     expect(created.status).toBe(200);
     expect(created.json.data).toEqual([]);
     expect(created.json.schema).toEqual([]);
-    expect(created.json.status).toMatchObject({ reason: 'CREATE TABLE', sql_state: '00000', vendor_code: 0 });
-    const inserted = await execute({ statement: `insert into ${table} select generate_series(1, 3)` });
+    expect(created.json.status).toMatchObject({
+      reason: 'CREATE TABLE',
+      sql_state: '00000',
+      vendor_code: 0,
+    });
+    const inserted = await execute({
+      statement: `insert into ${table} select generate_series(1, 3)`,
+    });
     expect(inserted.json.status.reason).toBe('INSERT 0 3');
     const { rows } = await db().query(`select count(*)::int as n from ${table}`);
     expect(rows[0].n).toBe(3);
@@ -169,7 +232,9 @@ describe('POST /v1/execute', () => {
   });
 
   it('delivers a 200 000-row result whole, and it parses', async () => {
-    const res = await execute({ statement: 'select g, md5(g::text) as h from generate_series(1, 200000) g' });
+    const res = await execute({
+      statement: 'select g, md5(g::text) as h from generate_series(1, 200000) g',
+    });
     expect(res.status).toBe(200);
     expect(res.json.data).toHaveLength(200000);
     expect(res.json.data[0]).toEqual([1, 'c4ca4238a0b923820dcc509a6f75849b']);
@@ -178,7 +243,10 @@ describe('POST /v1/execute', () => {
   });
 
   it('reports a failure after the first rows in the status at the end of the document', async () => {
-    const res = await execute({ statement: 'select 1 / (5000 - g) as x from generate_series(1, 10000) g', fetch_size: 1000 });
+    const res = await execute({
+      statement: 'select 1 / (5000 - g) as x from generate_series(1, 10000) g',
+      fetch_size: 1000,
+    });
     expect(res.status).toBe(200);
     expect(res.json.data.length).toBeGreaterThanOrEqual(1000);
     expect(res.json.data.length).toBeLessThan(5000);
@@ -193,20 +261,36 @@ describe('POST /v1/execute', () => {
     );
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/stream\+json/);
-    const lines = res.text.trimEnd().split('\n').map((l) => JSON.parse(l));
-    expect(lines[0]).toEqual({ query_id: expect.stringMatching(UUID_V4), schema: [{ name: 'g', type: 'integer' }] });
-    expect(lines.slice(1, -1)).toEqual([{ data: [[1], [2]] }, { data: [[3], [4]] }, { data: [[5]] }]);
-    expect(lines[lines.length - 1]).toEqual({ status: { reason: 'OK', sql_state: '00000', vendor_code: 0, row_count: 5 } });
+    const lines = res.text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[0]).toEqual({
+      query_id: expect.stringMatching(UUID_V4),
+      schema: [{ name: 'g', type: 'integer' }],
+    });
+    expect(lines.slice(1, -1)).toEqual([
+      { data: [[1], [2]] },
+      { data: [[3], [4]] },
+      { data: [[5]] },
+    ]);
+    expect(lines[lines.length - 1]).toEqual({
+      status: { reason: 'OK', sql_state: '00000', vendor_code: 0, row_count: 5 },
+    });
   });
 
   it('leaves no session state behind: a SET in one statement does not reach the next', async () => {
     const before = await execute({ statement: 'select current_setting($$TimeZone$$) as tz' });
     expect(before.json.data).toEqual([['UTC']]);
     await Promise.all(
-      Array.from({ length: 8 }, () => execute({ statement: "select set_config('TimeZone', 'Asia/Tokyo', false)" })),
+      Array.from({ length: 8 }, () =>
+        execute({ statement: "select set_config('TimeZone', 'Asia/Tokyo', false)" }),
+      ),
     );
     const after = await Promise.all(
-      Array.from({ length: 8 }, () => execute({ statement: 'select current_setting($$TimeZone$$) as tz' })),
+      Array.from({ length: 8 }, () =>
+        execute({ statement: 'select current_setting($$TimeZone$$) as tz' }),
+      ),
     );
     for (const res of after) expect(res.json.data).toEqual([['UTC']]);
     expect(e2eEnv().keyPrefix).toMatch(/^sluice-e2e-/);

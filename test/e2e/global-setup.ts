@@ -1,44 +1,101 @@
 import { randomBytes } from 'node:crypto';
-import { E2eEnvironment, ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  E2eEnvironment,
+  ServiceProcess,
+  freePort,
+  startProcess,
+  waitForApi,
+} from './support/service';
 
 declare global {
-  // eslint-disable-next-line no-var
-  var __SLUICE_E2E__: { processes: ServiceProcess[] } | undefined;
+  var __SLUICE_E2E__: { processes: ServiceProcess[]; dataDir?: string } | undefined;
 }
 
+const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const DATABASE_URL = process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.1:5432/test';
+
 /**
- * Starts the api and the worker as separate processes against the local PostgreSQL and Redis,
- * under a key prefix of this run's own, and tells the tests where they are through the env.
+ * Starts the service the way SLUICE_E2E_MODE says — `cluster`: api and worker as separate
+ * processes on the local PostgreSQL and Redis; `standalone`: one process, no Redis, embedded
+ * PostgreSQL — and tells the tests where it is through the env.
  */
 export default async function globalSetup(): Promise<void> {
+  const mode = process.env.SLUICE_E2E_MODE === 'standalone' ? 'standalone' : 'cluster';
   const port = await freePort();
-  const env: E2eEnvironment = {
+  const base = {
     baseUrl: `http://127.0.0.1:${port}`,
-    databaseUrl: process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.1:5432/test',
-    redisUrl: process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379',
+    redisUrl: REDIS_URL,
     keyPrefix: `sluice-e2e-${randomBytes(4).toString('hex')}`,
-    jwtSecret: randomBytes(24).toString('hex'),
     adminUser: 'e2e_admin',
     adminPassword: randomBytes(12).toString('base64url'),
   };
   const common = {
-    DATABASE_URL: env.databaseUrl,
-    REDIS_URL: env.redisUrl,
-    SLUICE_KEY_PREFIX: env.keyPrefix,
-    SLUICE_JWT_SECRET: env.jwtSecret,
-    SLUICE_ADMIN_USER: env.adminUser,
-    SLUICE_ADMIN_PASSWORD: env.adminPassword,
+    SLUICE_KEY_PREFIX: base.keyPrefix,
+    SLUICE_ADMIN_USER: base.adminUser,
+    SLUICE_ADMIN_PASSWORD: base.adminPassword,
     SLUICE_WORKER_THREADS: '2',
     SLUICE_PRODUCER_SILENCE_MS: '3000',
+    PORT: String(port),
+    HOST: '127.0.0.1',
   };
-  const worker = startProcess('worker', common);
-  const api = startProcess('api', { ...common, PORT: String(port), HOST: '127.0.0.1' });
-  globalThis.__SLUICE_E2E__ = { processes: [api, worker] };
-  try {
-    await waitForApi(env.baseUrl, api);
-  } catch (err) {
-    await Promise.all([api.stop(), worker.stop()]);
-    throw new Error(`${(err as Error).message}\nworker output:\n${worker.output()}`);
+  let env: E2eEnvironment;
+  let processes: ServiceProcess[];
+  let dataDir: string | undefined;
+  if (mode === 'cluster') {
+    const jwtSecret = randomBytes(24).toString('hex');
+    const cluster = { ...common, DATABASE_URL, REDIS_URL, SLUICE_JWT_SECRET: jwtSecret };
+    processes = [startProcess('api', cluster), startProcess('worker', cluster)];
+    env = {
+      ...base,
+      mode,
+      jwtSecret,
+      databaseUrl: DATABASE_URL,
+      defaultDatabase: new URL(DATABASE_URL).pathname.slice(1),
+      authenticatorRole: new URL(DATABASE_URL).username || 'root',
+      adminRole: new URL(DATABASE_URL).username || 'root',
+    };
+  } else {
+    dataDir = join(tmpdir(), `sluice-e2e-${randomBytes(4).toString('hex')}`);
+    const pgPort = await freePort();
+    processes = [
+      startProcess('api', {
+        ...common,
+        SLUICE_DATA_DIR: dataDir,
+        SLUICE_EMBEDDED_PG_PORT: String(pgPort),
+      }),
+    ];
+    env = {
+      ...base,
+      mode,
+      jwtSecret: '',
+      databaseUrl: '',
+      defaultDatabase: 'sluice_demo',
+      authenticatorRole: 'sluice_authenticator',
+      adminRole: 'sluice_admin',
+    };
+    globalThis.__SLUICE_E2E__ = { processes, dataDir };
+    await ready(env, processes);
+    const state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as {
+      jwtSecret: string;
+      superuserPassword: string;
+    };
+    env.jwtSecret = state.jwtSecret;
+    env.databaseUrl = `postgresql://postgres:${state.superuserPassword}@127.0.0.1:${pgPort}/sluice_demo`;
   }
+  globalThis.__SLUICE_E2E__ = { processes, dataDir };
+  await ready(env, processes);
   process.env.SLUICE_E2E = JSON.stringify(env);
+}
+
+async function ready(env: E2eEnvironment, processes: ServiceProcess[]): Promise<void> {
+  try {
+    await waitForApi(env.baseUrl, processes[0], 90_000);
+  } catch (err) {
+    await Promise.all(processes.map((p) => p.stop()));
+    const rest = processes.slice(1).map((p) => p.output());
+    throw new Error(`${(err as Error).message}\n${rest.join('\n')}`, { cause: err });
+  }
 }

@@ -1,10 +1,12 @@
 import Redis from 'ioredis';
+import { rmSync } from 'node:fs';
 import { E2eEnvironment } from './support/service';
 
 /** Stops the processes and removes every Redis key of this run. */
 export default async function globalTeardown(): Promise<void> {
   const state = globalThis.__SLUICE_E2E__;
   if (state) await Promise.all(state.processes.map((p) => p.stop()));
+  if (state?.dataDir) rmSync(state.dataDir, { recursive: true, force: true });
   const raw = process.env.SLUICE_E2E;
   if (!raw) return;
   const env = JSON.parse(raw) as E2eEnvironment;

@@ -8,8 +8,8 @@ describe('service', () => {
     expect(res.json).toMatchObject({
       name: 'sluice',
       version: expect.any(String),
-      mode: 'cluster',
-      default_database: 'test',
+      mode: e2eEnv().mode,
+      default_database: e2eEnv().defaultDatabase,
       status: { reason: 'OK', sql_state: '00000', vendor_code: 0 },
     });
   });
@@ -21,7 +21,15 @@ describe('service', () => {
       expect.arrayContaining(['/v1/execute', '/v1/execute/{database}', '/v1/login', '/v1/info']),
     );
     const fields = Object.keys(res.json.components.schemas.ExecuteRequestDto.properties);
-    expect(fields.sort()).toEqual(['database', 'fetch_size', 'format', 'max_rows', 'params', 'schema', 'statement']);
+    expect(fields.sort()).toEqual([
+      'database',
+      'fetch_size',
+      'format',
+      'max_rows',
+      'params',
+      'schema',
+      'statement',
+    ]);
   });
 
   it.each([
@@ -29,16 +37,19 @@ describe('service', () => {
     ['api', { PORT: 'eighty' }, /PORT/],
     ['worker', { REDIS_URL: 'http://nope' }, /REDIS_URL/],
     ['worker', { DATABASE_URL: '' }, /DATABASE_URL/],
-  ] as const)('stops the %s at start-up naming a bad variable (%j)', async (app, override, message) => {
-    const env = e2eEnv();
-    const { code, output } = await runToExit(app, {
-      DATABASE_URL: env.databaseUrl,
-      REDIS_URL: env.redisUrl,
-      SLUICE_JWT_SECRET: env.jwtSecret,
-      SLUICE_KEY_PREFIX: env.keyPrefix,
-      ...override,
-    });
-    expect(code).not.toBe(0);
-    expect(output).toMatch(message);
-  });
+  ] as const)(
+    'stops the %s at start-up naming a bad variable (%j)',
+    async (app, override, message) => {
+      const env = e2eEnv();
+      const { code, output } = await runToExit(app, {
+        DATABASE_URL: 'postgresql://root@127.0.0.1:5432/test',
+        REDIS_URL: env.redisUrl,
+        SLUICE_JWT_SECRET: env.jwtSecret,
+        SLUICE_KEY_PREFIX: env.keyPrefix,
+        ...override,
+      });
+      expect(code).not.toBe(0);
+      expect(output).toMatch(message);
+    },
+  );
 });

@@ -14,7 +14,7 @@ export class AppModule {
   static forRoot(config: SluiceConfig): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(config), InfraModule, AuthModule, ExecuteModule],
+      imports: [ConfigModule.forRoot(config), InfraModule.forRoot(config), AuthModule, ExecuteModule],
       controllers: [InfoController],
       providers: [
         { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },

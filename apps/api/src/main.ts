@@ -3,10 +3,11 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import { ConfigError, SluiceConfig, loadConfig, requireClusterSettings } from '@app/config';
+import { ConfigError, SluiceConfig, isStandalone, loadConfig, requireClusterSettings } from '@app/config';
 import { AppModule } from './app.module';
 import { optionsFromQuery } from './execute/query-options';
 import { toEnvelope } from './http/error.envelope';
+import { banner, prepareStandalone } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
 
 function config(): SluiceConfig {
@@ -24,11 +25,19 @@ function config(): SluiceConfig {
 }
 
 async function bootstrap(): Promise<void> {
-  const settings = config();
-  const adapter = new FastifyAdapter({ bodyLimit: settings.maxBodyBytes, return503OnClosing: true });
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(settings), adapter, {
-    logger: ['log', 'warn', 'error', 'fatal'],
+  const prepared = await prepareStandalone(config());
+  const settings = prepared.config;
+  const adapter = new FastifyAdapter({
+    bodyLimit: settings.maxBodyBytes,
+    return503OnClosing: true,
   });
+  const app = await NestFactory.create<NestFastifyApplication>(
+    AppModule.forRoot(settings),
+    adapter,
+    {
+      logger: ['log', 'warn', 'error', 'fatal'],
+    },
+  );
   // Nest registers its body parsers in init(): replace them after.
   await app.init();
   const fastify = app.getHttpAdapter().getInstance();
@@ -60,9 +69,27 @@ async function bootstrap(): Promise<void> {
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json' });
 
-  app.enableShutdownHooks();
+  if (isStandalone(settings)) {
+    // The embedded PostgreSQL must outlive the pools that Nest closes: stop it after app.close().
+    const stop = (signal: NodeJS.Signals) => {
+      void (async () => {
+        await app.close();
+        await prepared.embedded?.stop();
+        process.kill(process.pid, signal);
+      })();
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  } else {
+    app.enableShutdownHooks();
+  }
   await app.listen(settings.port, settings.host);
-  new Logger('Api').log(`listening on http://${settings.host}:${settings.port}`);
+  const shown = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
+  const address = fastify.server.address();
+  const port = typeof address === 'object' && address ? address.port : settings.port;
+  const url = `http://${shown}:${port}`;
+  if (isStandalone(settings)) console.log(banner(prepared, url));
+  else new Logger('Api').log(`listening on ${url}`);
 }
 
 bootstrap().catch((err: unknown) => {

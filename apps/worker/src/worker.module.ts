@@ -1,7 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, SluiceConfig } from '@app/config';
 import { ExecuteProcessor } from './jobs/execute.processor';
-import { QueryPoolService } from './pool/query-pool.service';
+import { ExecutionModule } from '@app/execution';
 
 /** The worker process: a BullMQ consumer in front of a piscina pool; no HTTP. */
 @Module({})
@@ -9,8 +9,8 @@ export class WorkerModule {
   static forRoot(config: SluiceConfig): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(config)],
-      providers: [QueryPoolService, ExecuteProcessor],
+      imports: [ConfigModule.forRoot(config), ExecutionModule],
+      providers: [ExecuteProcessor],
     };
   }
 }

@@ -29,7 +29,9 @@ export interface SluiceConfig {
   maxBodyBytes: number;
   jobRetentionSeconds: number;
   logLevel: string;
+  /** Standalone mode: where the embedded PostgreSQL and generated secrets are kept. */
   dataDir: string;
+  embeddedPgPort: number;
 }
 
 /** A configuration value that stops start-up; the message names the variable. */
@@ -55,7 +57,8 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
   if (raw === undefined) return fallback;
   if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `must be an integer, got "${raw}"`);
   const n = Number(raw);
-  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+  if (n < min || n > max)
+    throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
   return n;
 }
 
@@ -92,7 +95,10 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   }
   const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
-    throw new ConfigError('LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
+    throw new ConfigError(
+      'LOG_LEVEL',
+      'must be one of fatal, error, warn, info, debug, trace, silent',
+    );
   }
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
@@ -121,12 +127,22 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),
     logLevel,
     dataDir: str(env, 'SLUICE_DATA_DIR') ?? '.data',
+    embeddedPgPort: int(env, 'SLUICE_EMBEDDED_PG_PORT', 54329, 1, 65535),
   };
 }
 
-/** Checks the settings a process needs in cluster mode (its own PostgreSQL and Redis). */
+/** True when no REDIS_URL is set: api and worker run in one process. */
+export function isStandalone(config: SluiceConfig): boolean {
+  return config.redisUrl === undefined;
+}
+
+/**
+ * Checks the settings a process needs in cluster mode (its own PostgreSQL and Redis). The api
+ * without REDIS_URL runs standalone and needs none of them.
+ */
 export function requireClusterSettings(config: SluiceConfig, role: 'api' | 'worker'): void {
-  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required');
+  if (role === 'api' && isStandalone(config)) return;
   if (!config.redisUrl) throw new ConfigError('REDIS_URL', 'is required');
+  if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required');
   if (role === 'api' && !config.jwtSecret) throw new ConfigError('SLUICE_JWT_SECRET', 'is required');
 }

@@ -1,4 +1,10 @@
-import { ERROR_CATALOGUE, SluiceError, httpStatusOf, pgErrorKind, pgErrorStatus } from './error.catalogue';
+import {
+  ERROR_CATALOGUE,
+  SluiceError,
+  httpStatusOf,
+  pgErrorKind,
+  pgErrorStatus,
+} from './error.catalogue';
 
 describe('pgErrorKind', () => {
   it.each([
@@ -34,7 +40,11 @@ describe('pgErrorStatus', () => {
   });
 
   it('uses the catalogue SQLSTATE when the error has none', () => {
-    expect(pgErrorStatus('boom', undefined)).toEqual({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 });
+    expect(pgErrorStatus('boom', undefined)).toEqual({
+      reason: 'boom',
+      sql_state: 'XX000',
+      vendor_code: -103,
+    });
   });
 });
 
@@ -59,7 +69,11 @@ describe(SluiceError.name, () => {
   it('renders its catalogue entry as a status', () => {
     const err = new SluiceError('TOKEN_EXPIRED');
     expect(err.http).toBe(401);
-    expect(err.toStatus()).toEqual({ reason: 'token expired', sql_state: '28000', vendor_code: -302 });
+    expect(err.toStatus()).toEqual({
+      reason: 'token expired',
+      sql_state: '28000',
+      vendor_code: -302,
+    });
   });
 
   it('has distinct vendor codes except where two names share a meaning', () => {

@@ -6,17 +6,32 @@ import { Status } from './status';
  */
 export const ERROR_CATALOGUE = {
   INVALID_REQUEST: { http: 400, sqlState: '08P01', vendorCode: -100, reason: 'invalid request' },
-  MISSING_PARAMETER: { http: 400, sqlState: '42P02', vendorCode: -101, reason: 'missing parameter' },
+  MISSING_PARAMETER: {
+    http: 400,
+    sqlState: '42P02',
+    vendorCode: -101,
+    reason: 'missing parameter',
+  },
   NOT_FOUND: { http: 404, sqlState: '42704', vendorCode: -104, reason: 'not found' },
   NOT_ACCEPTABLE: { http: 406, sqlState: '0A000', vendorCode: -105, reason: 'unsupported Accept' },
-  PAYLOAD_TOO_LARGE: { http: 413, sqlState: '54000', vendorCode: -106, reason: 'request too large' },
+  PAYLOAD_TOO_LARGE: {
+    http: 413,
+    sqlState: '54000',
+    vendorCode: -106,
+    reason: 'request too large',
+  },
   UNSUPPORTED_MEDIA_TYPE: {
     http: 415,
     sqlState: '0A000',
     vendorCode: -107,
     reason: 'unsupported Content-Type',
   },
-  AUTH_REQUIRED: { http: 401, sqlState: '28000', vendorCode: -300, reason: 'authentication required' },
+  AUTH_REQUIRED: {
+    http: 401,
+    sqlState: '28000',
+    vendorCode: -300,
+    reason: 'authentication required',
+  },
   TOKEN_INVALID: { http: 401, sqlState: '28000', vendorCode: -301, reason: 'invalid token' },
   TOKEN_EXPIRED: { http: 401, sqlState: '28000', vendorCode: -302, reason: 'token expired' },
   BAD_CREDENTIALS: { http: 401, sqlState: '28P01', vendorCode: -304, reason: 'bad credentials' },
@@ -38,7 +53,12 @@ export const ERROR_CATALOGUE = {
   DATA_ERROR: { http: 400, sqlState: '22000', vendorCode: -520, reason: 'data exception' },
   CONSTRAINT: { http: 409, sqlState: '23000', vendorCode: -530, reason: 'constraint violation' },
   CONFLICT: { http: 409, sqlState: '40001', vendorCode: -540, reason: 'transaction conflict' },
-  DB_UNAVAILABLE: { http: 503, sqlState: '08006', vendorCode: -206, reason: 'database unavailable' },
+  DB_UNAVAILABLE: {
+    http: 503,
+    sqlState: '08006',
+    vendorCode: -206,
+    reason: 'database unavailable',
+  },
   DB_ERROR: { http: 400, sqlState: 'XX000', vendorCode: -599, reason: 'database error' },
 } as const satisfies Record<string, CatalogueEntry>;
 
@@ -70,7 +90,11 @@ export class SluiceError extends Error {
   }
 
   toStatus(): Status {
-    return { reason: this.message, sql_state: this.sqlState, vendor_code: ERROR_CATALOGUE[this.code].vendorCode };
+    return {
+      reason: this.message,
+      sql_state: this.sqlState,
+      vendor_code: ERROR_CATALOGUE[this.code].vendorCode,
+    };
   }
 }
 

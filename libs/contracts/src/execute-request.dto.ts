@@ -14,7 +14,9 @@ import { ResultLayout } from './execute.job';
 
 /** Body of POST /v1/execute (also built from the query string for GET and text/plain). */
 export class ExecuteRequestDto {
-  @ApiProperty({ description: 'The SQL statement to execute; `{name}` parts are bound from `params`.' })
+  @ApiProperty({
+    description: 'The SQL statement to execute; `{name}` parts are bound from `params`.',
+  })
   @IsString()
   @IsNotEmpty()
   statement!: string;
@@ -40,14 +42,21 @@ export class ExecuteRequestDto {
   @IsObject()
   params?: Record<string, unknown>;
 
-  @ApiPropertyOptional({ description: 'Rows per chunk in streamed responses; 0: server default.', minimum: 0, default: 0 })
+  @ApiPropertyOptional({
+    description: 'Rows per chunk in streamed responses; 0: server default.',
+    minimum: 0,
+    default: 0,
+  })
   @IsOptional()
   @IsInt()
   @Min(0)
   @Max(1_000_000)
   fetch_size?: number;
 
-  @ApiPropertyOptional({ description: 'Maximum number of rows returned (default: unlimited).', minimum: 0 })
+  @ApiPropertyOptional({
+    description: 'Maximum number of rows returned (default: unlimited).',
+    minimum: 0,
+  })
   @IsOptional()
   @IsInt()
   @Min(0)

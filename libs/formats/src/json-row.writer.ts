@@ -11,8 +11,12 @@ export class JsonRowWriter {
     private readonly layout: ResultLayout,
   ) {
     this.encoders = columns.map((c) => c.json);
-    this.prefixes = columns.map(
-      (c, i) => (layout === 'collection' ? (i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':' : i === 0 ? '[' : ','),
+    this.prefixes = columns.map((c, i) =>
+      layout === 'collection'
+        ? (i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':'
+        : i === 0
+          ? '['
+          : ',',
     );
   }
 

@@ -46,7 +46,7 @@ export function rowToTypeInfo(row: Record<string, unknown>): PgTypeInfo {
     category: String(row.category),
     elem: Number(row.elem ?? 0) || 0,
     baseType: Number(row.baseType ?? 0) || 0,
-    delim: row.delim == null ? ',' : String(row.delim),
+    delim: typeof row.delim === 'string' ? row.delim : ',',
   };
 }
 

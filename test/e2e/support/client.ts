@@ -3,7 +3,8 @@ import { E2eEnvironment } from './service';
 
 export function e2eEnv(): E2eEnvironment {
   const raw = process.env.SLUICE_E2E;
-  if (!raw) throw new Error('SLUICE_E2E is not set: run through jest (global-setup starts the service)');
+  if (!raw)
+    throw new Error('SLUICE_E2E is not set: run through jest (global-setup starts the service)');
   return JSON.parse(raw) as E2eEnvironment;
 }
 
@@ -12,7 +13,7 @@ export interface HttpResult {
   status: number;
   headers: Headers;
   text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+
   json: any;
 }
 
@@ -37,7 +38,11 @@ export async function request(body: unknown, options: RequestOptions = {}): Prom
       headers['content-type'] = 'application/json';
     }
   }
-  const res = await fetch(`${baseUrl}${options.path ?? '/v1/execute'}`, { method, headers, body: payload });
+  const res = await fetch(`${baseUrl}${options.path ?? '/v1/execute'}`, {
+    method,
+    headers,
+    body: payload,
+  });
   const text = await res.text();
   let json: unknown;
   try {
@@ -57,7 +62,10 @@ export async function login(username?: string, password?: string): Promise<strin
   const key = `${user}\n${password ?? ''}`;
   const cached = tokens.get(key);
   if (cached) return cached;
-  const res = await request({ username: user, password: password ?? env.adminPassword }, { path: '/v1/login' });
+  const res = await request(
+    { username: user, password: password ?? env.adminPassword },
+    { path: '/v1/login' },
+  );
   if (res.status !== 200) throw new Error(`login failed: ${res.status} ${res.text}`);
   const token = res.json.access_token as string;
   tokens.set(key, token);
@@ -75,6 +83,13 @@ let pool: Pool | undefined;
 export function db(): Pool {
   pool ??= new Pool({ connectionString: e2eEnv().databaseUrl, max: 2 });
   return pool;
+}
+
+/** Lets the admin's role use a schema the test created as superuser (a no-op for superusers). */
+export async function grantSchema(schema: string): Promise<void> {
+  const role = e2eEnv().adminRole;
+  await db().query(`GRANT ALL ON SCHEMA ${schema} TO ${role}`);
+  await db().query(`GRANT ALL ON ALL TABLES IN SCHEMA ${schema} TO ${role}`);
 }
 
 export async function closeDb(): Promise<void> {

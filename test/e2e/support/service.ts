@@ -6,8 +6,15 @@ import { join } from 'node:path';
 
 /** Where the suite's services listen, and how to log in; passed to tests through the env. */
 export interface E2eEnvironment {
+  mode: 'cluster' | 'standalone';
   baseUrl: string;
+  /** Superuser access to the database the service runs statements in (for set-up and checks). */
   databaseUrl: string;
+  defaultDatabase: string;
+  /** Role the service logs in as; it must be a member of every user's role. */
+  authenticatorRole: string;
+  /** Role the admin's statements run as. */
+  adminRole: string;
   redisUrl: string;
   keyPrefix: string;
   jwtSecret: string;
@@ -44,8 +51,8 @@ export function startProcess(app: 'api' | 'worker', env: Record<string, string>)
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   const exited = once(child, 'exit').then(([code]) => code as number | null);
   return {
     child,
@@ -61,7 +68,11 @@ export function startProcess(app: 'api' | 'worker', env: Record<string, string>)
 }
 
 /** Polls GET /v1/info until it answers 200. */
-export async function waitForApi(baseUrl: string, proc: ServiceProcess, timeoutMs = 30_000): Promise<void> {
+export async function waitForApi(
+  baseUrl: string,
+  proc: ServiceProcess,
+  timeoutMs = 30_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (proc.child.exitCode !== null) {
@@ -79,7 +90,10 @@ export async function waitForApi(baseUrl: string, proc: ServiceProcess, timeoutM
 }
 
 /** Runs a process to completion and returns its exit code and output (for start-up failures). */
-export async function runToExit(app: 'api' | 'worker', env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+export async function runToExit(
+  app: 'api' | 'worker',
+  env: Record<string, string>,
+): Promise<{ code: number | null; output: string }> {
   const proc = startProcess(app, env);
   const timer = setTimeout(() => proc.child.kill('SIGKILL'), 20_000);
   const [code] = (await once(proc.child, 'exit')) as [number | null];

@@ -66,6 +66,11 @@ export class AuthService {
   async userFromPassword(username: string, password: string): Promise<AuthUser | undefined> {
     const user = await this.users.authenticate(username, password);
     if (!user) return undefined;
-    return { username: user.username, role: user.role, isAdmin: user.isAdmin, readOnly: user.readOnly };
+    return {
+      username: user.username,
+      role: user.role,
+      isAdmin: user.isAdmin,
+      readOnly: user.readOnly,
+    };
   }
 }

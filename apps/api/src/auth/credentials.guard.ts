@@ -17,9 +17,19 @@ class BearerGuard extends AuthGuard('jwt') {
     if (user) return user;
     if (err instanceof SluiceError) throw err;
     if (info instanceof Error && info.name === 'TokenExpiredError') {
-      throw new SluiceError('TOKEN_EXPIRED', 'token expired', undefined, challenge('invalid_token', 'token expired'));
+      throw new SluiceError(
+        'TOKEN_EXPIRED',
+        'token expired',
+        undefined,
+        challenge('invalid_token', 'token expired'),
+      );
     }
-    throw new SluiceError('TOKEN_INVALID', 'invalid token', undefined, challenge('invalid_token', 'invalid token'));
+    throw new SluiceError(
+      'TOKEN_INVALID',
+      'invalid token',
+      undefined,
+      challenge('invalid_token', 'invalid token'),
+    );
   }
 }
 
@@ -28,7 +38,12 @@ class PasswordGuard extends AuthGuard('basic') {
   override handleRequest<T>(err: unknown, user: T): T {
     if (user) return user;
     if (err instanceof SluiceError) throw err;
-    throw new SluiceError('BAD_CREDENTIALS', 'invalid username or password', undefined, challenge());
+    throw new SluiceError(
+      'BAD_CREDENTIALS',
+      'invalid username or password',
+      undefined,
+      challenge(),
+    );
   }
 }
 

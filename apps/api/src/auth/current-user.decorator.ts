@@ -5,5 +5,5 @@ import { AuthUser } from './auth-user';
 /** The user the CredentialsGuard attached to the request. */
 export const CurrentUser = createParamDecorator(
   (_: unknown, context: ExecutionContext): AuthUser =>
-    (context.switchToHttp().getRequest<FastifyRequest & { user: AuthUser }>()).user,
+    context.switchToHttp().getRequest<FastifyRequest & { user: AuthUser }>().user,
 );

@@ -82,7 +82,11 @@ export class UsersService implements OnModuleInit {
     if (!adminUser || adminPassword === undefined) return;
     const role = this.config.adminRole ?? (await this.databaseRole());
     const existing = await this.find(adminUser);
-    if (existing && (await verifyPassword(adminPassword, existing.passwordHash)) && existing.role === role) {
+    if (
+      existing &&
+      (await verifyPassword(adminPassword, existing.passwordHash)) &&
+      existing.role === role
+    ) {
       return;
     }
     await this.pool.query(

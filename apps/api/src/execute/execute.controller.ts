@@ -36,9 +36,15 @@ const ENVELOPE = {
 @ApiTags('execute')
 @ApiBearerAuth()
 @ApiBasicAuth()
-@ApiHeader({ name: 'Accept', required: false, enum: ['application/json', 'application/stream+json'] })
+@ApiHeader({
+  name: 'Accept',
+  required: false,
+  enum: ['application/json', 'application/stream+json'],
+})
 @ApiProduces('application/json', 'application/stream+json')
-@ApiOkResponse({ description: 'Result: `{query_id, schema?, data, status}` (status last), or NDJSON lines.' })
+@ApiOkResponse({
+  description: 'Result: `{query_id, schema?, data, status}` (status last), or NDJSON lines.',
+})
 @ApiResponse({ status: 400, ...ENVELOPE })
 @ApiResponse({ status: 401, ...ENVELOPE })
 @ApiResponse({ status: 403, ...ENVELOPE })
@@ -54,7 +60,11 @@ export class ExecuteController {
 
   @Post()
   @ApiConsumes('application/json', 'text/plain')
-  @ApiBody({ type: ExecuteRequestDto, description: 'JSON request, or with text/plain the statement itself (options in the query string).' })
+  @ApiBody({
+    type: ExecuteRequestDto,
+    description:
+      'JSON request, or with text/plain the statement itself (options in the query string).',
+  })
   async post(
     @Body() body: ExecuteRequestDto,
     @CurrentUser() user: AuthUser,

@@ -99,7 +99,11 @@ export class ExecuteService {
       await reader.close().catch(() => undefined);
       this.logger.error(`query ${queryId}: result channel failed: ${(err as Error).message}`);
       const entry = ERROR_CATALOGUE.UNAVAILABLE;
-      return this.failure(queryId, { reason: 'result channel unavailable', sql_state: entry.sqlState, vendor_code: entry.vendorCode });
+      return this.failure(queryId, {
+        reason: 'result channel unavailable',
+        sql_state: entry.sqlState,
+        vendor_code: entry.vendorCode,
+      });
     }
     if (first.kind === 'error' || first.kind === 'end') {
       // Ended before any byte of a body: answer with the envelope and the error's own code.
@@ -108,7 +112,10 @@ export class ExecuteService {
     }
     return {
       queryId,
-      contentType: format === 'json' || format === 'ndjson' ? `${MEDIA_TYPES[format]}; charset=utf-8` : MEDIA_TYPES[format as ResultFormat],
+      contentType:
+        format === 'json' || format === 'ndjson'
+          ? `${MEDIA_TYPES[format]}; charset=utf-8`
+          : MEDIA_TYPES[format as ResultFormat],
       body: Readable.from(this.body(first, reader), { objectMode: false }),
     };
   }
@@ -172,7 +179,10 @@ export class ExecuteService {
       }
       const entry = ERROR_CATALOGUE.WORKER_LOST;
       this.logger.warn(`query ${queryId}: job is ${state} but its stream ended without a status`);
-      return { kind: 'error', status: { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode } };
+      return {
+        kind: 'error',
+        status: { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode },
+      };
     };
   }
 }

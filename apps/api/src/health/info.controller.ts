@@ -19,7 +19,9 @@ export class InfoController {
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {}
 
   @Get()
-  @ApiOkResponse({ description: 'Service name, version, mode and default database; no authentication.' })
+  @ApiOkResponse({
+    description: 'Service name, version, mode and default database; no authentication.',
+  })
   info(): InfoResponse {
     const url = this.config.databaseUrl ? new URL(this.config.databaseUrl) : undefined;
     return {

@@ -1,10 +1,5 @@
 import { HttpException, Logger } from '@nestjs/common';
-import {
-  ERROR_CATALOGUE,
-  ErrorCode,
-  ErrorEnvelope,
-  SluiceError,
-} from '@app/contracts';
+import { ERROR_CATALOGUE, ErrorCode, ErrorEnvelope, SluiceError } from '@app/contracts';
 import { ExecutionFailedError } from './execution-failed.error';
 
 /** An error ready to be written: HTTP status, headers and the spec's envelope. */
@@ -27,7 +22,11 @@ const BY_HTTP_STATUS: Record<number, ErrorCode> = {
   503: 'UNAVAILABLE',
 };
 
-function fromCode(code: ErrorCode, reason: string, headers: Record<string, string> = {}): EnvelopeReply {
+function fromCode(
+  code: ErrorCode,
+  reason: string,
+  headers: Record<string, string> = {},
+): EnvelopeReply {
   const entry = ERROR_CATALOGUE[code];
   return {
     httpStatus: entry.http,
@@ -47,7 +46,11 @@ function httpExceptionReason(err: HttpException): string {
 }
 
 /** Fastify's own errors (body parsing, limits, content types) by their code. */
-function fastifyError(err: { code: string; statusCode?: number; message: string }): EnvelopeReply | undefined {
+function fastifyError(err: {
+  code: string;
+  statusCode?: number;
+  message: string;
+}): EnvelopeReply | undefined {
   switch (err.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -73,7 +76,11 @@ const logger = new Logger('Errors');
 /** Maps anything thrown while handling a request to the envelope; internals are logged only. */
 export function toEnvelope(err: unknown): EnvelopeReply {
   if (err instanceof ExecutionFailedError) {
-    return { httpStatus: err.httpStatus, headers: {}, body: { query_id: err.queryId, status: err.status } };
+    return {
+      httpStatus: err.httpStatus,
+      headers: {},
+      body: { query_id: err.queryId, status: err.status },
+    };
   }
   if (err instanceof SluiceError) {
     return { httpStatus: err.http, headers: err.headers, body: { status: err.toStatus() } };
@@ -82,11 +89,19 @@ export function toEnvelope(err: unknown): EnvelopeReply {
     const code = BY_HTTP_STATUS[err.getStatus()];
     if (code) return fromCode(code, httpExceptionReason(err));
   }
-  if (typeof err === 'object' && err !== null && typeof (err as { code?: unknown }).code === 'string') {
+  if (
+    typeof err === 'object' &&
+    err !== null &&
+    typeof (err as { code?: unknown }).code === 'string'
+  ) {
     const mapped = fastifyError(err as { code: string; statusCode?: number; message: string });
     if (mapped) return mapped;
   }
-  if (typeof err === 'object' && err !== null && (err as { type?: string }).type === 'entity.too.large') {
+  if (
+    typeof err === 'object' &&
+    err !== null &&
+    (err as { type?: string }).type === 'entity.too.large'
+  ) {
     return fromCode('PAYLOAD_TOO_LARGE', 'request body is too large');
   }
   logger.error(err instanceof Error ? (err.stack ?? err.message) : String(err));

@@ -7,7 +7,9 @@ function messages(errors: ValidationError[], path = ''): string[] {
   return errors.flatMap((e) => {
     const at = path ? `${path}.${e.property}` : e.property;
     const own = Object.values(e.constraints ?? {}).map((m) =>
-      m.startsWith('property ') ? m.replace(/^property (\S+) should not exist$/, 'unknown field $1') : m,
+      m.startsWith('property ')
+        ? m.replace(/^property (\S+) should not exist$/, 'unknown field $1')
+        : m,
     );
     return [...own, ...messages(e.children ?? [], at)];
   });

@@ -1,61 +1,94 @@
-import { Global, Inject, Module, OnApplicationShutdown } from '@nestjs/common';
+import { DynamicModule, Global, Inject, Module, OnApplicationShutdown, Provider } from '@nestjs/common';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
+import { ExecutionModule } from '@app/execution';
 import {
   BullmqJobQueue,
+  InProcessJobQueue,
+  InProcessResultChannel,
   JobQueue,
   RedisKeys,
   RedisResultSource,
   ResultSource,
 } from '@app/transport';
+import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
 import { JOB_QUEUE, METADATA_POOL, REDIS, RESULT_SOURCE } from './tokens';
 
-/** The api's connections: metadata PostgreSQL, Redis, the job queue and the result source. */
+const metadataPool: Provider = {
+  provide: METADATA_POOL,
+  inject: [SLUICE_CONFIG],
+  useFactory: (config: SluiceConfig) => {
+    const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 4 });
+    pool.on('error', () => undefined);
+    return pool;
+  },
+};
+
+/** Cluster mode: BullMQ and Redis Streams, shared with any number of workers. */
+const clusterProviders: Provider[] = [
+  {
+    provide: REDIS,
+    inject: [SLUICE_CONFIG],
+    useFactory: (config: SluiceConfig) => {
+      const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: null, enableAutoPipelining: true });
+      redis.on('error', () => undefined);
+      return redis;
+    },
+  },
+  {
+    provide: JOB_QUEUE,
+    inject: [SLUICE_CONFIG, REDIS],
+    useFactory: (config: SluiceConfig, redis: Redis): JobQueue =>
+      new BullmqJobQueue(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
+  },
+  {
+    provide: RESULT_SOURCE,
+    inject: [SLUICE_CONFIG, REDIS],
+    useFactory: (config: SluiceConfig, redis: Redis): ResultSource =>
+      new RedisResultSource(redis, new RedisKeys(config.keyPrefix), {
+        redisUrl: config.redisUrl!,
+        silenceMs: config.producerSilenceMs,
+        ttlSeconds: config.streamTtlSeconds,
+      }),
+  },
+];
+
+/** Standalone mode: the same two ports, in memory, and the thread pool in this process. */
+const standaloneProviders: Provider[] = [
+  {
+    provide: InProcessJobQueue,
+    inject: [SLUICE_CONFIG],
+    useFactory: (config: SluiceConfig) => new InProcessJobQueue(config.jobRetentionSeconds),
+  },
+  {
+    provide: InProcessResultChannel,
+    inject: [SLUICE_CONFIG],
+    useFactory: (config: SluiceConfig) => new InProcessResultChannel(config.producerSilenceMs),
+  },
+  { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
+  { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },
+  { provide: REDIS, useValue: undefined },
+  StandaloneExecutionService,
+];
+
+/** The api's connections: metadata PostgreSQL, the job queue and the result source. */
 @Global()
-@Module({
-  providers: [
-    {
-      provide: METADATA_POOL,
-      inject: [SLUICE_CONFIG],
-      useFactory: (config: SluiceConfig) => {
-        const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 4 });
-        pool.on('error', () => undefined);
-        return pool;
-      },
-    },
-    {
-      provide: REDIS,
-      inject: [SLUICE_CONFIG],
-      useFactory: (config: SluiceConfig) => {
-        const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: null, enableAutoPipelining: true });
-        redis.on('error', () => undefined);
-        return redis;
-      },
-    },
-    {
-      provide: JOB_QUEUE,
-      inject: [SLUICE_CONFIG, REDIS],
-      useFactory: (config: SluiceConfig, redis: Redis): JobQueue =>
-        new BullmqJobQueue(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
-    },
-    {
-      provide: RESULT_SOURCE,
-      inject: [SLUICE_CONFIG, REDIS],
-      useFactory: (config: SluiceConfig, redis: Redis): ResultSource =>
-        new RedisResultSource(redis, new RedisKeys(config.keyPrefix), {
-          redisUrl: config.redisUrl!,
-          silenceMs: config.producerSilenceMs,
-          ttlSeconds: config.streamTtlSeconds,
-        }),
-    },
-  ],
-  exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE],
-})
+@Module({})
 export class InfraModule implements OnApplicationShutdown {
+  static forRoot(config: SluiceConfig): DynamicModule {
+    const standalone = isStandalone(config);
+    return {
+      module: InfraModule,
+      imports: standalone ? [ExecutionModule] : [],
+      providers: [metadataPool, ...(standalone ? standaloneProviders : clusterProviders)],
+      exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE],
+    };
+  }
+
   constructor(
     @Inject(METADATA_POOL) private readonly pool: Pool,
-    @Inject(REDIS) private readonly redis: Redis,
+    @Inject(REDIS) private readonly redis: Redis | undefined,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly source: ResultSource,
   ) {}
@@ -63,7 +96,7 @@ export class InfraModule implements OnApplicationShutdown {
   async onApplicationShutdown(): Promise<void> {
     await this.source.close();
     await this.queue.close();
-    await this.redis.quit().catch(() => undefined);
+    await this.redis?.quit().catch(() => undefined);
     await this.pool.end().catch(() => undefined);
   }
 }

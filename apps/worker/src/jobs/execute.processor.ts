@@ -1,11 +1,16 @@
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnModuleDestroy,
+} from '@nestjs/common';
 import { Job, Worker } from 'bullmq';
 import Redis from 'ioredis';
 import { EXECUTE_QUEUE, ERROR_CATALOGUE, ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { RedisKeys, RedisResultWriter } from '@app/transport';
-import { QueryPoolService } from '../pool/query-pool.service';
-import { ExecutionOutcome } from '../tasks/query.runner';
+import { ExecutionOutcome, QueryPoolService } from '@app/execution';
 
 /** Takes execution jobs off the BullMQ queue and runs each in the thread pool. */
 @Injectable()
@@ -27,15 +32,19 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   async onApplicationBootstrap(): Promise<void> {
     await this.connection.ping();
     await this.pool.check();
-    this.worker = new Worker<ExecuteJobData, ExecutionOutcome>(EXECUTE_QUEUE, (job) => this.process(job), {
-      connection: this.connection,
-      prefix: this.keys.bullPrefix,
-      concurrency: this.pool.capacity,
-      // A job whose worker died is failed, never handed to another worker: no statement runs twice.
-      maxStalledCount: 0,
-      stalledInterval: 5_000,
-      lockDuration: 10_000,
-    });
+    this.worker = new Worker<ExecuteJobData, ExecutionOutcome>(
+      EXECUTE_QUEUE,
+      (job) => this.process(job),
+      {
+        connection: this.connection,
+        prefix: this.keys.bullPrefix,
+        concurrency: this.pool.capacity,
+        // A job whose worker died is failed, never handed to another worker: no statement runs twice.
+        maxStalledCount: 0,
+        stalledInterval: 5_000,
+        lockDuration: 10_000,
+      },
+    );
     this.worker.on('error', (err) => this.logger.error(`queue error: ${err.message}`));
     await this.worker.waitUntilReady();
     this.logger.log(`consuming queue "${EXECUTE_QUEUE}" with concurrency ${this.pool.capacity}`);
@@ -48,7 +57,11 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       // The thread died or failed before it could report: end the stream so the client learns.
       this.logger.error(`query ${job.data.queryId} failed in the pool: ${(err as Error).message}`);
       const entry = ERROR_CATALOGUE.INTERNAL;
-      const status = { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+      const status = {
+        reason: entry.reason,
+        sql_state: entry.sqlState,
+        vendor_code: entry.vendorCode,
+      };
       const writer = new RedisResultWriter(
         this.connection,
         this.keys,

@@ -44,7 +44,7 @@ export class RedisResultReader implements ResultReader {
       this.inFlight = true;
       let reply: [Buffer, [Buffer, Buffer[]][]][] | null;
       try {
-        reply = (await this.blocking.xreadBuffer(
+        reply = await this.blocking.xreadBuffer(
           'COUNT',
           64,
           'BLOCK',
@@ -52,7 +52,7 @@ export class RedisResultReader implements ResultReader {
           'STREAMS',
           this.key,
           this.lastId,
-        )) as [Buffer, [Buffer, Buffer[]][]][] | null;
+        );
       } finally {
         this.inFlight = false;
       }

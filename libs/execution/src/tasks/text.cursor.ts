@@ -21,13 +21,13 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   constructor(text: string, values: (string | null)[], paramTypes: number[]) {
     super(text, values, { rowMode: 'array', types: RAW_TEXT } as never);
-    const submit = (Cursor.prototype as unknown as CursorInternals).submit;
+    const internals = Cursor.prototype as unknown as CursorInternals;
     this.submit = (connection: Connection) => {
-      const parse = connection.parse;
+      const parse = connection.parse.bind(connection);
       connection.parse = (query: ParseMessage, more: boolean) =>
-        parse.call(connection, { ...query, types: paramTypes as never }, more);
+        parse({ ...query, types: paramTypes as never }, more);
       try {
-        submit.call(this, connection);
+        internals.submit.call(this, connection);
       } finally {
         connection.parse = parse;
       }

@@ -1,8 +1,10 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { join } from 'node:path';
 import { Piscina } from 'piscina';
+import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import type { ExecuteTask } from '../tasks/execute-query.task';
 import { ExecutionOutcome } from '../tasks/query.runner';
 import { ThreadSettings } from '../tasks/thread.settings';
 
@@ -10,7 +12,7 @@ import { ThreadSettings } from '../tasks/thread.settings';
 @Injectable()
 export class QueryPoolService implements OnModuleDestroy {
   private readonly logger = new Logger(QueryPoolService.name);
-  private readonly pool: Piscina<ExecuteJobData, ExecutionOutcome>;
+  private readonly pool: Piscina<ExecuteTask, ExecutionOutcome>;
 
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
     const settings: ThreadSettings = {
@@ -40,14 +42,20 @@ export class QueryPoolService implements OnModuleDestroy {
     return this.config.workerThreads * this.config.tasksPerThread;
   }
 
-  run(job: ExecuteJobData): Promise<ExecutionOutcome> {
-    return this.pool.run(job);
+  /** Runs a job in a thread; with a port, its records go there instead of to Redis. */
+  run(job: ExecuteJobData, port?: MessagePort): Promise<ExecutionOutcome> {
+    if (!port) return this.pool.run({ job });
+    return this.pool.run({ job, port }, { transferList: [port] as never });
   }
 
   /** Start-up check: a thread answers and reaches PostgreSQL. */
   async check(): Promise<void> {
-    const version = await (this.pool.run(undefined as never, { name: 'ping' }) as unknown as Promise<string>);
-    this.logger.log(`pool of ${this.config.workerThreads} threads ready (${version.split(',')[0]})`);
+    const version = await (this.pool.run(undefined as never, {
+      name: 'ping',
+    }) as unknown as Promise<string>);
+    this.logger.log(
+      `pool of ${this.config.workerThreads} threads ready (${version.split(',')[0]})`,
+    );
   }
 
   async onModuleDestroy(): Promise<void> {

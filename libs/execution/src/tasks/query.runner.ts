@@ -60,11 +60,21 @@ export function failureStatus(err: unknown): Status {
     return { reason: err.message, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
   }
   if (err instanceof SluiceError) return err.toStatus();
-  if (isPgError(err) && /^[0-9A-Z]{5}$/.test(err.code!)) return pgErrorStatus(err.message, err.code);
+  if (isPgError(err) && /^[0-9A-Z]{5}$/.test(err.code!))
+    return pgErrorStatus(err.message, err.code);
   const code = (err as { code?: string })?.code;
-  if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'ETIMEDOUT' || code === 'ENOTFOUND') {
+  if (
+    code === 'ECONNREFUSED' ||
+    code === 'ECONNRESET' ||
+    code === 'ETIMEDOUT' ||
+    code === 'ENOTFOUND'
+  ) {
     const entry = ERROR_CATALOGUE.DB_UNAVAILABLE;
-    return { reason: 'database unavailable', sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+    return {
+      reason: 'database unavailable',
+      sql_state: entry.sqlState,
+      vendor_code: entry.vendorCode,
+    };
   }
   const entry = ERROR_CATALOGUE.INTERNAL;
   return { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
@@ -97,7 +107,11 @@ export class QueryRunner {
       }
       // Huge chunks are split so that no stream entry exceeds the cap.
       for (let at = 0; at < chunk.length || (at === 0 && n > 0); at += max) {
-        await writer.write({ kind: 'data', rows: at === 0 ? n : 0, bytes: chunk.subarray(at, at + max) });
+        await writer.write({
+          kind: 'data',
+          rows: at === 0 ? n : 0,
+          bytes: chunk.subarray(at, at + max),
+        });
       }
     };
     try {
@@ -113,7 +127,9 @@ export class QueryRunner {
       const cursor = client.query(new TextCursor(job.text, job.values, job.types));
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
-      let batch: TextRow[] = await cursor.read(limit === undefined ? fetch : Math.min(fetch, limit));
+      let batch: TextRow[] = await cursor.read(
+        limit === undefined ? fetch : Math.min(fetch, limit),
+      );
       const fields = cursor.fields;
       await db.ensureTypes(fields.map((f) => f.dataTypeID));
       const columns: EncoderColumn[] = fields.map((f) => ({
@@ -142,7 +158,10 @@ export class QueryRunner {
       inTransaction = false;
       const tag = cursor.commandTag;
       const reason = fields.length > 0 || !tag ? 'OK' : tag;
-      const status = okStatus(reason, truncated ? { row_count: rows, truncated } : { row_count: rows });
+      const status = okStatus(
+        reason,
+        truncated ? { row_count: rows, truncated } : { row_count: rows },
+      );
       const tail = encoder.end(status, false) ?? Buffer.alloc(0);
       bytes += tail.length;
       await writer.write({ kind: 'end', status, bytes: tail });
@@ -177,6 +196,11 @@ export class QueryRunner {
       return;
     }
     const tail = encoder.end(status, true);
-    await writer.write({ kind: 'end', status, bytes: tail ?? Buffer.alloc(0), abort: tail === null });
+    await writer.write({
+      kind: 'end',
+      status,
+      bytes: tail ?? Buffer.alloc(0),
+      abort: tail === null,
+    });
   }
 }

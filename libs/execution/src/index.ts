@@ -1,0 +1,4 @@
+export * from './execution.module';
+export * from './pool/query-pool.service';
+export { ExecutionOutcome, failureStatus } from './tasks/query.runner';
+export { ThreadSettings } from './tasks/thread.settings';

@@ -1,0 +1,76 @@
+import type { MessagePort } from 'node:worker_threads';
+import { ResultRecord, isTerminal } from '@app/contracts';
+import { FlowWindow, ProducerStoppedError, ResultWriter, recordSize } from '../result.channel';
+import { ControlMessage, RecordMessage } from './port.messages';
+
+/**
+ * Producer side of the in-process result channel: a piscina thread posts records to the main
+ * thread over a MessagePort and waits, like the Redis writer, while a full window is unread.
+ */
+export class PortResultWriter implements ResultWriter {
+  private readonly sizes: number[] = [];
+  private sent = 0;
+  private taken = 0;
+  private bytesInFlight = 0;
+  private cancelled = false;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    private readonly port: MessagePort,
+    private readonly window: FlowWindow,
+  ) {
+    port.on('message', (message: ControlMessage) => {
+      if (message.type === 'cancel') this.cancelled = true;
+      else this.settle(message.taken);
+      this.wake?.();
+    });
+    // The port must not keep the thread's event loop alive on its own.
+    port.unref();
+  }
+
+  async write(record: ResultRecord): Promise<void> {
+    const terminal = isTerminal(record);
+    if (!terminal) {
+      if (this.cancelled) throw new ProducerStoppedError('cancelled');
+      await this.waitForRoom();
+    }
+    const size = recordSize(record);
+    this.sizes.push(size);
+    this.bytesInFlight += size;
+    this.sent += 1;
+    this.port.postMessage({ type: 'record', record } satisfies RecordMessage);
+    if (terminal) this.port.close();
+  }
+
+  isCancelled(): Promise<boolean> {
+    return Promise.resolve(this.cancelled);
+  }
+
+  private settle(taken: number): void {
+    while (this.taken < taken && this.sizes.length > 0) {
+      this.bytesInFlight -= this.sizes.shift()!;
+      this.taken += 1;
+    }
+  }
+
+  private full(): boolean {
+    const inFlight = this.sent - this.taken;
+    return inFlight >= this.window.chunks || this.bytesInFlight >= this.window.bytes;
+  }
+
+  private async waitForRoom(): Promise<void> {
+    while (this.full()) {
+      const before = this.taken;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.window.idleTimeoutMs);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = undefined;
+      if (this.cancelled) throw new ProducerStoppedError('cancelled');
+      if (this.taken === before && this.full()) throw new ProducerStoppedError('client-idle');
+    }
+  }
+}
