@@ -1,0 +1,64 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+
+// No Docker engine runs on the project's machines: check the compose file by parsing it.
+const root = join(__dirname, '..');
+
+interface Service {
+  image?: string;
+  build?: string;
+  command?: string[];
+  environment?: Record<string, string>;
+  depends_on?: Record<string, { condition: string }>;
+  deploy?: { replicas?: number };
+  healthcheck?: { test: string[] };
+  volumes?: string[];
+}
+
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+  services: Record<string, Service>;
+};
+
+describe('docker-compose.yml', () => {
+  it('brings up PostgreSQL, Redis, 2 api and 2 worker replicas', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['api', 'postgres', 'redis', 'worker']);
+    expect(compose.services.api.deploy?.replicas).toBe(2);
+    expect(compose.services.worker.deploy?.replicas).toBe(2);
+  });
+
+  it('gives PostgreSQL, Redis and the api health checks, and waits for them', () => {
+    for (const name of ['postgres', 'redis', 'api']) {
+      expect(compose.services[name].healthcheck?.test.length).toBeGreaterThan(1);
+    }
+    for (const name of ['api', 'worker']) {
+      expect(compose.services[name].depends_on).toEqual({
+        postgres: { condition: 'service_healthy' },
+        redis: { condition: 'service_healthy' },
+      });
+    }
+  });
+
+  it('configures both apps for cluster mode with a shared secret and prefix', () => {
+    for (const name of ['api', 'worker']) {
+      const env = compose.services[name].environment ?? {};
+      expect(env.REDIS_URL).toMatch(/^redis:\/\/redis:6379/);
+      expect(env.DATABASE_URL).toMatch(/^postgresql:\/\/sluice_authenticator:/);
+      expect(env.SLUICE_JWT_SECRET).toBeDefined();
+      expect(env.SLUICE_KEY_PREFIX).toBe('sluice');
+    }
+  });
+
+  it('starts entry points that the build produces and mounts files that exist', () => {
+    const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/npm run build/);
+    expect(compose.services.api.command).toEqual(['node', 'dist/apps/api/src/main.js']);
+    expect(compose.services.worker.command).toEqual(['node', 'dist/apps/worker/src/main.js']);
+    expect(existsSync(join(root, 'apps/api/src/main.ts'))).toBe(true);
+    expect(existsSync(join(root, 'apps/worker/src/main.ts'))).toBe(true);
+    for (const volume of compose.services.postgres.volumes ?? []) {
+      const source = volume.split(':')[0];
+      if (source.startsWith('./')) expect(existsSync(join(root, source))).toBe(true);
+    }
+  });
+});
