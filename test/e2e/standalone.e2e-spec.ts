@@ -1,0 +1,105 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from 'pg';
+import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
+
+const run = promisify(execFile);
+
+/** Starts `npm start`'s entry point with nothing configured but where to keep its data. */
+async function startStandalone(
+  dataDir: string,
+  port: number,
+  pgPort: number,
+): Promise<ServiceProcess> {
+  const proc = startProcess('api', {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    SLUICE_DATA_DIR: dataDir,
+    SLUICE_EMBEDDED_PG_PORT: String(pgPort),
+  });
+  await waitForApi(`http://127.0.0.1:${port}`, proc, 90_000);
+  // The banner is printed right after the port opens.
+  for (let i = 0; i < 50 && !proc.output().includes('curl -s'); i++)
+    await new Promise((r) => setTimeout(r, 100));
+  return proc;
+}
+
+async function postgresAnswers(pgPort: number, password: string): Promise<boolean> {
+  const client = new Client({
+    connectionString: `postgresql://postgres:${password}@127.0.0.1:${pgPort}/postgres`,
+  });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('standalone mode (npm start)', () => {
+  const dataDir = join(tmpdir(), `sluice-standalone-${randomBytes(4).toString('hex')}`);
+  let proc: ServiceProcess | undefined;
+
+  afterAll(async () => {
+    await proc?.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('serves with no configuration, prints a curl example that returns rows, restarts on the same data and stops its PostgreSQL', async () => {
+    const [port, pgPort] = [await freePort(), await freePort()];
+    proc = await startStandalone(dataDir, port, pgPort);
+    const output = proc.output();
+    expect(output).toContain(`Sluice is serving on http://127.0.0.1:${port}`);
+    const state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as {
+      adminPassword: string;
+      superuserPassword: string;
+    };
+    expect(output).toContain(`admin user: admin   password: ${state.adminPassword}`);
+
+    // Run the two printed lines exactly as a newcomer would paste them.
+    const lines = output
+      .split('\n')
+      .filter((l) => /^\s+(TOKEN=|curl )/.test(l))
+      .map((l) => l.trim());
+    expect(lines).toHaveLength(2);
+    const { stdout } = await run('bash', ['-c', lines.join('\n')]);
+    const body = JSON.parse(stdout) as { data: unknown[][]; status: { sql_state: string } };
+    expect(body.status.sql_state).toBe('00000');
+    expect(body.data[0]).toEqual(['Tokyo', 'Japan', 37194000]);
+
+    // Something made in the first run is still there after a restart, with the same password.
+    const token = /TOKEN=\$\(curl -s (\S+) .* -d '([^']+)'/.exec(lines[0])!;
+    const login = await fetch(token[1], {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: token[2],
+    });
+    const { access_token } = (await login.json()) as { access_token: string };
+    const made = await fetch(`http://127.0.0.1:${port}/v1/execute`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${access_token}` },
+      body: JSON.stringify({ statement: 'create table public.kept as select 42 as answer' }),
+    });
+    expect(made.status).toBe(200);
+
+    await proc.stop('SIGTERM');
+    expect(await postgresAnswers(pgPort, state.superuserPassword)).toBe(false);
+
+    proc = await startStandalone(dataDir, port, pgPort);
+    expect(proc.output()).toContain(`password: ${state.adminPassword}`);
+    const again = await run('bash', [
+      '-c',
+      [
+        lines[0],
+        `curl -s http://127.0.0.1:${port}/v1/execute -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"statement":"select answer from public.kept"}'`,
+      ].join('\n'),
+    ]);
+    expect((JSON.parse(again.stdout) as { data: unknown }).data).toEqual([[42]]);
+    expect(existsSync(join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
+  }, 180_000);
+});
