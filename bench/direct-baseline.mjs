@@ -48,7 +48,9 @@ export async function startDirectBaseline({ databaseUrl, poolSize = 16 }) {
 // Stand-alone use: `node bench/direct-baseline.mjs`.
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const databaseUrl =
-    process.env.BENCH_DATABASE_URL ?? process.env.DATABASE_URL ?? 'postgresql://root@127.0.0.1:5432/test';
+    process.env.BENCH_DATABASE_URL ??
+    process.env.DATABASE_URL ??
+    'postgresql://root@127.0.0.1:5432/test';
   const server = await startDirectBaseline({ databaseUrl });
   console.log(`direct baseline on ${server.url}  (POST /v1/execute {"statement": "..."})`);
   const stop = () => server.close().then(() => process.exit(0));

