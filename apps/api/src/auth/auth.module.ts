@@ -6,6 +6,7 @@ import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { BasicStrategy } from './basic.strategy';
 import { CredentialsGuard } from './credentials.guard';
+import { jwtKey } from './jwt.key';
 import { JwtStrategy } from './jwt.strategy';
 import { UsersService } from './users.service';
 
@@ -15,7 +16,7 @@ import { UsersService } from './users.service';
     JwtModule.registerAsync({
       inject: [SLUICE_CONFIG],
       useFactory: (config: SluiceConfig) => ({
-        secret: config.jwtSecret,
+        secret: jwtKey(config.jwtSecret!) as unknown as string,
         signOptions: { algorithm: 'HS256' },
         verifyOptions: { algorithms: ['HS256'] },
       }),

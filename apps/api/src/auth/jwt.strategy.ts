@@ -4,6 +4,7 @@ import { ExtractJwt, Strategy } from 'passport-jwt';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { AuthUser } from './auth-user';
 import { AuthService, TokenClaims } from './auth.service';
+import { jwtKey } from './jwt.key';
 
 /** Bearer tokens: HS256 only (no `alg: none`, no key confusion), expiry enforced. */
 @Injectable()
@@ -14,7 +15,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
   ) {
     super({
       jwtFromRequest: ExtractJwt.fromAuthHeaderAsBearerToken(),
-      secretOrKey: config.jwtSecret!,
+      secretOrKey: jwtKey(config.jwtSecret!) as unknown as string,
       algorithms: ['HS256'],
       ignoreExpiration: false,
     });
