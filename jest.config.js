@@ -30,7 +30,7 @@ module.exports = {
       moduleNameMapper,
       globalSetup: '<rootDir>/test/e2e/global-setup.ts',
       globalTeardown: '<rootDir>/test/e2e/global-teardown.ts',
-      testTimeout: 60000,
+      setupFilesAfterEnv: ['<rootDir>/test/e2e/support/timeout.ts'],
     },
   ],
 };

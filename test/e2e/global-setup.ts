@@ -38,6 +38,7 @@ export default async function globalSetup(): Promise<void> {
     SLUICE_ADMIN_PASSWORD: base.adminPassword,
     SLUICE_WORKER_THREADS: '2',
     SLUICE_PRODUCER_SILENCE_MS: '3000',
+    SLUICE_CLIENT_IDLE_TIMEOUT_MS: '3000',
     PORT: String(port),
     HOST: '127.0.0.1',
   };

@@ -14,7 +14,12 @@ export class AppModule {
   static forRoot(config: SluiceConfig): DynamicModule {
     return {
       module: AppModule,
-      imports: [ConfigModule.forRoot(config), InfraModule.forRoot(config), AuthModule, ExecuteModule],
+      imports: [
+        ConfigModule.forRoot(config),
+        InfraModule.forRoot(config),
+        AuthModule,
+        ExecuteModule,
+      ],
       controllers: [InfoController],
       providers: [
         { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },

@@ -3,7 +3,13 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import { ConfigError, SluiceConfig, isStandalone, loadConfig, requireClusterSettings } from '@app/config';
+import {
+  ConfigError,
+  SluiceConfig,
+  isStandalone,
+  loadConfig,
+  requireClusterSettings,
+} from '@app/config';
 import { AppModule } from './app.module';
 import { optionsFromQuery } from './execute/query-options';
 import { toEnvelope } from './http/error.envelope';

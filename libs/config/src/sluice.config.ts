@@ -144,5 +144,6 @@ export function requireClusterSettings(config: SluiceConfig, role: 'api' | 'work
   if (role === 'api' && isStandalone(config)) return;
   if (!config.redisUrl) throw new ConfigError('REDIS_URL', 'is required');
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required');
-  if (role === 'api' && !config.jwtSecret) throw new ConfigError('SLUICE_JWT_SECRET', 'is required');
+  if (role === 'api' && !config.jwtSecret)
+    throw new ConfigError('SLUICE_JWT_SECRET', 'is required');
 }

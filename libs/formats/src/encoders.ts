@@ -1,10 +1,11 @@
 import { ResultFormat } from '@app/contracts';
+import { CsvEncoder } from './csv.encoder';
 import { JsonEncoder } from './json.encoder';
 import { NdjsonEncoder } from './ndjson.encoder';
 import { EncoderOptions, ResultEncoder } from './result.encoder';
 
 /** Formats this build can encode. */
-export const SUPPORTED_FORMATS: readonly ResultFormat[] = ['json', 'ndjson'];
+export const SUPPORTED_FORMATS: readonly ResultFormat[] = ['json', 'ndjson', 'csv'];
 
 /** The encoder for a response format. */
 export function createEncoder(format: ResultFormat, options: EncoderOptions): ResultEncoder {
@@ -14,6 +15,7 @@ export function createEncoder(format: ResultFormat, options: EncoderOptions): Re
     case 'ndjson':
       return new NdjsonEncoder(options);
     case 'csv':
+      return new CsvEncoder(options);
     case 'parquet':
     case 'arrow':
       throw new Error(`format ${format} is not available`);

@@ -3,3 +3,5 @@ export * from './json-row.writer';
 export * from './json.encoder';
 export * from './ndjson.encoder';
 export * from './encoders';
+export * from './chunk.compressor';
+export * from './csv.encoder';

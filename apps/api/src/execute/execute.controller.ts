@@ -13,20 +13,38 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
 import { ExecuteRequestDto } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
 import { ExecuteQueryPipe } from './execute-query.pipe';
-import { ExecuteService, ExecutionResponse } from './execute.service';
+import { ExecuteService, ExecutionResponse, ResponseOptions } from './execute.service';
 
 function send(reply: FastifyReply, result: ExecutionResponse): FastifyReply {
-  return reply
+  reply
     .code(200)
     .header('content-type', result.contentType)
     .header('x-query-id', result.queryId)
     .header('cache-control', 'no-store')
-    .send(result.body);
+    .header('vary', 'Accept, Accept-Encoding');
+  if (result.contentEncoding) reply.header('content-encoding', result.contentEncoding);
+  return reply.send(result.body);
+}
+
+function one(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** The request headers that shape the response. */
+function responseOptions(headers: IncomingHttpHeaders, database?: string): ResponseOptions {
+  return {
+    accept: headers.accept,
+    acceptEncoding: one(headers['accept-encoding']),
+    preferredEncoding: one(headers['preferred-encoding']),
+    preferredLevel: one(headers['preferred-compression-level']),
+    database,
+  };
 }
 
 const ENVELOPE = {
@@ -68,10 +86,10 @@ export class ExecuteController {
   async post(
     @Body() body: ExecuteRequestDto,
     @CurrentUser() user: AuthUser,
-    @Headers('accept') accept: string | undefined,
+    @Headers() headers: IncomingHttpHeaders,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return send(reply, await this.executions.execute(body, user, { accept }));
+    return send(reply, await this.executions.execute(body, user, responseOptions(headers)));
   }
 
   @Post(':database')
@@ -82,10 +100,13 @@ export class ExecuteController {
     @Param('database') database: string,
     @Body() body: ExecuteRequestDto,
     @CurrentUser() user: AuthUser,
-    @Headers('accept') accept: string | undefined,
+    @Headers() headers: IncomingHttpHeaders,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return send(reply, await this.executions.execute(body, user, { accept, database }));
+    return send(
+      reply,
+      await this.executions.execute(body, user, responseOptions(headers, database)),
+    );
   }
 
   @Get()
@@ -99,10 +120,10 @@ export class ExecuteController {
   async get(
     @Query(ExecuteQueryPipe) request: Readonly<ExecuteRequestDto>,
     @CurrentUser() user: AuthUser,
-    @Headers('accept') accept: string | undefined,
+    @Headers() headers: IncomingHttpHeaders,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return send(reply, await this.executions.execute(request, user, { accept }));
+    return send(reply, await this.executions.execute(request, user, responseOptions(headers)));
   }
 
   @Get(':database')
@@ -111,9 +132,12 @@ export class ExecuteController {
     @Param('database') database: string,
     @Query(ExecuteQueryPipe) request: Readonly<ExecuteRequestDto>,
     @CurrentUser() user: AuthUser,
-    @Headers('accept') accept: string | undefined,
+    @Headers() headers: IncomingHttpHeaders,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return send(reply, await this.executions.execute(request, user, { accept, database }));
+    return send(
+      reply,
+      await this.executions.execute(request, user, responseOptions(headers, database)),
+    );
   }
 }

@@ -18,10 +18,13 @@ import { JobQueue, ResultReader, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { JOB_QUEUE, RESULT_SOURCE } from '../infra/tokens';
+import { CompressionHeaders, negotiateEncoding } from './encoding.negotiator';
 import { negotiateFormat } from './media.negotiator';
 
+const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
+
 /** How the client asked for the response. */
-export interface ResponseOptions {
+export interface ResponseOptions extends CompressionHeaders {
   accept?: string;
   /** Database named in the path (`/v1/execute/{database}`). */
   database?: string;
@@ -31,6 +34,7 @@ export interface ResponseOptions {
 export interface ExecutionResponse {
   queryId: string;
   contentType: string;
+  contentEncoding?: string;
   body: Readable;
 }
 
@@ -66,6 +70,7 @@ export class ExecuteService {
         `cannot produce ${options.accept}; supported: ${SUPPORTED_FORMATS.map((f) => MEDIA_TYPES[f]).join(', ')}`,
       );
     }
+    const encoding = negotiateEncoding(options);
     const bound = this.bind(request);
     const queryId = randomUUID();
     const job: ExecuteJobData = {
@@ -82,6 +87,7 @@ export class ExecuteService {
       layout: request.format ?? 'array',
       fetchSize: request.fetch_size ?? 0,
       maxRows: request.max_rows,
+      encoding,
       enqueuedAt: Date.now(),
     };
     const reader = this.results.open(queryId, this.producerWatch(queryId));
@@ -112,10 +118,10 @@ export class ExecuteService {
     }
     return {
       queryId,
-      contentType:
-        format === 'json' || format === 'ndjson'
-          ? `${MEDIA_TYPES[format]}; charset=utf-8`
-          : MEDIA_TYPES[format as ResultFormat],
+      contentEncoding: encoding?.name,
+      contentType: TEXT_FORMATS.has(format)
+        ? `${MEDIA_TYPES[format]}; charset=utf-8`
+        : MEDIA_TYPES[format],
       body: Readable.from(this.body(first, reader), { objectMode: false }),
     };
   }

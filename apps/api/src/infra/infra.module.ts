@@ -1,4 +1,11 @@
-import { DynamicModule, Global, Inject, Module, OnApplicationShutdown, Provider } from '@nestjs/common';
+import {
+  DynamicModule,
+  Global,
+  Inject,
+  Module,
+  OnApplicationShutdown,
+  Provider,
+} from '@nestjs/common';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
@@ -31,7 +38,10 @@ const clusterProviders: Provider[] = [
     provide: REDIS,
     inject: [SLUICE_CONFIG],
     useFactory: (config: SluiceConfig) => {
-      const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: null, enableAutoPipelining: true });
+      const redis = new Redis(config.redisUrl!, {
+        maxRetriesPerRequest: null,
+        enableAutoPipelining: true,
+      });
       redis.on('error', () => undefined);
       return redis;
     },

@@ -87,7 +87,9 @@ export class EmbeddedDatabase {
   /** Idempotent: roles, the demo database and its data. */
   private async setUp(): Promise<void> {
     await this.withClient('postgres', async (client) => {
-      const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DEMO_DATABASE]);
+      const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+        DEMO_DATABASE,
+      ]);
       if (exists.rowCount === 0) await client.query(`CREATE DATABASE ${DEMO_DATABASE}`);
       await client.query(`
         DO $$BEGIN
@@ -111,7 +113,10 @@ export class EmbeddedDatabase {
     });
   }
 
-  private async withClient(database: string, work: (client: Client) => Promise<void>): Promise<void> {
+  private async withClient(
+    database: string,
+    work: (client: Client) => Promise<void>,
+  ): Promise<void> {
     const client = new Client({ connectionString: this.url(database) });
     await client.connect();
     try {

@@ -33,6 +33,9 @@ export class QueryPoolService implements OnModuleDestroy {
       maxThreads: config.workerThreads,
       concurrentTasksPerWorker: config.tasksPerThread,
       idleTimeout: Number.POSITIVE_INFINITY,
+      // Tasks wait on timers and sockets between chunks: a thread must never block in
+      // Atomics.wait ('sync', the default) while its tasks are in flight.
+      atomics: 'disabled',
       workerData: settings,
     });
   }

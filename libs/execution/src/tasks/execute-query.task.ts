@@ -2,7 +2,13 @@ import Redis from 'ioredis';
 import { workerData } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
-import { FlowWindow, PortResultWriter, RedisKeys, RedisResultWriter, ResultWriter } from '@app/transport';
+import {
+  FlowWindow,
+  PortResultWriter,
+  RedisKeys,
+  RedisResultWriter,
+  ResultWriter,
+} from '@app/transport';
 import { DatabaseRegistry } from './database.registry';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
 import { ThreadSettings } from './thread.settings';
@@ -35,7 +41,13 @@ function writerFor(task: ExecuteTask): ResultWriter {
     idleTimeoutMs: settings.clientIdleTimeoutMs,
   };
   if (task.port) return new PortResultWriter(task.port, window);
-  return new RedisResultWriter(connection(), keys, task.job.queryId, window, settings.streamTtlSeconds);
+  return new RedisResultWriter(
+    connection(),
+    keys,
+    task.job.queryId,
+    window,
+    settings.streamTtlSeconds,
+  );
 }
 
 /** Runs one execution job and writes its result to the query's result channel. */

@@ -1,6 +1,5 @@
 import type { PoolClient } from 'pg';
 import {
-  Column,
   ERROR_CATALOGUE,
   ExecuteJobData,
   SluiceError,
@@ -10,6 +9,7 @@ import {
 } from '@app/contracts';
 import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
 import { ProducerStoppedError, ResultWriter } from '@app/transport';
+import { BodyWriter } from './body.writer';
 import { DatabaseRegistry } from './database.registry';
 import { TextCursor } from './text.cursor';
 
@@ -92,28 +92,12 @@ export class QueryRunner {
 
   async run(job: ExecuteJobData, writer: ResultWriter): Promise<ExecutionOutcome> {
     let client: PoolClient | undefined;
+    let cursor: TextCursor | undefined;
     let encoder: ResultEncoder | undefined;
     let inTransaction = false;
     let broken = false;
     let rows = 0;
-    let bytes = 0;
-    const write = async (kind: 'head' | 'data', chunk: Buffer, columns: Column[], n: number) => {
-      bytes += chunk.length;
-      const max = this.settings.maxEntryBytes;
-      if (kind === 'head') {
-        await writer.write({ kind, columns, bytes: chunk.subarray(0, max) });
-        chunk = chunk.subarray(max);
-        if (chunk.length === 0) return;
-      }
-      // Huge chunks are split so that no stream entry exceeds the cap.
-      for (let at = 0; at < chunk.length || (at === 0 && n > 0); at += max) {
-        await writer.write({
-          kind: 'data',
-          rows: at === 0 ? n : 0,
-          bytes: chunk.subarray(at, at + max),
-        });
-      }
-    };
+    const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
     try {
       const db = this.databases.get(job.database);
       try {
@@ -124,7 +108,7 @@ export class QueryRunner {
       }
       await client.query(beginSql(job));
       inTransaction = true;
-      const cursor = client.query(new TextCursor(job.text, job.values, job.types));
+      cursor = client.query(new TextCursor(job.text, job.values, job.types));
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
       let batch: TextRow[] = await cursor.read(
@@ -140,11 +124,11 @@ export class QueryRunner {
       }));
       const plainColumns = columns.map(({ name, type }) => ({ name, type }));
       encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });
-      await write('head', encoder.head(), plainColumns, 0);
+      await body.head(plainColumns, encoder.head());
       let truncated = false;
       while (batch.length > 0) {
         rows += batch.length;
-        await write('data', encoder.rows(batch), plainColumns, batch.length);
+        await body.data(batch.length, encoder.rows(batch));
         if (limit !== undefined && rows >= limit) {
           // One more row tells whether max_rows cut the result.
           truncated = (await cursor.read(1)).length > 0;
@@ -162,20 +146,24 @@ export class QueryRunner {
         reason,
         truncated ? { row_count: rows, truncated } : { row_count: rows },
       );
-      const tail = encoder.end(status, false) ?? Buffer.alloc(0);
-      bytes += tail.length;
-      await writer.write({ kind: 'end', status, bytes: tail });
-      return { status, rows, bytes };
+      await body.end(status, encoder.end(status, false) ?? Buffer.alloc(0));
+      return { status, rows, bytes: body.bytes };
     } catch (err) {
       const status = failureStatus(err);
       broken = !isPgError(err) && !(err instanceof ProducerStoppedError);
-      if (client && inTransaction) {
+      // A suspended portal holds the connection: nothing else runs on it until it is closed.
+      if (cursor?.open) {
+        await cursor.close().catch(() => {
+          broken = true;
+        });
+      }
+      if (client && inTransaction && !broken) {
         await client.query('ROLLBACK').catch(() => {
           broken = true;
         });
       }
-      await this.reportFailure(writer, encoder, status, bytes > 0).catch(() => undefined);
-      return { status, rows, bytes };
+      await this.reportFailure(body, encoder, status).catch(() => undefined);
+      return { status, rows, bytes: body.bytes };
     } finally {
       if (client) {
         // Session state a statement may have changed (SET, LISTEN, temp tables) must not leak.
@@ -186,21 +174,11 @@ export class QueryRunner {
   }
 
   private async reportFailure(
-    writer: ResultWriter,
+    body: BodyWriter,
     encoder: ResultEncoder | undefined,
     status: Status,
-    started: boolean,
   ): Promise<void> {
-    if (!started || !encoder) {
-      await writer.write({ kind: 'error', status });
-      return;
-    }
-    const tail = encoder.end(status, true);
-    await writer.write({
-      kind: 'end',
-      status,
-      bytes: tail ?? Buffer.alloc(0),
-      abort: tail === null,
-    });
+    if (!body.started || !encoder) await body.fail(status);
+    else await body.end(status, encoder.end(status, true));
   }
 }

@@ -34,6 +34,12 @@ export class TextCursor extends Cursor<(string | null)[]> {
     };
   }
 
+  /** True while the portal is open: the connection takes no other query until it is closed. */
+  get open(): boolean {
+    const state = (this as unknown as { state: string }).state;
+    return state !== 'done' && state !== 'error' && state !== 'initialized';
+  }
+
   /** Columns of the result, known after the first read. */
   get fields(): FieldDef[] {
     return (this as unknown as CursorInternals)._result.fields ?? [];

@@ -25,7 +25,9 @@ export class InProcessResultChannel implements ResultSource {
   attach(queryId: string, port: MessagePort): void {
     const channel = this.channel(queryId);
     channel.port = port;
-    port.on('message', (message: RecordMessage) => this.push(queryId, reviveRecord(message.record)));
+    port.on('message', (message: RecordMessage) =>
+      this.push(queryId, reviveRecord(message.record)),
+    );
     if (channel.cancelled) port.postMessage({ type: 'cancel' } satisfies ControlMessage);
   }
 
@@ -88,7 +90,14 @@ export class InProcessResultChannel implements ResultSource {
   private channel(queryId: string): Channel {
     let channel = this.channels.get(queryId);
     if (!channel) {
-      channel = { records: [], waiter: undefined, port: undefined, taken: 0, cancelled: false, closed: false };
+      channel = {
+        records: [],
+        waiter: undefined,
+        port: undefined,
+        taken: 0,
+        cancelled: false,
+        closed: false,
+      };
       this.channels.set(queryId, channel);
     }
     return channel;

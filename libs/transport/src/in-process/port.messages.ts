@@ -15,6 +15,8 @@ export function reviveRecord(record: ResultRecord): ResultRecord {
   const bytes = record.bytes as Uint8Array;
   return {
     ...record,
-    bytes: Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+    bytes: Buffer.isBuffer(bytes)
+      ? bytes
+      : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
   };
 }

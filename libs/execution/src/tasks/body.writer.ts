@@ -1,0 +1,79 @@
+import { Column, ExecuteJobData, Status } from '@app/contracts';
+import { ChunkCompressor } from '@app/formats';
+import { ResultWriter } from '@app/transport';
+
+/**
+ * Writes a response body to the result channel: compresses it when asked (flushed per chunk),
+ * splits chunks so that no entry exceeds the cap, and counts the bytes.
+ */
+export class BodyWriter {
+  private readonly compressor: ChunkCompressor | undefined;
+  /** Body bytes written so far (after compression). */
+  bytes = 0;
+
+  constructor(
+    private readonly writer: ResultWriter,
+    job: ExecuteJobData,
+    private readonly maxEntryBytes: number,
+  ) {
+    if (job.encoding) this.compressor = new ChunkCompressor(job.encoding.name, job.encoding.level);
+  }
+
+  get started(): boolean {
+    return this.bytes > 0;
+  }
+
+  async head(columns: Column[], chunk: Buffer): Promise<void> {
+    const bytes = await this.compress(chunk);
+    const max = this.maxEntryBytes;
+    this.bytes += bytes.length;
+    await this.writer.write({ kind: 'head', columns, bytes: bytes.subarray(0, max) });
+    for (let at = max; at < bytes.length; at += max) {
+      await this.writer.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
+    }
+  }
+
+  async data(rows: number, chunk: Buffer): Promise<void> {
+    const bytes = await this.compress(chunk);
+    this.bytes += bytes.length;
+    const max = this.maxEntryBytes;
+    if (bytes.length === 0) {
+      if (rows > 0) await this.writer.write({ kind: 'data', rows, bytes });
+      return;
+    }
+    for (let at = 0; at < bytes.length; at += max) {
+      await this.writer.write({
+        kind: 'data',
+        rows: at === 0 ? rows : 0,
+        bytes: bytes.subarray(at, at + max),
+      });
+    }
+  }
+
+  /** The last bytes and the final status; `tail` null means the body cannot end well: abort it. */
+  async end(status: Status, tail: Buffer | null): Promise<void> {
+    if (tail === null) {
+      this.compressor?.destroy();
+      await this.writer.write({ kind: 'end', status, bytes: Buffer.alloc(0), abort: true });
+      return;
+    }
+    const bytes = this.compressor ? await this.compressor.finish(tail) : tail;
+    this.bytes += bytes.length;
+    const max = this.maxEntryBytes;
+    let at = 0;
+    for (; bytes.length - at > max; at += max) {
+      await this.writer.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
+    }
+    await this.writer.write({ kind: 'end', status, bytes: bytes.subarray(at) });
+  }
+
+  /** Ends before any byte of the body: the api answers with the error envelope. */
+  async fail(status: Status): Promise<void> {
+    this.compressor?.destroy();
+    await this.writer.write({ kind: 'error', status });
+  }
+
+  private compress(chunk: Buffer): Promise<Buffer> | Buffer {
+    return this.compressor ? this.compressor.push(chunk) : chunk;
+  }
+}
