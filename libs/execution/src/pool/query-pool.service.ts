@@ -35,7 +35,7 @@ export class QueryPoolService implements OnModuleDestroy {
       idleTimeout: Number.POSITIVE_INFINITY,
       // Tasks wait on timers and sockets between chunks: a thread must never block in
       // Atomics.wait ('sync', the default) while its tasks are in flight.
-      atomics: 'disabled',
+      atomics: 'async',
       workerData: settings,
     });
   }
