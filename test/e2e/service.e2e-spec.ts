@@ -18,7 +18,14 @@ describe('service', () => {
     const res = await request(undefined, { method: 'GET', path: '/openapi.json' });
     expect(res.status).toBe(200);
     expect(Object.keys(res.json.paths)).toEqual(
-      expect.arrayContaining(['/v1/execute', '/v1/execute/{database}', '/v1/login', '/v1/info']),
+      expect.arrayContaining([
+        '/v1/execute',
+        '/v1/execute/{database}',
+        '/v1/login',
+        '/v1/info',
+        '/v1/queries',
+        '/v1/queries/{queryId}',
+      ]),
     );
     const fields = Object.keys(res.json.components.schemas.ExecuteRequestDto.properties);
     expect(fields.sort()).toEqual([
@@ -29,6 +36,7 @@ describe('service', () => {
       'params',
       'schema',
       'statement',
+      'timeout',
     ]);
   });
 

@@ -7,6 +7,7 @@ import { InfoController } from './health/info.controller';
 import { EnvelopeFilter } from './http/envelope.filter';
 import { VALIDATION_OPTIONS } from './http/validation';
 import { InfraModule } from './infra/infra.module';
+import { QueriesModule } from './queries/queries.module';
 
 /** The HTTP api: authenticates, validates, queues, and streams results back. */
 @Module({})
@@ -19,6 +20,7 @@ export class AppModule {
         InfraModule.forRoot(config),
         AuthModule,
         ExecuteModule,
+        QueriesModule,
       ],
       controllers: [InfoController],
       providers: [

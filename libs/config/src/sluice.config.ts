@@ -32,6 +32,14 @@ export interface SluiceConfig {
   /** Standalone mode: where the embedded PostgreSQL and generated secrets are kept. */
   dataDir: string;
   embeddedPgPort: number;
+  // Query lifecycle: time limits, admission, shutdown.
+  statementTimeoutMs: number;
+  maxStatementTimeoutMs: number;
+  maxQueueWaitMs: number;
+  maxQueued: number;
+  maxActivePerUser: number;
+  cancelPollMs: number;
+  shutdownGraceMs: number;
 }
 
 /** A configuration value that stops start-up; the message names the variable. */
@@ -128,6 +136,13 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     logLevel,
     dataDir: str(env, 'SLUICE_DATA_DIR') ?? '.data',
     embeddedPgPort: int(env, 'SLUICE_EMBEDDED_PG_PORT', 54329, 1, 65535),
+    statementTimeoutMs: int(env, 'SLUICE_STATEMENT_TIMEOUT_MS', 300_000, 0, 86_400_000),
+    maxStatementTimeoutMs: int(env, 'SLUICE_MAX_STATEMENT_TIMEOUT_MS', 3_600_000, 1, 86_400_000),
+    maxQueueWaitMs: int(env, 'SLUICE_MAX_QUEUE_WAIT_MS', 30_000, 100, 86_400_000),
+    maxQueued: int(env, 'SLUICE_MAX_QUEUED', 1000, 1, 1_000_000),
+    maxActivePerUser: int(env, 'SLUICE_MAX_ACTIVE_PER_USER', 16, 1, 100_000),
+    cancelPollMs: int(env, 'SLUICE_CANCEL_POLL_MS', 100, 10, 10_000),
+    shutdownGraceMs: int(env, 'SLUICE_SHUTDOWN_GRACE_MS', 20_000, 0, 600_000),
   };
 }
 

@@ -63,6 +63,16 @@ export class ExecuteRequestDto {
   @Max(Number.MAX_SAFE_INTEGER)
   max_rows?: number;
 
+  @ApiPropertyOptional({
+    description: 'Time limit for the statement in ms (default and maximum set by the server).',
+    minimum: 1,
+  })
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @Max(86_400_000)
+  timeout?: number;
+
   @ApiPropertyOptional({ description: 'Schema put first on the search_path for the statement.' })
   @IsOptional()
   @IsString()

@@ -23,5 +23,11 @@ export interface ExecuteJobData {
   fetchSize: number;
   maxRows?: number;
   encoding?: { name: ContentEncoding; level: number };
+  /** Limit on the statement's run time, from the start of execution (ms). */
+  timeoutMs?: number;
+  /** Latest start: a job still waiting then is not run (epoch ms). */
+  startBy?: number;
+  /** Dispatch priority (1 first): the user's queries already queued or running, plus one. */
+  priority?: number;
   enqueuedAt: number;
 }

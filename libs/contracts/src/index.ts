@@ -5,3 +5,4 @@ export * from './execute.job';
 export * from './media-types';
 export * from './execute-request.dto';
 export * from './login.dto';
+export * from './query.info';

@@ -2,3 +2,4 @@ export * from './execution.module';
 export * from './pool/query-pool.service';
 export { ExecutionOutcome, failureStatus } from './tasks/query.runner';
 export { ThreadSettings } from './tasks/thread.settings';
+export * from './job.lifecycle';

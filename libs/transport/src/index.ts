@@ -10,3 +10,6 @@ export * from './in-process/port.messages';
 export * from './in-process/port-result.writer';
 export * from './in-process/in-process-result.channel';
 export * from './in-process/in-process-job.queue';
+export * from './query.registry';
+export * from './in-process/in-process-query.registry';
+export * from './redis/redis-query.registry';

@@ -8,6 +8,10 @@ export interface JobQueue {
   enqueue(job: ExecuteJobData): Promise<void>;
   /** Current state of a job. */
   state(queryId: string): Promise<JobState>;
+  /** Jobs ahead of this one while it waits (0: next), undefined when it does not wait. */
+  position(queryId: string): Promise<number | undefined>;
+  /** Jobs waiting, all users together. */
+  waitingCount(): Promise<number>;
   /** Removes a job that no worker took yet; false when it is already running or gone. */
   removeQueued(queryId: string): Promise<boolean>;
   close(): Promise<void>;

@@ -20,6 +20,26 @@ export class RedisKeys {
     return `${this.prefix}:q:{${queryId}}:cancel`;
   }
 
+  /** What is known of one query (hash): owner, state, timings, rows and bytes. */
+  meta(queryId: string): string {
+    return `${this.prefix}:q:{${queryId}}:meta`;
+  }
+
+  /** Kept alive by the api that reads a query; gone means nobody will read its result. */
+  alive(queryId: string): string {
+    return `${this.prefix}:q:{${queryId}}:alive`;
+  }
+
+  /** Index of recent queries (sorted set: query id by creation time). */
+  get queries(): string {
+    return `${this.prefix}:queries`;
+  }
+
+  /** Queued and running queries of one user (sorted set: query id by admission time). */
+  userActive(username: string): string {
+    return `${this.prefix}:user:{${username}}:active`;
+  }
+
   /** Heartbeats of worker processes (a hash of worker id → last beat, ms). */
   get workers(): string {
     return `${this.prefix}:workers`;

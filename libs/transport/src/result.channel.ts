@@ -1,12 +1,20 @@
 import { ResultRecord } from '@app/contracts';
 
-/** Why a producer was told to stop writing. */
-export type StopReason = 'cancelled' | 'client-idle';
+/** Why a producer was told to stop. */
+export type StopReason = 'cancelled' | 'client-idle' | 'consumer-gone' | 'timeout' | 'shutdown';
+
+const STOP_MESSAGES: Record<StopReason, string> = {
+  cancelled: 'query cancelled',
+  'client-idle': 'client stopped reading',
+  'consumer-gone': 'nobody is reading the result any more',
+  timeout: 'statement time limit exceeded',
+  shutdown: 'worker shutting down',
+};
 
 /** Thrown by a ResultWriter when the consumer cancelled or stopped reading for too long. */
 export class ProducerStoppedError extends Error {
   constructor(readonly reason: StopReason) {
-    super(reason === 'cancelled' ? 'query cancelled' : 'client stopped reading');
+    super(STOP_MESSAGES[reason]);
     this.name = 'ProducerStoppedError';
   }
 }
@@ -25,6 +33,10 @@ export interface ResultWriter {
   write(record: ResultRecord): Promise<void>;
   /** True once the consumer asked to stop. */
   isCancelled(): Promise<boolean>;
+  /** Calls `onStop` (once) when the consumer cancels or is gone; returns a function that stops watching. */
+  watch(onStop: (reason: StopReason) => void): () => void;
+  /** Makes a pending or later non-final write fail with ProducerStoppedError(reason). */
+  interrupt(reason: StopReason): void;
 }
 
 /** Consumer side of one query's result channel. */
@@ -45,5 +57,9 @@ export function recordSize(record: ResultRecord): number {
 export interface ResultSource {
   /** `onSilence` is asked, after a quiet spell, whether the producer is gone (terminal record) or not. */
   open(queryId: string, onSilence: () => Promise<ResultRecord | undefined>): ResultReader;
+  /** Asks the producer of a query to stop, from any api process. */
+  cancel(queryId: string): Promise<void>;
+  /** Ends a query's channel with a final record (e.g. it was cancelled before a worker took it). */
+  abort(queryId: string, record: ResultRecord): Promise<void>;
   close(): Promise<void>;
 }

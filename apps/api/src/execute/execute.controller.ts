@@ -36,9 +36,19 @@ function one(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
+/** Aborted when the client's connection closes before its response is done. */
+function clientGone(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
 /** The request headers that shape the response. */
-function responseOptions(headers: IncomingHttpHeaders, database?: string): ResponseOptions {
+function responseOptions(headers: IncomingHttpHeaders, reply: FastifyReply, database?: string): ResponseOptions {
   return {
+    signal: clientGone(reply),
     accept: headers.accept,
     acceptEncoding: one(headers['accept-encoding']),
     preferredEncoding: one(headers['preferred-encoding']),
@@ -89,7 +99,7 @@ export class ExecuteController {
     @Headers() headers: IncomingHttpHeaders,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return send(reply, await this.executions.execute(body, user, responseOptions(headers)));
+    return send(reply, await this.executions.execute(body, user, responseOptions(headers, reply)));
   }
 
   @Post(':database')
@@ -105,7 +115,7 @@ export class ExecuteController {
   ): Promise<FastifyReply> {
     return send(
       reply,
-      await this.executions.execute(body, user, responseOptions(headers, database)),
+      await this.executions.execute(body, user, responseOptions(headers, reply, database)),
     );
   }
 
@@ -123,7 +133,7 @@ export class ExecuteController {
     @Headers() headers: IncomingHttpHeaders,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return send(reply, await this.executions.execute(request, user, responseOptions(headers)));
+    return send(reply, await this.executions.execute(request, user, responseOptions(headers, reply)));
   }
 
   @Get(':database')
@@ -137,7 +147,7 @@ export class ExecuteController {
   ): Promise<FastifyReply> {
     return send(
       reply,
-      await this.executions.execute(request, user, responseOptions(headers, database)),
+      await this.executions.execute(request, user, responseOptions(headers, reply, database)),
     );
   }
 }

@@ -14,18 +14,35 @@ import {
 } from '@app/contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
 import { InvalidParameterError, MissingParameterError, bindPlaceholders } from '@app/sql';
-import { JobQueue, ResultReader, ResultSource } from '@app/transport';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { JobQueue, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { JOB_QUEUE, RESULT_SOURCE } from '../infra/tokens';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { ExecutionTracker } from './execution.tracker';
 import { CompressionHeaders, negotiateEncoding } from './encoding.negotiator';
 import { negotiateFormat } from './media.negotiator';
 
 const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
 
+/** The client left before its response started. */
+class ClientGoneError extends Error {}
+
+function cancelledStatus(reason: string): Status {
+  const entry = ERROR_CATALOGUE.CANCELLED;
+  return { reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+}
+
+function unavailableStatus(): Status {
+  const entry = ERROR_CATALOGUE.UNAVAILABLE;
+  return { reason: 'result channel unavailable', sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+}
+
 /** How the client asked for the response. */
 export interface ResponseOptions extends CompressionHeaders {
   accept?: string;
+  /** Aborted when the client goes away. */
+  signal?: AbortSignal;
   /** Database named in the path (`/v1/execute/{database}`). */
   database?: string;
 }
@@ -49,6 +66,8 @@ export class ExecuteService {
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {}
 
   async execute(
@@ -73,6 +92,9 @@ export class ExecuteService {
     const encoding = negotiateEncoding(options);
     const bound = this.bind(request);
     const queryId = randomUUID();
+    const now = Date.now();
+    const priority = await this.admit(user.username, queryId);
+    const tracker = new ExecutionTracker(this.registry, queryId, user.username);
     const job: ExecuteJobData = {
       queryId,
       text: bound.text,
@@ -88,42 +110,104 @@ export class ExecuteService {
       fetchSize: request.fetch_size ?? 0,
       maxRows: request.max_rows,
       encoding,
-      enqueuedAt: Date.now(),
+      timeoutMs: this.timeoutFor(request.timeout),
+      startBy: now + this.config.maxQueueWaitMs,
+      priority,
+      enqueuedAt: now,
     };
-    const reader = this.results.open(queryId, this.producerWatch(queryId));
+    const reader = this.results.open(queryId, this.producerWatch(job));
     try {
+      await this.registry.create({
+        queryId,
+        owner: user.username,
+        state: 'queued',
+        database: job.database,
+        format,
+        statement: request.statement.slice(0, 200),
+        createdAt: now,
+        rows: 0,
+        bytes: 0,
+      });
       await this.queue.enqueue(job);
     } catch (err) {
       await reader.close().catch(() => undefined);
       this.logger.error(`query ${queryId}: could not enqueue: ${(err as Error).message}`);
-      throw new SluiceError('UNAVAILABLE', 'the query queue is not reachable');
+      const error = new SluiceError('UNAVAILABLE', 'the query queue is not reachable');
+      await tracker.end(error.toStatus());
+      throw error;
     }
     let first: ResultRecord;
     try {
-      first = await reader.next();
+      first = await this.firstRecord(job, reader, options.signal);
     } catch (err) {
       await reader.close().catch(() => undefined);
-      this.logger.error(`query ${queryId}: result channel failed: ${(err as Error).message}`);
-      const entry = ERROR_CATALOGUE.UNAVAILABLE;
-      return this.failure(queryId, {
-        reason: 'result channel unavailable',
-        sql_state: entry.sqlState,
-        vendor_code: entry.vendorCode,
-      });
+      const status = err instanceof ClientGoneError ? cancelledStatus('client went away') : unavailableStatus();
+      if (!(err instanceof ClientGoneError)) {
+        this.logger.error(`query ${queryId}: result channel failed: ${(err as Error).message}`);
+      }
+      await tracker.end(status);
+      return this.failure(queryId, status);
     }
-    if (first.kind === 'error' || first.kind === 'end') {
+    if (first.kind === 'error') {
       // Ended before any byte of a body: answer with the envelope and the error's own code.
       await reader.close().catch(() => undefined);
-      if (first.kind === 'error') return this.failure(queryId, first.status);
+      await tracker.end(first.status);
+      return this.failure(queryId, first.status);
     }
     return {
       queryId,
       contentEncoding: encoding?.name,
-      contentType: TEXT_FORMATS.has(format)
-        ? `${MEDIA_TYPES[format]}; charset=utf-8`
-        : MEDIA_TYPES[format],
-      body: Readable.from(this.body(first, reader), { objectMode: false }),
+      contentType: TEXT_FORMATS.has(format) ? `${MEDIA_TYPES[format]}; charset=utf-8` : MEDIA_TYPES[format],
+      body: Readable.from(this.body(first, reader, tracker), { objectMode: false }),
     };
+  }
+
+  /** Admission: the global queue cap and the user's cap; returns the job's dispatch priority. */
+  private async admit(username: string, queryId: string): Promise<number> {
+    const retryAfter = { 'Retry-After': '1' };
+    if ((await this.queue.waitingCount()) >= this.config.maxQueued) {
+      throw new SluiceError('QUEUE_FULL', 'the query queue is full; retry later', undefined, retryAfter);
+    }
+    const before = await this.registry.admit(username, queryId, this.config.maxActivePerUser);
+    if (before === undefined) {
+      throw new SluiceError(
+        'QUEUE_FULL',
+        `you have ${this.config.maxActivePerUser} queries queued or running; retry when one ends`,
+        undefined,
+        retryAfter,
+      );
+    }
+    return before + 1;
+  }
+
+  /** The statement's time limit: the request's, capped by the maximum, or the server default. */
+  private timeoutFor(requested: number | undefined): number | undefined {
+    const ms = requested ?? this.config.statementTimeoutMs;
+    if (!ms) return undefined;
+    return Math.min(ms, this.config.maxStatementTimeoutMs);
+  }
+
+  /** Waits for the first record; a client that leaves meanwhile cancels the query. */
+  private async firstRecord(job: ExecuteJobData, reader: ResultReader, signal?: AbortSignal): Promise<ResultRecord> {
+    if (!signal) return reader.next();
+    const gone = new Promise<never>((_, reject) => {
+      const onAbort = () => reject(new ClientGoneError());
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([reader.next(), gone]);
+    } catch (err) {
+      if (err instanceof ClientGoneError) await this.stop(job.queryId, reader);
+      throw err;
+    }
+  }
+
+  /** Stops a query whose client is gone: unqueue it, or tell its worker. */
+  private async stop(queryId: string, reader: ResultReader): Promise<void> {
+    if (!(await this.queue.removeQueued(queryId).catch(() => false))) {
+      await reader.cancel().catch(() => undefined);
+    }
   }
 
   private failure(queryId: string, status: Status): never {
@@ -145,50 +229,63 @@ export class ExecuteService {
   }
 
   /** Yields the body bytes record by record; a failure the format cannot carry aborts it. */
-  private async *body(first: ResultRecord, reader: ResultReader): AsyncGenerator<Buffer> {
+  private async *body(first: ResultRecord, reader: ResultReader, tracker: ExecutionTracker): AsyncGenerator<Buffer> {
     let record = first;
     let finished = false;
     try {
       for (;;) {
+        tracker.sent(record);
         switch (record.kind) {
           case 'head':
           case 'data':
             if (record.bytes.length > 0) yield record.bytes;
             break;
           case 'end':
+            await tracker.end(record.status);
+            finished = true;
             if (record.abort) throw new Error(`query failed mid-stream: ${record.status.reason}`);
             if (record.bytes.length > 0) yield record.bytes;
-            finished = true;
             return;
           case 'error':
+            await tracker.end(record.status);
+            finished = true;
             throw new Error(`query failed mid-stream: ${record.status.reason}`);
         }
         record = await reader.next();
       }
     } finally {
       // Reached when the client went away, too: stop the producer.
-      if (!finished) await reader.cancel().catch(() => undefined);
+      if (!finished) {
+        await reader.cancel().catch(() => undefined);
+        await tracker.end(cancelledStatus('client went away'));
+      }
       await reader.close().catch(() => undefined);
     }
   }
 
-  /** Asked when a stream goes quiet: is the job still queued or running? */
-  private producerWatch(queryId: string): () => Promise<ResultRecord | undefined> {
+  /** Asked when a stream goes quiet: is the job still queued or running, and in time? */
+  private producerWatch(job: ExecuteJobData): () => Promise<ResultRecord | undefined> {
     let endedOnce = false;
     return async () => {
-      const state = await this.queue.state(queryId);
-      if (state === 'queued' || state === 'active') return undefined;
+      const state = await this.queue.state(job.queryId);
+      if (state === 'queued') {
+        if (job.startBy === undefined || Date.now() <= job.startBy) return undefined;
+        if (await this.queue.removeQueued(job.queryId)) {
+          const entry = ERROR_CATALOGUE.TIME_LIMIT;
+          const status = { reason: 'query waited too long in the queue', sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+          return { kind: 'error', status };
+        }
+        return undefined;
+      }
+      if (state === 'active') return undefined;
       // The job ended; its final record may have been written just after our last read.
       if (!endedOnce) {
         endedOnce = true;
         return undefined;
       }
       const entry = ERROR_CATALOGUE.WORKER_LOST;
-      this.logger.warn(`query ${queryId}: job is ${state} but its stream ended without a status`);
-      return {
-        kind: 'error',
-        status: { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode },
-      };
+      this.logger.warn(`query ${job.queryId}: job is ${state} but its stream ended without a status`);
+      return { kind: 'error', status: { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode } };
     };
   }
 }

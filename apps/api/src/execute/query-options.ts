@@ -1,6 +1,6 @@
 import { SluiceError } from '@app/contracts';
 
-const NUMERIC_FIELDS = new Set(['fetch_size', 'max_rows']);
+const NUMERIC_FIELDS = new Set(['fetch_size', 'max_rows', 'timeout']);
 
 /**
  * Turns query-string options (GET, or text/plain bodies) into the shape of an execute request:

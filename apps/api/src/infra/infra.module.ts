@@ -15,12 +15,15 @@ import {
   InProcessJobQueue,
   InProcessResultChannel,
   JobQueue,
+  InProcessQueryRegistry,
+  QueryRegistry,
   RedisKeys,
+  RedisQueryRegistry,
   RedisResultSource,
   ResultSource,
 } from '@app/transport';
 import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
-import { JOB_QUEUE, METADATA_POOL, REDIS, RESULT_SOURCE } from './tokens';
+import { JOB_QUEUE, METADATA_POOL, QUERY_REGISTRY, REDIS, RESULT_SOURCE } from './tokens';
 
 const metadataPool: Provider = {
   provide: METADATA_POOL,
@@ -53,6 +56,12 @@ const clusterProviders: Provider[] = [
       new BullmqJobQueue(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
   },
   {
+    provide: QUERY_REGISTRY,
+    inject: [SLUICE_CONFIG, REDIS],
+    useFactory: (config: SluiceConfig, redis: Redis): QueryRegistry =>
+      new RedisQueryRegistry(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
+  },
+  {
     provide: RESULT_SOURCE,
     inject: [SLUICE_CONFIG, REDIS],
     useFactory: (config: SluiceConfig, redis: Redis): ResultSource =>
@@ -76,6 +85,11 @@ const standaloneProviders: Provider[] = [
     inject: [SLUICE_CONFIG],
     useFactory: (config: SluiceConfig) => new InProcessResultChannel(config.producerSilenceMs),
   },
+  {
+    provide: QUERY_REGISTRY,
+    inject: [SLUICE_CONFIG],
+    useFactory: (config: SluiceConfig): QueryRegistry => new InProcessQueryRegistry(config.jobRetentionSeconds),
+  },
   { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
   { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },
   { provide: REDIS, useValue: undefined },
@@ -92,7 +106,7 @@ export class InfraModule implements OnApplicationShutdown {
       module: InfraModule,
       imports: standalone ? [ExecutionModule] : [],
       providers: [metadataPool, ...(standalone ? standaloneProviders : clusterProviders)],
-      exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE],
+      exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE, QUERY_REGISTRY],
     };
   }
 

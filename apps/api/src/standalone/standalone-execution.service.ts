@@ -1,38 +1,61 @@
-import { Injectable, Logger, OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { MessageChannel } from 'node:worker_threads';
-import { ERROR_CATALOGUE, ExecuteJobData } from '@app/contracts';
-import { QueryPoolService } from '@app/execution';
-import { InProcessJobQueue, InProcessResultChannel } from '@app/transport';
+import { ExecuteJobData, ResultRecord } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { JobLifecycle, QueryPoolService } from '@app/execution';
+import { InProcessJobQueue, InProcessResultChannel, QueryRegistry } from '@app/transport';
+import { QUERY_REGISTRY } from '../infra/tokens';
 
 /** Standalone mode's worker: takes jobs off the in-process queue and runs them in the pool. */
 @Injectable()
-export class StandaloneExecutionService implements OnApplicationBootstrap {
+export class StandaloneExecutionService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(StandaloneExecutionService.name);
+  private readonly lifecycle: JobLifecycle;
+  private readonly running = new Map<string, Promise<void>>();
 
   constructor(
     private readonly queue: InProcessJobQueue,
     private readonly channel: InProcessResultChannel,
     private readonly pool: QueryPoolService,
-  ) {}
+    @Inject(QUERY_REGISTRY) registry: QueryRegistry,
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+  ) {
+    this.lifecycle = new JobLifecycle(registry);
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.pool.check();
-    this.queue.consume((job) => this.run(job), this.pool.capacity);
+    this.queue.consume((job) => this.track(job), this.pool.capacity);
+  }
+
+  private track(job: ExecuteJobData): Promise<void> {
+    const run = this.run(job).finally(() => this.running.delete(job.queryId));
+    this.running.set(job.queryId, run);
+    return run;
   }
 
   private async run(job: ExecuteJobData): Promise<void> {
+    const end = (record: ResultRecord) => this.channel.abort(job.queryId, record);
+    if (!(await this.lifecycle.start(job, end))) return;
     const { port1, port2 } = new MessageChannel();
     this.channel.attach(job.queryId, port1);
     try {
-      await this.pool.run(job, port2);
+      await this.lifecycle.finish(job, await this.pool.run(job, port2));
     } catch (err) {
       this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
-      const entry = ERROR_CATALOGUE.INTERNAL;
-      this.channel.fail(job.queryId, {
-        kind: 'error',
-        status: { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode },
-      });
+      await this.lifecycle.crashed(job, end);
       throw err;
+    }
+  }
+
+  /** Shutdown: no new jobs; running ones get the grace period, then are cancelled. */
+  async onModuleDestroy(): Promise<void> {
+    await this.queue.close();
+    const all = Promise.allSettled([...this.running.values()]);
+    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref());
+    if ((await Promise.race([all, grace])) === 'timeout') {
+      await Promise.all([...this.running.keys()].map((id) => this.channel.cancel(id)));
+      await all;
     }
   }
 }

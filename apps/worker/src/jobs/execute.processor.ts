@@ -1,16 +1,10 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  OnApplicationBootstrap,
-  OnModuleDestroy,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { Job, Worker } from 'bullmq';
 import Redis from 'ioredis';
-import { EXECUTE_QUEUE, ERROR_CATALOGUE, ExecuteJobData } from '@app/contracts';
+import { EXECUTE_QUEUE, ExecuteJobData, ResultRecord } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { RedisKeys, RedisResultWriter } from '@app/transport';
-import { ExecutionOutcome, QueryPoolService } from '@app/execution';
+import { ExecutionOutcome, JobLifecycle, QueryPoolService } from '@app/execution';
+import { RedisKeys, RedisQueryRegistry, RedisResultSource } from '@app/transport';
 
 /** Takes execution jobs off the BullMQ queue and runs each in the thread pool. */
 @Injectable()
@@ -18,7 +12,10 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   private readonly logger = new Logger(ExecuteProcessor.name);
   private readonly keys: RedisKeys;
   private readonly connection: Redis;
-  private worker: Worker<ExecuteJobData, ExecutionOutcome> | undefined;
+  private readonly results: RedisResultSource;
+  private readonly lifecycle: JobLifecycle;
+  private readonly running = new Set<string>();
+  private worker: Worker<ExecuteJobData, ExecutionOutcome | undefined> | undefined;
 
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
@@ -27,55 +24,59 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     this.keys = new RedisKeys(config.keyPrefix);
     // BullMQ workers need maxRetriesPerRequest null on their connection.
     this.connection = new Redis(config.redisUrl!, { maxRetriesPerRequest: null });
+    this.connection.on('error', () => undefined);
+    this.results = new RedisResultSource(this.connection, this.keys, {
+      redisUrl: config.redisUrl!,
+      silenceMs: config.producerSilenceMs,
+      ttlSeconds: config.streamTtlSeconds,
+    });
+    this.lifecycle = new JobLifecycle(new RedisQueryRegistry(this.connection, this.keys, config.jobRetentionSeconds));
   }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.connection.ping();
     await this.pool.check();
-    this.worker = new Worker<ExecuteJobData, ExecutionOutcome>(
-      EXECUTE_QUEUE,
-      (job) => this.process(job),
-      {
-        connection: this.connection,
-        prefix: this.keys.bullPrefix,
-        concurrency: this.pool.capacity,
-        // A job whose worker died is failed, never handed to another worker: no statement runs twice.
-        maxStalledCount: 0,
-        stalledInterval: 5_000,
-        lockDuration: 10_000,
-      },
-    );
+    this.worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(EXECUTE_QUEUE, (job) => this.process(job), {
+      connection: this.connection,
+      prefix: this.keys.bullPrefix,
+      concurrency: this.pool.capacity,
+      // A job whose worker died is failed, never handed to another worker: no statement runs twice.
+      maxStalledCount: 0,
+      stalledInterval: 5_000,
+      lockDuration: 10_000,
+    });
     this.worker.on('error', (err) => this.logger.error(`queue error: ${err.message}`));
     await this.worker.waitUntilReady();
     this.logger.log(`consuming queue "${EXECUTE_QUEUE}" with concurrency ${this.pool.capacity}`);
   }
 
-  private async process(job: Job<ExecuteJobData, ExecutionOutcome>): Promise<ExecutionOutcome> {
+  private async process(job: Job<ExecuteJobData, ExecutionOutcome | undefined>): Promise<ExecutionOutcome | undefined> {
+    const data = job.data;
+    const end = (record: ResultRecord) => this.results.abort(data.queryId, record);
+    if (!(await this.lifecycle.start(data, end))) return undefined;
+    this.running.add(data.queryId);
     try {
-      return await this.pool.run(job.data);
+      const outcome = await this.pool.run(data);
+      await this.lifecycle.finish(data, outcome);
+      return outcome;
     } catch (err) {
-      // The thread died or failed before it could report: end the stream so the client learns.
-      this.logger.error(`query ${job.data.queryId} failed in the pool: ${(err as Error).message}`);
-      const entry = ERROR_CATALOGUE.INTERNAL;
-      const status = {
-        reason: entry.reason,
-        sql_state: entry.sqlState,
-        vendor_code: entry.vendorCode,
-      };
-      const writer = new RedisResultWriter(
-        this.connection,
-        this.keys,
-        job.data.queryId,
-        { chunks: 1, bytes: 1, idleTimeoutMs: 1 },
-        this.config.streamTtlSeconds,
-      );
-      await writer.write({ kind: 'error', status }).catch(() => undefined);
+      this.logger.error(`query ${data.queryId} failed in the pool: ${(err as Error).message}`);
+      await this.lifecycle.crashed(data, end);
       throw err;
+    } finally {
+      this.running.delete(data.queryId);
     }
   }
 
+  /** SIGTERM: take no new jobs, let running ones finish within the grace period, cancel the rest. */
   async onModuleDestroy(): Promise<void> {
-    await this.worker?.close();
+    const closing = this.worker?.close();
+    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref());
+    if ((await Promise.race([closing, grace])) === 'timeout' && this.running.size > 0) {
+      this.logger.warn(`cancelling ${this.running.size} queries still running after the grace period`);
+      await Promise.all([...this.running].map((id) => this.results.cancel(id)));
+      await closing;
+    }
     await this.connection.quit().catch(() => undefined);
   }
 }

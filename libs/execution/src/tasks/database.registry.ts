@@ -1,8 +1,12 @@
 import { Client, Pool } from 'pg';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from '@app/sql';
 
-/** Session settings that make every worker print values the same way. */
-const SESSION_OPTIONS = '-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres';
+/**
+ * Session settings that make every worker print values the same way; the connection check ends
+ * a running statement soon after its worker died (PostgreSQL 14+).
+ */
+const SESSION_OPTIONS =
+  '-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c client_connection_check_interval=1000';
 const MAX_DATABASES = 64;
 
 /** A pool of connections to one database, and the type catalog of that database. */
@@ -40,6 +44,16 @@ export class DatabaseHandle {
         if (next.length === missing.length) break;
         missing = next;
       }
+    });
+    this.catalogQueue = run.catch(() => undefined);
+    await run;
+  }
+
+  /** Cancels what a backend is running (pg_cancel_backend), from a connection of its own. */
+  async cancelBackend(pid: number): Promise<void> {
+    const run = this.catalogQueue.then(async () => {
+      const client = await this.client();
+      await client.query('SELECT pg_cancel_backend($1)', [pid]);
     });
     this.catalogQueue = run.catch(() => undefined);
     await run;

@@ -8,7 +8,7 @@ import {
   pgErrorStatus,
 } from '@app/contracts';
 import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
-import { ProducerStoppedError, ResultWriter } from '@app/transport';
+import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { BodyWriter } from './body.writer';
 import { DatabaseRegistry } from './database.registry';
 import { TextCursor } from './text.cursor';
@@ -53,12 +53,16 @@ function isPgError(err: unknown): err is PgError {
   return typeof err === 'object' && err !== null && typeof (err as PgError).code === 'string';
 }
 
+function stopStatus(reason: StopReason): Status {
+  const entry = reason === 'timeout' ? ERROR_CATALOGUE.TIME_LIMIT : ERROR_CATALOGUE.CANCELLED;
+  return { reason: new ProducerStoppedError(reason).message, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+}
+
 /** The status a failure is reported with; internals never reach the client. */
-export function failureStatus(err: unknown): Status {
-  if (err instanceof ProducerStoppedError) {
-    const entry = ERROR_CATALOGUE.CANCELLED;
-    return { reason: err.message, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
-  }
+export function failureStatus(err: unknown, stopped?: StopReason): Status {
+  if (err instanceof ProducerStoppedError) return stopStatus(err.reason);
+  // The statement was cancelled on purpose (57014 from pg_cancel_backend): say why.
+  if (stopped && isPgError(err) && err.code === '57014') return stopStatus(stopped);
   if (err instanceof SluiceError) return err.toStatus();
   if (isPgError(err) && /^[0-9A-Z]{5}$/.test(err.code!))
     return pgErrorStatus(err.message, err.code);
@@ -98,8 +102,29 @@ export class QueryRunner {
     let broken = false;
     let rows = 0;
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
+    const db = this.databases.get(job.database);
+    // Cancels, client loss and time limits stop the statement where it is: in PostgreSQL or waiting.
+    let stopped: StopReason | undefined;
+    let inStatement = false;
+    const stop = (reason: StopReason) => {
+      if (stopped) return;
+      stopped = reason;
+      writer.interrupt(reason);
+      const pid = (client as { processID?: number } | undefined)?.processID;
+      if (inStatement && pid) void db.cancelBackend(pid).catch(() => undefined);
+    };
+    const unwatch = writer.watch(stop);
+    const deadline = job.timeoutMs ? setTimeout(() => stop('timeout'), job.timeoutMs) : undefined;
+    const read = async (from: TextCursor, n: number): Promise<TextRow[]> => {
+      if (stopped) throw new ProducerStoppedError(stopped);
+      inStatement = true;
+      try {
+        return await from.read(n);
+      } finally {
+        inStatement = false;
+      }
+    };
     try {
-      const db = this.databases.get(job.database);
       try {
         client = await db.pool.connect();
       } catch (err) {
@@ -111,9 +136,7 @@ export class QueryRunner {
       cursor = client.query(new TextCursor(job.text, job.values, job.types));
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
-      let batch: TextRow[] = await cursor.read(
-        limit === undefined ? fetch : Math.min(fetch, limit),
-      );
+      let batch: TextRow[] = await read(cursor, limit === undefined ? fetch : Math.min(fetch, limit));
       const fields = cursor.fields;
       await db.ensureTypes(fields.map((f) => f.dataTypeID));
       const columns: EncoderColumn[] = fields.map((f) => ({
@@ -131,15 +154,17 @@ export class QueryRunner {
         await body.data(batch.length, encoder.rows(batch));
         if (limit !== undefined && rows >= limit) {
           // One more row tells whether max_rows cut the result.
-          truncated = (await cursor.read(1)).length > 0;
+          truncated = (await read(cursor, 1)).length > 0;
           break;
         }
         const want = limit === undefined ? fetch : Math.min(fetch, limit - rows);
-        batch = await cursor.read(want);
+        batch = await read(cursor, want);
       }
       await cursor.close();
+      if (stopped) throw new ProducerStoppedError(stopped);
       await client.query('COMMIT');
       inTransaction = false;
+      unwatch();
       const tag = cursor.commandTag;
       const reason = fields.length > 0 || !tag ? 'OK' : tag;
       const status = okStatus(
@@ -149,7 +174,8 @@ export class QueryRunner {
       await body.end(status, encoder.end(status, false) ?? Buffer.alloc(0));
       return { status, rows, bytes: body.bytes };
     } catch (err) {
-      const status = failureStatus(err);
+      unwatch();
+      const status = failureStatus(err, stopped);
       broken = !isPgError(err) && !(err instanceof ProducerStoppedError);
       // A suspended portal holds the connection: nothing else runs on it until it is closed.
       if (cursor?.open) {
@@ -165,6 +191,8 @@ export class QueryRunner {
       await this.reportFailure(body, encoder, status).catch(() => undefined);
       return { status, rows, bytes: body.bytes };
     } finally {
+      unwatch();
+      if (deadline) clearTimeout(deadline);
       if (client) {
         // Session state a statement may have changed (SET, LISTEN, temp tables) must not leak.
         if (!broken) await client.query('DISCARD ALL').catch(() => (broken = true));

@@ -25,13 +25,26 @@ export class InProcessJobQueue implements JobQueue {
   enqueue(job: ExecuteJobData): Promise<void> {
     if (this.closed) return Promise.reject(new Error('queue is closed'));
     this.states.set(job.queryId, 'queued');
-    this.waiting.push(job);
+    // Kept in dispatch order: by priority, first come first served within one.
+    const priority = job.priority ?? 1;
+    const at = this.waiting.findIndex((j) => (j.priority ?? 1) > priority);
+    if (at < 0) this.waiting.push(job);
+    else this.waiting.splice(at, 0, job);
     this.pump();
     return Promise.resolve();
   }
 
   state(queryId: string): Promise<JobState> {
     return Promise.resolve(this.states.get(queryId) ?? 'unknown');
+  }
+
+  position(queryId: string): Promise<number | undefined> {
+    const at = this.waiting.findIndex((j) => j.queryId === queryId);
+    return Promise.resolve(at < 0 ? undefined : at);
+  }
+
+  waitingCount(): Promise<number> {
+    return Promise.resolve(this.waiting.length);
   }
 
   removeQueued(queryId: string): Promise<boolean> {

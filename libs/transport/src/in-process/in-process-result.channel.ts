@@ -81,6 +81,24 @@ export class InProcessResultChannel implements ResultSource {
     };
   }
 
+  cancel(queryId: string): Promise<void> {
+    const channel = this.channels.get(queryId);
+    if (channel) {
+      channel.cancelled = true;
+      try {
+        channel.port?.postMessage({ type: 'cancel' } satisfies ControlMessage);
+      } catch {
+        // the producer is gone already
+      }
+    }
+    return Promise.resolve();
+  }
+
+  abort(queryId: string, record: ResultRecord): Promise<void> {
+    this.push(queryId, record);
+    return Promise.resolve();
+  }
+
   close(): Promise<void> {
     for (const channel of this.channels.values()) channel.port?.close();
     this.channels.clear();

@@ -1,6 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
 import { ResultRecord, isTerminal } from '@app/contracts';
-import { FlowWindow, ProducerStoppedError, ResultWriter, recordSize } from '../result.channel';
+import { FlowWindow, ProducerStoppedError, ResultWriter, StopReason, recordSize } from '../result.channel';
 import { ControlMessage, RecordMessage } from './port.messages';
 
 /**
@@ -13,17 +13,23 @@ export class PortResultWriter implements ResultWriter {
   private taken = 0;
   private bytesInFlight = 0;
   private cancelled = false;
+  private interrupted: StopReason | undefined;
   private wake: (() => void) | undefined;
+  private onStop: ((reason: StopReason) => void) | undefined;
 
   constructor(
     private readonly port: MessagePort,
     private readonly window: FlowWindow,
   ) {
     port.on('message', (message: ControlMessage) => {
-      if (message.type === 'cancel') this.cancelled = true;
-      else this.settle(message.taken);
+      if (message.type === 'cancel') {
+        this.cancelled = true;
+        this.onStop?.('cancelled');
+      } else this.settle(message.taken);
       this.wake?.();
     });
+    // The consumer closes its end when it stops reading.
+    port.on('close', () => this.onStop?.('consumer-gone'));
     // The port must not keep the thread's event loop alive on its own.
     port.unref();
   }
@@ -31,6 +37,7 @@ export class PortResultWriter implements ResultWriter {
   async write(record: ResultRecord): Promise<void> {
     const terminal = isTerminal(record);
     if (!terminal) {
+      if (this.interrupted) throw new ProducerStoppedError(this.interrupted);
       if (this.cancelled) throw new ProducerStoppedError('cancelled');
       await this.waitForRoom();
     }
@@ -39,7 +46,28 @@ export class PortResultWriter implements ResultWriter {
     this.bytesInFlight += size;
     this.sent += 1;
     this.port.postMessage({ type: 'record', record } satisfies RecordMessage);
-    if (terminal) this.port.close();
+    if (terminal) {
+      this.onStop = undefined;
+      this.port.close();
+    }
+  }
+
+  watch(onStop: (reason: StopReason) => void): () => void {
+    let called = false;
+    this.onStop = (reason) => {
+      if (called) return;
+      called = true;
+      onStop(reason);
+    };
+    if (this.cancelled) this.onStop('cancelled');
+    return () => {
+      this.onStop = undefined;
+    };
+  }
+
+  interrupt(reason: StopReason): void {
+    this.interrupted ??= reason;
+    this.wake?.();
   }
 
   isCancelled(): Promise<boolean> {
@@ -69,6 +97,7 @@ export class PortResultWriter implements ResultWriter {
         };
       });
       this.wake = undefined;
+      if (this.interrupted) throw new ProducerStoppedError(this.interrupted);
       if (this.cancelled) throw new ProducerStoppedError('cancelled');
       if (this.taken === before && this.full()) throw new ProducerStoppedError('client-idle');
     }

@@ -8,12 +8,17 @@ import { RedisKeys } from '../redis.keys';
 export class BullmqJobQueue implements JobQueue {
   readonly queue: Queue<ExecuteJobData>;
 
+  private readonly waitKey: string;
+  private readonly prioritizedKey: string;
+
   constructor(
-    connection: Redis,
+    private readonly connection: Redis,
     keys: RedisKeys,
     private readonly retentionSeconds: number,
   ) {
     this.queue = new Queue<ExecuteJobData>(EXECUTE_QUEUE, { connection, prefix: keys.bullPrefix });
+    this.waitKey = `${keys.bullPrefix}:${EXECUTE_QUEUE}:wait`;
+    this.prioritizedKey = `${keys.bullPrefix}:${EXECUTE_QUEUE}:prioritized`;
   }
 
   async enqueue(job: ExecuteJobData): Promise<void> {
@@ -21,6 +26,8 @@ export class BullmqJobQueue implements JobQueue {
       jobId: job.queryId,
       // A statement must never run twice.
       attempts: 1,
+      // Per-user fairness: a user's n-th concurrent query waits behind everyone's first.
+      priority: job.priority,
       removeOnComplete: { age: this.retentionSeconds },
       removeOnFail: { age: this.retentionSeconds },
     });
@@ -43,6 +50,24 @@ export class BullmqJobQueue implements JobQueue {
       default:
         return 'unknown';
     }
+  }
+
+  async position(queryId: string): Promise<number | undefined> {
+    const result = await this.connection
+      .multi()
+      .zrank(this.prioritizedKey, queryId)
+      .lpos(this.waitKey, queryId)
+      .llen(this.waitKey)
+      .exec();
+    const [rank, lpos, llen] = (result ?? []).map(([, v]) => v as number | null);
+    // Workers take plain waiting jobs (pushed left, taken right) before prioritized ones.
+    if (lpos !== null && lpos !== undefined) return (llen ?? 0) - lpos - 1;
+    if (rank !== null && rank !== undefined) return (llen ?? 0) + rank;
+    return undefined;
+  }
+
+  async waitingCount(): Promise<number> {
+    return this.queue.getJobCountByTypes('waiting', 'prioritized');
   }
 
   async removeQueued(queryId: string): Promise<boolean> {

@@ -3,6 +3,10 @@ import { ResultRecord } from '@app/contracts';
 import { ResultReader, ResultSource } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisResultReader } from './redis-result.reader';
+import { recordFields } from './stream.codec';
+
+/** The api refreshes a query's alive key this often; it lives three times as long. */
+const ALIVE_REFRESH_MS = 2000;
 
 export interface RedisSourceOptions {
   redisUrl: string;
@@ -34,11 +38,17 @@ export class RedisResultSource implements ResultSource {
       onSilence,
       ttlSeconds: this.options.ttlSeconds,
     });
+    const aliveKey = this.keys.alive(queryId);
+    const beat = () => this.shared.set(aliveKey, '1', 'PX', ALIVE_REFRESH_MS * 3).catch(() => undefined);
+    void beat();
+    const heartbeat = setInterval(() => void beat(), ALIVE_REFRESH_MS);
     const close = reader.close.bind(reader);
     let released = false;
     reader.close = async () => {
       if (!released) {
         released = true;
+        clearInterval(heartbeat);
+        await this.shared.del(aliveKey).catch(() => undefined);
         // A connection still blocked in XREAD would delay its next user: drop it instead.
         if (reader.reading) this.drop(blocking);
         else this.release(blocking);
@@ -46,6 +56,19 @@ export class RedisResultSource implements ResultSource {
       await close();
     };
     return reader;
+  }
+
+  async cancel(queryId: string): Promise<void> {
+    await this.shared.set(this.keys.cancel(queryId), '1', 'EX', this.options.ttlSeconds);
+  }
+
+  async abort(queryId: string, record: ResultRecord): Promise<void> {
+    const key = this.keys.out(queryId);
+    await this.shared
+      .multi()
+      .xadd(key, '*', ...recordFields(record))
+      .expire(key, this.options.ttlSeconds)
+      .exec();
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,6 @@
 import type Redis from 'ioredis';
 import { ResultRecord, isTerminal } from '@app/contracts';
-import { FlowWindow, ProducerStoppedError, ResultWriter, recordSize } from '../result.channel';
+import { FlowWindow, ProducerStoppedError, ResultWriter, StopReason, recordSize } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { recordFields } from './stream.codec';
 
@@ -13,6 +13,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export class RedisResultWriter implements ResultWriter {
   private readonly key: string;
   private readonly cancelKey: string;
+  private readonly aliveKey: string;
+  private interrupted: StopReason | undefined;
   /** Sizes of the entries written and not yet known to be consumed, oldest first. */
   private readonly inFlight: number[] = [];
   private inFlightBytes = 0;
@@ -23,14 +25,50 @@ export class RedisResultWriter implements ResultWriter {
     queryId: string,
     private readonly window: FlowWindow,
     private readonly ttlSeconds: number,
+    private readonly pollMs = 100,
   ) {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
+    this.aliveKey = keys.alive(queryId);
+  }
+
+  watch(onStop: (reason: StopReason) => void): () => void {
+    let done = false;
+    const timer = setInterval(() => {
+      this.redis
+        .multi()
+        .exists(this.cancelKey)
+        .exists(this.aliveKey)
+        .exec()
+        .then((result) => {
+          if (done || !result) return;
+          if (Number(result[0][1]) > 0) stop('cancelled');
+          // The api keeps this key alive while it reads; it expires within seconds of its death.
+          else if (Number(result[1][1]) === 0) stop('consumer-gone');
+        })
+        .catch(() => undefined);
+    }, this.pollMs);
+    const stop = (reason: StopReason) => {
+      done = true;
+      clearInterval(timer);
+      onStop(reason);
+    };
+    return () => {
+      done = true;
+      clearInterval(timer);
+    };
+  }
+
+  interrupt(reason: StopReason): void {
+    this.interrupted ??= reason;
   }
 
   async write(record: ResultRecord): Promise<void> {
     const terminal = isTerminal(record);
-    if (!terminal) await this.waitForRoom();
+    if (!terminal) {
+      if (this.interrupted) throw new ProducerStoppedError(this.interrupted);
+      await this.waitForRoom();
+    }
     const size = recordSize(record);
     const result = await this.redis
       .multi()
@@ -66,6 +104,7 @@ export class RedisResultWriter implements ResultWriter {
     let idleSince = Date.now();
     while (this.full()) {
       await sleep(delay);
+      if (this.interrupted) throw new ProducerStoppedError(this.interrupted);
       const before = this.inFlight.length;
       const result = await this.redis.multi().xlen(this.key).exists(this.cancelKey).exec();
       if (!result) throw new Error('result stream poll was aborted');

@@ -1,0 +1,12 @@
+import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/auth.module';
+import { QueriesController } from './queries.controller';
+import { QueriesService } from './queries.service';
+
+@Module({
+  imports: [AuthModule],
+  controllers: [QueriesController],
+  providers: [QueriesService],
+  exports: [QueriesService],
+})
+export class QueriesModule {}

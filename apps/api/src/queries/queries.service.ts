@@ -1,0 +1,78 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ERROR_CATALOGUE, FINAL_STATES, QueryInfo, SluiceError, Status } from '@app/contracts';
+import { JobQueue, QueryRecord, QueryRegistry, ResultSource } from '@app/transport';
+import { AuthUser } from '../auth/auth-user';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+
+const LIST_LIMIT = 500;
+
+/** Queries as users see them: their own (admins: everyone's), with cancel. */
+@Injectable()
+export class QueriesService {
+  constructor(
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    @Inject(JOB_QUEUE) private readonly queue: JobQueue,
+    @Inject(RESULT_SOURCE) private readonly results: ResultSource,
+  ) {}
+
+  async list(user: AuthUser): Promise<QueryInfo[]> {
+    const records = await this.registry.list(LIST_LIMIT);
+    const visible = records.filter((r) => user.isAdmin || r.owner === user.username);
+    return Promise.all(visible.map((r) => this.info(r)));
+  }
+
+  async get(queryId: string, user: AuthUser): Promise<QueryInfo> {
+    return this.info(await this.visible(queryId, user));
+  }
+
+  /** Cancels a query: a queued one never runs, a running one is stopped in PostgreSQL. */
+  async cancel(queryId: string, user: AuthUser): Promise<QueryInfo> {
+    const record = await this.visible(queryId, user);
+    if (FINAL_STATES.includes(record.state)) return this.info(record);
+    const status = cancelledStatus(`cancelled by ${user.username}`);
+    if (await this.queue.removeQueued(queryId)) {
+      // Nobody will run it: end its channel so that the waiting client gets the status.
+      await this.results.abort(queryId, { kind: 'error', status });
+      await this.registry.finish(queryId, 'cancelled', status);
+      await this.registry.release(record.owner, queryId);
+    } else {
+      await this.results.cancel(queryId);
+    }
+    return this.info((await this.registry.get(queryId)) ?? record);
+  }
+
+  /** The query, if this user may see it; 404 otherwise (another user's query does not exist for you). */
+  private async visible(queryId: string, user: AuthUser): Promise<QueryRecord> {
+    const record = /^[0-9a-f-]{36}$/i.test(queryId) ? await this.registry.get(queryId) : undefined;
+    if (!record || (!user.isAdmin && record.owner !== user.username)) {
+      throw new SluiceError('NOT_FOUND', `no query ${queryId}`);
+    }
+    return record;
+  }
+
+  private async info(record: QueryRecord): Promise<QueryInfo> {
+    const position = record.state === 'queued' ? await this.queue.position(record.queryId) : undefined;
+    const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
+    return {
+      query_id: record.queryId,
+      owner: record.owner,
+      state: record.state,
+      database: record.database ?? null,
+      format: record.format,
+      statement: record.statement,
+      created_at: new Date(record.createdAt).toISOString(),
+      started_at: iso(record.startedAt),
+      finished_at: iso(record.finishedAt),
+      elapsed_ms: (record.finishedAt ?? Date.now()) - record.createdAt,
+      queue_position: position ?? null,
+      rows: record.rows,
+      bytes: record.bytes,
+      status: record.status ?? null,
+    };
+  }
+}
+
+function cancelledStatus(reason: string): Status {
+  const entry = ERROR_CATALOGUE.CANCELLED;
+  return { reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+}

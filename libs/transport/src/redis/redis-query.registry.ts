@@ -1,0 +1,121 @@
+import type Redis from 'ioredis';
+import { FINAL_STATES, QueryState, Status } from '@app/contracts';
+import { QueryRecord, QueryRegistry } from '../query.registry';
+import { RedisKeys } from '../redis.keys';
+
+/** Sets fields only while the query has no final state (KEYS[1] = meta; ARGV = field, value, …). */
+const UPDATE_UNLESS_FINAL = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return 0 end
+if state == 'succeeded' or state == 'failed' or state == 'cancelled' then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+if ARGV[1] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return 1`;
+
+/** Longest a query's record lives while it has not finished. */
+const OPEN_TTL_SECONDS = 24 * 3600;
+
+/**
+ * The query registry in Redis: one hash per query (its keys share the query's hash tag), an
+ * index of recent queries, and per-user sets of queued and running queries.
+ */
+export class RedisQueryRegistry implements QueryRegistry {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: RedisKeys,
+    private readonly retentionSeconds: number,
+  ) {}
+
+  async create(record: QueryRecord): Promise<void> {
+    const key = this.keys.meta(record.queryId);
+    await this.redis
+      .multi()
+      .hset(key, toHash(record))
+      .expire(key, OPEN_TTL_SECONDS)
+      .zadd(this.keys.queries, record.createdAt, record.queryId)
+      .zremrangebyscore(this.keys.queries, '-inf', Date.now() - OPEN_TTL_SECONDS * 1000)
+      .exec();
+  }
+
+  async update(queryId: string, changes: Partial<QueryRecord>): Promise<void> {
+    const fields = Object.entries(toHash(changes)).flat();
+    if (fields.length === 0) return;
+    await this.redis.eval(UPDATE_UNLESS_FINAL, 1, this.keys.meta(queryId), '0', ...fields);
+  }
+
+  async finish(queryId: string, state: QueryState, status: Status, progress?: { rows: number; bytes: number }): Promise<void> {
+    const fields = Object.entries(toHash({ state, status, finishedAt: Date.now(), ...progress })).flat();
+    await this.redis.eval(UPDATE_UNLESS_FINAL, 1, this.keys.meta(queryId), String(this.retentionSeconds || 1), ...fields);
+  }
+
+  async get(queryId: string): Promise<QueryRecord | undefined> {
+    return fromHash(await this.redis.hgetall(this.keys.meta(queryId)));
+  }
+
+  async list(limit: number): Promise<QueryRecord[]> {
+    const ids = await this.redis.zrevrange(this.keys.queries, 0, limit - 1);
+    if (ids.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const id of ids) pipeline.hgetall(this.keys.meta(id));
+    const replies = (await pipeline.exec()) ?? [];
+    const records: QueryRecord[] = [];
+    const gone: string[] = [];
+    replies.forEach(([err, hash], i) => {
+      const record = err ? undefined : fromHash(hash as Record<string, string>);
+      if (record) records.push(record);
+      else gone.push(ids[i]);
+    });
+    if (gone.length > 0) await this.redis.zrem(this.keys.queries, ...gone);
+    return records;
+  }
+
+  async admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
+    const key = this.keys.userActive(owner);
+    const now = Date.now();
+    const result = await this.redis
+      .multi()
+      .zremrangebyscore(key, '-inf', now - OPEN_TTL_SECONDS * 1000)
+      .zcard(key)
+      .exec();
+    const before = Number(result?.[1]?.[1] ?? 0);
+    if (before >= cap) return undefined;
+    await this.redis.multi().zadd(key, now, queryId).expire(key, OPEN_TTL_SECONDS).exec();
+    return before;
+  }
+
+  async release(owner: string, queryId: string): Promise<void> {
+    await this.redis.zrem(this.keys.userActive(owner), queryId);
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+function toHash(record: Partial<QueryRecord>): Record<string, string> {
+  const hash: Record<string, string> = {};
+  for (const [field, value] of Object.entries(record)) {
+    if (value === undefined) continue;
+    hash[field] = field === 'status' ? JSON.stringify(value) : String(value);
+  }
+  return hash;
+}
+
+function fromHash(hash: Record<string, string>): QueryRecord | undefined {
+  if (!hash.queryId) return undefined;
+  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+  return {
+    queryId: hash.queryId,
+    owner: hash.owner,
+    state: hash.state as QueryState,
+    database: hash.database,
+    format: hash.format,
+    statement: hash.statement ?? '',
+    createdAt: Number(hash.createdAt),
+    startedAt: num(hash.startedAt),
+    finishedAt: num(hash.finishedAt),
+    rows: Number(hash.rows ?? 0),
+    bytes: Number(hash.bytes ?? 0),
+    status: hash.status ? (JSON.parse(hash.status) as Status) : undefined,
+  };
+}
