@@ -283,12 +283,12 @@ describe('POST /v1/execute', () => {
     const before = await execute({ statement: 'select current_setting($$TimeZone$$) as tz' });
     expect(before.json.data).toEqual([['UTC']]);
     await Promise.all(
-      Array.from({ length: 8 }, () =>
+      Array.from({ length: 5 }, () =>
         execute({ statement: "select set_config('TimeZone', 'Asia/Tokyo', false)" }),
       ),
     );
     const after = await Promise.all(
-      Array.from({ length: 8 }, () =>
+      Array.from({ length: 5 }, () =>
         execute({ statement: 'select current_setting($$TimeZone$$) as tz' }),
       ),
     );

@@ -25,8 +25,11 @@ const DATABASE_URL = process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.
 export default async function globalSetup(): Promise<void> {
   const mode = process.env.SLUICE_E2E_MODE === 'standalone' ? 'standalone' : 'cluster';
   const port = await freePort();
+  const port2 = await freePort();
   const base = {
     baseUrl: `http://127.0.0.1:${port}`,
+    baseUrls: [`http://127.0.0.1:${port}`],
+    capacity: 4,
     redisUrl: REDIS_URL,
     keyPrefix: `sluice-e2e-${randomBytes(4).toString('hex')}`,
     adminUser: 'e2e_admin',
@@ -36,9 +39,11 @@ export default async function globalSetup(): Promise<void> {
     SLUICE_KEY_PREFIX: base.keyPrefix,
     SLUICE_ADMIN_USER: base.adminUser,
     SLUICE_ADMIN_PASSWORD: base.adminPassword,
-    SLUICE_WORKER_THREADS: '2',
     SLUICE_PRODUCER_SILENCE_MS: '3000',
     SLUICE_CLIENT_IDLE_TIMEOUT_MS: '3000',
+    SLUICE_MAX_ACTIVE_PER_USER: '6',
+    SLUICE_MAX_QUEUE_WAIT_MS: '4000',
+    SLUICE_TASKS_PER_THREAD: '2',
     PORT: String(port),
     HOST: '127.0.0.1',
   };
@@ -47,10 +52,23 @@ export default async function globalSetup(): Promise<void> {
   let dataDir: string | undefined;
   if (mode === 'cluster') {
     const jwtSecret = randomBytes(24).toString('hex');
-    const cluster = { ...common, DATABASE_URL, REDIS_URL, SLUICE_JWT_SECRET: jwtSecret };
-    processes = [startProcess('api', cluster), startProcess('worker', cluster)];
+    // Two api and two worker processes share one Redis: every test runs scaled out.
+    const cluster = {
+      ...common,
+      DATABASE_URL,
+      REDIS_URL,
+      SLUICE_JWT_SECRET: jwtSecret,
+      SLUICE_WORKER_THREADS: '1',
+    };
+    processes = [
+      startProcess('api', cluster),
+      startProcess('api', { ...cluster, PORT: String(port2) }),
+      startProcess('worker', cluster),
+      startProcess('worker', cluster),
+    ];
     env = {
       ...base,
+      baseUrls: [base.baseUrl, `http://127.0.0.1:${port2}`],
       mode,
       jwtSecret,
       databaseUrl: DATABASE_URL,
@@ -93,7 +111,7 @@ export default async function globalSetup(): Promise<void> {
 
 async function ready(env: E2eEnvironment, processes: ServiceProcess[]): Promise<void> {
   try {
-    await waitForApi(env.baseUrl, processes[0], 90_000);
+    await Promise.all(env.baseUrls.map((url, i) => waitForApi(url, processes[i], 90_000)));
   } catch (err) {
     await Promise.all(processes.map((p) => p.stop()));
     const rest = processes.slice(1).map((p) => p.output());

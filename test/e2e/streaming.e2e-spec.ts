@@ -19,12 +19,18 @@ describe('streamed responses', () => {
   it('sends the first stream+json rows before the statement finishes', async () => {
     const started = Date.now();
     const res = await open(
-      { statement: 'select g, case when g = 101 then pg_sleep(1.5) end as s from generate_series(1, 200) g', fetch_size: 100 },
+      {
+        statement:
+          'select g, case when g = 101 then pg_sleep(1.5) end as s from generate_series(1, 200) g',
+        fetch_size: 100,
+      },
       { accept: 'application/stream+json' },
     );
     const first = await readUntil(res, (b) => b.toString().split('\n').length > 2);
     const firstAt = Date.now() - started;
-    expect(lines(first.toString().split('\n').slice(0, 2).join('\n'))[1]).toMatchObject({ data: expect.any(Array) });
+    expect(lines(first.toString().split('\n').slice(0, 2).join('\n'))[1]).toMatchObject({
+      data: expect.any(Array),
+    });
     res.resume();
     const rest = await readAll(res);
     const doneAt = Date.now() - started;
@@ -35,19 +41,26 @@ describe('streamed responses', () => {
 
   it('ends a stream+json response that fails mid-way with exactly one error status line', async () => {
     const res = await execute(
-      { statement: 'select 1 / (5000 - g) as x from generate_series(1, 10000) g', fetch_size: 1000 },
+      {
+        statement: 'select 1 / (5000 - g) as x from generate_series(1, 10000) g',
+        fetch_size: 1000,
+      },
       { headers: { accept: 'application/stream+json' } },
     );
     expect(res.status).toBe(200);
     const all = lines(res.text);
     const statuses = all.filter((l) => 'status' in l);
-    expect(statuses).toEqual([{ status: expect.objectContaining({ sql_state: '22012', vendor_code: -520 }) }]);
+    expect(statuses).toEqual([
+      { status: expect.objectContaining({ sql_state: '22012', vendor_code: -520 }) },
+    ]);
     expect(all[all.length - 1]).toBe(statuses[0]);
   });
 
   it('writes RFC 4180 CSV with a header for text/csv', async () => {
     const res = await execute(
-      { statement: `select 1 as n, 'a,b' as s, null::text as z, '' as e, true as b, 'say "hi"' as q` },
+      {
+        statement: `select 1 as n, 'a,b' as s, null::text as z, '' as e, true as b, 'say "hi"' as q`,
+      },
       { headers: { accept: 'text/csv' } },
     );
     expect(res.status).toBe(200);
@@ -57,7 +70,10 @@ describe('streamed responses', () => {
 
   it('cuts the connection when a CSV response fails mid-way, so it cannot pass for a whole file', async () => {
     const res = await open(
-      { statement: 'select 1 / (5000 - g) as x from generate_series(1, 10000) g', fetch_size: 1000 },
+      {
+        statement: 'select 1 / (5000 - g) as x from generate_series(1, 10000) g',
+        fetch_size: 1000,
+      },
       { accept: 'text/csv' },
     );
     expect(res.statusCode).toBe(200);
@@ -65,7 +81,10 @@ describe('streamed responses', () => {
   });
 
   it('refuses an Accept it cannot produce with 406', async () => {
-    const res = await execute({ statement: 'select 1' }, { headers: { accept: 'application/xml, text/html' } });
+    const res = await execute(
+      { statement: 'select 1' },
+      { headers: { accept: 'application/xml, text/html' } },
+    );
     expect(res.status).toBe(406);
     expect(res.json.status.vendor_code).toBe(-105);
   });
@@ -82,12 +101,19 @@ describe('compressed responses', () => {
   ])('returns the same JSON compressed with %s level %s', async (encoding, level) => {
     const res = await open(
       { statement: "select g, 'the same text on every row' as h from generate_series(1, 20000) g" },
-      { 'accept-encoding': 'gzip, br', 'preferred-encoding': encoding, 'preferred-compression-level': level },
+      {
+        'accept-encoding': 'gzip, br',
+        'preferred-encoding': encoding,
+        'preferred-compression-level': level,
+      },
     );
     expect(res.headers['content-encoding']).toBe(encoding);
     const body = await readAll(res);
     const plain = encoding === 'gzip' ? gunzipSync(body) : brotliDecompressSync(body);
-    const json = JSON.parse(plain.toString()) as { data: unknown[][]; status: { row_count: number } };
+    const json = JSON.parse(plain.toString()) as {
+      data: unknown[][];
+      status: { row_count: number };
+    };
     expect(json.data).toHaveLength(20000);
     expect(json.data[19999]).toEqual([20000, 'the same text on every row']);
     expect(body.length).toBeLessThan(plain.length / 4);
@@ -96,7 +122,11 @@ describe('compressed responses', () => {
   it('streams compressed output: the first rows decompress before the statement finishes', async () => {
     const started = Date.now();
     const res = await open(
-      { statement: 'select g, case when g = 101 then pg_sleep(1.5) end as s from generate_series(1, 200) g', fetch_size: 100 },
+      {
+        statement:
+          'select g, case when g = 101 then pg_sleep(1.5) end as s from generate_series(1, 200) g',
+        fetch_size: 100,
+      },
       { accept: 'application/stream+json', 'accept-encoding': 'gzip' },
     );
     expect(res.headers['content-encoding']).toBe('gzip');
@@ -112,7 +142,10 @@ describe('compressed responses', () => {
   });
 
   it('does not compress without Accept-Encoding, even with Preferred-Encoding', async () => {
-    const res = await execute({ statement: 'select 1 as one' }, { headers: { 'preferred-encoding': 'br' } });
+    const res = await execute(
+      { statement: 'select 1 as one' },
+      { headers: { 'preferred-encoding': 'br' } },
+    );
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([[1]]);
   });
@@ -129,7 +162,10 @@ describe('compressed responses', () => {
 
 describe('flow control', () => {
   it('holds the producer while the client does not read, then delivers everything', async () => {
-    const res = await open({ statement: BIG, fetch_size: 1000 }, { accept: 'application/stream+json' });
+    const res = await open(
+      { statement: BIG, fetch_size: 1000 },
+      { accept: 'application/stream+json' },
+    );
     const head = await readUntil(res, (b) => b.length > 0);
     await new Promise((r) => setTimeout(r, 1500));
     const env = e2eEnv();
@@ -162,7 +198,10 @@ describe('flow control', () => {
   });
 
   it('cancels the statement of a client that stops reading for longer than the idle time', async () => {
-    const res = await open({ statement: BIG, fetch_size: 1000 }, { accept: 'application/stream+json' });
+    const res = await open(
+      { statement: BIG, fetch_size: 1000 },
+      { accept: 'application/stream+json' },
+    );
     const head = await readUntil(res, (b) => b.length > 0);
     const queryId = (JSON.parse(head.toString().split('\n')[0]) as { query_id: string }).query_id;
     // The e2e service runs with SLUICE_CLIENT_IDLE_TIMEOUT_MS=3000; socket buffers let the
@@ -175,6 +214,8 @@ describe('flow control', () => {
     expect(rows[0].n).toBe(0);
     res.resume();
     const all = lines(head.toString() + (await readAll(res)).toString());
-    expect(all.pop()).toEqual({ status: expect.objectContaining({ sql_state: '57014', vendor_code: -900 }) });
+    expect(all.pop()).toEqual({
+      status: expect.objectContaining({ sql_state: '57014', vendor_code: -900 }),
+    });
   });
 });

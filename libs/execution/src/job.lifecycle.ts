@@ -29,7 +29,9 @@ export class JobLifecycle {
       await this.ended(job, status);
       return false;
     }
-    await this.registry.update(job.queryId, { state: 'running', startedAt: Date.now() }).catch(() => undefined);
+    await this.registry
+      .update(job.queryId, { state: 'running', startedAt: Date.now() })
+      .catch(() => undefined);
     return true;
   }
 
@@ -44,8 +46,14 @@ export class JobLifecycle {
     await this.ended(job, status);
   }
 
-  private async ended(job: ExecuteJobData, status: Status, progress?: { rows: number; bytes: number }): Promise<void> {
-    await this.registry.finish(job.queryId, finalState(status), status, progress).catch(() => undefined);
+  private async ended(
+    job: ExecuteJobData,
+    status: Status,
+    progress?: { rows: number; bytes: number },
+  ): Promise<void> {
+    await this.registry
+      .finish(job.queryId, finalState(status), status, progress)
+      .catch(() => undefined);
     await this.registry.release(job.username, job.queryId).catch(() => undefined);
   }
 }

@@ -20,9 +20,17 @@ export interface QueryRecord {
 export interface QueryRegistry {
   create(record: QueryRecord): Promise<void>;
   /** Running, streaming and progress; ignored once the query has a final state. */
-  update(queryId: string, changes: Partial<Pick<QueryRecord, 'state' | 'startedAt' | 'rows' | 'bytes'>>): Promise<void>;
+  update(
+    queryId: string,
+    changes: Partial<Pick<QueryRecord, 'state' | 'startedAt' | 'rows' | 'bytes'>>,
+  ): Promise<void>;
   /** Sets the final state, unless another process already did. */
-  finish(queryId: string, state: QueryState, status: Status, progress?: { rows: number; bytes: number }): Promise<void>;
+  finish(
+    queryId: string,
+    state: QueryState,
+    status: Status,
+    progress?: { rows: number; bytes: number },
+  ): Promise<void>;
   get(queryId: string): Promise<QueryRecord | undefined>;
   /** Most recent first. */
   list(limit: number): Promise<QueryRecord[]>;

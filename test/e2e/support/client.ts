@@ -18,6 +18,8 @@ export interface HttpResult {
 }
 
 export interface RequestOptions {
+  /** One api in particular; default: the next one, round robin. */
+  baseUrl?: string;
   method?: string;
   path?: string;
   token?: string;
@@ -26,13 +28,22 @@ export interface RequestOptions {
   raw?: string | Buffer;
 }
 
+let turn = 0;
+
+/** The next api, round robin: requests are spread over every api process. */
+export function nextBaseUrl(): string {
+  const { baseUrls } = e2eEnv();
+  turn = (turn + 1) % baseUrls.length;
+  return baseUrls[turn];
+}
+
 export async function request(body: unknown, options: RequestOptions = {}): Promise<HttpResult> {
-  const { baseUrl } = e2eEnv();
+  const baseUrl = options.baseUrl ?? nextBaseUrl();
   const headers: Record<string, string> = { ...options.headers };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   const method = options.method ?? 'POST';
   let payload: string | Buffer | undefined;
-  if (method !== 'GET') {
+  if (method !== 'GET' && (body !== undefined || options.raw !== undefined)) {
     payload = options.raw ?? JSON.stringify(body);
     if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) {
       headers['content-type'] = 'application/json';
@@ -98,3 +109,40 @@ export async function closeDb(): Promise<void> {
 }
 
 export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** Adds a user straight into Sluice's table (mapped to the admin's role) and logs in as it. */
+export async function createUser(prefix: string): Promise<{ username: string; token: string }> {
+  const { hashPassword } = await import('../../../apps/api/src/auth/password.hasher');
+  const username = `${prefix}_${Math.random().toString(16).slice(2, 10)}`;
+  const password = `pw-${username}`;
+  await db().query('INSERT INTO sluice.users (username, password_hash, role) VALUES ($1, $2, $3)', [
+    username,
+    await hashPassword(password),
+    e2eEnv().adminRole,
+  ]);
+  return { username, token: await login(username, password) };
+}
+
+export async function dropUser(username: string): Promise<void> {
+  await db().query('DELETE FROM sluice.users WHERE username = $1', [username]);
+}
+
+/** Polls until `check` returns a value (not undefined), or fails after `ms`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Backends running a query of Sluice's (application_name is sluice:<query_id>). */
+export async function backendsOf(queryId: string): Promise<number> {
+  const { rows } = await db().query<{ n: number }>(
+    'select count(*)::int as n from pg_stat_activity where application_name = $1',
+    [`sluice:${queryId}`],
+  );
+  return rows[0].n;
+}

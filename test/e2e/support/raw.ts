@@ -1,10 +1,14 @@
 import { IncomingMessage, request as httpRequest } from 'node:http';
-import { e2eEnv, login } from './client';
+import { login, nextBaseUrl } from './client';
 
 /** Opens POST /v1/execute and hands back the response before its body is read. */
-export async function open(body: unknown, headers: Record<string, string> = {}): Promise<IncomingMessage> {
-  const token = await login();
-  const url = new URL('/v1/execute', e2eEnv().baseUrl);
+export async function open(
+  body: unknown,
+  headers: Record<string, string> = {},
+  token?: string,
+): Promise<IncomingMessage> {
+  const url = new URL('/v1/execute', nextBaseUrl());
+  token ??= await login();
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, {
       method: 'POST',
@@ -21,7 +25,9 @@ export function readAll(res: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     res.on('data', (c: Buffer) => chunks.push(c));
-    res.on('end', () => (res.complete ? resolve(Buffer.concat(chunks)) : reject(new Error('response cut short'))));
+    res.on('end', () =>
+      res.complete ? resolve(Buffer.concat(chunks)) : reject(new Error('response cut short')),
+    );
     res.on('aborted', () => reject(new Error('response aborted')));
     res.on('error', reject);
     res.on('close', () => {
@@ -31,7 +37,10 @@ export function readAll(res: IncomingMessage): Promise<Buffer> {
 }
 
 /** Resolves when `predicate` holds for the bytes read so far; the time it took in ms. */
-export function readUntil(res: IncomingMessage, predicate: (soFar: Buffer) => boolean): Promise<Buffer> {
+export function readUntil(
+  res: IncomingMessage,
+  predicate: (soFar: Buffer) => boolean,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     const onData = (c: Buffer) => {

@@ -7,7 +7,11 @@ import { join } from 'node:path';
 /** Where the suite's services listen, and how to log in; passed to tests through the env. */
 export interface E2eEnvironment {
   mode: 'cluster' | 'standalone';
+  /** First api; requests are spread over `baseUrls` (two apis in cluster mode). */
   baseUrl: string;
+  baseUrls: string[];
+  /** Queries that can run at once, all workers together. */
+  capacity: number;
   /** Superuser access to the database the service runs statements in (for set-up and checks). */
   databaseUrl: string;
   defaultDatabase: string;

@@ -51,7 +51,8 @@ export class QueriesService {
   }
 
   private async info(record: QueryRecord): Promise<QueryInfo> {
-    const position = record.state === 'queued' ? await this.queue.position(record.queryId) : undefined;
+    const position =
+      record.state === 'queued' ? await this.queue.position(record.queryId) : undefined;
     const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
     return {
       query_id: record.queryId,

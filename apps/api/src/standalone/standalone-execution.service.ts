@@ -1,4 +1,10 @@
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnModuleDestroy,
+} from '@nestjs/common';
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData, ResultRecord } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
@@ -52,7 +58,9 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   async onModuleDestroy(): Promise<void> {
     await this.queue.close();
     const all = Promise.allSettled([...this.running.values()]);
-    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref());
+    const grace = new Promise<'timeout'>((resolve) =>
+      setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref(),
+    );
     if ((await Promise.race([all, grace])) === 'timeout') {
       await Promise.all([...this.running.keys()].map((id) => this.channel.cancel(id)));
       await all;

@@ -1,4 +1,10 @@
-import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnModuleDestroy,
+} from '@nestjs/common';
 import { Job, Worker } from 'bullmq';
 import Redis from 'ioredis';
 import { EXECUTE_QUEUE, ExecuteJobData, ResultRecord } from '@app/contracts';
@@ -30,27 +36,35 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       silenceMs: config.producerSilenceMs,
       ttlSeconds: config.streamTtlSeconds,
     });
-    this.lifecycle = new JobLifecycle(new RedisQueryRegistry(this.connection, this.keys, config.jobRetentionSeconds));
+    this.lifecycle = new JobLifecycle(
+      new RedisQueryRegistry(this.connection, this.keys, config.jobRetentionSeconds),
+    );
   }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.connection.ping();
     await this.pool.check();
-    this.worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(EXECUTE_QUEUE, (job) => this.process(job), {
-      connection: this.connection,
-      prefix: this.keys.bullPrefix,
-      concurrency: this.pool.capacity,
-      // A job whose worker died is failed, never handed to another worker: no statement runs twice.
-      maxStalledCount: 0,
-      stalledInterval: 5_000,
-      lockDuration: 10_000,
-    });
+    this.worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
+      EXECUTE_QUEUE,
+      (job) => this.process(job),
+      {
+        connection: this.connection,
+        prefix: this.keys.bullPrefix,
+        concurrency: this.pool.capacity,
+        // A job whose worker died is failed, never handed to another worker: no statement runs twice.
+        maxStalledCount: 0,
+        stalledInterval: 5_000,
+        lockDuration: 10_000,
+      },
+    );
     this.worker.on('error', (err) => this.logger.error(`queue error: ${err.message}`));
     await this.worker.waitUntilReady();
     this.logger.log(`consuming queue "${EXECUTE_QUEUE}" with concurrency ${this.pool.capacity}`);
   }
 
-  private async process(job: Job<ExecuteJobData, ExecutionOutcome | undefined>): Promise<ExecutionOutcome | undefined> {
+  private async process(
+    job: Job<ExecuteJobData, ExecutionOutcome | undefined>,
+  ): Promise<ExecutionOutcome | undefined> {
     const data = job.data;
     const end = (record: ResultRecord) => this.results.abort(data.queryId, record);
     if (!(await this.lifecycle.start(data, end))) return undefined;
@@ -71,9 +85,13 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   /** SIGTERM: take no new jobs, let running ones finish within the grace period, cancel the rest. */
   async onModuleDestroy(): Promise<void> {
     const closing = this.worker?.close();
-    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref());
+    const grace = new Promise<'timeout'>((resolve) =>
+      setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref(),
+    );
     if ((await Promise.race([closing, grace])) === 'timeout' && this.running.size > 0) {
-      this.logger.warn(`cancelling ${this.running.size} queries still running after the grace period`);
+      this.logger.warn(
+        `cancelling ${this.running.size} queries still running after the grace period`,
+      );
       await Promise.all([...this.running].map((id) => this.results.cancel(id)));
       await closing;
     }

@@ -55,7 +55,11 @@ function isPgError(err: unknown): err is PgError {
 
 function stopStatus(reason: StopReason): Status {
   const entry = reason === 'timeout' ? ERROR_CATALOGUE.TIME_LIMIT : ERROR_CATALOGUE.CANCELLED;
-  return { reason: new ProducerStoppedError(reason).message, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+  return {
+    reason: new ProducerStoppedError(reason).message,
+    sql_state: entry.sqlState,
+    vendor_code: entry.vendorCode,
+  };
 }
 
 /** The status a failure is reported with; internals never reach the client. */
@@ -136,7 +140,10 @@ export class QueryRunner {
       cursor = client.query(new TextCursor(job.text, job.values, job.types));
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
-      let batch: TextRow[] = await read(cursor, limit === undefined ? fetch : Math.min(fetch, limit));
+      let batch: TextRow[] = await read(
+        cursor,
+        limit === undefined ? fetch : Math.min(fetch, limit),
+      );
       const fields = cursor.fields;
       await db.ensureTypes(fields.map((f) => f.dataTypeID));
       const columns: EncoderColumn[] = fields.map((f) => ({

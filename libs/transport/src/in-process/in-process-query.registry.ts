@@ -19,7 +19,12 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve();
   }
 
-  finish(queryId: string, state: QueryState, status: Status, progress?: { rows: number; bytes: number }): Promise<void> {
+  finish(
+    queryId: string,
+    state: QueryState,
+    status: Status,
+    progress?: { rows: number; bytes: number },
+  ): Promise<void> {
     const record = this.records.get(queryId);
     if (record && !FINAL_STATES.includes(record.state)) {
       Object.assign(record, { state, status, finishedAt: Date.now() }, progress ?? {});

@@ -1,6 +1,12 @@
 import type { MessagePort } from 'node:worker_threads';
 import { ResultRecord, isTerminal } from '@app/contracts';
-import { FlowWindow, ProducerStoppedError, ResultWriter, StopReason, recordSize } from '../result.channel';
+import {
+  FlowWindow,
+  ProducerStoppedError,
+  ResultWriter,
+  StopReason,
+  recordSize,
+} from '../result.channel';
 import { ControlMessage, RecordMessage } from './port.messages';
 
 /**

@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import { FINAL_STATES, QueryState, Status } from '@app/contracts';
+import { QueryState, Status } from '@app/contracts';
 import { QueryRecord, QueryRegistry } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 
@@ -43,9 +43,22 @@ export class RedisQueryRegistry implements QueryRegistry {
     await this.redis.eval(UPDATE_UNLESS_FINAL, 1, this.keys.meta(queryId), '0', ...fields);
   }
 
-  async finish(queryId: string, state: QueryState, status: Status, progress?: { rows: number; bytes: number }): Promise<void> {
-    const fields = Object.entries(toHash({ state, status, finishedAt: Date.now(), ...progress })).flat();
-    await this.redis.eval(UPDATE_UNLESS_FINAL, 1, this.keys.meta(queryId), String(this.retentionSeconds || 1), ...fields);
+  async finish(
+    queryId: string,
+    state: QueryState,
+    status: Status,
+    progress?: { rows: number; bytes: number },
+  ): Promise<void> {
+    const fields = Object.entries(
+      toHash({ state, status, finishedAt: Date.now(), ...progress }),
+    ).flat();
+    await this.redis.eval(
+      UPDATE_UNLESS_FINAL,
+      1,
+      this.keys.meta(queryId),
+      String(this.retentionSeconds || 1),
+      ...fields,
+    );
   }
 
   async get(queryId: string): Promise<QueryRecord | undefined> {
@@ -96,7 +109,7 @@ function toHash(record: Partial<QueryRecord>): Record<string, string> {
   const hash: Record<string, string> = {};
   for (const [field, value] of Object.entries(record)) {
     if (value === undefined) continue;
-    hash[field] = field === 'status' ? JSON.stringify(value) : String(value);
+    hash[field] = typeof value === 'object' ? JSON.stringify(value) : String(value as string | number);
   }
   return hash;
 }

@@ -39,7 +39,8 @@ export class RedisResultSource implements ResultSource {
       ttlSeconds: this.options.ttlSeconds,
     });
     const aliveKey = this.keys.alive(queryId);
-    const beat = () => this.shared.set(aliveKey, '1', 'PX', ALIVE_REFRESH_MS * 3).catch(() => undefined);
+    const beat = () =>
+      this.shared.set(aliveKey, '1', 'PX', ALIVE_REFRESH_MS * 3).catch(() => undefined);
     void beat();
     const heartbeat = setInterval(() => void beat(), ALIVE_REFRESH_MS);
     const close = reader.close.bind(reader);

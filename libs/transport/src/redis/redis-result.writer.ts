@@ -1,6 +1,12 @@
 import type Redis from 'ioredis';
 import { ResultRecord, isTerminal } from '@app/contracts';
-import { FlowWindow, ProducerStoppedError, ResultWriter, StopReason, recordSize } from '../result.channel';
+import {
+  FlowWindow,
+  ProducerStoppedError,
+  ResultWriter,
+  StopReason,
+  recordSize,
+} from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { recordFields } from './stream.codec';
 

@@ -1,0 +1,293 @@
+import { request as httpRequest } from 'node:http';
+import {
+  backendsOf,
+  closeDb,
+  createUser,
+  dropUser,
+  e2eEnv,
+  eventually,
+  execute,
+  login,
+  request,
+} from './support/client';
+
+const users: string[] = [];
+
+async function user(prefix: string) {
+  const created = await createUser(prefix);
+  users.push(created.username);
+  return created;
+}
+
+afterAll(async () => {
+  for (const name of users) await dropUser(name);
+  await closeDb();
+});
+
+/** Starts an execute request without waiting for it; the response comes in the promise. */
+function start(body: unknown, token: string, baseUrl?: string) {
+  return execute(body, { token, baseUrl });
+}
+
+/** The query ids of a user's queries in a state, as GET /v1/queries lists them. */
+async function queriesIn(
+  token: string,
+  state: string,
+): Promise<{ query_id: string; queue_position: number | null }[]> {
+  const res = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+  expect(res.status).toBe(200);
+  return (res.json as { query_id: string; state: string; queue_position: number | null }[]).filter(
+    (q) => q.state === state,
+  );
+}
+
+describe('query resources', () => {
+  it('shows a finished query with its owner, state, timings, rows and bytes — from every api', async () => {
+    const token = await login();
+    const res = await execute({ statement: 'select g from generate_series(1, 42) g' }, { token });
+    const id = res.json.query_id as string;
+    for (const baseUrl of e2eEnv().baseUrls) {
+      const info = await eventually(async () => {
+        const got = await request(undefined, {
+          method: 'GET',
+          path: `/v1/queries/${id}`,
+          token,
+          baseUrl,
+        });
+        return got.json?.state === 'succeeded' ? got : undefined;
+      });
+      expect(info.status).toBe(200);
+      expect(info.json).toMatchObject({
+        query_id: id,
+        owner: e2eEnv().adminUser,
+        state: 'succeeded',
+        rows: 42,
+        bytes: expect.any(Number),
+        created_at: expect.any(String),
+        finished_at: expect.any(String),
+        status: { sql_state: '00000', vendor_code: 0 },
+      });
+      expect(info.json.bytes).toBeGreaterThan(0);
+      expect(info.json.statement).toBe('select g from generate_series(1, 42) g');
+    }
+    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+    expect((list.json as { query_id: string }[]).map((q) => q.query_id)).toContain(id);
+  });
+
+  it("answers 404 for another user's query, and lists only your own", async () => {
+    const admin = await login();
+    const res = await execute({ statement: 'select 1' }, { token: admin });
+    const other = await user('e2e_other');
+    const got = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id}`,
+      token: other.token,
+    });
+    expect(got.status).toBe(404);
+    expect(got.json.status.vendor_code).toBe(-104);
+    const del = await request(undefined, {
+      method: 'DELETE',
+      path: `/v1/queries/${res.json.query_id}`,
+      token: other.token,
+    });
+    expect(del.status).toBe(404);
+    const list = await request(undefined, {
+      method: 'GET',
+      path: '/v1/queries',
+      token: other.token,
+    });
+    expect(list.json).toEqual([]);
+  });
+
+  it('cancels a running statement with DELETE, from another api than the one streaming it', async () => {
+    const { token } = await user('e2e_cancel');
+    const [first, second] = [e2eEnv().baseUrls[0], e2eEnv().baseUrls[e2eEnv().baseUrls.length - 1]];
+    const pending = start({ statement: 'select pg_sleep(30)' }, token, first);
+    const [running] = await eventually(async () => {
+      const list = await queriesIn(token, 'running');
+      return list.length > 0 ? list : undefined;
+    });
+    await eventually(async () => ((await backendsOf(running.query_id)) === 1 ? true : undefined));
+    const started = Date.now();
+    const del = await request(undefined, {
+      method: 'DELETE',
+      path: `/v1/queries/${running.query_id}`,
+      token,
+      baseUrl: second,
+    });
+    expect(del.status).toBe(200);
+    const res = await pending;
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(res.status).toBe(409);
+    expect(res.json).toEqual({
+      query_id: running.query_id,
+      status: expect.objectContaining({ sql_state: '57014', vendor_code: -900 }),
+    });
+    await eventually(async () => ((await backendsOf(running.query_id)) === 0 ? true : undefined));
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${running.query_id}`,
+      token,
+    });
+    expect(info.json.state).toBe('cancelled');
+  });
+
+  it('shows a queued query with its position, and cancels it before it runs', async () => {
+    const busy = await user('e2e_busy');
+    const waiter = await user('e2e_waiter');
+    const { capacity } = e2eEnv();
+    const sleepers = Array.from({ length: capacity }, () =>
+      start({ statement: 'select pg_sleep(2.5)' }, busy.token),
+    );
+    await eventually(async () =>
+      (await queriesIn(busy.token, 'running')).length === capacity ? true : undefined,
+    );
+    const pending = start({ statement: 'select 1 as never_run' }, waiter.token);
+    const [queued] = await eventually(async () => {
+      const list = await queriesIn(waiter.token, 'queued');
+      return list.length > 0 ? list : undefined;
+    });
+    expect(queued.queue_position).toBe(0);
+    const del = await request(undefined, {
+      method: 'DELETE',
+      path: `/v1/queries/${queued.query_id}`,
+      token: waiter.token,
+    });
+    expect(del.json.state).toBe('cancelled');
+    const res = await pending;
+    expect(res.status).toBe(409);
+    expect(res.json.status.vendor_code).toBe(-900);
+    for (const s of await Promise.all(sleepers)) expect(s.status).toBe(200);
+  });
+});
+
+describe('cancel on client disconnect', () => {
+  it('cancels the statement in PostgreSQL when the client goes away', async () => {
+    const { token, username } = await user('e2e_leaver');
+    const url = new URL('/v1/execute', e2eEnv().baseUrl);
+    const req = httpRequest(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    });
+    req.on('error', () => undefined);
+    req.end(JSON.stringify({ statement: 'select pg_sleep(30)' }));
+    const [running] = await eventually(async () => {
+      const list = await queriesIn(token, 'running');
+      return list.length > 0 ? list : undefined;
+    });
+    await eventually(async () => ((await backendsOf(running.query_id)) === 1 ? true : undefined));
+    req.destroy();
+    await eventually(
+      async () => ((await backendsOf(running.query_id)) === 0 ? true : undefined),
+      5000,
+    );
+    const info = await eventually(async () => {
+      const got = await request(undefined, {
+        method: 'GET',
+        path: `/v1/queries/${running.query_id}`,
+        token,
+      });
+      return got.json.state === 'cancelled' ? got : undefined;
+    });
+    expect(info.json.owner).toBe(username);
+  });
+});
+
+describe('time limits', () => {
+  it('answers 504 with -1122 when the statement runs past its timeout', async () => {
+    const { token } = await user('e2e_slow');
+    const started = Date.now();
+    const res = await execute({ statement: 'select pg_sleep(10)', timeout: 500 }, { token });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(res.status).toBe(504);
+    expect(res.json.status).toEqual({
+      reason: expect.stringMatching(/time limit/),
+      sql_state: '57014',
+      vendor_code: -1122,
+    });
+    await eventually(async () => ((await backendsOf(res.json.query_id)) === 0 ? true : undefined));
+  });
+
+  it('answers 504 when a query waits in the queue longer than the limit', async () => {
+    const busy = await user('e2e_hog');
+    const late = await user('e2e_late');
+    const { capacity } = e2eEnv();
+    // The e2e service runs with SLUICE_MAX_QUEUE_WAIT_MS=4000.
+    const sleepers = Array.from({ length: capacity }, () =>
+      start({ statement: 'select pg_sleep(6)' }, busy.token),
+    );
+    await eventually(async () =>
+      (await queriesIn(busy.token, 'running')).length === capacity ? true : undefined,
+    );
+    const res = await execute({ statement: 'select 1' }, { token: late.token });
+    expect(res.status).toBe(504);
+    expect(res.json.status).toMatchObject({ sql_state: '57014', vendor_code: -1122 });
+    expect(res.json.status.reason).toMatch(/queue/);
+    await Promise.all(sleepers);
+  });
+});
+
+describe('admission', () => {
+  it('answers 429 with Retry-After past the per-user cap of queued and running queries', async () => {
+    const { token } = await user('e2e_greedy');
+    // The e2e service runs with SLUICE_MAX_ACTIVE_PER_USER=6.
+    const sleepers = Array.from({ length: 6 }, () =>
+      start({ statement: 'select pg_sleep(1.5)' }, token),
+    );
+    await eventually(async () => {
+      const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+      const open = (list.json as { state: string }[]).filter((q) =>
+        ['queued', 'running', 'streaming'].includes(q.state),
+      );
+      return open.length === 6 ? true : undefined;
+    });
+    const res = await execute({ statement: 'select 1' }, { token });
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(res.json.status).toMatchObject({ sql_state: '53000', vendor_code: -108 });
+    await Promise.all(sleepers);
+    const after = await execute({ statement: 'select 1 as ok' }, { token });
+    expect(after.status).toBe(200);
+  });
+
+  it("starts another user's query before the flooding user's queued ones", async () => {
+    const flooder = await user('e2e_flood');
+    const other = await user('e2e_fair');
+    const { capacity } = e2eEnv();
+    const flood = Array.from({ length: 6 }, () =>
+      start({ statement: 'select pg_sleep(1)' }, flooder.token),
+    );
+    await eventually(async () =>
+      (await queriesIn(flooder.token, 'running')).length === capacity ? true : undefined,
+    );
+    const queuedBefore = (await queriesIn(flooder.token, 'queued')).length;
+    expect(queuedBefore).toBe(6 - capacity);
+    const res = await execute({ statement: 'select 1 as mine' }, { token: other.token });
+    expect(res.status).toBe(200);
+    const mine = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id}`,
+      token: other.token,
+    });
+    const all = await request(undefined, {
+      method: 'GET',
+      path: '/v1/queries',
+      token: flooder.token,
+    });
+    await Promise.all(flood);
+    const floodStarts = (
+      await Promise.all(
+        (all.json as { query_id: string }[]).map((q) =>
+          request(undefined, {
+            method: 'GET',
+            path: `/v1/queries/${q.query_id}`,
+            token: flooder.token,
+          }),
+        ),
+      )
+    ).map((r) => Date.parse(r.json.started_at as string));
+    const lastFloodStart = Math.max(...floodStarts);
+    // The other user's one query did not wait for the flood's queued queries to start.
+    expect(Date.parse(mine.json.started_at as string)).toBeLessThanOrEqual(lastFloodStart);
+  });
+});
