@@ -41,8 +41,9 @@ const clusterProviders: Provider[] = [
     provide: REDIS,
     inject: [SLUICE_CONFIG],
     useFactory: (config: SluiceConfig) => {
+      // Fail fast while Redis is away (a clear 503) rather than hold requests until it is back.
       const redis = new Redis(config.redisUrl!, {
-        maxRetriesPerRequest: null,
+        maxRetriesPerRequest: 1,
         enableAutoPipelining: true,
       });
       redis.on('error', () => undefined);
@@ -88,7 +89,8 @@ const standaloneProviders: Provider[] = [
   {
     provide: QUERY_REGISTRY,
     inject: [SLUICE_CONFIG],
-    useFactory: (config: SluiceConfig): QueryRegistry => new InProcessQueryRegistry(config.jobRetentionSeconds),
+    useFactory: (config: SluiceConfig): QueryRegistry =>
+      new InProcessQueryRegistry(config.jobRetentionSeconds),
   },
   { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
   { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },
