@@ -5,6 +5,7 @@ import { request as httpRequest } from 'node:http';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
+import { TcpProxy } from './support/tcp.proxy';
 
 /**
  * Fault injection over a deployment of this spec's own — api and worker processes and a Redis
@@ -16,6 +17,7 @@ let redisPort: number;
 let redisServer: ChildProcess | undefined;
 let env: Record<string, string>;
 let baseUrl: string;
+let postgres: TcpProxy;
 const processes: ServiceProcess[] = [];
 const db = new Pool({ connectionString: DATABASE_URL, max: 2 });
 
@@ -101,8 +103,14 @@ beforeAll(async () => {
   await startRedis();
   const port = await freePort();
   baseUrl = `http://127.0.0.1:${port}`;
+  // PostgreSQL is reached through a proxy that a test can cut, as if the server restarted.
+  const target = new URL(DATABASE_URL);
+  postgres = new TcpProxy(await freePort(), Number(target.port || 5432));
+  await postgres.start();
+  const proxied = new URL(DATABASE_URL);
+  proxied.port = String(postgres.port);
   env = {
-    DATABASE_URL,
+    DATABASE_URL: proxied.toString(),
     REDIS_URL: `redis://127.0.0.1:${redisPort}`,
     SLUICE_JWT_SECRET: randomBytes(24).toString('hex'),
     SLUICE_ADMIN_USER: admin.user,
@@ -121,6 +129,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(processes.map((p) => p.stop('SIGKILL')));
   await stopRedis();
+  await postgres.stop();
   await db.query('DELETE FROM sluice.users WHERE username = $1', [admin.user]);
   await db.end();
 });
@@ -177,6 +186,19 @@ describe('fault tolerance', () => {
       const again = await execute('select 42 as answer', bearer).catch(() => undefined);
       return again?.status === 200 && again.body.includes('[[42]]');
     }, 30_000);
+  }, 60_000);
+
+  it('answers 503 with SQLSTATE class 08 while PostgreSQL is down, and recovers after', async () => {
+    const bearer = await token();
+    await postgres.stop();
+    try {
+      const res = await execute('select 1 as one', bearer);
+      expect(res.status).toBe(503);
+      expect(JSON.parse(res.body).status.sql_state).toMatch(/^08/);
+    } finally {
+      await postgres.start();
+    }
+    await until(async () => (await execute('select 1 as one', bearer)).status === 200, 20_000);
   }, 60_000);
 
   it('stops the api cleanly on SIGTERM after finishing the response in flight', async () => {

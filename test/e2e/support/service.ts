@@ -50,7 +50,9 @@ export interface ServiceProcess {
 
 /** Starts `node dist/apps/<app>/src/main.js` with the given environment. */
 export function startProcess(app: 'api' | 'worker', env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, [join(ROOT, 'dist', 'apps', app, 'src', 'main.js')], {
+  // SLUICE_E2E_DIST: run a build other than dist/ (e.g. while dist/ is being rebuilt).
+  const dist = process.env.SLUICE_E2E_DIST ?? join(ROOT, 'dist');
+  const child = spawn(process.execPath, [join(dist, 'apps', app, 'src', 'main.js')], {
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -73,6 +73,16 @@ function fastifyError(err: {
 
 const logger = new Logger('Errors');
 
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03']);
+
+/** PostgreSQL (the metadata database) cannot be reached: SQLSTATE class 08 and its kin. */
+function isDatabaseDown(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08'))) return true;
+  const message = err instanceof Error ? err.message : '';
+  return /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/.test(message);
+}
+
 /** Maps anything thrown while handling a request to the envelope; internals are logged only. */
 export function toEnvelope(err: unknown): EnvelopeReply {
   if (err instanceof ExecutionFailedError) {
@@ -97,6 +107,7 @@ export function toEnvelope(err: unknown): EnvelopeReply {
     const mapped = fastifyError(err as { code: string; statusCode?: number; message: string });
     if (mapped) return mapped;
   }
+  if (isDatabaseDown(err)) return fromCode('DB_UNAVAILABLE', 'database unavailable');
   if (
     typeof err === 'object' &&
     err !== null &&
