@@ -31,6 +31,8 @@ export interface FlowWindow {
 export interface ResultWriter {
   /** Appends a record; waits while the consumer is a full window behind. */
   write(record: ResultRecord): Promise<void>;
+  /** Appends the last records of a result at once (one round trip), without waiting. */
+  writeFinal(records: ResultRecord[]): Promise<void>;
   /** True once the consumer asked to stop. */
   isCancelled(): Promise<boolean>;
   /** Calls `onStop` (once) when the consumer cancels or is gone; returns a function that stops watching. */

@@ -1,4 +1,4 @@
-import { Column, ExecuteJobData, Status } from '@app/contracts';
+import { Column, ExecuteJobData, ResultRecord, Status } from '@app/contracts';
 import { ChunkCompressor } from '@app/formats';
 import { ResultWriter } from '@app/transport';
 
@@ -10,6 +10,8 @@ export class BodyWriter {
   private readonly compressor: ChunkCompressor | undefined;
   /** Body bytes written so far (after compression). */
   bytes = 0;
+  /** Records held back to go out with the final status in one round trip. */
+  private held: ResultRecord[] | undefined;
 
   constructor(
     private readonly writer: ResultWriter,
@@ -23,13 +25,33 @@ export class BodyWriter {
     return this.bytes > 0;
   }
 
+  /**
+   * The rest of the result is known to be small (the cursor returned its last batch): hold what
+   * follows and send it with the final status, in one round trip instead of three.
+   */
+  holdUntilEnd(): void {
+    this.held ??= [];
+  }
+
+  private async write(record: ResultRecord): Promise<void> {
+    if (this.held) this.held.push(record);
+    else await this.writer.write(record);
+  }
+
+  private async finish(record: ResultRecord): Promise<void> {
+    const held = this.held;
+    this.held = undefined;
+    if (held && held.length > 0) await this.writer.writeFinal([...held, record]);
+    else await this.writer.write(record);
+  }
+
   async head(columns: Column[], chunk: Buffer): Promise<void> {
     const bytes = await this.compress(chunk);
     const max = this.maxEntryBytes;
     this.bytes += bytes.length;
-    await this.writer.write({ kind: 'head', columns, bytes: bytes.subarray(0, max) });
+    await this.write({ kind: 'head', columns, bytes: bytes.subarray(0, max) });
     for (let at = max; at < bytes.length; at += max) {
-      await this.writer.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
+      await this.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
     }
   }
 
@@ -38,15 +60,11 @@ export class BodyWriter {
     this.bytes += bytes.length;
     const max = this.maxEntryBytes;
     if (bytes.length === 0) {
-      if (rows > 0) await this.writer.write({ kind: 'data', rows, bytes });
+      if (rows > 0) await this.write({ kind: 'data', rows, bytes });
       return;
     }
     for (let at = 0; at < bytes.length; at += max) {
-      await this.writer.write({
-        kind: 'data',
-        rows: at === 0 ? rows : 0,
-        bytes: bytes.subarray(at, at + max),
-      });
+      await this.write({ kind: 'data', rows: at === 0 ? rows : 0, bytes: bytes.subarray(at, at + max) });
     }
   }
 
@@ -54,7 +72,7 @@ export class BodyWriter {
   async end(status: Status, tail: Buffer | null): Promise<void> {
     if (tail === null) {
       this.compressor?.destroy();
-      await this.writer.write({ kind: 'end', status, bytes: Buffer.alloc(0), abort: true });
+      await this.finish({ kind: 'end', status, bytes: Buffer.alloc(0), abort: true });
       return;
     }
     const bytes = this.compressor ? await this.compressor.finish(tail) : tail;
@@ -62,14 +80,15 @@ export class BodyWriter {
     const max = this.maxEntryBytes;
     let at = 0;
     for (; bytes.length - at > max; at += max) {
-      await this.writer.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
+      await this.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
     }
-    await this.writer.write({ kind: 'end', status, bytes: bytes.subarray(at) });
+    await this.finish({ kind: 'end', status, bytes: bytes.subarray(at) });
   }
 
   /** Ends before any byte of the body: the api answers with the error envelope. */
   async fail(status: Status): Promise<void> {
     this.compressor?.destroy();
+    this.held = undefined;
     await this.writer.write({ kind: 'error', status });
   }
 

@@ -154,6 +154,9 @@ export class QueryRunner {
       }));
       const plainColumns = columns.map(({ name, type }) => ({ name, type }));
       encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });
+      // A first batch short of what was asked for is the whole result.
+      const firstAsked = limit === undefined ? fetch : Math.min(fetch, limit);
+      if (batch.length < firstAsked) body.holdUntilEnd();
       await body.head(plainColumns, encoder.head());
       let truncated = false;
       while (batch.length > 0) {

@@ -91,6 +91,14 @@ export class RedisResultWriter implements ResultWriter {
     if (!terminal && Number(result[3][1]) > 0) throw new ProducerStoppedError('cancelled');
   }
 
+  async writeFinal(records: ResultRecord[]): Promise<void> {
+    const multi = this.redis.multi();
+    for (const record of records) multi.xadd(this.key, '*', ...recordFields(record));
+    const result = await multi.expire(this.key, this.ttlSeconds).exec();
+    if (!result) throw new Error('result stream write was aborted');
+    for (const [err] of result) if (err) throw err;
+  }
+
   async isCancelled(): Promise<boolean> {
     return (await this.redis.exists(this.cancelKey)) > 0;
   }
