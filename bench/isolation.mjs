@@ -1,0 +1,306 @@
+// Isolation (issue 3): do large exports hurt small queries? Four clients export 1M rows each (Parquet,
+// or stream+json when this build answers 406 to Parquet), back to back, while four other clients run
+// small queries in a closed loop. Measured: the small queries' latency (p50/p99), against the same
+// load without exports, and the api's event-loop delay from its Prometheus /metrics
+// (`nodejs_eventloop_lag_*`, prom-client; reset at each scrape, so one scrape at the start of a
+// window and one at its end cover exactly that window). Run by hand:
+//
+//   npm run build && node bench/isolation.mjs
+//
+// Bounded in time. Everything it starts (child processes, Redis keys) is removed at the end, also
+// on error and on Ctrl-C. See bench/README.md for the settings.
+import http from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  cpuLine,
+  cpuPercent,
+  cpuSnapshot,
+  envInt,
+  installGuards,
+  isOkJson,
+  loadAverage,
+  mb,
+  met,
+  ms,
+  percentile,
+  printChildOutput,
+  reportHeader,
+  request,
+  runMain,
+  sluiceCpuGroups,
+  staleBuildWarning,
+  startSluice,
+  unlessDied,
+} from './lib/service.mjs';
+
+const EXPORT_ROWS = envInt('BENCH_ROWS', 1_000_000);
+const EXPORTS = envInt('BENCH_EXPORTS', 4);
+const CLIENTS = envInt('BENCH_CONCURRENCY', 4);
+const SECONDS = envInt('BENCH_SECONDS', 30);
+const BASE_SECONDS = envInt('BENCH_BASELINE_SECONDS', 10);
+const WARMUP_SECONDS = envInt('BENCH_WARMUP_SECONDS', 3);
+const SMALL = 'select g, md5(g::text) from generate_series(1,10) g';
+const GOAL_P99_MS = 50;
+const GOAL_LOOP_P99_MS = 20;
+
+installGuards((BASE_SECONDS + WARMUP_SECONDS + SECONDS + 150) * 1000);
+
+const EXPORT_SQL =
+  `select g::int as i, (g::bigint * 1000003) as b, (g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +
+  `timestamptz '2024-01-01' + g * interval '1 second' as ts, (g % 2 = 0) as flag, ` +
+  `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
+  `case when g % 100 = 0 then g end as sparse from generate_series(1, ${EXPORT_ROWS}) g`;
+
+// ---------------------------------------------------------------------------------------------
+
+/** The api's event-loop figures from /metrics (seconds → ms); undefined without /metrics. */
+async function loopLag(sluice) {
+  const res = await request(new URL('/metrics', sluice.baseUrl), { timeoutMs: 5000 });
+  if (res.status !== 200) return undefined;
+  const pick = (name) => {
+    const m = new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+([0-9.eE+-]+)`, 'm').exec(res.body);
+    return m ? Number(m[1]) * 1000 : NaN;
+  };
+  return {
+    p50: pick('nodejs_eventloop_lag_p50_seconds'),
+    p90: pick('nodejs_eventloop_lag_p90_seconds'),
+    p99: pick('nodejs_eventloop_lag_p99_seconds'),
+    max: pick('nodejs_eventloop_lag_max_seconds'),
+    mean: pick('nodejs_eventloop_lag_mean_seconds'),
+  };
+}
+
+/** Closed-loop small queries for `seconds`; latencies of good answers, errors counted. */
+async function smallLoad(sluice, seconds) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
+  const body = Buffer.from(JSON.stringify({ statement: SMALL }));
+  const options = {
+    method: 'POST',
+    agent,
+    body,
+    headers: {
+      ...sluice.headers,
+      'content-type': 'application/json',
+      'content-length': body.length,
+    },
+  };
+  const target = new URL('/v1/execute', sluice.baseUrl);
+  const latencies = [];
+  const errorSamples = [];
+  let errors = 0;
+  const stopAt = performance.now() + seconds * 1000;
+  async function client() {
+    while (performance.now() < stopAt) {
+      const start = performance.now();
+      const res = await request(target, options);
+      const took = performance.now() - start;
+      if (isOkJson(res, 10)) latencies.push(took);
+      else {
+        errors++;
+        if (errorSamples.length < 5)
+          errorSamples.push(`HTTP ${res.status}: ${res.body.slice(0, 200)}`);
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: CLIENTS }, client));
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  return {
+    requests: latencies.length,
+    rps: latencies.length / seconds,
+    p50: percentile(latencies, 50),
+    p90: percentile(latencies, 90),
+    p99: percentile(latencies, 99),
+    max: latencies.at(-1),
+    errors,
+    errorSamples,
+  };
+}
+
+/** One export, body read at full speed and discarded; resolves with its outcome. */
+function exportOnce(sluice, accept, inFlight) {
+  return new Promise((resolve) => {
+    const body = Buffer.from(JSON.stringify({ statement: EXPORT_SQL }));
+    const started = performance.now();
+    let bytes = 0;
+    const req = http.request(
+      new URL('/v1/execute', sluice.baseUrl),
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          ...sluice.headers,
+          'content-type': 'application/json',
+          'content-length': body.length,
+          accept,
+        },
+      },
+      (res) => {
+        res.on('data', (c) => (bytes += c.length));
+        res.on('end', () =>
+          resolve({
+            ok: res.statusCode === 200,
+            status: res.statusCode,
+            bytes,
+            seconds: (performance.now() - started) / 1000,
+          }),
+        );
+        res.on('error', () => resolve({ ok: false, aborted: true, bytes }));
+        res.on('aborted', () => resolve({ ok: false, aborted: true, bytes }));
+      },
+    );
+    req.on('error', () => resolve({ ok: false, aborted: true, bytes }));
+    req.end(body);
+    inFlight.add(req);
+    req.on('close', () => inFlight.delete(req));
+  });
+}
+
+/** EXPORTS clients exporting back to back until stop(); stop() aborts the ones in flight. */
+function startExports(sluice, accept) {
+  const inFlight = new Set();
+  let stopping = false;
+  const done = [];
+  let partialBytes = 0;
+  const loops = Array.from({ length: EXPORTS }, async () => {
+    while (!stopping) {
+      const r = await exportOnce(sluice, accept, inFlight);
+      if (stopping && !r.ok) {
+        partialBytes += r.bytes;
+        break;
+      }
+      done.push(r);
+      if (!r.ok) await sleep(200);
+    }
+  });
+  return {
+    done,
+    async stop() {
+      stopping = true;
+      for (const req of inFlight) req.destroy();
+      await Promise.all(loops);
+      return { done, partialBytes };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const loadAtStart = loadAverage();
+  const warning = staleBuildWarning();
+  if (warning) console.error(warning);
+  const sluice = await startSluice();
+
+  // Parquet if this build has it, stream+json otherwise.
+  const probe = await request(new URL('/v1/execute', sluice.baseUrl), {
+    method: 'POST',
+    headers: {
+      ...sluice.headers,
+      'content-type': 'application/json',
+      accept: 'application/parquet',
+    },
+    body: JSON.stringify({ statement: 'select 1 as x' }),
+  });
+  const parquet = probe.status === 200;
+  const accept = parquet ? 'application/parquet' : 'application/stream+json';
+  console.log(
+    parquet
+      ? 'exports: application/parquet'
+      : `exports: application/stream+json (Parquet answered HTTP ${probe.status}: not available)`,
+  );
+  const metricsAvailable = (await loopLag(sluice)) !== undefined;
+  console.log(`api /metrics: ${metricsAvailable ? 'available' : 'not available'}`);
+
+  // The bench's own event loop: if it lags, client-side latencies include it.
+  const benchLoop = monitorEventLoopDelay({ resolution: 10 });
+  const groups = sluiceCpuGroups(sluice);
+
+  // 1. Baseline: small queries alone.
+  process.stdout.write(`baseline: ${CLIENTS} clients, ${BASE_SECONDS} s ... `);
+  await loopLag(sluice); // resets the api's histogram
+  benchLoop.enable();
+  let cpuBefore = cpuSnapshot(groups);
+  const base = await unlessDied(sluice, smallLoad(sluice, BASE_SECONDS));
+  const baseCpu = cpuPercent(cpuBefore, cpuSnapshot(groups));
+  const baseLag = await loopLag(sluice);
+  benchLoop.disable();
+  const baseBenchLag = benchLoop.percentile(99) / 1e6;
+  benchLoop.reset();
+  console.log(`p50 ${ms(base.p50)} ms, p99 ${ms(base.p99)} ms`);
+
+  // 2. The same load while EXPORTS clients export back to back.
+  process.stdout.write(
+    `with ${EXPORTS} exports of ${EXPORT_ROWS} rows: ${WARMUP_SECONDS} s warm-up + ${SECONDS} s ... `,
+  );
+  const exportsStart = performance.now();
+  const exporters = startExports(sluice, accept);
+  await unlessDied(sluice, sleep(WARMUP_SECONDS * 1000));
+  await loopLag(sluice);
+  benchLoop.enable();
+  cpuBefore = cpuSnapshot(groups);
+  const loaded = await unlessDied(sluice, smallLoad(sluice, SECONDS));
+  const loadedCpu = cpuPercent(cpuBefore, cpuSnapshot(groups));
+  const loadedLag = await loopLag(sluice);
+  benchLoop.disable();
+  const loadedBenchLag = benchLoop.percentile(99) / 1e6;
+  const exportResult = await exporters.stop();
+  const exportSeconds = (performance.now() - exportsStart) / 1000;
+  console.log(`p50 ${ms(loaded.p50)} ms, p99 ${ms(loaded.p99)} ms`);
+
+  const okExports = exportResult.done.filter((r) => r.ok);
+  const failedExports = exportResult.done.filter((r) => !r.ok);
+  const exportBytes =
+    exportResult.done.reduce((a, r) => a + r.bytes, 0) + exportResult.partialBytes;
+  // Rows/s from bytes: a complete export tells how many bytes a row takes in this format.
+  const bytesPerRow = okExports.length > 0 ? okExports[0].bytes / EXPORT_ROWS : undefined;
+  if (loaded.errors > 0 || failedExports.length > 0) printChildOutput(sluice);
+
+  const row = (label, r, lag, benchLag) =>
+    `| ${label} | ${r.requests} | ${r.rps.toFixed(0)} | ${ms(r.p50)} | ${ms(r.p90)} | ${ms(r.p99)} | ${ms(r.max)} | ${r.errors} | ${lag ? `${ms(lag.p50)} / ${ms(lag.p99)} / ${ms(lag.max)}` : 'n/a'} | ${ms(benchLag)} |`;
+  const out = [
+    ...reportHeader(
+      `Isolation, ${EXPORTS} exports of ${EXPORT_ROWS.toLocaleString('en-US')} rows`,
+      loadAtStart,
+    ),
+    `- Exports: ${EXPORTS} clients, each exporting the mixed-type select of bench/large-result.mjs over ${EXPORT_ROWS.toLocaleString('en-US')} rows back to back, \`Accept: ${accept}\`${parquet ? '' : ' — **Parquet is not available in this build (406), stream+json used instead**'}, bodies read at full speed and discarded`,
+    `- Small queries: ${CLIENTS} keep-alive clients, closed loop, \`${SMALL}\`; ${BASE_SECONDS} s alone, then ${SECONDS} s after ${WARMUP_SECONDS} s of exports`,
+    `- Exports during the run: ${okExports.length} complete, ${failedExports.length} failed${
+      failedExports.length
+        ? ` (${failedExports
+            .slice(0, 3)
+            .map((r) => `HTTP ${r.status ?? 0}`)
+            .join(', ')})`
+        : ''
+    }, ${mb(exportBytes)} MB received in ${exportSeconds.toFixed(1)} s (${mb(exportBytes / exportSeconds)} MiB/s${bytesPerRow ? `, about ${Math.round(exportBytes / bytesPerRow / exportSeconds).toLocaleString('en-US')} rows/s` : ''})`,
+    `- api event-loop delay: ${metricsAvailable ? "prom-client's `nodejs_eventloop_lag_{p50,p99,max}_seconds` from the api's /metrics over each window (monitorEventLoopDelay, 10 ms resolution: an idle loop reads about 10 ms)" : 'not measurable: the api has no /metrics'}; bench loop p99 is the client process's own delay (it inflates client-side latency when high)`,
+    '',
+    '| phase | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | errors | api loop p50 / p99 / max ms | bench loop p99 ms |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    row('small queries alone', base, baseLag, baseBenchLag),
+    row(`with ${EXPORTS} exports`, loaded, loadedLag, loadedBenchLag),
+    '',
+    'Goals (with the exports running):',
+    '',
+    `- small-query p99 < ${GOAL_P99_MS} ms: **${ms(loaded.p99)} ms** — ${met(loaded.p99 < GOAL_P99_MS)}`,
+    loadedLag
+      ? `- api event-loop delay p99 < ${GOAL_LOOP_P99_MS} ms: **${ms(loadedLag.p99)} ms** — ${met(loadedLag.p99 < GOAL_LOOP_P99_MS)}`
+      : `- api event-loop delay p99 < ${GOAL_LOOP_P99_MS} ms: not measurable (no /metrics)`,
+    '',
+    'CPU (100% = one core):',
+    '',
+    `- alone: ${cpuLine(baseCpu)}`,
+    `- with exports: ${cpuLine(loadedCpu)}`,
+  ];
+  for (const [label, r] of [
+    ['alone', base],
+    ['with exports', loaded],
+  ]) {
+    if (r.errorSamples.length > 0)
+      out.push('', `First errors (${label}):`, ...r.errorSamples.map((s) => `    ${s}`));
+  }
+  console.log(`\n${out.join('\n')}\n`);
+}
+
+await runMain(main);

@@ -1,0 +1,453 @@
+// Large results (issue 3): 1M rows of mixed types through the whole service (api + worker, BullMQ,
+// Redis Streams) in every response format, against PostgreSQL's floor on the same run:
+// `COPY (…) TO STDOUT` read by psql, and a direct pg-cursor + JSON.stringify NDJSON loop in this
+// process. Run by hand (never in CI):
+//
+//   npm run build && node bench/large-result.mjs
+//
+// Each path is run BENCH_RUNS times (rounds, one path after the other, so that noise spreads over
+// all of them) and the medians are reported; a new round only starts if it fits in the time budget.
+// The whole body is read and counted; the worker's RSS is sampled every 100 ms during each Sluice
+// run. Everything it starts (child processes, Redis keys) is removed at the end, also on error, on
+// Ctrl-C and at the hard time limit. See bench/README.md for the settings.
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import Cursor from 'pg-cursor';
+import {
+  DATABASE_URL,
+  cpuLine,
+  cpuPercent,
+  cpuSnapshot,
+  envInt,
+  installGuards,
+  loadAverage,
+  mb,
+  median,
+  met,
+  printChildOutput,
+  reportHeader,
+  rssBytes,
+  sampleRss,
+  sluiceCpuGroups,
+  staleBuildWarning,
+  runMain,
+  startSluice,
+  unlessDied,
+} from './lib/service.mjs';
+
+const ROWS = envInt('BENCH_ROWS', 1_000_000);
+const RUNS = envInt('BENCH_RUNS', 3);
+const BUDGET_SECONDS = envInt('BENCH_BUDGET_SECONDS', 330);
+const RUN_TIMEOUT_MS = envInt('BENCH_RUN_TIMEOUT_SECONDS', 120) * 1000;
+const FETCH_SIZE = envInt('BENCH_FETCH_SIZE', 1000);
+/** off (default): values as PostgreSQL's text; on: pg's type parsers; both: two direct paths. */
+const DIRECT_TYPE_PARSING = process.env.BENCH_DIRECT_TYPE_PARSING || 'off';
+if (!['off', 'on', 'both'].includes(DIRECT_TYPE_PARSING))
+  throw new Error('BENCH_DIRECT_TYPE_PARSING must be off, on or both');
+
+const GOAL_NDJSON_RATIO = 0.5;
+const GOAL_PARQUET_RATIO = 0.25;
+const GOAL_WORKER_MB = 200;
+
+installGuards((BUDGET_SECONDS + 150) * 1000);
+
+const statement = (n) =>
+  `select g::int as i, (g::bigint * 1000003) as b, (g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +
+  `timestamptz '2024-01-01' + g * interval '1 second' as ts, (g % 2 = 0) as flag, ` +
+  `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
+  `case when g % 100 = 0 then g end as sparse from generate_series(1, ${n}) g`;
+const SQL = statement(ROWS);
+
+const FORMATS = [
+  { label: 'Sluice application/json', accept: 'application/json', kind: 'json' },
+  { label: 'Sluice application/stream+json', accept: 'application/stream+json', kind: 'ndjson' },
+  { label: 'Sluice text/csv', accept: 'text/csv', kind: 'csv' },
+  { label: 'Sluice application/parquet', accept: 'application/parquet', kind: 'parquet' },
+  {
+    label: 'Sluice application/vnd.apache.arrow.stream',
+    accept: 'application/vnd.apache.arrow.stream',
+    kind: 'arrow',
+  },
+];
+
+function countNewlines(buf) {
+  let n = 0;
+  let i = -1;
+  while ((i = buf.indexOf(10, i + 1)) !== -1) n++;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The floors
+
+/**
+ * psql runs COPY … TO STDOUT; its stdout is read here and counted (one line per row). The COPY is
+ * done when the last row has arrived; psql then sleeps 0.3 s before it exits, so that its backend
+ * and psql itself are still there for the CPU snapshot (`finish`).
+ */
+function runCopy(finish) {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(
+      'psql',
+      [
+        DATABASE_URL,
+        '-X',
+        '-q',
+        '-v',
+        'ON_ERROR_STOP=1',
+        '-c',
+        `COPY (${SQL}) TO STDOUT`,
+        '-c',
+        'select pg_sleep(0.3)',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let bytes = 0;
+    let rows = 0;
+    let result;
+    let stderr = '';
+    child.stdout.on('data', (c) => {
+      if (result) return; // the pg_sleep's output
+      bytes += c.length;
+      rows += countNewlines(c);
+      if (rows >= ROWS) {
+        result = { seconds: (performance.now() - started) / 1000, bytes, rows: ROWS };
+        result.cpu = finish({ psql: [child.pid] });
+      }
+    });
+    child.stderr.on('data', (c) => (stderr += c));
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`psql exited ${code}: ${stderr.trim()}`));
+      if (!result) return reject(new Error(`COPY gave ${rows} rows, not ${ROWS}`));
+      resolve(result);
+    });
+  });
+}
+
+/** pg-cursor, 1,000 rows a read, rows in array mode turned into NDJSON lines with JSON.stringify. */
+async function runDirect(typeParsing, finish) {
+  const client = new pg.Client({
+    connectionString: DATABASE_URL,
+    // Off: every value stays PostgreSQL's text form (what Sluice's worker reads).
+    ...(typeParsing ? {} : { types: { getTypeParser: () => (v) => v } }),
+  });
+  await client.connect();
+  try {
+    const started = performance.now();
+    await client.query('begin');
+    const cursor = client.query(new Cursor(SQL, [], { rowMode: 'array' }));
+    let bytes = 0;
+    let rows = 0;
+    for (;;) {
+      const batch = await cursor.read(FETCH_SIZE);
+      if (batch.length === 0) break;
+      let chunk = '';
+      for (const row of batch) chunk += `${JSON.stringify(row)}\n`;
+      bytes += Buffer.byteLength(chunk);
+      rows += batch.length;
+    }
+    await cursor.close();
+    await client.query('commit');
+    const seconds = (performance.now() - started) / 1000;
+    return { seconds, bytes, rows, cpu: finish() }; // before the backend goes
+  } finally {
+    await client.end();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through Sluice
+
+/**
+ * POSTs the statement and reads the whole body, counting bytes. Keeps the tail (JSON formats), counts
+ * lines (CSV) or keeps the body (binary formats) to check the row count afterwards.
+ */
+function fetchAll(sluice, format, sql, timeoutMs = RUN_TIMEOUT_MS) {
+  return new Promise((resolve) => {
+    const body = Buffer.from(JSON.stringify({ statement: sql, fetch_size: FETCH_SIZE }));
+    const started = performance.now();
+    const req = http.request(
+      new URL('/v1/execute', sluice.baseUrl),
+      {
+        method: 'POST',
+        agent: false,
+        headers: {
+          ...sluice.headers,
+          'content-type': 'application/json',
+          'content-length': body.length,
+          accept: format.accept,
+        },
+      },
+      (res) => {
+        const firstByte = performance.now();
+        let bytes = 0;
+        let lines = 0;
+        let tail = Buffer.alloc(0);
+        const chunks = [];
+        const keep = res.statusCode !== 200 || format.kind === 'parquet' || format.kind === 'arrow';
+        res.on('data', (c) => {
+          bytes += c.length;
+          if (keep) chunks.push(c);
+          else if (format.kind === 'csv') lines += countNewlines(c);
+          else tail = Buffer.concat([tail, c]).subarray(-65536);
+        });
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode,
+            seconds: (performance.now() - started) / 1000,
+            ttfb: (firstByte - started) / 1000,
+            bytes,
+            lines,
+            tail: tail.toString('utf8'),
+            body: keep ? Buffer.concat(chunks) : undefined,
+            complete: true,
+          }),
+        );
+        res.on('error', (err) =>
+          resolve({ status: res.statusCode, error: `response: ${err.message}`, bytes }),
+        );
+        res.on('aborted', () =>
+          resolve({ status: res.statusCode, error: 'response aborted', bytes }),
+        );
+      },
+    );
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`not done in ${timeoutMs / 1000} s`)));
+    req.on('error', (err) => resolve({ status: 0, error: `request: ${err.message}` }));
+    req.end(body);
+  });
+}
+
+/** Rows the body holds, or an error message. */
+async function rowsOf(format, res) {
+  if (res.error) return { error: res.error };
+  if (res.status !== 200)
+    return { error: `HTTP ${res.status}: ${res.body?.toString('utf8').slice(0, 300)}` };
+  try {
+    switch (format.kind) {
+      case 'json':
+      case 'ndjson': {
+        const m = /"status":(\{[^}]*\})\}?\s*$/.exec(res.tail);
+        if (!m) return { error: 'no final status' };
+        const status = JSON.parse(m[1]);
+        if (status.sql_state !== '00000') return { error: `status ${JSON.stringify(status)}` };
+        return { rows: status.row_count };
+      }
+      case 'csv':
+        return { rows: res.lines - 1 }; // header line
+      case 'parquet': {
+        const { parquetMetadata } = await import('hyparquet');
+        const buf = res.body;
+        const meta = parquetMetadata(
+          buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength),
+        );
+        return { rows: Number(meta.num_rows) };
+      }
+      case 'arrow': {
+        const { tableFromIPC } = await import('apache-arrow');
+        return { rows: tableFromIPC(res.body).numRows };
+      }
+    }
+  } catch (err) {
+    return { error: `unreadable body: ${err instanceof Error ? err.message : err}` };
+  }
+  return { error: 'unknown format' };
+}
+
+/** One Sluice run with the worker's and the api's RSS sampled and the CPU of every process. */
+async function runSluice(sluice, format) {
+  // Let the previous run's garbage settle a little: idle RSS is taken just before the request.
+  await sleep(1000);
+  const idle = { worker: rssBytes(sluice.worker.pid), api: rssBytes(sluice.api.pid) };
+  const groups = sluiceCpuGroups(sluice);
+  const cpuBefore = cpuSnapshot(groups);
+  const sampler = sampleRss([sluice.worker.pid, sluice.api.pid], 100);
+  const res = await unlessDied(sluice, fetchAll(sluice, format, SQL));
+  const rss = sampler.stop();
+  const cpu = cpuPercent(cpuBefore, cpuSnapshot(groups));
+  const check = await rowsOf(format, res);
+  if (check.error) throw new Error(`${format.label}: ${check.error}`);
+  if (check.rows !== ROWS) throw new Error(`${format.label}: ${check.rows} rows, not ${ROWS}`);
+  return {
+    seconds: res.seconds,
+    ttfb: res.ttfb,
+    bytes: res.bytes,
+    rows: check.rows,
+    cpu,
+    workerIdle: idle.worker,
+    workerPeak: rss[sluice.worker.pid].peak,
+    apiIdle: idle.api,
+    apiPeak: rss[sluice.api.pid].peak,
+  };
+}
+
+/** 406 means the build does not produce the format; anything else but 200 is a failure. */
+async function available(sluice, format) {
+  const res = await fetchAll(sluice, format, statement(10), 30_000);
+  if (res.status === 406) return false;
+  const check = await rowsOf(format, res);
+  if (check.error) throw new Error(`${format.label} on 10 rows: ${check.error}`);
+  return true;
+}
+
+/** CPU of the floors: the bench process and PostgreSQL, snapshot taken by the run (`finish`). */
+function withCpu(run) {
+  return async () => {
+    await sleep(500);
+    const groups = { 'bench process': [process.pid], postgres: 'postgres' };
+    const before = cpuSnapshot(groups);
+    const finish = (more = {}) => cpuPercent(before, cpuSnapshot({ ...groups, ...more }));
+    return run(finish);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const loadAtStart = loadAverage();
+  const warning = staleBuildWarning();
+  if (warning) console.error(warning);
+  const began = performance.now();
+
+  const sluice = await startSluice();
+  const targets = [
+    { label: 'PostgreSQL COPY … TO STDOUT (psql)', floor: true, run: withCpu(runCopy) },
+  ];
+  if (DIRECT_TYPE_PARSING !== 'on')
+    targets.push({
+      label: 'direct pg-cursor + JSON.stringify NDJSON, type parsing off',
+      run: withCpu((finish) => runDirect(false, finish)),
+    });
+  if (DIRECT_TYPE_PARSING !== 'off')
+    targets.push({
+      label: 'direct pg-cursor + JSON.stringify NDJSON, type parsing on',
+      run: withCpu((finish) => runDirect(true, finish)),
+    });
+  const unavailable = [];
+  for (const format of FORMATS) {
+    if (await available(sluice, format)) {
+      targets.push({ label: format.label, format, run: () => runSluice(sluice, format) });
+    } else {
+      unavailable.push(format);
+      console.log(`${format.label}: 406, not available in this build`);
+    }
+  }
+
+  const results = new Map(targets.map((t) => [t, []]));
+  let lastRound = 0;
+  for (let round = 1; round <= RUNS; round++) {
+    const elapsed = (performance.now() - began) / 1000;
+    if (round > 1 && elapsed + lastRound * 1.1 > BUDGET_SECONDS) {
+      console.log(
+        `round ${round} would not fit in the ${BUDGET_SECONDS} s budget: stopping at ${round - 1}`,
+      );
+      break;
+    }
+    const roundStart = performance.now();
+    for (const target of targets) {
+      process.stdout.write(`round ${round}: ${target.label} ... `);
+      let r;
+      try {
+        r = await target.run();
+      } catch (err) {
+        printChildOutput(sluice);
+        throw err;
+      }
+      if (r.rows !== ROWS) throw new Error(`${target.label}: ${r.rows} rows, not ${ROWS}`);
+      results.get(target).push(r);
+      const extra = target.format
+        ? `, worker RSS +${mb(r.workerPeak - r.workerIdle)} MB (peak ${mb(r.workerPeak)}), api +${mb(r.apiPeak - r.apiIdle)} MB`
+        : '';
+      console.log(
+        `${r.seconds.toFixed(2)} s, ${Math.round(ROWS / r.seconds)} rows/s, ${mb(r.bytes)} MB${extra}`,
+      );
+    }
+    lastRound = (performance.now() - roundStart) / 1000;
+  }
+
+  report({ targets, results, unavailable, loadAtStart, sluice });
+}
+
+function runsText(summary) {
+  const lo = Math.min(...summary.map((s) => s.runs));
+  const hi = Math.max(...summary.map((s) => s.runs));
+  return lo === hi ? `${lo} run${lo === 1 ? '' : 's'}` : `${lo}–${hi} runs`;
+}
+
+function report({ targets, results, unavailable, loadAtStart }) {
+  const summary = targets.map((t) => {
+    const runs = results.get(t);
+    const seconds = median(runs.map((r) => r.seconds));
+    // CPU and memory of the run whose time is the median (or nearest to it).
+    const mid = [...runs].sort(
+      (a, b) => Math.abs(a.seconds - seconds) - Math.abs(b.seconds - seconds),
+    )[0];
+    return {
+      target: t,
+      runs: runs.length,
+      seconds,
+      rowsPerSecond: ROWS / seconds,
+      bytes: median(runs.map((r) => r.bytes)),
+      ttfb: median(runs.map((r) => r.ttfb)),
+      workerDelta: Math.max(...runs.map((r) => (r.workerPeak ?? NaN) - (r.workerIdle ?? NaN))),
+      workerPeak: Math.max(...runs.map((r) => r.workerPeak ?? NaN)),
+      apiDelta: Math.max(...runs.map((r) => (r.apiPeak ?? NaN) - (r.apiIdle ?? NaN))),
+      cpu: mid.cpu,
+    };
+  });
+  const copy = summary.find((s) => s.target.floor);
+  const byKind = (kind) => summary.find((s) => s.target.format?.kind === kind);
+  const ratio = (s) => s.rowsPerSecond / copy.rowsPerSecond;
+
+  const out = [
+    ...reportHeader(`Large result, ${ROWS.toLocaleString('en-US')} rows`, loadAtStart),
+    `- Statement: the mixed-type select of bench/large-result.mjs (int, bigint, numeric(20,6), md5 text, timestamptz, bool, jsonb, float8, a mostly-NULL int) over generate_series(1, ${ROWS})`,
+    `- fetch_size ${FETCH_SIZE}; medians of ${runsText(summary)} per path, in rounds; every body read in full by a node:http client in the bench process`,
+    `- Direct path: in the bench process, pg-cursor (array rows, ${FETCH_SIZE} a read), type parsing ${DIRECT_TYPE_PARSING === 'both' ? 'off and on' : DIRECT_TYPE_PARSING}, one \`JSON.stringify(row)\` line per row, bytes counted, not sent anywhere`,
+    `- Memory: worker (and api) RSS from /proc/<pid>/status every 100 ms; "+MB" is peak minus RSS just before the request (largest over the runs)`,
+    '',
+    '| path | runs | median s | rows/s | × COPY | body MB | MB/s | first byte s | worker RSS +MB (peak) | api RSS +MB |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const s of summary) {
+    const sluiceCols = s.target.format
+      ? `${mb(s.workerDelta)} (${mb(s.workerPeak)}) | ${mb(s.apiDelta)}`
+      : '– | –';
+    out.push(
+      `| ${s.target.label} | ${s.runs} | ${s.seconds.toFixed(2)} | ${Math.round(s.rowsPerSecond).toLocaleString('en-US')} | ${ratio(s).toFixed(2)} | ${mb(s.bytes)} | ${(s.bytes / 2 ** 20 / s.seconds).toFixed(0)} | ${s.target.format ? s.ttfb.toFixed(2) : '–'} | ${sluiceCols} |`,
+    );
+  }
+  for (const f of unavailable) out.push(`| ${f.label} | – | not available (406) | | | | | | | |`);
+
+  out.push('', 'Goals:', '');
+  const ndjson = byKind('ndjson');
+  if (ndjson)
+    out.push(
+      `- stream+json ≥ ${GOAL_NDJSON_RATIO}× COPY: **${ratio(ndjson).toFixed(2)}×** — ${met(ratio(ndjson) >= GOAL_NDJSON_RATIO)}`,
+    );
+  const parquet = byKind('parquet');
+  if (parquet) {
+    out.push(
+      `- Parquet ≥ ${GOAL_PARQUET_RATIO}× COPY: **${ratio(parquet).toFixed(2)}×** — ${met(ratio(parquet) >= GOAL_PARQUET_RATIO)}`,
+      `- Parquet worker memory for the query < ${GOAL_WORKER_MB} MB: **+${mb(parquet.workerDelta)} MB** — ${met(parquet.workerDelta < GOAL_WORKER_MB * 2 ** 20)}`,
+    );
+  } else {
+    out.push(
+      '- Parquet goals (≥ 0.25× COPY, worker < 200 MB): not measurable, Parquet is not available (406)',
+    );
+  }
+  const sluiceRuns = summary.filter((s) => s.target.format);
+  const worst = sluiceRuns.reduce((a, b) => (b.workerDelta > a.workerDelta ? b : a), sluiceRuns[0]);
+  if (worst)
+    out.push(
+      `- Largest worker RSS growth over all formats: +${mb(worst.workerDelta)} MB (${worst.target.label}) — under ${GOAL_WORKER_MB} MB: ${met(worst.workerDelta < GOAL_WORKER_MB * 2 ** 20)}`,
+    );
+  out.push('', 'CPU during the median run (100% = one core):', '');
+  for (const s of summary) out.push(`- ${s.target.label}: ${cpuLine(s.cpu ?? {})}`);
+  console.log(`\n${out.join('\n')}\n`);
+}
+
+await runMain(main);

@@ -1,0 +1,551 @@
+// Shared by the bench scripts: settings from the environment, cleanup on exit/error/signal/time
+// limit, HTTP helpers, /proc sampling (CPU, RSS), starting Sluice's api and worker from dist/ as
+// child processes with a random Redis key prefix, and the machine description for the reports.
+//
+// Importing it starts nothing: call installGuards() for the signal handlers and the hard time
+// limit, and runMain() to run a bench and its cleanup.
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+// ---------------------------------------------------------------------------------------------
+// Settings
+
+export function envInt(name, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new Error(`${name} must be a positive integer, got "${raw}"`);
+  return n;
+}
+
+export const DATABASE_URL =
+  process.env.BENCH_DATABASE_URL || 'postgresql://root@127.0.0.1:5432/test';
+export const REDIS_URL = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
+export const START_TIMEOUT_MS = 30_000;
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup: registered as things are started, run once (normal end, error, signal, hard limit).
+
+const cleanups = [];
+let cleaning;
+
+/** Registers a step of the cleanup; steps run in reverse order of registration. */
+export function onCleanup(fn) {
+  cleanups.push(fn);
+}
+
+export function cleanup() {
+  cleaning ??= (async () => {
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        console.error(`cleanup: ${err instanceof Error ? err.message : err}`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+/** Ctrl-C / SIGTERM and a hard time limit both run the cleanup and end the process. */
+export function installGuards(hardLimitMs) {
+  for (const signal of ['SIGINT', 'SIGTERM']) {
+    process.once(signal, () => {
+      console.error(`\n${signal}: stopping`);
+      void cleanup().finally(() => process.exit(130));
+    });
+  }
+  setTimeout(() => {
+    console.error(`bench: hard time limit (${Math.round(hardLimitMs / 1000)} s) reached, stopping`);
+    void cleanup().finally(() => process.exit(2));
+  }, hardLimitMs).unref();
+}
+
+/** Runs main, then the cleanup; on failure prints the error and exits 1 after the cleanup. */
+export async function runMain(main) {
+  try {
+    await main();
+    await cleanup();
+  } catch (err) {
+    console.error(`\nbench failed: ${err instanceof Error ? err.message : err}`);
+    await cleanup();
+    process.exitCode = 1;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP helpers
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** One HTTP request; never rejects (errors come back as status 0) so load loops stay simple. */
+export function request(
+  url,
+  { method = 'GET', headers = {}, body, agent, timeoutMs = 10_000 } = {},
+) {
+  return new Promise((resolve) => {
+    const req = http.request(url, { method, agent, headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode,
+          headers: res.headers,
+          body: Buffer.concat(chunks).toString('utf8'),
+        }),
+      );
+      res.on('error', (err) => resolve({ status: 0, body: `response error: ${err.message}` }));
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));
+    req.on('error', (err) => resolve({ status: 0, body: `request error: ${err.message}` }));
+    req.end(body);
+  });
+}
+
+export function jsonRequest(url, payload, headers = {}, agent, timeoutMs) {
+  const body = Buffer.from(JSON.stringify(payload));
+  return request(url, {
+    method: 'POST',
+    agent,
+    body,
+    timeoutMs,
+    headers: { 'content-type': 'application/json', 'content-length': body.length, ...headers },
+  });
+}
+
+export function percentile(sorted, p) {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+export function median(values) {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (sorted.length === 0) return NaN;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+export const ms = (v) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
+export const mb = (bytes) => (Number.isFinite(bytes) ? (bytes / 2 ** 20).toFixed(1) : 'n/a');
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting from /proc (Linux only), to tell which process saturates during a window.
+
+const CLK_TCK = 100;
+
+function procTicks(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]); // utime + stime, all threads
+  } catch {
+    return 0; // gone
+  }
+}
+
+export function pidsNamed(comm) {
+  const pids = [];
+  let entries = [];
+  try {
+    entries = fs.readdirSync('/proc');
+  } catch {
+    return pids;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === comm) pids.push(Number(entry));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return pids;
+}
+
+function machineTicks() {
+  try {
+    const [, ...nums] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+    const v = nums.map(Number);
+    const idle = v[3] + (v[4] ?? 0);
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { busy: total - idle, total };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU ticks per pid of each labelled group. A group is a pid list or a process name (comm), looked up
+ * again at every snapshot so that backends which start or end within the window are counted right.
+ */
+export function cpuSnapshot(groups) {
+  const ticks = {};
+  for (const [label, members] of Object.entries(groups)) {
+    const pids = typeof members === 'string' ? pidsNamed(members) : members;
+    ticks[label] = new Map(pids.map((pid) => [pid, procTicks(pid)]));
+  }
+  return { at: performance.now(), ticks, machine: machineTicks() };
+}
+
+/** Per group, % of one core used between two snapshots; "other" is what no group accounts for. */
+export function cpuPercent(before, after) {
+  const seconds = (after.at - before.at) / 1000;
+  const out = {};
+  let grouped = 0;
+  for (const [label, pids] of Object.entries(after.ticks)) {
+    let delta = 0;
+    for (const [pid, t] of pids) {
+      if (t === 0) continue; // exited before the second snapshot: its last ticks are lost
+      delta += t - (before.ticks[label]?.get(pid) ?? 0); // new since: all its ticks
+    }
+    out[label] = (delta / CLK_TCK / seconds) * 100;
+    grouped += out[label];
+  }
+  if (before.machine && after.machine) {
+    const total = after.machine.total - before.machine.total;
+    const busy = total > 0 ? ((after.machine.busy - before.machine.busy) / total) * 100 : NaN;
+    const cores = os.cpus().length;
+    out['other processes'] = Math.max(0, busy * cores - grouped);
+    out[`machine busy (${cores} cores = ${cores * 100}%)`] = busy * cores;
+  }
+  return out;
+}
+
+export const cpuLine = (cpu) =>
+  Object.entries(cpu)
+    .map(([k, v]) => `${k} ${Math.round(v)}%`)
+    .join(', ');
+
+/** The CPU groups of a running Sluice plus the shared services (looked up by process name). */
+export function sluiceCpuGroups(sluice) {
+  return {
+    'bench client': [process.pid],
+    api: [sluice.api.pid],
+    worker: [sluice.worker.pid],
+    postgres: 'postgres',
+    redis: 'redis-server',
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory: VmRSS from /proc/<pid>/status (all threads of the process).
+
+export function rssBytes(pid) {
+  try {
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(status);
+    return m ? Number(m[1]) * 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Samples the RSS of each pid every intervalMs until stop(); stop() returns {pid: {first, peak, last}}. */
+export function sampleRss(pids, intervalMs = 100) {
+  const stats = new Map(pids.map((pid) => [pid, { first: rssBytes(pid), peak: 0, last: NaN }]));
+  const take = () => {
+    for (const [pid, s] of stats) {
+      const v = rssBytes(pid);
+      if (Number.isFinite(v)) {
+        s.peak = Math.max(s.peak, v);
+        s.last = v;
+      }
+    }
+  };
+  take();
+  const timer = setInterval(take, intervalMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      take();
+      return Object.fromEntries(stats);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sluice processes
+
+/** Keeps the last lines of a child's output, shown when something goes wrong. */
+function tail(stream, lines, max = 40) {
+  let partial = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk) => {
+    const parts = (partial + chunk).split('\n');
+    partial = parts.pop();
+    for (const line of parts) {
+      lines.push(line);
+      if (lines.length > max) lines.shift();
+    }
+  });
+}
+
+export function startChild(name, script, env) {
+  const file = path.join(ROOT, script);
+  if (!fs.existsSync(file)) throw new Error(`${file} is missing: run \`npm run build\` first`);
+  // BENCH_CHILD_NODE_ARGS: extra node flags for the api and worker, e.g. `--cpu-prof`.
+  const nodeArgs = (process.env.BENCH_CHILD_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, file], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines = [];
+  tail(child.stdout, lines);
+  tail(child.stderr, lines);
+  let expected = false;
+  const exited = new Promise((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  // A child that dies on its own aborts whatever is waiting on `died`.
+  const died = exited.then(({ code, signal }) => {
+    if (expected) return new Promise(() => {});
+    throw new Error(
+      `${name} exited (code ${code}, signal ${signal}); last output:\n  ${lines.join('\n  ')}`,
+    );
+  });
+  died.catch(() => {}); // observed by whoever races it
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    expected = true;
+    child.kill('SIGTERM');
+    const done = await Promise.race([exited.then(() => true), sleep(5000, false)]);
+    if (!done) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  };
+  return { name, pid: child.pid, lines, died, stop };
+}
+
+async function waitForInfo(baseUrl, children) {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  const infoUrl = new URL('/v1/info', baseUrl);
+  let last = '';
+  while (Date.now() < deadline) {
+    const res = await Promise.race([
+      request(infoUrl, { timeoutMs: 2000 }),
+      ...children.map((c) => c.died),
+    ]);
+    if (res.status === 200) return;
+    last = `HTTP ${res.status} ${res.body.slice(0, 200)}`;
+    await sleep(200);
+  }
+  throw new Error(`GET /v1/info not 200 after ${START_TIMEOUT_MS / 1000} s (last: ${last})`);
+}
+
+/** The worker may register after the api answers: wait for one whole result before measuring. */
+async function waitForFirstResult(baseUrl, headers, children, statement, isGood) {
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  const url = new URL('/v1/execute', baseUrl);
+  let last;
+  while (Date.now() < deadline) {
+    last = await Promise.race([
+      jsonRequest(url, { statement }, headers),
+      ...children.map((c) => c.died),
+    ]);
+    if (isGood(last)) return;
+    await sleep(250);
+  }
+  throw new Error(
+    `no successful execute in ${START_TIMEOUT_MS / 1000} s; last: HTTP ${last?.status} ${last?.body}`,
+  );
+}
+
+/** A 200 whose JSON body has a `data` array and, if present, an OK final status. */
+export function isOkJson(res, expectedRows) {
+  if (res.status !== 200) return false;
+  try {
+    const parsed = JSON.parse(res.body);
+    if (!Array.isArray(parsed.data)) return false;
+    if (expectedRows !== undefined && parsed.data.length !== expectedRows) return false;
+    return parsed.status === undefined || parsed.status.sql_state === '00000';
+  } catch {
+    return false;
+  }
+}
+
+export async function deleteRedisKeys(prefix, redisUrl = REDIS_URL) {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 });
+  await redis.connect();
+  let deleted = 0;
+  try {
+    // Sluice's own keys start with the prefix; BullMQ's with the prefix in a hash tag.
+    for (const match of [`${prefix}*`, `{${prefix}}*`]) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length > 0) deleted += await redis.unlink(...keys);
+      } while (cursor !== '0');
+    }
+  } finally {
+    redis.disconnect();
+  }
+  return deleted;
+}
+
+/**
+ * Starts a worker and an api from dist/ with a random JWT secret, admin password and key prefix,
+ * on a free loopback port; waits until it answers, logs in as the admin and gets one whole result.
+ * Everything it starts is registered for the cleanup (children, then Redis keys).
+ *
+ * @param {{ env?: Record<string,string>, adminUser?: string, databaseUrl?: string, redisUrl?: string,
+ *           firstStatement?: string, isGood?: (res) => boolean }} options
+ *   env: extra settings for both children (e.g. SLUICE_CLIENT_IDLE_TIMEOUT_MS).
+ */
+export async function startSluice({
+  env: extraEnv = {},
+  adminUser = 'bench',
+  databaseUrl = DATABASE_URL,
+  redisUrl = REDIS_URL,
+  firstStatement = 'select g, md5(g::text) from generate_series(1,10) g',
+  isGood = (res) => isOkJson(res),
+} = {}) {
+  const prefix = `bench-${randomBytes(6).toString('hex')}`;
+  const password = randomBytes(18).toString('base64url');
+  const port = await freePort();
+  const env = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redisUrl,
+    SLUICE_JWT_SECRET: randomBytes(24).toString('base64url'), // 32 characters
+    SLUICE_ADMIN_USER: adminUser,
+    SLUICE_ADMIN_PASSWORD: password,
+    SLUICE_KEY_PREFIX: prefix,
+    // The worker's /metrics port (default 9464) may be taken by another worker on this machine.
+    SLUICE_WORKER_METRICS_PORT: '0',
+    PORT: String(port),
+    HOST: '127.0.0.1', // loopback only
+    NO_COLOR: '1', // plain log lines in the error report
+    ...extraEnv,
+  };
+  // Registered before the children start, so keys written by a failed start go too.
+  onCleanup(async () => {
+    const n = await deleteRedisKeys(prefix, redisUrl);
+    console.error(`cleanup: deleted ${n} Redis keys with prefix ${prefix}`);
+  });
+  const worker = startChild('worker', 'dist/apps/worker/src/main.js', env);
+  onCleanup(worker.stop);
+  const api = startChild('api', 'dist/apps/api/src/main.js', env);
+  onCleanup(api.stop);
+  const children = [worker, api];
+
+  const baseUrl = `http://127.0.0.1:${port}`;
+  await waitForInfo(baseUrl, children);
+  const headers = await login(baseUrl, adminUser, password);
+  await waitForFirstResult(baseUrl, headers, children, firstStatement, isGood);
+  return { baseUrl, headers, worker, api, children, prefix, port, env };
+}
+
+/** Logs in; returns the Authorization header. */
+export async function login(baseUrl, username, password) {
+  const res = await jsonRequest(new URL('/v1/login', baseUrl), { username, password });
+  if (res.status !== 200)
+    throw new Error(`login of ${username} failed: HTTP ${res.status} ${res.body}`);
+  return { authorization: `Bearer ${JSON.parse(res.body).access_token}` };
+}
+
+/** Resolves with what `work` gives, or rejects as soon as a Sluice child dies. */
+export function unlessDied(sluice, work) {
+  return Promise.race([work, ...sluice.children.map((c) => c.died)]);
+}
+
+export function printChildOutput(sluice, lines = 15) {
+  console.error('\nlast output of the Sluice processes:');
+  for (const c of sluice.children)
+    console.error(`  [${c.name}]\n    ${c.lines.slice(-lines).join('\n    ')}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+export function machineDescription() {
+  const cpus = os.cpus();
+  const model = cpus[0]?.model.trim() ?? 'unknown CPU';
+  const gib = (os.totalmem() / 2 ** 30).toFixed(1);
+  return `${cpus.length} × ${model}, ${gib} GiB RAM, Node ${process.version}, ${os.type()} ${os.release()} ${os.arch()}`;
+}
+
+export function loadAverage() {
+  return os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+}
+
+export function gitDescription() {
+  try {
+    const sha = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'apps', 'libs'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
+    return `${sha}${dirty.trim() ? ' + uncommitted changes in apps/ or libs/' : ''}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Sources newer than dist/ mean the bench measures older code than the tree shows. */
+function newestMtime(dir, ext) {
+  let newest = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full, ext));
+    else if (entry.name.endsWith(ext) && !entry.name.endsWith('.spec.ts'))
+      newest = Math.max(newest, fs.statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
+export function staleBuildWarning() {
+  try {
+    const src = Math.max(
+      newestMtime(path.join(ROOT, 'apps'), '.ts'),
+      newestMtime(path.join(ROOT, 'libs'), '.ts'),
+    );
+    const built = fs.statSync(path.join(ROOT, 'dist/apps/api/src/main.js')).mtimeMs;
+    return src > built
+      ? 'warning: some .ts under apps/ or libs/ is newer than dist/: run `npm run build`'
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The header lines every report starts with. */
+export function reportHeader(title, loadAtStart) {
+  return [
+    `### ${title} — ${new Date().toISOString()}`,
+    '',
+    `- Machine: ${machineDescription()}`,
+    `- Load average at start: ${loadAtStart}; at end: ${loadAverage()}`,
+    `- Code: ${gitDescription()}`,
+  ];
+}
+
+export const met = (ok) => (ok ? 'met' : '**NOT met**');
