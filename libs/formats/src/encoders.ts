@@ -1,11 +1,20 @@
 import { ResultFormat } from '@app/contracts';
+import { ArrowEncoder } from './arrow.encoder';
 import { CsvEncoder } from './csv.encoder';
+import { DeferredHeadEncoder } from './deferred-head.encoder';
 import { JsonEncoder } from './json.encoder';
 import { NdjsonEncoder } from './ndjson.encoder';
+import { ParquetEncoder } from './parquet.encoder';
 import { EncoderOptions, ResultEncoder } from './result.encoder';
 
 /** Formats this build can encode. */
-export const SUPPORTED_FORMATS: readonly ResultFormat[] = ['json', 'ndjson', 'csv'];
+export const SUPPORTED_FORMATS: readonly ResultFormat[] = [
+  'json',
+  'ndjson',
+  'csv',
+  'parquet',
+  'arrow',
+];
 
 /** The encoder for a response format. */
 export function createEncoder(format: ResultFormat, options: EncoderOptions): ResultEncoder {
@@ -14,10 +23,12 @@ export function createEncoder(format: ResultFormat, options: EncoderOptions): Re
       return new JsonEncoder(options);
     case 'ndjson':
       return new NdjsonEncoder(options);
+    // These cannot carry a failure in-band: their first bytes wait for the first rows.
     case 'csv':
-      return new CsvEncoder(options);
+      return new DeferredHeadEncoder(new CsvEncoder(options));
     case 'parquet':
+      return new DeferredHeadEncoder(new ParquetEncoder(options));
     case 'arrow':
-      throw new Error(`format ${format} is not available`);
+      return new DeferredHeadEncoder(new ArrowEncoder(options));
   }
 }

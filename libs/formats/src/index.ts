@@ -5,3 +5,7 @@ export * from './ndjson.encoder';
 export * from './encoders';
 export * from './chunk.compressor';
 export * from './csv.encoder';
+export * from './deferred-head.encoder';
+export * from './parquet.encoder';
+export * from './arrow.encoder';
+export * from './pg-text.decoder';

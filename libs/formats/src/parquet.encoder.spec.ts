@@ -1,0 +1,304 @@
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import type { FileMetaData } from 'hyparquet';
+import { ParquetEncoder, ParquetEncoderSettings } from './parquet.encoder';
+import { FIXTURE_CASES, FIXTURE_COLUMNS } from './pg-text.fixture';
+import { EncoderColumn, TextRow } from './result.encoder';
+
+const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
+
+function col(name: string, type: string, oid: number): EncoderColumn {
+  return { name, type, oid, json: (s) => s };
+}
+
+function encode(
+  columns: EncoderColumn[],
+  chunks: TextRow[][],
+  settings: Partial<ParquetEncoderSettings> = {},
+): { file: Buffer; parts: Buffer[] } {
+  const encoder = new ParquetEncoder({ queryId: 'q-1', layout: 'array', columns }, settings);
+  const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(c))];
+  parts.push(encoder.end(OK, false) as Buffer);
+  return { file: Buffer.concat(parts), parts };
+}
+
+/*
+ * The independent reader is hyparquet. It is ESM-only, which jest on Node 20 cannot load: it runs
+ * in a plain node process (Node >= 20.19 requires ESM), reading the file from stdin and printing
+ * the metadata and every row as JSON — raw µs, days and JSON text, no lossy conversions.
+ */
+const READER = `
+const { parquetMetadata, parquetReadObjects } = require('hyparquet');
+const data = require('node:fs').readFileSync(0);
+const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
+const tag = (k, v) =>
+  typeof v === 'bigint' ? { $bigint: String(v) }
+  : v instanceof Uint8Array ? { $bytes: Buffer.from(v).toString('hex') }
+  : typeof v === 'number' && !Number.isFinite(v) ? { $number: String(v) }
+  : v === undefined ? null : v;
+parquetReadObjects({
+  file,
+  utf8: false,
+  compressors: { GZIP: (input) => new Uint8Array(require('node:zlib').gunzipSync(input)) },
+  parsers: {
+    timestampFromMicroseconds: (v) => v,
+    dateFromDays: (v) => v,
+    jsonFromBytes: (v) => v && Buffer.from(v).toString('utf8'),
+  },
+}).then((rows) => process.stdout.write(JSON.stringify({ meta: parquetMetadata(file), rows }, tag)));
+`;
+const ROOT = join(__dirname, '../../..');
+
+function untag(_key: string, v: unknown): unknown {
+  if (v === null || typeof v !== 'object') return v;
+  if ('$bigint' in v) return BigInt(v.$bigint as string);
+  if ('$bytes' in v) return new Uint8Array(Buffer.from(v.$bytes as string, 'hex'));
+  if ('$number' in v) return Number(v.$number);
+  return v;
+}
+
+function readBack(file: Buffer): { meta: FileMetaData; rows: Record<string, unknown>[] } {
+  const run = spawnSync(process.execPath, ['-e', READER], {
+    cwd: ROOT,
+    input: file,
+    maxBuffer: 1 << 28,
+  });
+  if (run.status !== 0) throw new Error(`hyparquet: ${run.stderr.toString()}`);
+  return JSON.parse(run.stdout.toString(), untag) as ReturnType<typeof readBack>;
+}
+
+const read = (file: Buffer) => readBack(file).rows;
+const metadata = (file: Buffer) => readBack(file).meta;
+
+const COLUMNS = FIXTURE_COLUMNS;
+const CASES = FIXTURE_CASES;
+
+/** The fixture's form: bytes and uuids as hex. */
+function normalise(v: unknown): unknown {
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('hex');
+  if (
+    typeof v === 'string' &&
+    /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(v)
+  ) {
+    return v.replace(/-/g, '');
+  }
+  if (Array.isArray(v)) return v.map(normalise);
+  return v === undefined ? null : v;
+}
+
+describe(ParquetEncoder.name, () => {
+  it('writes every common type so that an independent reader gets each value back', () => {
+    const rows = CASES.map(([text]) => text);
+    // several chunks, one of them empty
+    const { file } = encode(COLUMNS, [rows.slice(0, 1), [], rows.slice(1, 3), rows.slice(3)]);
+    const got = read(file);
+    expect(got).toHaveLength(CASES.length);
+    CASES.forEach(([, want], r) => {
+      COLUMNS.forEach((c, i) => {
+        expect([r, c.name, normalise(got[r][c.name])]).toEqual([r, c.name, want[i]]);
+      });
+    });
+  });
+
+  it('declares the logical type of each column, all nullable', () => {
+    const { file } = encode(COLUMNS, [[]]);
+    const meta = metadata(file);
+    const byName = new Map(meta.schema.map((e) => [e.name, e]));
+    const logical = (name: string) => {
+      const e = byName.get(name);
+      return [e?.type, e?.type_length, e?.logical_type, e?.repetition_type].map(
+        (v) => v ?? undefined,
+      );
+    };
+    expect(logical('i2')).toEqual([
+      'INT32',
+      undefined,
+      { type: 'INTEGER', bitWidth: 16, isSigned: true },
+      'OPTIONAL',
+    ]);
+    expect(byName.get('i2')?.converted_type).toBe('INT_16');
+    expect(logical('i4').slice(0, 1)).toEqual(['INT32']);
+    expect(logical('i8').slice(0, 1)).toEqual(['INT64']);
+    expect(logical('num')).toEqual(['BYTE_ARRAY', undefined, { type: 'STRING' }, 'OPTIONAL']);
+    expect(logical('f4').slice(0, 1)).toEqual(['FLOAT']);
+    expect(logical('f8').slice(0, 1)).toEqual(['DOUBLE']);
+    expect(logical('b').slice(0, 1)).toEqual(['BOOLEAN']);
+    expect(logical('d')).toEqual(['INT32', undefined, { type: 'DATE' }, 'OPTIONAL']);
+    expect(logical('tm')).toEqual([
+      'INT64',
+      undefined,
+      { type: 'TIME', isAdjustedToUTC: false, unit: 'MICROS' },
+      'OPTIONAL',
+    ]);
+    expect(logical('ts')).toEqual([
+      'INT64',
+      undefined,
+      { type: 'TIMESTAMP', isAdjustedToUTC: false, unit: 'MICROS' },
+      'OPTIONAL',
+    ]);
+    expect(logical('tstz')).toEqual([
+      'INT64',
+      undefined,
+      { type: 'TIMESTAMP', isAdjustedToUTC: true, unit: 'MICROS' },
+      'OPTIONAL',
+    ]);
+    expect(logical('u')).toEqual(['FIXED_LEN_BYTE_ARRAY', 16, { type: 'UUID' }, 'OPTIONAL']);
+    expect(logical('j')).toEqual(['BYTE_ARRAY', undefined, { type: 'JSON' }, 'OPTIONAL']);
+    expect(logical('jb')).toEqual(['BYTE_ARRAY', undefined, { type: 'JSON' }, 'OPTIONAL']);
+    expect(logical('by')).toEqual(['BYTE_ARRAY', undefined, undefined, 'OPTIONAL']);
+    expect(logical('ia')).toEqual([undefined, undefined, { type: 'LIST' }, 'OPTIONAL']);
+    expect(logical('iv')).toEqual(['BYTE_ARRAY', undefined, { type: 'STRING' }, 'OPTIONAL']);
+    const kv = new Map(meta.key_value_metadata?.map((e) => [e.key, e.value]));
+    expect(kv.get('sluice.query_id')).toBe('q-1');
+    expect(JSON.parse(kv.get('sluice.schema') as string)[2]).toEqual({
+      name: 'i8',
+      type: 'bigint',
+    });
+  });
+
+  it('writes a row group when one is full and nothing in between, and forgets it', () => {
+    const columns = [col('id', 'bigint', 20), col('name', 'text', 25), col('sparse', 'date', 1082)];
+    const chunk = (from: number) =>
+      Array.from({ length: 100 }, (_, k): TextRow => [
+        String(from + k),
+        k % 7 ? `n${from + k}` : null,
+        (from + k) % 100 === 99 ? '2024-01-01' : null,
+      ]);
+    const { file, parts } = encode(
+      columns,
+      Array.from({ length: 10 }, (_, k) => chunk(k * 100)),
+      { rowGroupRows: 250 },
+    );
+    // head, 10 chunks, end: a row group comes out at chunks 3, 5, 8 and 10
+    expect(parts.slice(1, 11).map((p) => p.length > 0)).toEqual([
+      false,
+      false,
+      true,
+      false,
+      true,
+      false,
+      false,
+      true,
+      false,
+      true,
+    ]);
+    const meta = metadata(file);
+    expect(meta.row_groups.map((g) => Number(g.num_rows))).toEqual([250, 250, 250, 250]);
+    expect(meta.row_groups[0].columns[0].meta_data?.statistics).toMatchObject({
+      null_count: 0n,
+      min_value: 0n,
+      max_value: 249n,
+    });
+    const got = read(file);
+    expect(got.map((r) => r.id)).toEqual(Array.from({ length: 1000 }, (_, i) => BigInt(i)));
+    expect(got.map((r) => r.name)).toEqual(
+      Array.from({ length: 1000 }, (_, i) => ((i % 100) % 7 ? `n${i}` : null)),
+    );
+    expect(got.map((r) => r.sparse)).toEqual(
+      Array.from({ length: 1000 }, (_, i) => (i % 100 === 99 ? 19723 : null)),
+    );
+  });
+
+  it('flushes by size, splits pages, and bounds what it holds', () => {
+    const columns = [col('t', 'text', 25), col('a', 'text[]', 1009)];
+    const big = 'x'.repeat(1000);
+    const rows = Array.from({ length: 3000 }, (_, i): TextRow => [`${i}${big}`, `{${i},"${big}"}`]);
+    const { file } = encode(columns, [rows.slice(0, 1500), rows.slice(1500)], {
+      rowGroupBytes: 1 << 20,
+      pageBytes: 64 << 10,
+    });
+    // ~6 MB in all, in row groups of about 1 MB, each column chunk in pages of about 64 kB
+    const meta = metadata(file);
+    expect(meta.row_groups.length).toBeGreaterThanOrEqual(5);
+    for (const group of meta.row_groups) {
+      expect(Number(group.total_byte_size)).toBeLessThan(1.1 * (1 << 20));
+    }
+    const pages = metadata(file).row_groups[0].columns[0];
+    const chunkBytes = Number(pages.meta_data?.total_compressed_size);
+    expect(chunkBytes).toBeGreaterThan(6 * (64 << 10));
+    const got = read(file);
+    expect(got).toHaveLength(3000);
+    expect(got[2999]).toEqual({ t: `2999${big}`, a: ['2999', big] });
+  });
+
+  it('round-trips random NULL patterns and list shapes across page and row group ends', () => {
+    let seed = 42;
+    const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+    const columns = [col('b', 'boolean', 16), col('ia', 'integer[]', 1007), col('t', 'text', 25)];
+    const want: unknown[][] = [];
+    const rows: TextRow[] = [];
+    for (let i = 0; i < 5000; i++) {
+      // runs of NULLs and of values, of random lengths
+      const nulls = Math.floor(i / (1 + Math.floor(random() * 20))) % 2 === 0;
+      const list =
+        random() < 0.1
+          ? null
+          : Array.from({ length: Math.floor(random() * 12) }, (_, k) =>
+              random() < 0.3 ? null : i * k,
+            );
+      const t = nulls ? null : 'x'.repeat(Math.floor(random() * 300));
+      rows.push([
+        nulls ? null : i % 3 ? 't' : 'f',
+        list && `{${list.map((v) => v ?? 'NULL').join(',')}}`,
+        t,
+      ]);
+      want.push([nulls ? null : i % 3 !== 0, list, t]);
+    }
+    const { file } = encode(columns, [rows.slice(0, 2222), rows.slice(2222)], {
+      pageBytes: 4096,
+      rowGroupBytes: 200_000,
+    });
+    expect(metadata(file).row_groups.length).toBeGreaterThanOrEqual(3);
+    expect(read(file).map((r) => [r.b, r.ia, r.t])).toEqual(want);
+  });
+
+  it('gives the memory of a huge value back after its page', () => {
+    const huge = 'é'.repeat(3 << 20);
+    const { file } = encode([col('t', 'text', 25)], [[[huge], ['small']]], { pageBytes: 1 << 16 });
+    expect(read(file).map((r) => (r.t as string).length)).toEqual([huge.length, 5]);
+  });
+
+  it('compresses pages with GZIP when asked', () => {
+    const rows = Array.from({ length: 500 }, (_, i): TextRow => [
+      String(i),
+      'same text '.repeat(5),
+    ]);
+    const columns = [col('i', 'integer', 23), col('t', 'text', 25)];
+    const plain = encode(columns, [rows]).file;
+    const gzip = encode(columns, [rows], { codec: 'GZIP' }).file;
+    expect(gzip.length).toBeLessThan(plain.length / 3);
+    expect(metadata(gzip).row_groups[0].columns[1].meta_data?.codec).toBe('GZIP');
+    expect(read(gzip)).toEqual(read(plain));
+  });
+
+  it('writes a valid file for an empty result', () => {
+    const { file } = encode([col('a', 'integer', 23)], [[], []]);
+    const { meta, rows } = readBack(file);
+    expect(meta.row_groups).toEqual([]);
+    expect(meta.num_rows).toBe(0n);
+    expect(rows).toEqual([]);
+  });
+
+  it('writes a valid file for a statement without columns', () => {
+    const { file } = encode([], [[], [[], []]]);
+    expect(file.subarray(0, 4).toString()).toBe('PAR1');
+    expect(file.subarray(-4).toString()).toBe('PAR1');
+    const meta = metadata(file);
+    expect(meta.schema).toHaveLength(1);
+    expect(Number(meta.num_rows)).toBe(2);
+    expect(read(encode([], []).file)).toEqual([]);
+  });
+
+  it('gives repeated column names a suffix', () => {
+    const columns = [col('a', 'integer', 23), col('a', 'integer', 23), col('a_2', 'text', 25)];
+    const got = read(encode(columns, [[['1', '2', 'x']]]).file);
+    expect(got).toEqual([{ a: 1, a_3: 2, a_2: 'x' }]);
+  });
+
+  it('returns null at the end of a failed result (the response is aborted)', () => {
+    const encoder = new ParquetEncoder({ queryId: 'q', layout: 'array', columns: COLUMNS });
+    encoder.head();
+    encoder.rows([CASES[0][0]]);
+    expect(encoder.end({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 }, true)).toBeNull();
+  });
+});
