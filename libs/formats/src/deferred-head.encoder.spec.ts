@@ -1,0 +1,33 @@
+import { okStatus } from '@app/contracts';
+import { DeferredHeadEncoder } from './deferred-head.encoder';
+import { ResultEncoder } from './result.encoder';
+
+const inner: ResultEncoder = {
+  head: () => Buffer.from('H'),
+  rows: (rows) => Buffer.from(rows.length > 0 ? `R${rows.length}` : ''),
+  end: (_status, failed) => (failed ? null : Buffer.from('E')),
+};
+
+describe(DeferredHeadEncoder.name, () => {
+  it('sends the opening bytes with the first real output', () => {
+    const encoder = new DeferredHeadEncoder(inner);
+    expect(encoder.head().length).toBe(0);
+    expect(encoder.rows([]).toString()).toBe('');
+    expect(encoder.rows([['1']]).toString()).toBe('HR1');
+    expect(encoder.rows([['2'], ['3']]).toString()).toBe('R2');
+    expect(encoder.end(okStatus(), false)?.toString()).toBe('E');
+  });
+
+  it('opens the body at the end when there were no rows', () => {
+    const encoder = new DeferredHeadEncoder(inner);
+    encoder.head();
+    expect(encoder.end(okStatus(), false)?.toString()).toBe('HE');
+  });
+
+  it('sends nothing at all for a failure before the first rows', () => {
+    const encoder = new DeferredHeadEncoder(inner);
+    encoder.head();
+    expect(encoder.rows([]).length).toBe(0);
+    expect(encoder.end(okStatus(), true)).toBeNull();
+  });
+});
