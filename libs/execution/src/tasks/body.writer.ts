@@ -64,7 +64,11 @@ export class BodyWriter {
       return;
     }
     for (let at = 0; at < bytes.length; at += max) {
-      await this.write({ kind: 'data', rows: at === 0 ? rows : 0, bytes: bytes.subarray(at, at + max) });
+      await this.write({
+        kind: 'data',
+        rows: at === 0 ? rows : 0,
+        bytes: bytes.subarray(at, at + max),
+      });
     }
   }
 
@@ -93,6 +97,8 @@ export class BodyWriter {
   }
 
   private compress(chunk: Buffer): Promise<Buffer> | Buffer {
-    return this.compressor ? this.compressor.push(chunk) : chunk;
+    // Nothing to say yet: not even the compressor's header, so that the body has not started.
+    if (!this.compressor || chunk.length === 0) return chunk;
+    return this.compressor.push(chunk);
   }
 }
