@@ -1,0 +1,80 @@
+import { gunzipSync } from 'node:zlib';
+import { ExecuteJobData, ResultRecord, okStatus } from '@app/contracts';
+import { ResultWriter } from '@app/transport';
+import { BodyWriter } from './body.writer';
+
+/** Records what a BodyWriter hands to the channel, and in how many round trips. */
+class RecordingWriter implements ResultWriter {
+  readonly records: ResultRecord[] = [];
+  trips = 0;
+  write(record: ResultRecord): Promise<void> {
+    this.trips += 1;
+    this.records.push(record);
+    return Promise.resolve();
+  }
+  writeFinal(records: ResultRecord[]): Promise<void> {
+    this.trips += 1;
+    this.records.push(...records);
+    return Promise.resolve();
+  }
+  isCancelled(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+  watch(): () => void {
+    return () => undefined;
+  }
+  interrupt(): void {}
+}
+
+const job = (encoding?: ExecuteJobData['encoding']) => ({ encoding }) as ExecuteJobData;
+const bytesOf = (records: ResultRecord[]) =>
+  Buffer.concat(records.map((r) => (r.kind === 'error' ? Buffer.alloc(0) : r.bytes)));
+
+describe(BodyWriter.name, () => {
+  it('splits chunks so that no entry exceeds the cap, keeping the row count on the first piece', async () => {
+    const out = new RecordingWriter();
+    const body = new BodyWriter(out, job(), 4);
+    await body.head([{ name: 'a', type: 'text' }], Buffer.from('0123456789'));
+    await body.data(7, Buffer.from('abcdefghij'));
+    await body.end(okStatus(), Buffer.from('xyz12'));
+    expect(out.records.every((r) => r.kind === 'error' || r.bytes.length <= 4)).toBe(true);
+    expect(bytesOf(out.records).toString()).toBe('0123456789abcdefghijxyz12');
+    expect(
+      out.records.filter((r) => r.kind === 'data').map((r) => (r.kind === 'data' ? r.rows : -1)),
+    ).toEqual([0, 0, 7, 0, 0, 0]);
+    expect(out.records[out.records.length - 1].kind).toBe('end');
+    expect(body.bytes).toBe(25);
+  });
+
+  it('sends a small result in one round trip once it knows the first batch is the last', async () => {
+    const out = new RecordingWriter();
+    const body = new BodyWriter(out, job(), 1024);
+    body.holdUntilEnd();
+    await body.head([], Buffer.from('{'));
+    await body.data(1, Buffer.from('[1]'));
+    await body.end(okStatus(), Buffer.from('}'));
+    expect(out.trips).toBe(1);
+    expect(out.records.map((r) => r.kind)).toEqual(['head', 'data', 'end']);
+  });
+
+  it('compresses the whole body, flushed chunk by chunk', async () => {
+    const out = new RecordingWriter();
+    const body = new BodyWriter(out, job({ name: 'gzip', level: 6 }), 1 << 20);
+    await body.head([], Buffer.from('head,'));
+    await body.data(1, Buffer.from('rows,'));
+    await body.end(okStatus(), Buffer.from('end'));
+    expect(gunzipSync(bytesOf(out.records)).toString()).toBe('head,rows,end');
+  });
+
+  it('has not started while it has sent no byte, so that a failure gets the envelope', async () => {
+    const out = new RecordingWriter();
+    const body = new BodyWriter(out, job({ name: 'gzip', level: 6 }), 1024);
+    await body.head([], Buffer.alloc(0));
+    expect(body.started).toBe(false);
+    await body.fail({ reason: 'boom', sql_state: '22012', vendor_code: -520 });
+    expect(out.records[out.records.length - 1]).toEqual({
+      kind: 'error',
+      status: { reason: 'boom', sql_state: '22012', vendor_code: -520 },
+    });
+  });
+});
