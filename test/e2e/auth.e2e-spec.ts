@@ -16,13 +16,13 @@ describe('authentication', () => {
   it('logs in and returns a token with its lifetime', async () => {
     const env = e2eEnv();
     const res = await request(
-      { username: env.adminUser, password: env.adminPassword, database: 'test' },
+      { username: env.adminUser, password: env.adminPassword, database: env.defaultDatabase },
       { path: '/v1/login' },
     );
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({
       username: env.adminUser,
-      database: 'test',
+      database: env.defaultDatabase,
       expires_in: expect.any(Number),
       status: { reason: 'OK', sql_state: '00000', vendor_code: 0 },
     });

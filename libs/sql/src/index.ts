@@ -1,3 +1,4 @@
 export * from './placeholder.binder';
 export * from './type.catalog';
 export * from './json-value.encoder';
+export * from './role-change.detector';

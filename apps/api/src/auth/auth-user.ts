@@ -1,9 +1,18 @@
+/** The token a request came with (Bearer only). Times in seconds since the epoch. */
+export interface PresentedToken {
+  id: string;
+  expiresAt: number;
+  /** When the login that began this session happened (kept across refreshes). */
+  authTime: number;
+}
+
 /** The authenticated caller of a request, as guards attach it. */
 export interface AuthUser {
   username: string;
   role: string;
   isAdmin: boolean;
   readOnly: boolean;
-  /** Default database from the token, if it names one. */
+  /** Default database from the token or the `user@database` login, if one was named. */
   database?: string;
+  token?: PresentedToken;
 }

@@ -1,7 +1,16 @@
-import { Body, Controller, HttpCode, Post } from '@nestjs/common';
-import { ApiOkResponse, ApiTags, ApiUnauthorizedResponse } from '@nestjs/swagger';
-import { LoginRequestDto, LoginResponseDto } from '@app/contracts';
+import { Body, Controller, HttpCode, Ip, Post, UseGuards } from '@nestjs/common';
+import {
+  ApiBearerAuth,
+  ApiOkResponse,
+  ApiTags,
+  ApiTooManyRequestsResponse,
+  ApiUnauthorizedResponse,
+} from '@nestjs/swagger';
+import { LoginRequestDto, LoginResponseDto, StatusResponseDto } from '@app/contracts';
+import { AuthUser } from './auth-user';
 import { AuthService } from './auth.service';
+import { CredentialsGuard } from './credentials.guard';
+import { CurrentUser } from './current-user.decorator';
 
 @ApiTags('auth')
 @Controller('v1')
@@ -12,7 +21,29 @@ export class AuthController {
   @HttpCode(200)
   @ApiOkResponse({ type: LoginResponseDto })
   @ApiUnauthorizedResponse({ description: 'Bad credentials (vendor_code -304).' })
-  login(@Body() body: LoginRequestDto): Promise<LoginResponseDto> {
-    return this.auth.login(body);
+  @ApiTooManyRequestsResponse({ description: 'Too many failed logins (-305), with Retry-After.' })
+  login(@Body() body: LoginRequestDto, @Ip() address: string): Promise<LoginResponseDto> {
+    return this.auth.login(body, address);
+  }
+
+  @Post('token_refresh')
+  @HttpCode(200)
+  @UseGuards(CredentialsGuard)
+  @ApiBearerAuth()
+  @ApiOkResponse({
+    type: LoginResponseDto,
+    description: 'A new token for a valid one, within the refresh window; the old one is revoked.',
+  })
+  refresh(@CurrentUser() user: AuthUser): Promise<LoginResponseDto> {
+    return this.auth.refresh(user);
+  }
+
+  @Post('logout')
+  @HttpCode(200)
+  @UseGuards(CredentialsGuard)
+  @ApiBearerAuth()
+  @ApiOkResponse({ type: StatusResponseDto, description: 'The token stops working everywhere.' })
+  logout(@CurrentUser() user: AuthUser): Promise<StatusResponseDto> {
+    return this.auth.logout(user);
   }
 }

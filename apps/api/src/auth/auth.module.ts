@@ -2,12 +2,19 @@ import { Module } from '@nestjs/common';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { AdminGuard } from './admin.guard';
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { BasicStrategy } from './basic.strategy';
 import { CredentialsGuard } from './credentials.guard';
+import { ExecutePolicyService } from './execute-policy.service';
 import { jwtKey } from './jwt.key';
 import { JwtStrategy } from './jwt.strategy';
+import { LoginThrottleService } from './login-throttle.service';
+import { MetadataEventsService } from './metadata-events.service';
+import { MetadataSchema } from './metadata.schema';
+import { RevocationService } from './revocation.service';
+import { RoleCatalogService } from './role-catalog.service';
 import { UsersService } from './users.service';
 
 @Module({
@@ -23,7 +30,29 @@ import { UsersService } from './users.service';
     }),
   ],
   controllers: [AuthController],
-  providers: [UsersService, AuthService, JwtStrategy, BasicStrategy, CredentialsGuard],
-  exports: [AuthService, UsersService, CredentialsGuard],
+  providers: [
+    MetadataSchema,
+    MetadataEventsService,
+    RevocationService,
+    RoleCatalogService,
+    LoginThrottleService,
+    UsersService,
+    AuthService,
+    ExecutePolicyService,
+    JwtStrategy,
+    BasicStrategy,
+    CredentialsGuard,
+    AdminGuard,
+  ],
+  exports: [
+    AuthService,
+    UsersService,
+    CredentialsGuard,
+    AdminGuard,
+    ExecutePolicyService,
+    RoleCatalogService,
+    MetadataEventsService,
+    MetadataSchema,
+  ],
 })
 export class AuthModule {}

@@ -2,20 +2,15 @@ import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { AuthGuard } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
-import { BEARER_CHALLENGE } from './auth.service';
-
-const challenge = (error?: string, description?: string) => ({
-  'WWW-Authenticate': error
-    ? `Bearer realm="sluice", error="${error}", error_description="${description}"`
-    : BEARER_CHALLENGE,
-});
+import { challenge } from './auth.challenge';
 
 /** Maps passport-jwt's outcome to our error catalogue. */
 @Injectable()
 class BearerGuard extends AuthGuard('jwt') {
   override handleRequest<T>(err: unknown, user: T, info: unknown): T {
     if (user) return user;
-    if (err instanceof SluiceError) throw err;
+    // A failure to check (e.g. the metadata database is down) is not a bad credential.
+    if (err) throw err as Error;
     if (info instanceof Error && info.name === 'TokenExpiredError') {
       throw new SluiceError(
         'TOKEN_EXPIRED',
@@ -37,7 +32,8 @@ class BearerGuard extends AuthGuard('jwt') {
 class PasswordGuard extends AuthGuard('basic') {
   override handleRequest<T>(err: unknown, user: T): T {
     if (user) return user;
-    if (err instanceof SluiceError) throw err;
+    // A failure to check (e.g. the metadata database is down) is not a bad credential.
+    if (err) throw err as Error;
     throw new SluiceError(
       'BAD_CREDENTIALS',
       'invalid username or password',

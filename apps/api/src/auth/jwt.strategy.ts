@@ -6,7 +6,10 @@ import { AuthUser } from './auth-user';
 import { AuthService, TokenClaims } from './auth.service';
 import { jwtKey } from './jwt.key';
 
-/** Bearer tokens: HS256 only (no `alg: none`, no key confusion), expiry enforced. */
+/**
+ * Bearer tokens: HS256 only (no `alg: none`, no key confusion), expiry enforced; then the token
+ * must not be revoked, and its user must still be enabled with the same password.
+ */
 @Injectable()
 export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
   constructor(
@@ -21,7 +24,7 @@ export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
     });
   }
 
-  async validate(claims: TokenClaims): Promise<AuthUser | false> {
-    return (await this.auth.userFromClaims(claims)) ?? false;
+  validate(claims: TokenClaims): Promise<AuthUser> {
+    return this.auth.userFromClaims(claims);
   }
 }

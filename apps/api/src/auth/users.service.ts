@@ -1,7 +1,14 @@
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import { Client, Pool } from 'pg';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { METADATA_POOL } from '../infra/tokens';
+import {
+  MetadataEvent,
+  MetadataEventListener,
+  MetadataEventsService,
+} from './metadata-events.service';
+import { MetadataSchema } from './metadata.schema';
 import { DUMMY_HASH, hashPassword, verifyPassword } from './password.hasher';
 
 /** A row of sluice.users. */
@@ -12,37 +19,61 @@ export interface UserRecord {
   isAdmin: boolean;
   readOnly: boolean;
   enabled: boolean;
+  /** Changes with the password: tokens of an older generation are refused. */
+  tokenGeneration: string;
 }
 
-const MIGRATION_LOCK = 0x5_1c1ce;
 const CACHE_MS = 5_000;
+const CACHE_MAX = 10_000;
 
-/** Users of the service, kept in the metadata database (schema `sluice`). */
+/** Columns of sluice.users as a UserRecord. */
+export const USER_COLUMNS = `username, password_hash AS "passwordHash", role, is_admin AS "isAdmin",
+  read_only AS "readOnly", enabled, token_generation AS "tokenGeneration"`;
+
+/**
+ * Users of the service, kept in the metadata database (schema `sluice`). Lookups are cached a
+ * few seconds; a change made by any process (or the CLI) drops the entry everywhere at once.
+ */
 @Injectable()
-export class UsersService implements OnModuleInit {
+export class UsersService implements OnModuleInit, MetadataEventListener {
   private readonly logger = new Logger(UsersService.name);
   private readonly cache = new Map<string, { user: UserRecord | undefined; at: number }>();
 
   constructor(
     @Inject(METADATA_POOL) private readonly pool: Pool,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    private readonly schema: MetadataSchema,
+    private readonly events: MetadataEventsService,
   ) {}
 
   async onModuleInit(): Promise<void> {
-    await this.migrate();
+    this.events.subscribe(this);
+    await this.schema.ensure();
     await this.bootstrapAdmin();
+  }
+
+  onMetadataEvent(event: MetadataEvent): void {
+    if (event.kind === 'user') this.cache.delete(event.username);
+  }
+
+  onMetadataResync(): void {
+    this.cache.clear();
+  }
+
+  /** Drops a cached user (after a change made here). */
+  forget(username: string): void {
+    this.cache.delete(username);
   }
 
   async find(username: string): Promise<UserRecord | undefined> {
     const hit = this.cache.get(username);
     if (hit && Date.now() - hit.at < CACHE_MS) return hit.user;
     const { rows } = await this.pool.query<UserRecord>(
-      `SELECT username, password_hash AS "passwordHash", role, is_admin AS "isAdmin",
-              read_only AS "readOnly", enabled
-         FROM sluice.users WHERE username = $1`,
+      `SELECT ${USER_COLUMNS} FROM sluice.users WHERE username = $1`,
       [username],
     );
     const user = rows[0];
+    if (this.cache.size >= CACHE_MAX) this.cache.clear();
     this.cache.set(username, { user, at: Date.now() });
     return user;
   }
@@ -54,50 +85,38 @@ export class UsersService implements OnModuleInit {
     return ok && user?.enabled ? user : undefined;
   }
 
-  private async migrate(): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      // Several api processes may start at once: one migrates, the others wait.
-      await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
-      await client.query(`
-        CREATE SCHEMA IF NOT EXISTS sluice;
-        CREATE TABLE IF NOT EXISTS sluice.users (
-          username      text PRIMARY KEY,
-          password_hash text NOT NULL,
-          role          text NOT NULL,
-          is_admin      boolean NOT NULL DEFAULT false,
-          read_only     boolean NOT NULL DEFAULT false,
-          enabled       boolean NOT NULL DEFAULT true,
-          created_at    timestamptz NOT NULL DEFAULT now(),
-          updated_at    timestamptz NOT NULL DEFAULT now()
-        );`);
-    } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
-      client.release();
-    }
-  }
-
   private async bootstrapAdmin(): Promise<void> {
     const { adminUser, adminPassword } = this.config;
     if (!adminUser || adminPassword === undefined) return;
     const role = this.config.adminRole ?? (await this.databaseRole());
     const existing = await this.find(adminUser);
+    const samePassword =
+      existing !== undefined && (await verifyPassword(adminPassword, existing.passwordHash));
+    // The bootstrap admin is the way back in: start-up restores its password, role and rights.
     if (
       existing &&
-      (await verifyPassword(adminPassword, existing.passwordHash)) &&
-      existing.role === role
+      samePassword &&
+      existing.role === role &&
+      existing.isAdmin &&
+      existing.enabled
     ) {
       return;
     }
     await this.pool.query(
-      `INSERT INTO sluice.users (username, password_hash, role, is_admin)
-       VALUES ($1, $2, $3, true)
+      `INSERT INTO sluice.users (username, password_hash, role, is_admin, token_generation)
+       VALUES ($1, $2, $3, true, $4)
        ON CONFLICT (username) DO UPDATE
          SET password_hash = EXCLUDED.password_hash, role = EXCLUDED.role, is_admin = true,
-             enabled = true, updated_at = now()`,
-      [adminUser, await hashPassword(adminPassword), role],
+             enabled = true, token_generation = EXCLUDED.token_generation, updated_at = now()`,
+      [
+        adminUser,
+        await hashPassword(adminPassword),
+        role,
+        samePassword ? existing.tokenGeneration : randomUUID(),
+      ],
     );
     this.cache.delete(adminUser);
+    await this.events.publish({ kind: 'user', username: adminUser }).catch(() => undefined);
     this.logger.log(`admin user "${adminUser}" runs statements as role "${role}"`);
   }
 

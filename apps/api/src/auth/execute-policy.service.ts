@@ -1,0 +1,56 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ExecuteRequestDto, SluiceError } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { roleChangeOf } from '@app/sql';
+import { AuthUser } from './auth-user';
+import { RoleCatalogService } from './role-catalog.service';
+import { enforceRequestLimits } from './request.limits';
+
+/**
+ * What is checked about an execute request before anything is queued: the configured limits,
+ * no role-changing command, and CONNECT on the target database for the user's role.
+ */
+@Injectable()
+export class ExecutePolicyService {
+  constructor(
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    private readonly roles: RoleCatalogService,
+  ) {}
+
+  /** Throws the error to answer with; resolves when the request may be queued. */
+  async check(request: Readonly<ExecuteRequestDto>, user: AuthUser): Promise<void> {
+    const named = request.database ?? user.database;
+    enforceRequestLimits(request, this.config, named);
+    const change = roleChangeOf(request.statement);
+    if (change) {
+      throw new SluiceError(
+        'ROLE_CHANGE',
+        `${change} is not allowed: every statement runs as the role of its user`,
+      );
+    }
+    const database = named ?? this.roles.defaultDatabase;
+    if (database !== undefined) await this.requireConnect(user.role, database);
+  }
+
+  private async requireConnect(role: string, database: string): Promise<void> {
+    let access;
+    try {
+      access = await this.roles.databaseAccess(role, database);
+    } catch {
+      throw new SluiceError('DB_UNAVAILABLE', 'cannot check database privileges');
+    }
+    switch (access) {
+      case 'ok':
+      case 'no-database':
+        // An unknown database is reported by the worker, like any connection failure.
+        return;
+      case 'no-role':
+        throw new SluiceError('FORBIDDEN', 'the role of this user no longer exists');
+      case 'no-connect':
+        throw new SluiceError(
+          'FORBIDDEN',
+          `role "${role}" may not connect to database "${database}"`,
+        );
+    }
+  }
+}

@@ -1,0 +1,115 @@
+import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { Client, Pool } from 'pg';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { METADATA_POOL } from '../infra/tokens';
+
+/** A change to Sluice's own tables that every api process must learn about at once. */
+export type MetadataEvent =
+  { kind: 'revoked'; jti: string; exp: number } | { kind: 'user'; username: string };
+
+/** Receives metadata events; `resync` when events may have been missed (reload everything). */
+export interface MetadataEventListener {
+  onMetadataEvent(event: MetadataEvent): void;
+  onMetadataResync(): void;
+}
+
+/** The NOTIFY channel of metadata events. */
+export const METADATA_EVENTS_CHANNEL = 'sluice_events';
+const RETRY_MS = 1_000;
+
+/** Anything that can run a query: the pool, or a client inside a transaction. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
+
+/**
+ * PostgreSQL LISTEN/NOTIFY on the metadata database: a logout or a user change on one api
+ * process (or the CLI) reaches every other process within milliseconds, in cluster and
+ * standalone mode alike, without a query per request. While the listening connection is down,
+ * `live` is false and callers check the database instead of their caches.
+ */
+@Injectable()
+export class MetadataEventsService implements OnModuleInit, OnModuleDestroy {
+  private readonly logger = new Logger(MetadataEventsService.name);
+  private readonly listeners = new Set<MetadataEventListener>();
+  private client: Client | undefined;
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    @Inject(METADATA_POOL) private readonly pool: Pool,
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+  ) {}
+
+  /** True while notifications are being received. */
+  get live(): boolean {
+    return this.client !== undefined;
+  }
+
+  subscribe(listener: MetadataEventListener): void {
+    this.listeners.add(listener);
+  }
+
+  async onModuleInit(): Promise<void> {
+    await this.connect();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  /** Sends an event to every process; inside a transaction it is delivered on commit. */
+  async publish(event: MetadataEvent, on: Queryable = this.pool): Promise<void> {
+    await on.query('SELECT pg_notify($1, $2)', [METADATA_EVENTS_CHANNEL, JSON.stringify(event)]);
+  }
+
+  private async connect(): Promise<void> {
+    const client = new Client({ connectionString: this.config.metadataDatabaseUrl });
+    client.on('error', () => this.lost(client));
+    client.on('end', () => this.lost(client));
+    client.on('notification', (message) => this.dispatch(message.payload));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${METADATA_EVENTS_CHANNEL}`);
+    } catch (err) {
+      this.logger.warn(`cannot listen for metadata events: ${(err as Error).message}`);
+      await client.end().catch(() => undefined);
+      this.scheduleRetry();
+      return;
+    }
+    if (this.stopped) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    this.client = client;
+    for (const listener of this.listeners) listener.onMetadataResync();
+  }
+
+  private lost(client: Client): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    this.logger.warn('metadata event connection lost; checking the database until it is back');
+    this.scheduleRetry();
+  }
+
+  private scheduleRetry(): void {
+    if (this.stopped) return;
+    clearTimeout(this.retry);
+    this.retry = setTimeout(() => void this.connect(), RETRY_MS);
+    this.retry.unref();
+  }
+
+  private dispatch(payload: string | undefined): void {
+    let event: MetadataEvent;
+    try {
+      event = JSON.parse(payload ?? '') as MetadataEvent;
+    } catch {
+      return;
+    }
+    for (const listener of this.listeners) listener.onMetadataEvent(event);
+  }
+}

@@ -1,0 +1,58 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Pool } from 'pg';
+import { METADATA_POOL } from '../infra/tokens';
+
+const MIGRATION_LOCK = 0x5_1c1ce;
+
+const MIGRATION = `
+  CREATE SCHEMA IF NOT EXISTS sluice;
+  CREATE TABLE IF NOT EXISTS sluice.users (
+    username      text PRIMARY KEY,
+    password_hash text NOT NULL,
+    role          text NOT NULL,
+    is_admin      boolean NOT NULL DEFAULT false,
+    read_only     boolean NOT NULL DEFAULT false,
+    enabled       boolean NOT NULL DEFAULT true,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now()
+  );
+  -- Tokens carry it: a new password (or a re-created user) ends every earlier session.
+  ALTER TABLE sluice.users
+    ADD COLUMN IF NOT EXISTS token_generation text NOT NULL DEFAULT gen_random_uuid()::text;
+  CREATE TABLE IF NOT EXISTS sluice.revoked_tokens (
+    jti        text PRIMARY KEY,
+    username   text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    revoked_at timestamptz NOT NULL DEFAULT now()
+  );
+  CREATE INDEX IF NOT EXISTS revoked_tokens_expires_at ON sluice.revoked_tokens (expires_at);
+`;
+
+/** Sluice's own tables in the metadata database (schema `sluice`), created once per process. */
+@Injectable()
+export class MetadataSchema {
+  private ready: Promise<void> | undefined;
+
+  constructor(@Inject(METADATA_POOL) private readonly pool: Pool) {}
+
+  /** Resolves once the tables exist; every caller shares one migration. */
+  ensure(): Promise<void> {
+    this.ready ??= this.migrate().catch((err: unknown) => {
+      this.ready = undefined;
+      throw err;
+    });
+    return this.ready;
+  }
+
+  private async migrate(): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      // Several api processes may start at once: one migrates, the others wait.
+      await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+      await client.query(MIGRATION);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
+      client.release();
+    }
+  }
+}

@@ -1,0 +1,181 @@
+import 'reflect-metadata';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Pool } from 'pg';
+import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
+import { CreateUserDto, SluiceError, UpdateUserDto, UserDto } from '@app/contracts';
+import { MetadataEventsService } from '../auth/metadata-events.service';
+import { MetadataSchema } from '../auth/metadata.schema';
+import { RoleCatalogService } from '../auth/role-catalog.service';
+import { UsersService } from '../auth/users.service';
+import { validateAs } from '../http/validation';
+import { AUTHENTICATOR_ROLE, DEMO_DATABASE } from '../standalone/embedded.database';
+import { StandaloneState } from '../standalone/standalone.state';
+import { UserAdminService } from '../users/user-admin.service';
+import { CliCommand, USAGE, UsageError, parseCli } from './cli.args';
+
+/**
+ * `npm run sluice -- users …`: user management straight on the metadata database, for operators
+ * (no running api or admin token needed). Passwords come from stdin, never from argv.
+ */
+async function main(argv: string[]): Promise<number> {
+  let command: CliCommand;
+  try {
+    command = parseCli(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`sluice: ${err.message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (command.kind === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const config = connections(loadConfig());
+  const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 2 });
+  pool.on('error', () => undefined);
+  const schema = new MetadataSchema(pool);
+  const events = new MetadataEventsService(pool, config);
+  const roles = new RoleCatalogService(config);
+  const users = new UsersService(pool, config, schema, events);
+  const admin = new UserAdminService(pool, schema, roles, events, users);
+  try {
+    await run(command, admin);
+    return 0;
+  } finally {
+    await roles.close();
+    await pool.end().catch(() => undefined);
+  }
+}
+
+async function run(command: Exclude<CliCommand, { kind: 'help' }>, admin: UserAdminService) {
+  switch (command.kind) {
+    case 'users-list': {
+      const list = await admin.list();
+      process.stdout.write(command.json ? `${JSON.stringify(list, null, 2)}\n` : table(list));
+      return;
+    }
+    case 'users-add': {
+      const user = await validateAs(CreateUserDto, {
+        username: command.username,
+        role: command.role,
+        admin: command.admin,
+        read_only: command.readOnly,
+        enabled: command.enabled,
+        password: await readPassword(),
+      });
+      const created = await admin.create(user);
+      process.stdout.write(`added user ${created.username} (role ${created.role})\n`);
+      return;
+    }
+    case 'users-set': {
+      const change = await validateAs(UpdateUserDto, {
+        role: command.role,
+        admin: command.admin,
+        read_only: command.readOnly,
+        enabled: command.enabled,
+        password: command.password ? await readPassword() : undefined,
+      });
+      const updated = await admin.update(command.username, change);
+      process.stdout.write(`updated user ${updated.username}\n`);
+      return;
+    }
+    case 'users-remove':
+      await admin.remove(command.username);
+      process.stdout.write(`removed user ${command.username}\n`);
+      return;
+  }
+}
+
+/** Without DATABASE_URL: the embedded PostgreSQL of standalone mode, from its state file. */
+function connections(config: SluiceConfig): SluiceConfig {
+  if (config.databaseUrl) return config;
+  const file = join(config.dataDir, 'standalone.json');
+  if (!existsSync(file)) {
+    throw new ConfigError(
+      'DATABASE_URL',
+      `is not set and ${file} does not exist: set DATABASE_URL, or start Sluice once (npm start)`,
+    );
+  }
+  const state = JSON.parse(readFileSync(file, 'utf8')) as StandaloneState;
+  const at = `127.0.0.1:${config.embeddedPgPort}/${DEMO_DATABASE}`;
+  const secret = encodeURIComponent;
+  return {
+    ...config,
+    databaseUrl: `postgresql://${AUTHENTICATOR_ROLE}:${secret(state.authenticatorPassword)}@${at}`,
+    metadataDatabaseUrl: `postgresql://postgres:${secret(state.superuserPassword)}@${at}`,
+  };
+}
+
+function table(users: UserDto[]): string {
+  const rows = [
+    ['USERNAME', 'ROLE', 'ADMIN', 'READ_ONLY', 'ENABLED'],
+    ...users.map((u) => [u.username, u.role, yes(u.admin), yes(u.read_only), yes(u.enabled)]),
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows
+    .map(
+      (r) =>
+        r
+          .map((c, i) => c.padEnd(widths[i]))
+          .join('  ')
+          .trimEnd() + '\n',
+    )
+    .join('');
+}
+
+const yes = (flag: boolean) => (flag ? 'yes' : 'no');
+
+/** From a terminal: asked twice, not echoed. Piped: the whole input, less its final newline. */
+async function readPassword(): Promise<string> {
+  if (!process.stdin.isTTY) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks)
+      .toString('utf8')
+      .replace(/\r?\n$/, '');
+  }
+  const first = await prompt('Password: ');
+  const again = await prompt('Repeat password: ');
+  if (first !== again) throw new UsageError('the passwords do not match');
+  return first;
+}
+
+function prompt(question: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const stdin = process.stdin;
+    process.stderr.write(question);
+    stdin.setRawMode(true);
+    stdin.resume();
+    let typed = '';
+    const done = (error?: Error) => {
+      stdin.setRawMode(false);
+      stdin.pause();
+      stdin.off('data', onData);
+      process.stderr.write('\n');
+      if (error) reject(error);
+      else resolve(typed);
+    };
+    const onData = (data: Buffer) => {
+      for (const ch of data.toString('utf8')) {
+        if (ch === '\r' || ch === '\n') return done();
+        if (ch === '\u0003') return done(new UsageError('cancelled'));
+        if (ch === '\u007f' || ch === '\b') typed = typed.slice(0, -1);
+        else typed += ch;
+      }
+    };
+    stdin.on('data', onData);
+  });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    const message =
+      err instanceof SluiceError || err instanceof ConfigError || err instanceof UsageError
+        ? err.message
+        : `failed: ${(err as Error).message}`;
+    process.stderr.write(`sluice: ${message}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,180 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
+import { Transform, TransformCallback, pipeline } from 'node:stream';
+import { ERROR_CATALOGUE, ErrorCode, SluiceError } from '@app/contracts';
+
+const QUOTE = 34;
+const BACKSLASH = 92;
+const OPEN_BRACKET = 91;
+const CLOSE_BRACKET = 93;
+const OPEN_BRACE = 123;
+const CLOSE_BRACE = 125;
+
+const tooDeep = (max: number) =>
+  new SluiceError('LIMIT_EXCEEDED', `JSON nested deeper than ${max} levels`);
+
+/**
+ * Checks a request body as it streams in, before any parser sees it: it must be valid UTF-8
+ * (a decoder would otherwise swap bad bytes for U+FFFD and run a statement nobody sent), and
+ * JSON must not nest deeper than `maxDepth` (deep nesting overflows the stack of the
+ * validation that follows).
+ */
+export class BodyCheck extends Transform {
+  private readonly decoder = new TextDecoder('utf-8', { fatal: true });
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+
+  constructor(private readonly maxDepth: number | undefined) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    try {
+      this.decoder.decode(chunk, { stream: true });
+    } catch {
+      callback(new SluiceError('INVALID_REQUEST', 'request body is not valid UTF-8'));
+      return;
+    }
+    if (this.maxDepth !== undefined && !this.scan(chunk)) {
+      callback(tooDeep(this.maxDepth));
+      return;
+    }
+    callback(null, chunk);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    try {
+      this.decoder.decode();
+    } catch {
+      callback(new SluiceError('INVALID_REQUEST', 'request body is not valid UTF-8'));
+      return;
+    }
+    callback();
+  }
+
+  // Bytes of multi-byte characters are all >= 0x80: they never look like JSON punctuation.
+  private scan(chunk: Buffer): boolean {
+    for (const c of chunk) {
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (c === BACKSLASH) this.escaped = true;
+        else if (c === QUOTE) this.inString = false;
+      } else if (c === QUOTE) {
+        this.inString = true;
+      } else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
+        if (++this.depth > this.maxDepth!) return false;
+      } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) {
+        this.depth--;
+      }
+    }
+    return true;
+  }
+}
+
+/** Nesting depth of JSON text (strings skipped), for JSON carried in the query string. */
+export function jsonDepth(text: string): number {
+  let max = 0;
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
+  for (const ch of text) {
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (ch === '\\') escaped = true;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') {
+      inString = true;
+    } else if (ch === '[' || ch === '{') {
+      max = Math.max(max, ++depth);
+    } else if (ch === ']' || ch === '}') {
+      depth--;
+    }
+  }
+  return max;
+}
+
+/** The media type and charset of a Content-Type header, lower-cased. */
+function contentType(request: FastifyRequest): { type: string; charset?: string } {
+  const header = request.headers['content-type'];
+  const [type, ...parameters] = (typeof header === 'string' ? header : '').split(';');
+  const charset = parameters
+    .map((p) => p.trim().toLowerCase())
+    .find((p) => p.startsWith('charset='))
+    ?.slice('charset='.length)
+    .replace(/^"|"$/g, '');
+  return { type: type.trim().toLowerCase(), charset };
+}
+
+/**
+ * Checks every request before its body is parsed: bodies of JSON and text/plain must be UTF-8
+ * (415 for another charset, 400 for bad bytes); JSON bodies and the `params` JSON of the query
+ * string may nest at most `maxJsonDepth` levels (413). Errors go to the envelope error handler.
+ */
+export function installRequestChecks(
+  fastify: FastifyInstance,
+  limits: { maxJsonDepth: number },
+): void {
+  fastify.addHook('onRequest', (request, _reply, done) => {
+    const params = (request.query as Record<string, unknown> | undefined)?.params;
+    if (typeof params === 'string' && jsonDepth(params) > limits.maxJsonDepth) {
+      done(tooDeep(limits.maxJsonDepth));
+      return;
+    }
+    done();
+  });
+  fastify.addHook('preParsing', (request, _reply, payload, done) => {
+    const { type, charset } = contentType(request);
+    const json = type === 'application/json';
+    if (!json && type !== 'text/plain') {
+      done(null, payload);
+      return;
+    }
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      done(new SluiceError('UNSUPPORTED_MEDIA_TYPE', 'the request body must be UTF-8'), payload);
+      return;
+    }
+    const check = new BodyCheck(json ? limits.maxJsonDepth : undefined);
+    // pipeline: a client that goes away mid-body fails the check stream too.
+    done(
+      null,
+      pipeline(payload, check, () => undefined),
+    );
+  });
+}
+
+const HTTP_REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
+
+/**
+ * Fastify's `clientErrorHandler`: requests Node's HTTP parser refuses (bad framing, conflicting
+ * Content-Length, oversized headers) get the same envelope as every other error.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  let http = 400;
+  let code: ErrorCode = 'INVALID_REQUEST';
+  let reason = 'malformed HTTP request';
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    http = 408;
+    reason = 'request timed out';
+  } else if (err.code === 'HPE_HEADER_OVERFLOW') {
+    http = 431;
+    code = 'PAYLOAD_TOO_LARGE';
+    reason = 'request headers are too large';
+  }
+  const entry = ERROR_CATALOGUE[code];
+  const body = JSON.stringify({
+    status: { reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode },
+  });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${http} ${HTTP_REASONS[http]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}

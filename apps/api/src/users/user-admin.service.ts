@@ -1,0 +1,181 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import {
+  CreateUserDto,
+  SluiceError,
+  USER_NAME_PATTERN,
+  UpdateUserDto,
+  UserDto,
+} from '@app/contracts';
+import { MetadataEventsService } from '../auth/metadata-events.service';
+import { MetadataSchema } from '../auth/metadata.schema';
+import { hashPassword } from '../auth/password.hasher';
+import { RoleCatalogService } from '../auth/role-catalog.service';
+import { UsersService } from '../auth/users.service';
+import { METADATA_POOL } from '../infra/tokens';
+
+interface UserRow {
+  username: string;
+  role: string;
+  is_admin: boolean;
+  read_only: boolean;
+  enabled: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = 'username, role, is_admin, read_only, enabled, created_at, updated_at';
+
+function toDto(row: UserRow): UserDto {
+  return {
+    username: row.username,
+    role: row.role,
+    admin: row.is_admin,
+    read_only: row.read_only,
+    enabled: row.enabled,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+const notFound = (name: string) =>
+  new SluiceError('NOT_FOUND', `no user named ${JSON.stringify(name.slice(0, 128))}`);
+
+/**
+ * Manages the users in `sluice.users` for the api and the CLI alike. A user's role must exist
+ * and be one the authenticator (the login role of DATABASE_URL) may SET ROLE to. Every change is
+ * announced to all api processes, so a disabled user is locked out everywhere at once.
+ */
+@Injectable()
+export class UserAdminService {
+  constructor(
+    @Inject(METADATA_POOL) private readonly pool: Pool,
+    private readonly schema: MetadataSchema,
+    private readonly roles: RoleCatalogService,
+    private readonly events: MetadataEventsService,
+    private readonly users: UsersService,
+  ) {}
+
+  async list(): Promise<UserDto[]> {
+    await this.schema.ensure();
+    const { rows } = await this.pool.query<UserRow>(
+      `SELECT ${COLUMNS} FROM sluice.users ORDER BY username`,
+    );
+    return rows.map(toDto);
+  }
+
+  async get(username: string): Promise<UserDto> {
+    if (!USER_NAME_PATTERN.test(username)) throw notFound(username);
+    await this.schema.ensure();
+    const { rows } = await this.pool.query<UserRow>(
+      `SELECT ${COLUMNS} FROM sluice.users WHERE username = $1`,
+      [username],
+    );
+    if (!rows[0]) throw notFound(username);
+    return toDto(rows[0]);
+  }
+
+  async create(user: CreateUserDto): Promise<UserDto> {
+    await this.schema.ensure();
+    await this.requireRole(user.role);
+    try {
+      const { rows } = await this.pool.query<UserRow>(
+        `INSERT INTO sluice.users
+           (username, password_hash, role, is_admin, read_only, enabled, token_generation)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
+        [
+          user.username,
+          await hashPassword(user.password),
+          user.role,
+          user.admin ?? false,
+          user.read_only ?? false,
+          user.enabled ?? true,
+          randomUUID(),
+        ],
+      );
+      await this.changed(user.username);
+      return toDto(rows[0]);
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') {
+        throw new SluiceError('USER_EXISTS', `a user named "${user.username}" already exists`);
+      }
+      throw err;
+    }
+  }
+
+  /** Changes the given fields; `actor` (the admin doing it) cannot lock themselves out. */
+  async update(username: string, change: UpdateUserDto, actor?: string): Promise<UserDto> {
+    if (!USER_NAME_PATTERN.test(username)) throw notFound(username);
+    if (actor === username && (change.enabled === false || change.admin === false)) {
+      throw new SluiceError(
+        'INVALID_REQUEST',
+        'you cannot disable your own account or take away your own admin rights',
+      );
+    }
+    const sets: string[] = [];
+    const values: unknown[] = [username];
+    const set = (column: string, value: unknown) => {
+      values.push(value);
+      sets.push(`${column} = $${values.length}`);
+    };
+    if (change.role !== undefined) {
+      await this.requireRole(change.role);
+      set('role', change.role);
+    }
+    if (change.password !== undefined) {
+      set('password_hash', await hashPassword(change.password));
+      // A new password ends every session begun with the old one.
+      set('token_generation', randomUUID());
+    }
+    if (change.admin !== undefined) set('is_admin', change.admin);
+    if (change.read_only !== undefined) set('read_only', change.read_only);
+    if (change.enabled !== undefined) set('enabled', change.enabled);
+    if (sets.length === 0) throw new SluiceError('INVALID_REQUEST', 'nothing to change');
+    await this.schema.ensure();
+    const { rows } = await this.pool.query<UserRow>(
+      `UPDATE sluice.users SET ${sets.join(', ')}, updated_at = now()
+        WHERE username = $1 RETURNING ${COLUMNS}`,
+      values,
+    );
+    if (!rows[0]) throw notFound(username);
+    await this.changed(username);
+    return toDto(rows[0]);
+  }
+
+  async remove(username: string, actor?: string): Promise<void> {
+    if (!USER_NAME_PATTERN.test(username)) throw notFound(username);
+    if (actor === username) {
+      throw new SluiceError('INVALID_REQUEST', 'you cannot remove your own account');
+    }
+    await this.schema.ensure();
+    const { rowCount } = await this.pool.query('DELETE FROM sluice.users WHERE username = $1', [
+      username,
+    ]);
+    if (!rowCount) throw notFound(username);
+    await this.changed(username);
+  }
+
+  private async requireRole(role: string): Promise<void> {
+    let usability;
+    try {
+      usability = await this.roles.roleUsability(role);
+    } catch {
+      throw new SluiceError('DB_UNAVAILABLE', 'cannot read the roles of the database');
+    }
+    if (usability === 'missing') {
+      throw new SluiceError('UNKNOWN_ROLE', `role "${role}" does not exist`);
+    }
+    if (usability === 'not-member') {
+      throw new SluiceError(
+        'UNKNOWN_ROLE',
+        `the login role of DATABASE_URL may not SET ROLE to "${role}" (GRANT "${role}" TO it)`,
+      );
+    }
+  }
+
+  private async changed(username: string): Promise<void> {
+    this.users.forget(username);
+    await this.events.publish({ kind: 'user', username });
+  }
+}

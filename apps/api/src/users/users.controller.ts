@@ -1,0 +1,90 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  HttpCode,
+  Param,
+  Patch,
+  Post,
+  UseGuards,
+} from '@nestjs/common';
+import {
+  ApiBasicAuth,
+  ApiBearerAuth,
+  ApiCreatedResponse,
+  ApiOkResponse,
+  ApiResponse,
+  ApiTags,
+} from '@nestjs/swagger';
+import {
+  CreateUserDto,
+  StatusResponseDto,
+  UpdateUserDto,
+  UserListDto,
+  UserResponseDto,
+  okStatus,
+} from '@app/contracts';
+import { AdminGuard } from '../auth/admin.guard';
+import { AuthUser } from '../auth/auth-user';
+import { CredentialsGuard } from '../auth/credentials.guard';
+import { CurrentUser } from '../auth/current-user.decorator';
+import { UserAdminService } from './user-admin.service';
+
+const ENVELOPE = {
+  description: 'Error envelope `{status:{reason, sql_state, vendor_code}}`.',
+};
+
+/** User management, for administrators only. */
+@ApiTags('users')
+@ApiBearerAuth()
+@ApiBasicAuth()
+@ApiResponse({ status: 400, ...ENVELOPE })
+@ApiResponse({ status: 401, ...ENVELOPE })
+@ApiResponse({ status: 403, ...ENVELOPE })
+@Controller('v1/users')
+@UseGuards(CredentialsGuard, AdminGuard)
+export class UsersController {
+  constructor(private readonly users: UserAdminService) {}
+
+  @Post()
+  @HttpCode(201)
+  @ApiCreatedResponse({ type: UserResponseDto })
+  @ApiResponse({ status: 409, description: 'A user of that name exists (-311).' })
+  async create(@Body() body: CreateUserDto): Promise<UserResponseDto> {
+    return { ...(await this.users.create(body)), status: okStatus() };
+  }
+
+  @Get()
+  @ApiOkResponse({ type: UserListDto })
+  async list(): Promise<UserListDto> {
+    return { users: await this.users.list(), status: okStatus() };
+  }
+
+  @Get(':name')
+  @ApiOkResponse({ type: UserResponseDto })
+  async get(@Param('name') name: string): Promise<UserResponseDto> {
+    return { ...(await this.users.get(name)), status: okStatus() };
+  }
+
+  @Patch(':name')
+  @ApiOkResponse({ type: UserResponseDto })
+  async update(
+    @Param('name') name: string,
+    @Body() body: UpdateUserDto,
+    @CurrentUser() actor: AuthUser,
+  ): Promise<UserResponseDto> {
+    return { ...(await this.users.update(name, body, actor.username)), status: okStatus() };
+  }
+
+  @Delete(':name')
+  @HttpCode(200)
+  @ApiOkResponse({ type: StatusResponseDto })
+  async remove(
+    @Param('name') name: string,
+    @CurrentUser() actor: AuthUser,
+  ): Promise<StatusResponseDto> {
+    await this.users.remove(name, actor.username);
+    return { status: okStatus('deleted') };
+  }
+}

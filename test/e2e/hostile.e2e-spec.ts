@@ -1,0 +1,705 @@
+import fc from 'fast-check';
+import { connect } from 'node:net';
+import {
+  HttpResult,
+  closeDb,
+  db,
+  e2eEnv,
+  execute,
+  grantSchema,
+  login,
+  request,
+} from './support/client';
+import { randomName } from './support/service';
+import { call, createRole, createUser, dropRole, expectEnvelope } from './support/users';
+
+const schema = randomName('e2e_hostile');
+const roles: string[] = [];
+const users: string[] = [];
+
+/** POST /v1/execute as the admin with a raw body and Content-Type. */
+async function send(
+  body: string | Buffer,
+  contentType = 'application/json',
+  token?: string,
+): Promise<HttpResult> {
+  return request(undefined, {
+    raw: body,
+    token: token ?? (await login()),
+    headers: { 'content-type': contentType },
+  });
+}
+
+/** Asserts a 4xx in the envelope. */
+function expectRefused(res: HttpResult, http?: number, vendorCode?: number): void {
+  if (http !== undefined) expect(res.status).toBe(http);
+  expect(res.status).toBeGreaterThanOrEqual(400);
+  expect(res.status).toBeLessThan(500);
+  expectEnvelope(res, undefined, vendorCode);
+}
+
+/** A raw HTTP/1.1 exchange over a socket: status, headers and body (chunked bodies decoded). */
+function rawHttp(
+  text: string | Buffer,
+  halfClose = false,
+): Promise<{ status: number; headers: string; body: string; json: any }> {
+  const { port } = new URL(e2eEnv().baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const all = Buffer.concat(chunks).toString('utf8');
+      const split = all.indexOf('\r\n\r\n');
+      const head = split < 0 ? all : all.slice(0, split);
+      let body = split < 0 ? '' : all.slice(split + 4);
+      if (/transfer-encoding: chunked/i.test(head)) body = unchunk(body);
+      let json: unknown;
+      try {
+        json = JSON.parse(body);
+      } catch {
+        json = undefined;
+      }
+      resolve({
+        status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0),
+        headers: head,
+        body,
+        json,
+      });
+    });
+    // The server closes after its answer (Connection: close); ending our side first would
+    // make it drop an answer that takes a queue round trip.
+    if (halfClose) socket.end(text);
+    else socket.write(text);
+  });
+}
+
+function unchunk(body: string): string {
+  let out = '';
+  let rest = body;
+  for (;;) {
+    const eol = rest.indexOf('\r\n');
+    const size = parseInt(rest.slice(0, eol), 16);
+    if (!size) return out;
+    out += rest.slice(eol + 2, eol + 2 + size);
+    rest = rest.slice(eol + 2 + size + 2);
+  }
+}
+
+/** A complete request; `Authorization: $TOKEN` becomes the admin's Bearer token. */
+async function rawRequest(body: string, headerLines: string[]): Promise<string> {
+  const token = await login();
+  return [
+    'POST /v1/execute HTTP/1.1',
+    'Host: 127.0.0.1',
+    'Connection: close',
+    ...headerLines.map((l) =>
+      l === 'Authorization: $TOKEN' ? `Authorization: Bearer ${token}` : l,
+    ),
+    '',
+    body,
+  ].join('\r\n');
+}
+
+function expectRawEnvelope(res: { status: number; headers: string; json: any }, http: number) {
+  expect(res.status).toBe(http);
+  expect(res.headers).toMatch(/content-type: application\/json/i);
+  expect(res.json).toEqual({
+    status: {
+      reason: expect.any(String),
+      sql_state: expect.any(String),
+      vendor_code: expect.any(Number),
+    },
+  });
+}
+
+beforeAll(async () => {
+  await db().query(`CREATE SCHEMA ${schema}`);
+  await db().query(`CREATE TABLE ${schema}.victims (id int, name text)`);
+  await db().query(`INSERT INTO ${schema}.victims VALUES (1, 'alice'), (2, 'bob')`);
+  await grantSchema(schema);
+});
+
+afterAll(async () => {
+  await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [users]);
+  await db().query(`DROP SCHEMA ${schema} CASCADE`);
+  for (const role of roles) await dropRole(role);
+  await closeDb();
+});
+
+describe('malformed and truncated JSON', () => {
+  it.each([
+    '{',
+    '{"statement":',
+    '{"statement":"select 1"',
+    '{"statement":"select 1",}',
+    '[',
+    'nul',
+    "{'statement':'select 1'}",
+    '{"statement":"select 1"}x',
+    '{"statement":"select 1"}{"statement":"select 2"}',
+    '{"statement":"select 1\n"}',
+    '{"statement":"\\x41"}',
+    '{"statement":"select 1" "max_rows":1}',
+    '{statement:"select 1"}',
+    '\u0000',
+    '',
+    '   ',
+  ])('refuses %j with 400', async (body) => {
+    expectRefused(await send(body), 400, -100);
+  });
+
+  it('refuses every truncation of a valid request with 400', async () => {
+    const whole = JSON.stringify({
+      statement: 'select {n}::int',
+      params: { n: 1, s: ['a', { b: null }] },
+      max_rows: 10,
+    });
+    for (let length = 1; length < whole.length; length++) {
+      const res = await send(whole.slice(0, length));
+      expect([length, res.status]).toEqual([length, 400]);
+      expectEnvelope(res, '08P01', -100);
+    }
+    expect((await send(whole)).status).toBe(200);
+  });
+
+  it('survives a body shorter than its Content-Length from a client that goes away', async () => {
+    const res = await rawHttp(
+      await rawRequest('{"statement":"sel', [
+        'Authorization: $TOKEN',
+        'Content-Type: application/json',
+        'Content-Length: 200',
+      ]),
+      true,
+    );
+    // The client half-closed: the answer, if any, is a 4xx in the envelope.
+    if (res.status !== 0) expectRawEnvelope(res, 400);
+    expect((await execute({ statement: 'select 1' })).status).toBe(200);
+  });
+});
+
+describe('wrong types for every field', () => {
+  const wrong: Record<string, unknown[]> = {
+    statement: [42, 1.5, true, null, [], ['select 1'], {}, { text: 'select 1' }, ''],
+    database: [1, true, [], {}, '', 'd'.repeat(64), null],
+    format: [1, true, 'ARRAY', 'table', '', [], {}, null],
+    params: ['n=1', 1, true, [1, 2], null],
+    fetch_size: ['10', true, 1.5, -1, 1_000_001, [], {}, null],
+    max_rows: ['5', false, 2.5, -3, 1e20, [], {}, null],
+    schema: [1, true, [], {}, '', 's'.repeat(64), null],
+  };
+  const cases = Object.entries(wrong).flatMap(([field, values]) =>
+    values.map((value) => [field, value] as const),
+  );
+
+  it.each(cases)('refuses %s = %j with 400 naming the field', async (field, value) => {
+    const body =
+      field === 'statement' ? { statement: value } : { statement: 'select 1', [field]: value };
+    const res = await execute(body);
+    expectRefused(res, 400, -100);
+    expect(res.json.status.reason).toContain(field);
+  });
+
+  it.each([
+    [{ statement: 'select 1', bogus: 1 }, 'bogus'],
+    [{ statement: 'select 1', Statement: 'select 2' }, 'Statement'],
+    [{ statement: 'select 1', '': 1 }, 'should not exist'],
+    [{ statement: 'select 1', query_id: 'x' }, 'query_id'],
+  ])('refuses unknown fields: %j', async (body, named) => {
+    const res = await execute(body);
+    expectRefused(res, 400, -100);
+    expect(res.json.status.reason).toContain(named);
+  });
+
+  it.each([
+    '{"statement":"select 1","__proto__":{"admin":true}}',
+    '{"statement":"select 1","constructor":{"prototype":{"admin":true}}}',
+    '{"statement":"select {p}","params":{"p":{"__proto__":{"x":1}}}}',
+  ])('refuses prototype poisoning %s with 400', async (body) => {
+    expectRefused(await send(body), 400, -100);
+  });
+});
+
+describe('numbers', () => {
+  it.each([
+    '{"statement":"select 1","fetch_size":1e400}',
+    '{"statement":"select 1","fetch_size":123456789012345678901234567890}',
+    '{"statement":"select 1","max_rows":1e308}',
+    '{"statement":"select 1","max_rows":-1e400}',
+    '{"statement":"select {n}","params":{"n":1e400}}',
+    '{"statement":"select {n}","params":{"n":-1e400}}',
+    '{"statement":"select {n}","params":{"n":[1,1e400]}}',
+  ])('refuses the huge number in %s with 400', async (body) => {
+    expectRefused(await send(body), 400, -100);
+  });
+
+  it.each([-1, -0.5, 0.5, 1.5, -1e9, 2 ** 53])(
+    'refuses fetch_size and max_rows of %d',
+    async (n) => {
+      expectRefused(await execute({ statement: 'select 1', fetch_size: n }), 400, -100);
+      expectRefused(await execute({ statement: 'select 1', max_rows: n }), 400, -100);
+    },
+  );
+
+  it('takes large but finite numbers as numerics, keeping what JSON kept', async () => {
+    const res = await send('{"statement":"select {n}::numeric as n","params":{"n":1e300}}');
+    expect(res.status).toBe(200);
+    expect(res.json.data[0][0]).toBe(1e300);
+  });
+});
+
+describe('bytes that are not what they claim', () => {
+  const bad: [string, number[]][] = [
+    ['a lone 0xff', [0xff]],
+    ['an overlong slash', [0xc0, 0xaf]],
+    ['an encoded surrogate', [0xed, 0xa0, 0x80]],
+    ['a five-byte sequence', [0xf8, 0x88, 0x80, 0x80, 0x80]],
+    ['a stray continuation byte', [0x80]],
+  ];
+
+  it.each(bad)('refuses JSON with %s in the statement', async (_, bytes) => {
+    const body = Buffer.concat([
+      Buffer.from('{"statement":"select \''),
+      Buffer.from(bytes),
+      Buffer.from('\'"}'),
+    ]);
+    const res = await send(body);
+    expectRefused(res, 400, -100);
+    expect(res.json.status.reason).toMatch(/UTF-8/);
+  });
+
+  it.each(bad)('refuses a text/plain statement with %s', async (_, bytes) => {
+    const res = await send(
+      Buffer.concat([Buffer.from("select '"), Buffer.from(bytes), Buffer.from("'")]),
+      'text/plain',
+    );
+    expectRefused(res, 400, -100);
+  });
+
+  it('refuses a body that ends inside a character', async () => {
+    expectRefused(await send(Buffer.from([0x7b, 0x22, 0xe6, 0x9d])), 400, -100);
+  });
+
+  it('refuses a charset other than UTF-8 with 415', async () => {
+    expectRefused(
+      await send('{"statement":"select 1"}', 'application/json; charset=latin1'),
+      415,
+      -107,
+    );
+    expect((await send('{"statement":"select 1"}', 'application/json; charset=UTF-8')).status).toBe(
+      200,
+    );
+  });
+
+  it.each([
+    ['the statement (escaped)', '{"statement":"select 1\\u0000; select 2"}', 'application/json'],
+    ['the statement (text/plain)', 'select 1\u0000; select 2', 'text/plain'],
+    ['a JSON string (raw)', '{"statement":"select 1\u0000"}', 'application/json'],
+    ['the database', '{"statement":"select 1","database":"te\\u0000st"}', 'application/json'],
+    ['the schema', '{"statement":"select 1","schema":"pub\\u0000lic"}', 'application/json'],
+    [
+      'a parameter',
+      '{"statement":"select {p}::text","params":{"p":"a\\u0000b"}}',
+      'application/json',
+    ],
+    [
+      'a quoted parameter',
+      '{"statement":"select \'{p}\'","params":{"p":"\\u0000"}}',
+      'application/json',
+    ],
+    [
+      'an array element',
+      '{"statement":"select {p}::text[]","params":{"p":["a\\u0000"]}}',
+      'application/json',
+    ],
+    [
+      'a JSON parameter',
+      '{"statement":"select {p}::jsonb","params":{"p":{"k":"\\u0000"}}}',
+      'application/json',
+    ],
+  ])('refuses a NUL byte in %s with a 4xx', async (_, body, type) => {
+    expectRefused(await send(body, type));
+  });
+
+  it('refuses NUL bytes in login names and passwords without a 5xx', async () => {
+    // Not the admin: failed logins count towards its lockout.
+    const name = randomName('nobody');
+    for (const body of [
+      { username: 'a\u0000b', password: 'x' },
+      { username: name, password: 'a\u0000b' },
+      { username: `${name}@te\u0000st`, password: 'x' },
+    ]) {
+      const res = await request(body, { path: '/v1/login' });
+      expectRefused(res);
+    }
+  });
+});
+
+describe('deeply nested params', () => {
+  const nest = (depth: number, open: string, close: string, inner = '1') =>
+    open.repeat(depth) + inner + close.repeat(depth);
+
+  it.each([
+    ['objects 65 deep', nest(65, '{"a":', '}')],
+    ['arrays 10,000 deep', nest(10_000, '[', ']')],
+    ['arrays 200,000 deep', nest(200_000, '[', ']')],
+  ])('refuses %s with 413 before validating', async (_, value) => {
+    const res = await send(`{"statement":"select {p}","params":{"p":${value}}}`);
+    expectRefused(res, 413, -111);
+    expect(res.json.status.reason).toMatch(/nested deeper/);
+  });
+
+  it('refuses deep params in the query string of GET and text/plain requests', async () => {
+    const params = encodeURIComponent(`{"p":${nest(2_000, '[', ']')}}`);
+    const get = await request(undefined, {
+      method: 'GET',
+      path: `/v1/execute?statement=select%201&params=${params}`,
+      token: await login(),
+    });
+    expectRefused(get, 413, -111);
+    const plain = await request(undefined, {
+      path: `/v1/execute?params=${params}`,
+      raw: 'select 1',
+      token: await login(),
+      headers: { 'content-type': 'text/plain' },
+    });
+    expectRefused(plain, 413, -111);
+  });
+
+  it('takes nesting within the limit, and refuses arrays PostgreSQL cannot hold', async () => {
+    const json = await send(
+      `{"statement":"select {p}::jsonb #>> '{a,a,a}' as v","params":{"p":${nest(40, '{"a":', '}')}}}`,
+    );
+    expect(json.status).toBe(200);
+    expectRefused(
+      await send(`{"statement":"select {p}::int[]","params":{"p":${nest(7, '[', ']')}}}`),
+      400,
+      -100,
+    );
+  });
+});
+
+describe('SQL injection through parameters', () => {
+  const payloads = [
+    `x'; drop table ${schema}.victims; --`,
+    `\\'; drop table ${schema}.victims; --`,
+    `'' or 1=1 --`,
+    `') or ('1'='1`,
+    '$1',
+    `$1; drop table ${schema}.victims`,
+    `$$; drop table ${schema}.victims; $$`,
+    `$q$ || (select 1) || $q$`,
+    '{other}',
+    "'{p}'",
+    '\\',
+    "\\\\'",
+    '"',
+    `"; drop table ${schema}.victims; --`,
+    "E'\\''",
+    `*/ drop table ${schema}.victims; /*`,
+    `-- ${schema}`,
+    'ʼ or 1=1 --',
+    '＇; drop table x; --',
+  ];
+
+  async function value(statement: string, params: Record<string, unknown>): Promise<unknown> {
+    const res = await execute({ statement, params });
+    expect([statement, res.status]).toEqual([statement, 200]);
+    return res.json.data[0][0];
+  }
+
+  it.each(payloads)('binds %j as data in every placeholder form', async (payload) => {
+    const params = { p: payload, q: '$2', other: 'o' };
+    expect(await value('select {p}::text as v', params)).toBe(payload);
+    expect(await value("select '{p}' as v", params)).toBe(payload);
+    expect(await value("select '{p}'::text || '' as v", params)).toBe(payload);
+    expect(await value('select {p}::text || {q}::text as v', params)).toBe(`${payload}$2`);
+    expect(
+      await value(`select count(*)::int from ${schema}.victims where name = {p}`, params),
+    ).toBe(0);
+    expect(await value('select ({arr}::text[])[2] as v', { arr: ['a', payload] })).toBe(payload);
+    expect(await value("select {o}->>'k' as v", { o: { k: payload } })).toBe(payload);
+    // Inside literals, quoted identifiers, dollar quotes and comments nothing is bound.
+    expect(await value("select E'{p}' as v", params)).toBe('{p}');
+    expect(await value('select $x${p}$x$ as v', params)).toBe('{p}');
+    expect(await value('select 1 as v -- {p}', params)).toBe(1);
+    expect(await value('select 1 as "{p}"', params)).toBe(1);
+  });
+
+  it('refuses $n written in a statement that also has placeholders', async () => {
+    expectRefused(await execute({ statement: 'select $1, {p}', params: { p: 1 } }), 400, -100);
+  });
+
+  it('answers a statement with $n and no value with 400', async () => {
+    expectRefused(await execute({ statement: 'select $1::text' }), 400, -599);
+  });
+
+  it('leaves the table alone after all of it', async () => {
+    const { rows } = await db().query(`SELECT id, name FROM ${schema}.victims ORDER BY id`);
+    expect(rows).toEqual([
+      { id: 1, name: 'alice' },
+      { id: 2, name: 'bob' },
+    ]);
+  });
+});
+
+describe('media types and headers', () => {
+  it.each([
+    'application/xml',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    'text/html',
+    'application/json-patch+json',
+    'application/octet-stream',
+    'application/jsonx',
+    'json',
+  ])('refuses Content-Type %s with 415', async (type) => {
+    expectRefused(await send('{"statement":"select 1"}', type), 415, -107);
+  });
+
+  it('refuses a body without a Content-Type with 415', async () => {
+    const res = await rawHttp(
+      await rawRequest('{"statement":"select 1"}', ['Authorization: $TOKEN', 'Content-Length: 24']),
+    );
+    expectRawEnvelope(res, 415);
+  });
+
+  it('answers conflicting Content-Lengths, and Content-Length with chunking, in the envelope', async () => {
+    for (const lines of [
+      ['Content-Type: application/json', 'Content-Length: 24', 'Content-Length: 25'],
+      ['Content-Type: application/json', 'Content-Length: 24', 'Transfer-Encoding: chunked'],
+    ]) {
+      const res = await rawHttp(
+        await rawRequest('{"statement":"select 1"}', ['Authorization: $TOKEN', ...lines]),
+      );
+      expectRawEnvelope(res, 400);
+    }
+  });
+
+  it('answers oversized headers and garbage request lines in the envelope', async () => {
+    const huge = await rawHttp(
+      await rawRequest('{}', [`X-Filler: ${'x'.repeat(20_000)}`, 'Content-Length: 2']),
+    );
+    expectRawEnvelope(huge, 431);
+    const garbage = await rawHttp('NOT HTTP AT ALL\r\n\r\n');
+    expectRawEnvelope(garbage, 400);
+  });
+
+  it('follows the first of duplicate Authorization and Content-Type headers, never a 5xx', async () => {
+    const body = '{"statement":"select 1 as one"}';
+    const length = `Content-Length: ${body.length}`;
+    const cases: [string[], number][] = [
+      [
+        ['Authorization: $TOKEN', 'Authorization: Bearer forged', 'Content-Type: application/json'],
+        200,
+      ],
+      [
+        ['Authorization: Bearer forged', 'Authorization: $TOKEN', 'Content-Type: application/json'],
+        401,
+      ],
+      [
+        [
+          'Authorization: $TOKEN',
+          'Content-Type: application/json',
+          'Content-Type: application/xml',
+        ],
+        200,
+      ],
+      [
+        [
+          'Authorization: $TOKEN',
+          'Content-Type: application/xml',
+          'Content-Type: application/json',
+        ],
+        415,
+      ],
+    ];
+    for (const [lines, status] of cases) {
+      const res = await rawHttp(await rawRequest(body, [...lines, length]));
+      expect(res.status).toBe(status);
+      if (status === 200) expect(res.json.data).toEqual([[1]]);
+      else expectRawEnvelope(res, status);
+    }
+  });
+
+  it('refuses duplicated compression preferences with 400', async () => {
+    const body = '{"statement":"select 1"}';
+    for (const lines of [
+      ['Accept-Encoding: gzip', 'Preferred-Encoding: gzip', 'Preferred-Encoding: br'],
+      ['Accept-Encoding: gzip', 'Preferred-Compression-Level: 3', 'Preferred-Compression-Level: 3'],
+    ]) {
+      const res = await rawHttp(
+        await rawRequest(body, [
+          'Authorization: $TOKEN',
+          'Content-Type: application/json',
+          `Content-Length: ${body.length}`,
+          ...lines,
+        ]),
+      );
+      expectRawEnvelope(res, 400);
+    }
+  });
+
+  it('joins duplicate Accept headers and answers with the first acceptable type', async () => {
+    const body = '{"statement":"select 1 as one"}';
+    const res = await rawHttp(
+      await rawRequest(body, [
+        'Authorization: $TOKEN',
+        'Content-Type: application/json',
+        `Content-Length: ${body.length}`,
+        'Accept: application/xml',
+        'Accept: application/json',
+      ]),
+    );
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[1]]);
+  });
+
+  it('answers unknown methods and paths with 404 in the envelope', async () => {
+    for (const [method, path] of [
+      ['PUT', '/v1/execute'],
+      ['DELETE', '/v1/execute'],
+      ['GET', '/v1/login'],
+      ['POST', '/v1/../v1/execute'],
+      ['GET', `/v1/${'x'.repeat(5_000)}`],
+    ]) {
+      const res = await request(undefined, { method, path });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      expect(res.status).toBeLessThan(500);
+      expect(res.json.status).toEqual(expect.objectContaining({ vendor_code: expect.any(Number) }));
+    }
+  });
+});
+
+describe('fuzzing the request body', () => {
+  let fuzzToken: string;
+
+  beforeAll(async () => {
+    // A role with no rights and a read-only flag: whatever the fuzzer writes can change nothing.
+    const role = await createRole('e2e_fuzz');
+    roles.push(role);
+    const fuzzer = await createUser({ role, read_only: true, prefix: 'e2e_fuzz' });
+    users.push(fuzzer.username);
+    const res = await call(e2eEnv().baseUrl, 'POST', '/v1/login', {
+      username: fuzzer.username,
+      password: fuzzer.password,
+    });
+    fuzzToken = res.json.access_token as string;
+  });
+
+  const word = fc.constantFrom(
+    'select',
+    '1',
+    '{p}',
+    "'{p}'",
+    '{q}',
+    '{missing}',
+    '$1',
+    ';',
+    '--',
+    '/*',
+    '*/',
+    "'",
+    '"',
+    '$$',
+    '$x$',
+    'from',
+    'generate_series(1, 3) g',
+    'reset role',
+    'set role none',
+    '::text',
+    '::int',
+    ',',
+    '(',
+    ')',
+    '\\',
+    "E'",
+    '{',
+    '}',
+    'null',
+    'values',
+    'é',
+    '\u0000',
+    '\ud800',
+    "set_config('role', 'none', true)",
+    'current_user',
+    'where',
+    'g',
+    '=',
+  );
+  const statement = fc.oneof(
+    fc.array(word, { maxLength: 14 }).map((w) => w.join(' ')),
+    fc.string({ maxLength: 80 }),
+    fc.string({ unit: 'binary', maxLength: 40 }),
+    fc.anything(),
+  );
+  const request = fc.record(
+    {
+      statement,
+      database: fc.oneof(
+        fc.constantFrom(e2eEnv().defaultDatabase, 'postgres', 'nope'),
+        fc.anything(),
+      ),
+      schema: fc.oneof(fc.constantFrom('public', schema), fc.string(), fc.anything()),
+      format: fc.oneof(fc.constantFrom('array', 'collection'), fc.anything()),
+      params: fc.oneof(
+        fc.dictionary(fc.constantFrom('p', 'q', 'r'), fc.jsonValue({ maxDepth: 4 })),
+        fc.anything(),
+      ),
+      fetch_size: fc.oneof(fc.nat(100), fc.integer(), fc.double(), fc.anything()),
+      max_rows: fc.oneof(fc.nat(100), fc.integer(), fc.double(), fc.anything()),
+      extra: fc.anything(),
+    },
+    { requiredKeys: [] },
+  );
+  const text = (value: unknown): string => {
+    try {
+      return JSON.stringify(value) ?? 'null';
+    } catch {
+      return '{}';
+    }
+  };
+  const body = fc.oneof(
+    { weight: 6, arbitrary: request.map(text) },
+    { weight: 1, arbitrary: fc.tuple(request, fc.nat()).map(([r, n]) => text(r).slice(0, n)) },
+    { weight: 1, arbitrary: fc.json() },
+    { weight: 1, arbitrary: fc.string({ unit: 'binary' }) },
+    { weight: 1, arbitrary: fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)) },
+  );
+  const contentType = fc.constantFrom('application/json', 'application/json', 'text/plain');
+
+  it('answers every body with a success or a 4xx in the envelope, never a 5xx', async () => {
+    await fc.assert(
+      fc.asyncProperty(body, contentType, async (payload, type) => {
+        const res = await send(payload, type, fuzzToken);
+        expect(res.status).toBeLessThan(500);
+        if (res.status >= 400) {
+          expect(res.json.status).toEqual({
+            reason: expect.any(String),
+            sql_state: expect.stringMatching(/^[0-9A-Z]{5}$/),
+            vendor_code: expect.any(Number),
+          });
+          expect(res.json.status.vendor_code).toBeLessThan(0);
+        } else {
+          expect(res.status).toBe(200);
+          expect(res.json).toBeDefined();
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
+
+describe('after all of it', () => {
+  it('still serves a normal query and a login', async () => {
+    const res = await execute({ statement: 'select 41 + 1 as answer' });
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[42]]);
+    const fresh = await request(
+      { username: e2eEnv().adminUser, password: e2eEnv().adminPassword },
+      { path: '/v1/login' },
+    );
+    expect(fresh.status).toBe(200);
+  });
+});

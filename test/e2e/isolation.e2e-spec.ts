@@ -1,0 +1,244 @@
+import { HttpResult, closeDb, db, e2eEnv, execute } from './support/client';
+import { randomName } from './support/service';
+import {
+  TestUser,
+  createRole,
+  createUser,
+  dropRole,
+  executeAs,
+  expectEnvelope,
+  freshLogin,
+} from './support/users';
+
+const schema = randomName('e2e_iso');
+const roles: string[] = [];
+const users: string[] = [];
+let analyst: TestUser;
+let reader: TestUser;
+let writer: TestUser;
+let analystToken: string;
+let readerToken: string;
+let writerToken: string;
+
+async function tokenOf(u: TestUser): Promise<string> {
+  const res = await freshLogin(u.username, u.password);
+  expect(res.status).toBe(200);
+  return res.json.access_token as string;
+}
+
+async function rowsIn(table: string): Promise<number> {
+  const { rows } = await db().query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM ${schema}.${table}`,
+  );
+  return rows[0].n;
+}
+
+beforeAll(async () => {
+  // analyst: reads `open`, not `secret`. editor: may also insert into `open`.
+  const analystRole = await createRole('e2e_analyst');
+  const editorRole = await createRole('e2e_editor');
+  roles.push(analystRole, editorRole);
+  await db().query(`CREATE SCHEMA ${schema}`);
+  await db().query(`CREATE TABLE ${schema}.open (a int)`);
+  await db().query(`CREATE TABLE ${schema}.secret (a int)`);
+  await db().query(
+    `INSERT INTO ${schema}.open VALUES (1); INSERT INTO ${schema}.secret VALUES (42)`,
+  );
+  await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${analystRole}, ${editorRole}`);
+  await db().query(`GRANT SELECT ON ${schema}.open TO ${analystRole}, ${editorRole}`);
+  await db().query(`GRANT INSERT ON ${schema}.open TO ${editorRole}`);
+  analyst = await createUser({ role: analystRole });
+  reader = await createUser({ role: editorRole, read_only: true });
+  writer = await createUser({ role: editorRole });
+  users.push(analyst.username, reader.username, writer.username);
+  [analystToken, readerToken, writerToken] = [
+    await tokenOf(analyst),
+    await tokenOf(reader),
+    await tokenOf(writer),
+  ];
+});
+
+afterAll(async () => {
+  await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [users]);
+  await db().query(`DROP SCHEMA ${schema} CASCADE`);
+  for (const role of roles) await dropRole(role);
+  await closeDb();
+});
+
+describe('privileges of the role', () => {
+  it('runs statements as the role of the user', async () => {
+    const res = await executeAs(analystToken, { statement: 'select current_user' });
+    expect(res.json.data).toEqual([[analyst.role]]);
+  });
+
+  it('answers 403 with SQLSTATE 42501 for a table the role may not read', async () => {
+    const res = await executeAs(analystToken, { statement: `select * from ${schema}.secret` });
+    expect(res.status).toBe(403);
+    expectEnvelope(res, '42501', -700);
+    expect(res.json.query_id).toBeDefined();
+    expect(
+      (await executeAs(analystToken, { statement: `select a from ${schema}.open` })).json.data,
+    ).toEqual([[1]]);
+  });
+});
+
+describe('read-only users', () => {
+  it('may read but not change data: 403 with SQLSTATE 25006', async () => {
+    const before = await rowsIn('open');
+    expect(
+      (await executeAs(readerToken, { statement: `select a from ${schema}.open` })).status,
+    ).toBe(200);
+    const res = await executeAs(readerToken, {
+      statement: `insert into ${schema}.open values (2)`,
+    });
+    expect(res.status).toBe(403);
+    expectEnvelope(res, '25006', -701);
+    // The same role without the flag may insert: the flag is what stops it.
+    expect(
+      (await executeAs(writerToken, { statement: `insert into ${schema}.open values (3)` })).status,
+    ).toBe(200);
+    expect(await rowsIn('open')).toBe(before + 1);
+  });
+
+  it.each([
+    `with x as (select set_config('transaction_read_only', 'off', true)) insert into %s.open select 9 from x`,
+    `select set_config('transaction_read_only', 'off', true)`,
+    `do $$ begin set transaction read write; insert into %s.open values (9); end $$`,
+    `do $$ begin perform set_config('default_transaction_read_only', 'off', false); end $$`,
+    'set session characteristics as transaction read write',
+    'set transaction read write',
+  ])('cannot leave read-only mode with %s, in it or after it', async (template) => {
+    const before = await rowsIn('open');
+    const res = await executeAs(readerToken, { statement: template.replaceAll('%s', schema) });
+    expect(res.status).toBeLessThan(500);
+    expect(res.status === 200 || res.status >= 400).toBe(true);
+    const next = await executeAs(readerToken, {
+      statement: `insert into ${schema}.open values (8)`,
+    });
+    expect(next.status).toBe(403);
+    expectEnvelope(next, '25006', -701);
+    expect(await rowsIn('open')).toBe(before);
+  });
+});
+
+const ROLE_CHANGES = [
+  'SET ROLE postgres',
+  'set role none',
+  'SET LOCAL ROLE %admin',
+  'SET SESSION ROLE %admin',
+  "set role = '%admin'",
+  'SET "role" TO %admin',
+  'RESET ROLE',
+  '  -- first a comment\n  /* and another */ reset   role',
+  'SET SESSION AUTHORIZATION DEFAULT',
+  'set local session authorization %admin',
+  'SET session_authorization = %admin',
+  'RESET SESSION AUTHORIZATION',
+  '; SET ROLE %admin',
+];
+
+describe('statements that change their role', () => {
+  it.each(ROLE_CHANGES)('refuses %j with 403 before queueing it', async (template) => {
+    const statement = template.replaceAll('%admin', e2eEnv().adminRole);
+    const res = await executeAs(analystToken, { statement });
+    expect(res.status).toBe(403);
+    expectEnvelope(res, '42501', -702);
+    // No query id: refused before one existed, let alone a job.
+    expect(res.json.query_id).toBeUndefined();
+  });
+
+  it('refuses them in text/plain bodies and in GET requests too', async () => {
+    const res = await fetch(`${e2eEnv().baseUrl}/v1/execute`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${analystToken}`, 'content-type': 'text/plain' },
+      body: 'reset role',
+    });
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as { status: { vendor_code: number } }).status.vendor_code).toBe(
+      -702,
+    );
+    const get = await fetch(
+      `${e2eEnv().baseUrl}/v1/execute?statement=${encodeURIComponent('SET ROLE postgres')}`,
+      { headers: { authorization: `Bearer ${analystToken}` } },
+    );
+    expect(get.status).toBe(403);
+  });
+
+  it('cannot smuggle one in after another statement', async () => {
+    const res = await executeAs(analystToken, {
+      statement: 'select 1; reset role; select current_user',
+    });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '42601', -500);
+  });
+
+  it('refuses them for administrators as well', async () => {
+    const res = await execute({ statement: 'reset role' });
+    expect(res.status).toBe(403);
+    expectEnvelope(res, '42501', -702);
+  });
+});
+
+describe("set_config('role', …) inside a statement", () => {
+  it('has no effect beyond the statement, on the same pooled connection', async () => {
+    const escape = await executeAs(analystToken, {
+      statement:
+        "select pg_backend_pid() as pid, set_config('role', 'none', false) as r, set_config('sluice.e2e_probe', 'leaked', false) as p",
+    });
+    expect(escape.status).toBe(200);
+    const pid = escape.json.data[0][0] as number;
+    let sameConnection = 0;
+    for (let i = 0; i < 60 && sameConnection < 3; i++) {
+      const next: HttpResult = await executeAs(analystToken, {
+        statement:
+          "select pg_backend_pid(), current_user, current_setting('role'), current_setting('sluice.e2e_probe', true)",
+      });
+      expect(next.status).toBe(200);
+      const [backend, user, roleSetting, probe] = next.json.data[0] as [
+        number,
+        string,
+        string,
+        string | null,
+      ];
+      // Every statement, on whatever connection, runs as the user's own role ...
+      expect(user).toBe(analyst.role);
+      expect(roleSetting).toBe(analyst.role);
+      if (backend === pid) {
+        sameConnection++;
+        // ... and the session state the escape left behind was discarded with it.
+        expect(probe === null || probe === '').toBe(true);
+      }
+    }
+    expect(sameConnection).toBeGreaterThan(0);
+  });
+
+  it('reaches only the rights of the authenticator, none at all behind a NOINHERIT one', async () => {
+    const res = await executeAs(analystToken, {
+      statement: `select set_config('role', 'none', true) as r, current_user as u, query_to_xml('select a from ${schema}.secret', false, false, '') as x`,
+    });
+    const env = e2eEnv();
+    if (env.mode === 'standalone') {
+      // The authenticator of the README's set-up has no rights of its own.
+      expect(res.status).toBe(403);
+      expectEnvelope(res, '42501', -700);
+    } else {
+      // The cluster suite's DATABASE_URL logs in as a superuser (root), so resetting the role
+      // reaches everything: the reason the README asks for a NOINHERIT authenticator.
+      expect(res.status).toBe(200);
+      expect(res.json.data[0][1]).toBe(env.authenticatorRole);
+    }
+    // Either way, the next statement is back to the user's role and rights.
+    const next = await executeAs(analystToken, { statement: `select * from ${schema}.secret` });
+    expect(next.status).toBe(403);
+  });
+
+  it('leaves other users of the pool with their own roles', async () => {
+    for (let i = 0; i < 5; i++) {
+      await executeAs(analystToken, { statement: "select set_config('role', 'none', false)" });
+      const admin = await execute({ statement: 'select current_user' });
+      expect(admin.json.data).toEqual([[e2eEnv().adminRole]]);
+      const writerSees = await executeAs(writerToken, { statement: 'select current_user' });
+      expect(writerSees.json.data).toEqual([[writer.role]]);
+    }
+  });
+});

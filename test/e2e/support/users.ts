@@ -1,0 +1,140 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { HttpResult, db, e2eEnv, login, request } from './client';
+import { randomName } from './service';
+
+/** A user made through POST /v1/users, with its password and (after first use) a token. */
+export interface TestUser {
+  username: string;
+  password: string;
+  role: string;
+}
+
+/** A NOLOGIN role the authenticator may become (as the README's set-up asks). */
+export async function createRole(prefix = 'e2e_role'): Promise<string> {
+  const role = randomName(prefix);
+  await db().query(`CREATE ROLE ${role} NOLOGIN`);
+  await db().query(`GRANT ${role} TO ${e2eEnv().authenticatorRole}`);
+  return role;
+}
+
+/** Drops a role and whatever it owns or was granted in the test database. */
+export async function dropRole(role: string): Promise<void> {
+  await db().query(`DROP OWNED BY ${role}`);
+  await db().query(`DROP ROLE ${role}`);
+}
+
+/** Calls the user-management api as the suite's admin. */
+export async function adminCall(method: string, path: string, body?: unknown): Promise<HttpResult> {
+  return request(body, { method, path, token: await login() });
+}
+
+/** Creates a user through the api (role made unless given); fails the test on any error. */
+export async function createUser(
+  options: { role?: string; admin?: boolean; read_only?: boolean; prefix?: string } = {},
+): Promise<TestUser> {
+  const role = options.role ?? (await createRole());
+  const user = {
+    username: randomName(options.prefix ?? 'e2e_user'),
+    password: randomBytes(12).toString('base64url'),
+    role,
+  };
+  const res = await adminCall('POST', '/v1/users', {
+    ...user,
+    admin: options.admin,
+    read_only: options.read_only,
+  });
+  if (res.status !== 201) throw new Error(`could not create a user: ${res.status} ${res.text}`);
+  return user;
+}
+
+/** Logs in without the client's token cache (every call is a real login). */
+export async function freshLogin(
+  username: string,
+  password: string,
+  extra: Record<string, unknown> = {},
+  baseUrl = e2eEnv().baseUrl,
+): Promise<HttpResult> {
+  return call(baseUrl, 'POST', '/v1/login', { username, password, ...extra });
+}
+
+/** POST /v1/execute as a user's Bearer token, on any api. */
+export function executeAs(
+  token: string,
+  body: unknown,
+  baseUrl = e2eEnv().baseUrl,
+  path = '/v1/execute',
+): Promise<HttpResult> {
+  return call(baseUrl, 'POST', path, body, { authorization: `Bearer ${token}` });
+}
+
+/** Any request to any api, the body as JSON. */
+export async function call(
+  baseUrl: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<HttpResult> {
+  const res = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+/** `Authorization: Basic` for a user name and password. */
+export function basic(username: string, password: string): Record<string, string> {
+  return { authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` };
+}
+
+/** An HS256 JWT over any claims and header, signed with any key (or unsigned for alg none). */
+export function signToken(
+  claims: Record<string, unknown>,
+  secret: string,
+  header: Record<string, unknown> = { alg: 'HS256', typ: 'JWT' },
+): string {
+  const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const head = enc(header);
+  const body = enc(claims);
+  const sig =
+    header.alg === 'none'
+      ? ''
+      : createHmac(header.alg === 'HS512' ? 'sha512' : 'sha256', secret)
+          .update(`${head}.${body}`)
+          .digest('base64url');
+  return `${head}.${body}.${sig}`;
+}
+
+/** The claims of a token (not verified). */
+export function claimsOf(token: string): Record<string, unknown> {
+  return JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()) as Record<
+    string,
+    unknown
+  >;
+}
+
+/** Asserts an error answer: the status envelope, nothing else, no stack trace. */
+export function expectEnvelope(res: HttpResult, sqlState?: string, vendorCode?: number): void {
+  expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+  expect(res.json).toEqual(
+    expect.objectContaining({
+      status: {
+        reason: expect.any(String),
+        sql_state: sqlState ?? expect.stringMatching(/^[0-9A-Z]{5}$/),
+        vendor_code: vendorCode ?? expect.any(Number),
+      },
+    }),
+  );
+  expect(Object.keys(res.json as object).every((k) => k === 'status' || k === 'query_id')).toBe(
+    true,
+  );
+  expect(res.text).not.toMatch(/at .*\.(js|ts):\d+/);
+}

@@ -1,0 +1,480 @@
+import { spawn } from 'node:child_process';
+import { closeDb, db, e2eEnv, request } from './support/client';
+import { ROOT, randomName } from './support/service';
+import {
+  TestUser,
+  adminCall,
+  basic,
+  call,
+  createRole,
+  createUser,
+  dropRole,
+  executeAs,
+  expectEnvelope,
+  freshLogin,
+} from './support/users';
+
+const schema = randomName('e2e_users');
+const roles: string[] = [];
+const users: string[] = [];
+
+async function role(): Promise<string> {
+  const name = await createRole();
+  roles.push(name);
+  return name;
+}
+
+async function user(options: Parameters<typeof createUser>[0] = {}): Promise<TestUser> {
+  const made = await createUser({ role: options.role ?? (await role()), ...options });
+  users.push(made.username);
+  return made;
+}
+
+async function tokenOf(u: TestUser): Promise<string> {
+  const res = await freshLogin(u.username, u.password);
+  expect(res.status).toBe(200);
+  return res.json.access_token as string;
+}
+
+/** `npm run sluice -- …` against the suite's database, with `input` on stdin. */
+function cli(
+  args: string[],
+  input = '',
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = e2eEnv();
+  return new Promise((resolve, reject) => {
+    const child = spawn('npm', ['run', '--silent', 'sluice', '--', ...args], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        DATABASE_URL: env.databaseUrl,
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input);
+  });
+}
+
+beforeAll(async () => {
+  await db().query(`CREATE SCHEMA ${schema}`);
+  await db().query(`CREATE TABLE ${schema}.t (a int)`);
+  await db().query(`INSERT INTO ${schema}.t VALUES (1), (2)`);
+});
+
+afterAll(async () => {
+  await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [users]);
+  await db().query(`DROP SCHEMA ${schema} CASCADE`);
+  for (const name of roles) await dropRole(name);
+  await closeDb();
+});
+
+describe('user management over HTTP', () => {
+  it('creates a user that logs in and runs statements as its role', async () => {
+    const r = await role();
+    const username = randomName('e2e_user');
+    users.push(username);
+    const res = await adminCall('POST', '/v1/users', {
+      username,
+      password: 'a-good-password',
+      role: r,
+    });
+    expect(res.status).toBe(201);
+    expect(res.json).toEqual({
+      username,
+      role: r,
+      admin: false,
+      read_only: false,
+      enabled: true,
+      created_at: expect.any(String),
+      updated_at: expect.any(String),
+      status: { reason: 'OK', sql_state: '00000', vendor_code: 0 },
+    });
+    const token = await tokenOf({ username, password: 'a-good-password', role: r });
+    const who = await executeAs(token, { statement: 'select current_user as u' });
+    expect(who.status).toBe(200);
+    expect(who.json.data).toEqual([[r]]);
+  });
+
+  it('lists and shows users, never with a password or its hash', async () => {
+    const u = await user();
+    const list = await adminCall('GET', '/v1/users');
+    expect(list.status).toBe(200);
+    expect(list.json.users).toEqual(
+      expect.arrayContaining([expect.objectContaining({ username: u.username, role: u.role })]),
+    );
+    const one = await adminCall('GET', `/v1/users/${u.username}`);
+    expect(one.status).toBe(200);
+    expect(one.json.username).toBe(u.username);
+    for (const text of [list.text, one.text]) {
+      expect(text).not.toMatch(/password|scrypt\$/);
+      expect(text).not.toContain(u.password);
+    }
+  });
+
+  it('lets only administrators manage users: 401 without credentials, 403 for others', async () => {
+    const u = await user();
+    const token = await tokenOf(u);
+    const attempts: [string, string, unknown][] = [
+      ['GET', '/v1/users', undefined],
+      ['GET', `/v1/users/${u.username}`, undefined],
+      ['POST', '/v1/users', { username: 'x_nope', password: 'password1', role: u.role }],
+      ['PATCH', `/v1/users/${u.username}`, { admin: true }],
+      ['DELETE', `/v1/users/${u.username}`, undefined],
+    ];
+    for (const [method, path, body] of attempts) {
+      const anonymous = await request(body, { method, path });
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.headers.get('www-authenticate')).toMatch(/Bearer/);
+      expectEnvelope(anonymous, '28000', -300);
+      const denied = await request(body, { method, path, token });
+      expect(denied.status).toBe(403);
+      expectEnvelope(denied, '42501', -700);
+      const viaBasic = await call(
+        e2eEnv().baseUrl,
+        method,
+        path,
+        body,
+        basic(u.username, u.password),
+      );
+      expect(viaBasic.status).toBe(403);
+    }
+    expect((await adminCall('GET', `/v1/users/${u.username}`)).json.admin).toBe(false);
+  });
+
+  it('makes a user an administrator with PATCH, effective at once', async () => {
+    const u = await user();
+    const token = await tokenOf(u);
+    expect((await request(undefined, { method: 'GET', path: '/v1/users', token })).status).toBe(
+      403,
+    );
+    expect((await adminCall('PATCH', `/v1/users/${u.username}`, { admin: true })).json.admin).toBe(
+      true,
+    );
+    expect((await request(undefined, { method: 'GET', path: '/v1/users', token })).status).toBe(
+      200,
+    );
+  });
+
+  it('refuses a role that does not exist with 400 and vendor code -310', async () => {
+    const res = await adminCall('POST', '/v1/users', {
+      username: randomName('e2e_user'),
+      password: 'a-good-password',
+      role: randomName('no_such_role'),
+    });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '42704', -310);
+    expect(res.json.status.reason).toMatch(/does not exist/);
+    const u = await user();
+    const patch = await adminCall('PATCH', `/v1/users/${u.username}`, { role: 'no_such_role_x' });
+    expect(patch.status).toBe(400);
+    expectEnvelope(patch, '42704', -310);
+  });
+
+  it('refuses a role the authenticator may not become, unless the authenticator is a superuser', async () => {
+    const r = randomName('e2e_ungranted');
+    await db().query(`CREATE ROLE ${r} NOLOGIN`);
+    roles.push(r);
+    const username = randomName('e2e_user');
+    users.push(username);
+    const res = await adminCall('POST', '/v1/users', {
+      username,
+      password: 'a-good-password',
+      role: r,
+    });
+    if (e2eEnv().mode === 'standalone') {
+      // A NOINHERIT authenticator that was not granted the role could never SET ROLE to it.
+      expect(res.status).toBe(400);
+      expectEnvelope(res, '42704', -310);
+      expect(res.json.status.reason).toMatch(/may not SET ROLE/);
+    } else {
+      // The cluster suite logs in as a superuser, which may become any role.
+      expect(res.status).toBe(201);
+    }
+  });
+
+  it('refuses a second user of the same name with 409 and vendor code -311', async () => {
+    const u = await user();
+    const res = await adminCall('POST', '/v1/users', {
+      username: u.username,
+      password: 'another-password',
+      role: u.role,
+    });
+    expect(res.status).toBe(409);
+    expectEnvelope(res, '42710', -311);
+  });
+
+  it.each([
+    [{ username: 'bad name', password: 'a-good-password', role: 'r' }, /username/],
+    [{ username: 'al@ice', password: 'a-good-password', role: 'r' }, /username/],
+    [{ username: 'alice', password: 'short', role: 'r' }, /password/],
+    [{ username: 'alice', password: 'a-good-password' }, /role/],
+    [{ username: 'alice', password: 'a-good-password', role: 'r\u0000x' }, /role/],
+    [{ username: 'alice', password: 'a-good-password', role: 'r', admin: 'yes' }, /admin/],
+    [{ username: 'alice', password: 'a-good-password', role: 'r', enabled: null }, /enabled/],
+    [{ username: 'alice', password: 'a-good-password', role: 'r', superuser: true }, /superuser/],
+    [{ username: 42, password: 'a-good-password', role: 'r' }, /username/],
+  ])('refuses an invalid new user %j with 400', async (body, field) => {
+    const res = await adminCall('POST', '/v1/users', body);
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '08P01', -100);
+    expect(res.json.status.reason).toMatch(field);
+  });
+
+  it('changes the password: the old one and every token issued before stop working', async () => {
+    const u = await user();
+    const token = await tokenOf(u);
+    const res = await adminCall('PATCH', `/v1/users/${u.username}`, {
+      password: 'the-new-password',
+    });
+    expect(res.status).toBe(200);
+    expect((await freshLogin(u.username, u.password)).status).toBe(401);
+    const old = await executeAs(token, { statement: 'select 1' });
+    expect(old.status).toBe(401);
+    expect(old.headers.get('www-authenticate')).toMatch(/invalid_token/);
+    expectEnvelope(old, '28000', -301);
+    const fresh = await tokenOf({ ...u, password: 'the-new-password' });
+    expect((await executeAs(fresh, { statement: 'select 1' })).status).toBe(200);
+  });
+
+  it('changes the role: the next statement runs as the new one', async () => {
+    const u = await user();
+    const token = await tokenOf(u);
+    const next = await role();
+    expect((await adminCall('PATCH', `/v1/users/${u.username}`, { role: next })).status).toBe(200);
+    const who = await executeAs(token, { statement: 'select current_user' });
+    expect(who.json.data).toEqual([[next]]);
+  });
+
+  it('disables a user: no login, no token, no Basic, until enabled again', async () => {
+    const u = await user();
+    const token = await tokenOf(u);
+    expect(
+      (await adminCall('PATCH', `/v1/users/${u.username}`, { enabled: false })).json.enabled,
+    ).toBe(false);
+    const login = await freshLogin(u.username, u.password);
+    expect(login.status).toBe(401);
+    expectEnvelope(login, '28P01', -304);
+    const byToken = await executeAs(token, { statement: 'select 1' });
+    expect(byToken.status).toBe(401);
+    expect(byToken.headers.get('www-authenticate')).toMatch(/Bearer/);
+    expectEnvelope(byToken, '28000', -301);
+    const byBasic = await call(
+      e2eEnv().baseUrl,
+      'POST',
+      '/v1/execute',
+      { statement: 'select 1' },
+      basic(u.username, u.password),
+    );
+    expect(byBasic.status).toBe(401);
+    await adminCall('PATCH', `/v1/users/${u.username}`, { enabled: true });
+    expect((await executeAs(token, { statement: 'select 1' })).status).toBe(200);
+  });
+
+  it('does not let an administrator lock themselves out', async () => {
+    const me = e2eEnv().adminUser;
+    for (const change of [{ enabled: false }, { admin: false }]) {
+      const res = await adminCall('PATCH', `/v1/users/${me}`, change);
+      expect(res.status).toBe(400);
+      expectEnvelope(res, '08P01', -100);
+    }
+    expect((await adminCall('DELETE', `/v1/users/${me}`)).status).toBe(400);
+    expect((await adminCall('PATCH', `/v1/users/${me}`, {})).status).toBe(400);
+  });
+
+  it('deletes a user: its tokens stop working, and a new user of that name does not inherit them', async () => {
+    const u = await user();
+    const token = await tokenOf(u);
+    const res = await adminCall('DELETE', `/v1/users/${u.username}`);
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ status: { reason: 'deleted', sql_state: '00000', vendor_code: 0 } });
+    expect((await executeAs(token, { statement: 'select 1' })).status).toBe(401);
+    const again = await adminCall('POST', '/v1/users', { ...u });
+    expect(again.status).toBe(201);
+    expect((await executeAs(token, { statement: 'select 1' })).status).toBe(401);
+  });
+
+  it('answers 404 for a user that does not exist', async () => {
+    for (const [method, body] of [
+      ['GET', undefined],
+      ['PATCH', { read_only: true }],
+      ['DELETE', undefined],
+    ] as const) {
+      const res = await adminCall(method, '/v1/users/no_such_user_here', body);
+      expect(res.status).toBe(404);
+      expectEnvelope(res, '42704', -104);
+    }
+    expect((await adminCall('GET', '/v1/users/bad%20name')).status).toBe(404);
+  });
+});
+
+describe('databases a role may connect to', () => {
+  const database = randomName('e2e_noconn');
+  let allowed: TestUser;
+  let denied: TestUser;
+
+  beforeAll(async () => {
+    await db().query(`CREATE DATABASE ${database}`);
+    await db().query(`REVOKE CONNECT ON DATABASE ${database} FROM PUBLIC`);
+    allowed = await user();
+    denied = await user();
+    await db().query(
+      `GRANT CONNECT ON DATABASE ${database} TO ${allowed.role}, ${e2eEnv().authenticatorRole}`,
+    );
+  });
+
+  afterAll(async () => {
+    await db().query(`DROP DATABASE ${database} WITH (FORCE)`);
+  });
+
+  it('refuses a login to a database the role may not connect to with 403', async () => {
+    const byField = await freshLogin(denied.username, denied.password, { database });
+    expect(byField.status).toBe(403);
+    expectEnvelope(byField, '42501', -700);
+    expect(byField.json.status.reason).toMatch(/may not connect/);
+    const byName = await freshLogin(`${denied.username}@${database}`, denied.password);
+    expect(byName.status).toBe(403);
+    const ok = await freshLogin(`${allowed.username}@${database}`, allowed.password);
+    expect(ok.status).toBe(200);
+    expect(ok.json.database).toBe(database);
+  });
+
+  it('refuses to queue a statement for a database the role may not connect to', async () => {
+    const token = await tokenOf(denied);
+    for (const res of [
+      await executeAs(token, { statement: 'select 1', database }),
+      await executeAs(token, { statement: 'select 1' }, undefined, `/v1/execute/${database}`),
+      await call(
+        e2eEnv().baseUrl,
+        'POST',
+        '/v1/execute',
+        { statement: 'select 1' },
+        basic(`${denied.username}@${database}`, denied.password),
+      ),
+    ]) {
+      expect(res.status).toBe(403);
+      expectEnvelope(res, '42501', -700);
+      // Refused before a query existed.
+      expect(res.json.query_id).toBeUndefined();
+    }
+    const allowedToken = await tokenOf(allowed);
+    const res = await executeAs(allowedToken, {
+      statement: 'select current_database()',
+      database,
+    });
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[database]]);
+  });
+
+  it('answers 403 when the connection itself is refused to the authenticator', async () => {
+    await db().query(`REVOKE CONNECT ON DATABASE ${database} FROM ${e2eEnv().authenticatorRole}`);
+    // Pooled connections made before the REVOKE would still work: end them.
+    await db().query(
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+      [database],
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    try {
+      const token = await tokenOf(allowed);
+      const res = await executeAs(token, { statement: 'select 1', database });
+      if (e2eEnv().mode === 'standalone') {
+        expect(res.status).toBe(403);
+        expectEnvelope(res, '42501', -700);
+        expect(res.json.status.reason).toMatch(/permission denied for database/);
+      } else {
+        // A superuser authenticator (the cluster suite) connects regardless of CONNECT.
+        expect(res.status).toBe(200);
+      }
+    } finally {
+      await db().query(`GRANT CONNECT ON DATABASE ${database} TO ${e2eEnv().authenticatorRole}`);
+    }
+  });
+
+  it('answers 400 for a login to a database that does not exist', async () => {
+    const res = await freshLogin(allowed.username, allowed.password, {
+      database: 'no_such_database_x',
+    });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '3D000', -205);
+  });
+});
+
+describe('sluice users (CLI)', () => {
+  it('adds, lists, changes and removes a user, with passwords from stdin only', async () => {
+    const r = await role();
+    const username = randomName('e2e_cli');
+    users.push(username);
+    const password = 'cli-password-' + randomName('p');
+
+    const added = await cli(
+      ['users', 'add', username, '--role', r, '--read-only'],
+      `${password}\n`,
+    );
+    expect(added).toMatchObject({ code: 0, stdout: `added user ${username} (role ${r})\n` });
+    const listed = await cli(['users', 'list', '--json']);
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.stdout)).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ username, role: r, read_only: true, enabled: true }),
+      ]),
+    );
+    expect(listed.stdout + listed.stderr).not.toContain(password);
+    const table = await cli(['users', 'list']);
+    expect(table.stdout).toMatch(new RegExp(`^${username}\\s+${r}\\s+no\\s+yes\\s+yes$`, 'm'));
+
+    const login = await freshLogin(username, password);
+    expect(login.status).toBe(200);
+    const token = login.json.access_token as string;
+
+    // The running api hears of the change at once: no stale cache lets the user in.
+    expect((await cli(['users', 'set', username, '--disable'])).code).toBe(0);
+    expect((await freshLogin(username, password)).status).toBe(401);
+    expect((await executeAs(token, { statement: 'select 1' })).status).toBe(401);
+
+    const changed = await cli(
+      ['users', 'set', username, '--enable', '--password'],
+      'new-password-1\n',
+    );
+    expect(changed.code).toBe(0);
+    expect((await freshLogin(username, password)).status).toBe(401);
+    expect((await freshLogin(username, 'new-password-1')).status).toBe(200);
+
+    expect(await cli(['users', 'remove', username])).toMatchObject({
+      code: 0,
+      stdout: `removed user ${username}\n`,
+    });
+    expect((await adminCall('GET', `/v1/users/${username}`)).status).toBe(404);
+  });
+
+  it('refuses a password on the command line without echoing it', async () => {
+    const res = await cli(['users', 'add', 'e2e_never', '--role', 'x', '--password=Sup3rSecret!']);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(/never from the command line/);
+    expect(res.stdout + res.stderr).not.toContain('Sup3rSecret!');
+    const set = await cli(['users', 'set', 'e2e_never', '--password=Sup3rSecret!']);
+    expect(set.code).toBe(2);
+    expect(set.stdout + set.stderr).not.toContain('Sup3rSecret!');
+  });
+
+  it('fails with a clear message for an unknown role, a short password or an unknown user', async () => {
+    const r = await role();
+    const unknownRole = await cli(
+      ['users', 'add', randomName('e2e_cli'), '--role', 'no_such_role_x'],
+      'long-enough-pw\n',
+    );
+    expect(unknownRole.code).toBe(1);
+    expect(unknownRole.stderr).toMatch(/role "no_such_role_x" does not exist/);
+    const short = await cli(['users', 'add', randomName('e2e_cli'), '--role', r], 'short\n');
+    expect(short.code).toBe(1);
+    expect(short.stderr).toMatch(/password must be longer than or equal to 8/);
+    const missing = await cli(['users', 'remove', 'no_such_user_here']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/no user named "no_such_user_here"/);
+  });
+});
