@@ -27,8 +27,8 @@ describe('docker-compose.yml', () => {
     expect(compose.services.worker.deploy?.replicas).toBe(2);
   });
 
-  it('gives PostgreSQL, Redis and the api health checks, and waits for them', () => {
-    for (const name of ['postgres', 'redis', 'api']) {
+  it('gives PostgreSQL, Redis, the api and the worker health checks, and waits for them', () => {
+    for (const name of ['postgres', 'redis', 'api', 'worker']) {
       expect(compose.services[name].healthcheck?.test.length).toBeGreaterThan(1);
     }
     for (const name of ['api', 'worker']) {
@@ -36,6 +36,18 @@ describe('docker-compose.yml', () => {
         postgres: { condition: 'service_healthy' },
         redis: { condition: 'service_healthy' },
       });
+    }
+  });
+
+  it('checks the api and each worker through their readiness endpoints', () => {
+    const probe = (name: string) => compose.services[name].healthcheck?.test.join(' ') ?? '';
+    expect(probe('api')).toContain('http://127.0.0.1:8080/health/ready');
+    const port = compose.services.worker.environment?.SLUICE_WORKER_METRICS_PORT;
+    expect(port).toBe('9464');
+    expect(probe('worker')).toContain(`http://127.0.0.1:${port}/health/ready`);
+    // A probe fails on anything but 2xx, and when nothing answers.
+    for (const name of ['api', 'worker']) {
+      expect(probe(name)).toMatch(/process\.exit\(r\.ok \? 0 : 1\), \(\) => process\.exit\(1\)/);
     }
   });
 

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ConfigError, loadConfig, requireClusterSettings } from '@app/config';
+import { workerLogger } from './logging/worker-log.options';
 import { WorkerModule } from './worker.module';
 
 async function bootstrap(): Promise<void> {
@@ -17,7 +18,8 @@ async function bootstrap(): Promise<void> {
     throw err;
   }
   const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(config), {
-    logger: ['log', 'warn', 'error', 'fatal'],
+    // JSON lines (pino) at LOG_LEVEL, secrets redacted.
+    logger: workerLogger(config),
   });
   app.enableShutdownHooks();
   await app.init();

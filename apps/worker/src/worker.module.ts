@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, SluiceConfig } from '@app/config';
+import { WorkerOpsModule } from './health/worker-ops.module';
 import { ExecuteProcessor } from './jobs/execute.processor';
 import { ExecutionModule } from '@app/execution';
 
@@ -9,7 +10,7 @@ export class WorkerModule {
   static forRoot(config: SluiceConfig): DynamicModule {
     return {
       module: WorkerModule,
-      imports: [ConfigModule.forRoot(config), ExecutionModule],
+      imports: [ConfigModule.forRoot(config), ExecutionModule, WorkerOpsModule],
       providers: [ExecuteProcessor],
     };
   }

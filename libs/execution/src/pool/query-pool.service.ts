@@ -45,6 +45,12 @@ export class QueryPoolService implements OnModuleDestroy {
     return this.config.workerThreads * this.config.tasksPerThread;
   }
 
+  /** The pool's own figures, for metrics: busy share of thread time, tasks waiting, threads, tasks done. */
+  get stats(): { utilization: number; queueSize: number; threads: number; completed: number } {
+    const { utilization, queueSize, threads, completed } = this.pool;
+    return { utilization, queueSize, threads: threads.length, completed };
+  }
+
   /** Runs a job in a thread; with a port, its records go there instead of to Redis. */
   run(job: ExecuteJobData, port?: MessagePort): Promise<ExecutionOutcome> {
     if (!port) return this.pool.run({ job });

@@ -1,0 +1,79 @@
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { FastifyAdapter } from '@bull-board/fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ExecuteJobData, SluiceError } from '@app/contracts';
+import { BullmqJobQueue, JobQueue } from '@app/transport';
+import { toEnvelope } from '../http/error.envelope';
+import { JOB_QUEUE } from '../infra/tokens';
+import { AdminAuthenticatorService } from './admin-authenticator.service';
+import { redactJobData } from './job-data.redaction';
+
+/** Where the dashboard is served. */
+export const DASHBOARD_PATH = '/admin/queues';
+
+function send(reply: FastifyReply, err: unknown): FastifyReply {
+  const { httpStatus, headers, body } = toEnvelope(err);
+  return reply.code(httpStatus).headers(headers).type('application/json; charset=utf-8').send(body);
+}
+
+/**
+ * bull-board at /admin/queues, in an encapsulated Fastify plugin whose onRequest hook lets only
+ * administrators in (Nest guards do not run for plain Fastify routes). Read-only: a statement must
+ * never run twice, so the dashboard cannot retry, add or change jobs. Standalone mode has no BullMQ
+ * queue: the same hook guards a 404 envelope that says so.
+ */
+@Injectable()
+export class QueueDashboardService implements OnModuleInit {
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    private readonly authenticator: AdminAuthenticatorService,
+    @Inject(JOB_QUEUE) private readonly queue: JobQueue,
+  ) {}
+
+  onModuleInit(): void {
+    const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
+    const queue = this.queue instanceof BullmqJobQueue ? this.queue.queue : undefined;
+    void fastify.register(
+      async (scope: FastifyInstance) => {
+        scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+          try {
+            await this.authenticator.admin(request);
+          } catch (err) {
+            return send(reply, err);
+          }
+        });
+        scope.setErrorHandler((err, _request, reply) => send(reply, err));
+        if (queue) {
+          const board = new FastifyAdapter();
+          const adapter = new BullMQAdapter(queue, { readOnlyMode: true, allowRetries: false });
+          adapter.setFormatter('data', (data: Partial<ExecuteJobData>) => redactJobData(data));
+          createBullBoard({
+            queues: [adapter],
+            serverAdapter: board,
+            options: { uiConfig: { boardTitle: 'Sluice queue' } },
+          });
+          // bull-board answers its own errors with their message: the envelope logs them instead.
+          board.setErrorHandler((err) => {
+            const { httpStatus, body } = toEnvelope(err);
+            return { status: httpStatus >= 500 ? 500 : 400, body: { ...body } };
+          });
+          board.setBasePath(DASHBOARD_PATH);
+          await scope.register(board.registerPlugin());
+        } else {
+          const standalone = () => {
+            throw new SluiceError(
+              'NOT_FOUND',
+              'no queue dashboard in standalone mode: queries run on an in-process queue, not BullMQ; see /admin for queries',
+            );
+          };
+          scope.all('/', standalone);
+          scope.all('/*', standalone);
+        }
+      },
+      { prefix: DASHBOARD_PATH },
+    );
+  }
+}

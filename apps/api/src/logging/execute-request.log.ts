@@ -1,0 +1,181 @@
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { ERROR_CATALOGUE, ErrorEnvelope, FINAL_STATES, QueryState } from '@app/contracts';
+import { QueryRecord, QueryRegistry } from '@app/transport';
+import { AuthUser } from '../auth/auth-user';
+import { QUERY_REGISTRY } from '../infra/tokens';
+import { ApiMetricsService } from '../metrics/api-metrics.service';
+import { ExecuteOutcome, ExecuteSummary } from './execute.summary';
+
+/** How long to wait for a query's final state after its response closed (ms). */
+const SETTLE_MS = 3_000;
+const SETTLE_STEP_MS = 100;
+
+/** What a request carried that the summary needs, kept until its response closes. */
+interface Pending {
+  envelope?: ErrorEnvelope;
+}
+
+function isExecute(request: FastifyRequest): boolean {
+  return request.routeOptions.url?.startsWith('/v1/execute') === true;
+}
+
+/** The statement as the client sent it (JSON or text/plain body, or the query string). */
+function statementOf(request: FastifyRequest): string | undefined {
+  const fromBody = (request.body as { statement?: unknown } | undefined)?.statement;
+  const fromQuery = (request.query as { statement?: unknown } | undefined)?.statement;
+  const statement = fromBody ?? fromQuery;
+  return typeof statement === 'string' ? statement : undefined;
+}
+
+function isFinal(state: QueryState): boolean {
+  return FINAL_STATES.includes(state);
+}
+
+/** Outcome when the registry cannot tell (it is unreachable): judged by the status. */
+function outcomeOfStatus(httpStatus: number, vendorCode: number | undefined): ExecuteOutcome {
+  if (httpStatus < 300) return 'succeeded';
+  if (vendorCode === ERROR_CATALOGUE.CANCELLED.vendorCode) return 'cancelled';
+  return 'failed';
+}
+
+/**
+ * One JSON line per execute request — query_id, user, database, format, rows, bytes, duration,
+ * outcome — written when its response closes (also when the client left early), and counted in
+ * the metrics. The statement is logged at debug level only; parameter values never.
+ */
+@Injectable()
+export class ExecuteRequestLog implements OnModuleInit {
+  private readonly pending = new WeakMap<FastifyRequest, Pending>();
+  private readonly defaultDatabase: string | undefined;
+
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    @Inject(SLUICE_CONFIG) config: SluiceConfig,
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    private readonly metrics: ApiMetricsService,
+    @InjectPinoLogger('ExecuteRequest') private readonly log: PinoLogger,
+  ) {
+    const url = config.databaseUrl ? new URL(config.databaseUrl) : undefined;
+    this.defaultDatabase = url ? decodeURIComponent(url.pathname.slice(1)) || undefined : undefined;
+  }
+
+  onModuleInit(): void {
+    const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
+    fastify.addHook('onRequest', (request, reply, done) => {
+      if (isExecute(request)) {
+        this.pending.set(request, {});
+        reply.raw.once('close', () => void this.closed(request, reply));
+      }
+      done();
+    });
+    // Errors leave as an envelope: the query id (if any) and status are in it.
+    fastify.addHook('onSend', (request, _reply, payload, done) => {
+      const pending = this.pending.get(request);
+      if (pending && typeof payload === 'string' && payload.length < 65_536) {
+        try {
+          pending.envelope = JSON.parse(payload) as ErrorEnvelope;
+        } catch {
+          // not an envelope
+        }
+      }
+      done(null, payload);
+    });
+  }
+
+  private async closed(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    try {
+      const summary = await this.summarise(request, reply);
+      this.metrics.observe(summary);
+      this.write(summary, request);
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'execute request not logged');
+    } finally {
+      this.pending.delete(request);
+    }
+  }
+
+  private async summarise(request: FastifyRequest, reply: FastifyReply): Promise<ExecuteSummary> {
+    const envelope = this.pending.get(request)?.envelope;
+    const header = reply.getHeader('x-query-id');
+    const queryId = typeof header === 'string' ? header : envelope?.query_id;
+    const user = (request as FastifyRequest & { user?: AuthUser }).user;
+    const base = {
+      queryId,
+      user: user?.username,
+      database: user?.database ?? this.defaultDatabase,
+      httpStatus: reply.statusCode,
+      sqlState: envelope?.status.sql_state,
+      vendorCode: envelope?.status.vendor_code,
+      rows: 0,
+      bytes: 0,
+      durationMs: Math.round(reply.elapsedTime),
+    };
+    if (!queryId) return { ...base, outcome: 'rejected' };
+    const record = await this.settled(queryId).catch(() => undefined);
+    if (!record || !isFinal(record.state)) {
+      return { ...base, outcome: outcomeOfStatus(base.httpStatus, base.vendorCode) };
+    }
+    return {
+      ...base,
+      user: record.owner,
+      database: record.database ?? base.database,
+      format: record.format,
+      outcome: record.state as ExecuteOutcome,
+      sqlState: record.status?.sql_state ?? base.sqlState,
+      vendorCode: record.status?.vendor_code ?? base.vendorCode,
+      rows: record.rows,
+      bytes: record.bytes,
+      queueWaitMs: record.startedAt !== undefined ? record.startedAt - record.createdAt : undefined,
+      runMs:
+        record.startedAt !== undefined && record.finishedAt !== undefined
+          ? record.finishedAt - record.startedAt
+          : undefined,
+    };
+  }
+
+  /** The query's record once it has its final state (the response may close just before). */
+  private async settled(queryId: string): Promise<QueryRecord | undefined> {
+    const deadline = Date.now() + SETTLE_MS;
+    for (;;) {
+      const record = await this.registry.get(queryId);
+      if (!record || isFinal(record.state) || Date.now() > deadline) return record;
+      await new Promise((resolve) => setTimeout(resolve, SETTLE_STEP_MS));
+    }
+  }
+
+  private write(summary: ExecuteSummary, request: FastifyRequest): void {
+    this.log.info(
+      {
+        request_id: request.id,
+        query_id: summary.queryId ?? null,
+        user: summary.user ?? null,
+        database: summary.database ?? null,
+        format: summary.format ?? null,
+        outcome: summary.outcome,
+        http_status: summary.httpStatus,
+        sql_state: summary.sqlState ?? null,
+        vendor_code: summary.vendorCode ?? null,
+        rows: summary.rows,
+        bytes: summary.bytes,
+        duration_ms: summary.durationMs,
+        queue_wait_ms: summary.queueWaitMs ?? null,
+        run_ms: summary.runMs ?? null,
+      },
+      'execute',
+    );
+    if (this.log.logger.isLevelEnabled('debug')) {
+      this.log.debug(
+        {
+          request_id: request.id,
+          query_id: summary.queryId ?? null,
+          statement: statementOf(request),
+        },
+        'execute statement',
+      );
+    }
+  }
+}

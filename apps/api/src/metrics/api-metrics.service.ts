@@ -1,0 +1,189 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
+import { QueryPoolService } from '@app/execution';
+import { BullmqJobQueue, JobQueue, QueryRegistry } from '@app/transport';
+import { WorkerRosterService } from '../health/worker-roster.service';
+import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
+import { ExecuteSummary } from '../logging/execute.summary';
+
+/** Seconds: from a few milliseconds to the longest statement time limit worth telling apart. */
+const SECONDS_BUCKETS = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800,
+];
+
+/** Standalone mode's queue lists only this many recent queries when counting running ones. */
+const RECENT_QUERIES = 500;
+
+/**
+ * Prometheus metrics of an api process: queue depth by state, queries by outcome, duration and
+ * queue-wait histograms, rows and bytes streamed, live workers, Node's own (event-loop delay
+ * among them) and, in standalone mode, the thread pool's utilisation.
+ */
+@Injectable()
+export class ApiMetricsService {
+  readonly registry = new Registry();
+  private readonly logger = new Logger(ApiMetricsService.name);
+  private readonly queries: Counter<'outcome'>;
+  private readonly duration: Histogram<'outcome'>;
+  private readonly queueWait: Histogram;
+  private readonly rows: Counter;
+  private readonly bytes: Counter;
+  private pool: QueryPoolService | undefined;
+  private poolCompleted = 0;
+
+  constructor(
+    @Inject(SLUICE_CONFIG) config: SluiceConfig,
+    @Inject(JOB_QUEUE) private readonly queue: JobQueue,
+    @Inject(QUERY_REGISTRY) private readonly registryOfQueries: QueryRegistry,
+    private readonly roster: WorkerRosterService,
+    moduleRef: ModuleRef,
+  ) {
+    this.registry.setDefaultLabels({ app: 'api' });
+    collectDefaultMetrics({ register: this.registry });
+    // Standalone mode runs the pool in this process; cluster apis have none.
+    try {
+      this.pool = moduleRef.get(QueryPoolService, { strict: false });
+    } catch {
+      this.pool = undefined;
+    }
+    const registers = [this.registry];
+    this.queries = new Counter({
+      name: 'sluice_queries_total',
+      help: 'Execute requests this api served, by outcome: the final state of the query, or rejected (refused before it was queued).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'sluice_query_duration_seconds',
+      help: 'Run time of queries served by this api, from the start of execution to the final status.',
+      labelNames: ['outcome'],
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.queueWait = new Histogram({
+      name: 'sluice_query_queue_wait_seconds',
+      help: 'Time queries served by this api waited in the queue before a worker started them.',
+      buckets: SECONDS_BUCKETS,
+      registers,
+    });
+    this.rows = new Counter({
+      name: 'sluice_result_rows_total',
+      help: 'Result rows streamed to clients by this api.',
+      registers,
+    });
+    this.bytes = new Counter({
+      name: 'sluice_result_bytes_total',
+      help: 'Result body bytes streamed to clients by this api (after compression, if any).',
+      registers,
+    });
+    const depth: Gauge<'state'> = new Gauge({
+      name: 'sluice_queue_jobs',
+      help: !isStandalone(config)
+        ? 'Jobs in the BullMQ execution queue, by state (all apis and workers together).'
+        : 'Jobs in the in-process queue of this process, by state.',
+      labelNames: ['state'],
+      registers,
+      collect: () =>
+        this.quietly('queue depth', async () => {
+          for (const [state, count] of Object.entries(await this.queueDepth())) {
+            depth.set({ state }, count);
+          }
+        }),
+    });
+    const workers: Gauge = new Gauge({
+      name: 'sluice_workers_alive',
+      help: 'Workers whose heartbeat is recent (standalone: 1, the in-process pool).',
+      registers,
+      collect: () =>
+        this.quietly('workers', async () => {
+          workers.set((await this.roster.alive()).length);
+        }),
+    });
+    if (this.pool) this.poolMetrics(this.pool, config);
+  }
+
+  /** Counts one finished execute request. */
+  observe(summary: ExecuteSummary): void {
+    this.queries.inc({ outcome: summary.outcome });
+    if (summary.runMs !== undefined) {
+      this.duration.observe({ outcome: summary.outcome }, summary.runMs / 1000);
+    }
+    if (summary.queueWaitMs !== undefined) this.queueWait.observe(summary.queueWaitMs / 1000);
+    if (summary.rows > 0) this.rows.inc(summary.rows);
+    if (summary.bytes > 0) this.bytes.inc(summary.bytes);
+  }
+
+  /** BullMQ's own counts in cluster mode; the in-process queue's in standalone mode. */
+  private async queueDepth(): Promise<Record<string, number>> {
+    if (this.queue instanceof BullmqJobQueue) {
+      const counts = await this.queue.queue.getJobCounts(
+        'wait',
+        'prioritized',
+        'active',
+        'delayed',
+        'completed',
+        'failed',
+      );
+      return {
+        waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
+        active: counts.active ?? 0,
+        delayed: counts.delayed ?? 0,
+        completed: counts.completed ?? 0,
+        failed: counts.failed ?? 0,
+      };
+    }
+    const recent = await this.registryOfQueries.list(RECENT_QUERIES);
+    return {
+      waiting: await this.queue.waitingCount(),
+      active: recent.filter((q) => q.state === 'running' || q.state === 'streaming').length,
+    };
+  }
+
+  private poolMetrics(pool: QueryPoolService, config: SluiceConfig): void {
+    const registers = [this.registry];
+    const utilization: Gauge = new Gauge({
+      name: 'sluice_pool_utilization',
+      help: 'Share of the thread pool’s capacity in use since it started (piscina utilization, 0-1).',
+      registers,
+      collect: () => utilization.set(pool.stats.utilization),
+    });
+    const queued: Gauge = new Gauge({
+      name: 'sluice_pool_queue_size',
+      help: 'Tasks waiting for a free thread slot.',
+      registers,
+      collect: () => queued.set(pool.stats.queueSize),
+    });
+    const threads: Gauge = new Gauge({
+      name: 'sluice_pool_threads',
+      help: 'Threads in the pool.',
+      registers,
+      collect: () => threads.set(pool.stats.threads),
+    });
+    new Gauge({
+      name: 'sluice_pool_capacity',
+      help: 'Queries the pool runs at once (threads × tasks per thread).',
+      registers,
+    }).set(config.workerThreads * config.tasksPerThread);
+    const completed: Counter = new Counter({
+      name: 'sluice_pool_tasks_completed_total',
+      help: 'Tasks the pool finished.',
+      registers,
+      collect: () => {
+        const now = pool.stats.completed;
+        if (now > this.poolCompleted) completed.inc(now - this.poolCompleted);
+        this.poolCompleted = now;
+      },
+    });
+  }
+
+  /** A collector that fails leaves its last values and logs; /metrics still answers. */
+  private async quietly(what: string, collect: () => Promise<void>): Promise<void> {
+    try {
+      await collect();
+    } catch (err) {
+      this.logger.warn(`metrics: ${what} unavailable: ${(err as Error).message}`);
+    }
+  }
+}

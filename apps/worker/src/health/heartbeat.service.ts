@@ -1,0 +1,81 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnModuleDestroy,
+} from '@nestjs/common';
+import type Redis from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { RedisKeys } from '@app/transport';
+import { OPS_REDIS } from './ops.tokens';
+
+/** Heartbeats older than this are someone else's leftovers: removed when a worker starts (ms). */
+const FORGET_AFTER_MS = 3_600_000;
+
+/**
+ * Tells every api that this worker is alive: HSET of its id and the time (ms) in the workers hash,
+ * every SLUICE_WORKER_HEARTBEAT_MS; removed on shutdown, so that readiness drops at once.
+ */
+@Injectable()
+export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy {
+  readonly id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  private readonly logger = new Logger(HeartbeatService.name);
+  private readonly keys: RedisKeys;
+  private timer: NodeJS.Timeout | undefined;
+  private lastBeat = 0;
+  private failing = false;
+  private beating = false;
+
+  constructor(
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    @Inject(OPS_REDIS) private readonly redis: Redis,
+  ) {
+    this.keys = new RedisKeys(config.keyPrefix);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.forgetStale();
+    await this.beat();
+    this.timer = setInterval(() => void this.beat(), this.config.workerHeartbeatMs);
+    this.timer.unref();
+  }
+
+  /** When the last heartbeat was written (epoch ms; 0: never). */
+  get lastBeatAt(): number {
+    return this.lastBeat;
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.redis.hdel(this.keys.workers, this.id).catch(() => undefined);
+  }
+
+  private async beat(): Promise<void> {
+    if (this.beating) return;
+    this.beating = true;
+    try {
+      const now = Date.now();
+      await this.redis.hset(this.keys.workers, this.id, String(now));
+      this.lastBeat = now;
+      if (this.failing) this.logger.log('heartbeat written again');
+      this.failing = false;
+    } catch (err) {
+      if (!this.failing) this.logger.warn(`heartbeat failed: ${(err as Error).message}`);
+      this.failing = true;
+    } finally {
+      this.beating = false;
+    }
+  }
+
+  private async forgetStale(): Promise<void> {
+    const beats = await this.redis.hgetall(this.keys.workers).catch(() => ({}));
+    const stale = Object.entries(beats)
+      .filter(([, at]) => Date.now() - Number(at) > FORGET_AFTER_MS)
+      .map(([id]) => id);
+    if (stale.length > 0) await this.redis.hdel(this.keys.workers, ...stale).catch(() => undefined);
+  }
+}

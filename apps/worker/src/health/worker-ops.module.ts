@@ -1,0 +1,40 @@
+import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
+import Redis from 'ioredis';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { ExecutionModule } from '@app/execution';
+import { MetricsServer } from '../metrics/metrics.server';
+import { WorkerMetricsService } from '../metrics/worker-metrics.service';
+import { HeartbeatService } from './heartbeat.service';
+import { OPS_REDIS } from './ops.tokens';
+import { WorkerReadinessService } from './worker-readiness.service';
+
+/** Operating a worker: heartbeat, readiness and metrics on SLUICE_WORKER_METRICS_PORT. */
+@Module({
+  imports: [ExecutionModule],
+  providers: [
+    {
+      provide: OPS_REDIS,
+      inject: [SLUICE_CONFIG],
+      useFactory: (config: SluiceConfig) => {
+        // Fails fast while Redis is away: a heartbeat or a probe must not wait for it.
+        const redis = new Redis(config.redisUrl!, {
+          maxRetriesPerRequest: 1,
+          connectTimeout: 2_000,
+        });
+        redis.on('error', () => undefined);
+        return redis;
+      },
+    },
+    HeartbeatService,
+    WorkerReadinessService,
+    WorkerMetricsService,
+    MetricsServer,
+  ],
+})
+export class WorkerOpsModule implements OnApplicationShutdown {
+  constructor(@Inject(OPS_REDIS) private readonly redis: Redis) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.redis.quit().catch(() => undefined);
+  }
+}

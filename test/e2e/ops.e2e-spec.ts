@@ -1,0 +1,580 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import Redis from 'ioredis';
+import { Pool } from 'pg';
+import {
+  backendsOf,
+  closeDb,
+  createUser,
+  dropUser,
+  e2eEnv,
+  eventually,
+  execute,
+  login,
+  request,
+} from './support/client';
+import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
+
+/** Operating Sluice: health, metrics, logs, the queue dashboard, the OpenAPI description. */
+
+const users: string[] = [];
+
+afterAll(async () => {
+  for (const name of users) await dropUser(name);
+  await closeDb();
+});
+
+async function user(prefix: string) {
+  const created = await createUser(prefix);
+  users.push(created.username);
+  return created;
+}
+
+/** Sum of the samples of a metric whose labels include `labels`. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  let found = false;
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const have = Object.fromEntries(
+      [...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]),
+    );
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) {
+      sum += Number(match[3]);
+      found = true;
+    }
+  }
+  if (!found) throw new Error(`no sample ${name} ${JSON.stringify(labels)}`);
+  return sum;
+}
+
+async function scrape(url: string): Promise<string> {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+  return res.text();
+}
+
+const basic = (name: string, password: string) =>
+  `Basic ${Buffer.from(`${name}:${password}`).toString('base64')}`;
+
+describe('health', () => {
+  it('answers /health/live on every api', async () => {
+    for (const baseUrl of e2eEnv().baseUrls) {
+      const res = await request(undefined, { method: 'GET', path: '/health/live', baseUrl });
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual({ status: { reason: 'live', sql_state: '00000', vendor_code: 0 } });
+    }
+  });
+
+  it('is ready on every api: metadata PostgreSQL, a live worker and (cluster) Redis answer', async () => {
+    const { mode, baseUrls } = e2eEnv();
+    for (const baseUrl of baseUrls) {
+      const res = await request(undefined, { method: 'GET', path: '/health/ready', baseUrl });
+      expect(res.status).toBe(200);
+      expect(res.json.status).toEqual({ reason: 'ready', sql_state: '00000', vendor_code: 0 });
+      expect(Object.keys(res.json.checks).sort()).toEqual(
+        mode === 'cluster' ? ['database', 'redis', 'workers'] : ['database', 'workers'],
+      );
+      for (const check of Object.values<{ ok: boolean }>(res.json.checks)) {
+        expect(check.ok).toBe(true);
+      }
+      expect(res.json.checks.workers.detail).toMatch(
+        mode === 'cluster' ? /^[1-9]\d* seen in the last/ : /in-process/,
+      );
+    }
+  });
+});
+
+describe('metrics', () => {
+  it('counts a query on the api that served it: outcome, rows, bytes, duration and queue wait', async () => {
+    const baseUrl = e2eEnv().baseUrls[0];
+    const before = await scrape(baseUrl);
+    const count = (text: string, name: string, labels: Record<string, string> = {}) => {
+      try {
+        return sample(text, name, labels);
+      } catch {
+        return 0;
+      }
+    };
+    const res = await execute({ statement: 'select g from generate_series(1, 25) g' }, { baseUrl });
+    expect(res.status).toBe(200);
+    const failed = await execute({ statement: 'select * from no_such_table_ops' }, { baseUrl });
+    expect(failed.status).toBe(400);
+    // The request is counted when its response closes, just after the client has it.
+    const standalone = e2eEnv().mode === 'standalone';
+    const after = await eventually(async () => {
+      const text = await scrape(baseUrl);
+      const grew = (name: string, labels: Record<string, string>, by: number) =>
+        count(text, name, labels) - count(before, name, labels) >= by;
+      // The pool counts a task when its thread hands it back, a moment after the response.
+      const counted =
+        grew('sluice_queries_total', { outcome: 'failed' }, 1) &&
+        (!standalone || grew('sluice_pool_tasks_completed_total', {}, 2));
+      return counted ? text : undefined;
+    });
+    const moved = (name: string, labels: Record<string, string> = {}) =>
+      count(after, name, labels) - count(before, name, labels);
+    expect(moved('sluice_queries_total', { outcome: 'succeeded' })).toBeGreaterThanOrEqual(1);
+    expect(moved('sluice_result_rows_total')).toBeGreaterThanOrEqual(25);
+    expect(moved('sluice_result_bytes_total')).toBeGreaterThan(0);
+    expect(
+      moved('sluice_query_duration_seconds_count', { outcome: 'succeeded' }),
+    ).toBeGreaterThanOrEqual(1);
+    expect(moved('sluice_query_queue_wait_seconds_count')).toBeGreaterThanOrEqual(2);
+    // Queue depth, live workers and Node's own event-loop delay are always there.
+    expect(sample(after, 'sluice_queue_jobs', { state: 'waiting' })).toBeGreaterThanOrEqual(0);
+    expect(sample(after, 'sluice_queue_jobs', { state: 'active' })).toBeGreaterThanOrEqual(0);
+    expect(sample(after, 'sluice_workers_alive')).toBeGreaterThanOrEqual(1);
+    expect(sample(after, 'nodejs_eventloop_lag_p99_seconds')).toBeGreaterThanOrEqual(0);
+    if (standalone) {
+      // The thread pool runs in this process: its utilisation is the api's to report.
+      expect(sample(after, 'sluice_pool_threads')).toBeGreaterThanOrEqual(1);
+      expect(sample(after, 'sluice_pool_utilization')).toBeGreaterThan(0);
+      expect(moved('sluice_pool_tasks_completed_total')).toBeGreaterThanOrEqual(2);
+    } else {
+      expect(sample(after, 'sluice_queue_jobs', { state: 'completed' })).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it('shows a running query in the queue depth', async () => {
+    const baseUrl = e2eEnv().baseUrls[0];
+    const { token } = await user('e2e_ops_depth');
+    const pending = execute({ statement: 'select pg_sleep(30)' }, { token, baseUrl });
+    const id = await eventually(async () => {
+      const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+      return (list.json as { query_id: string; state: string }[]).find((q) => q.state === 'running')
+        ?.query_id;
+    });
+    const text = await scrape(baseUrl);
+    expect(sample(text, 'sluice_queue_jobs', { state: 'active' })).toBeGreaterThanOrEqual(1);
+    await request(undefined, { method: 'DELETE', path: `/v1/queries/${id}`, token });
+    expect((await pending).status).toBe(409);
+  });
+});
+
+describe('application_name', () => {
+  // lifecycle.e2e-spec.ts relies on the same to watch cancels reach PostgreSQL.
+  it('carries the query id into pg_stat_activity while the statement runs', async () => {
+    const { token } = await user('e2e_ops_appname');
+    const pending = execute({ statement: 'select pg_sleep(30)' }, { token });
+    const id = await eventually(async () => {
+      const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+      return (list.json as { query_id: string; state: string }[]).find((q) => q.state === 'running')
+        ?.query_id;
+    });
+    await eventually(async () => ((await backendsOf(id)) === 1 ? true : undefined));
+    await request(undefined, { method: 'DELETE', path: `/v1/queries/${id}`, token });
+    expect((await pending).status).toBe(409);
+    await eventually(async () => ((await backendsOf(id)) === 0 ? true : undefined));
+  });
+});
+
+describe('queue dashboard', () => {
+  it('refuses an anonymous request with 401 and a Basic challenge a browser can answer', async () => {
+    const res = await request(undefined, { method: 'GET', path: '/admin/queues' });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toMatch(/^Basic realm=/);
+    expect(res.json).toEqual({
+      status: { reason: 'missing Authorization header', sql_state: '28000', vendor_code: -300 },
+    });
+    const api = await request(undefined, { method: 'GET', path: '/admin/queues/api/queues' });
+    expect(api.status).toBe(401);
+  });
+
+  it('refuses a wrong password and a forged token with 401', async () => {
+    // Not the admin: failed logins count towards a lockout.
+    const { username } = await user('e2e_ops_wrong');
+    const wrong = await request(undefined, {
+      method: 'GET',
+      path: '/admin/queues',
+      headers: { authorization: basic(username, 'not-the-password') },
+    });
+    expect(wrong.status).toBe(401);
+    expect(wrong.json.status.vendor_code).toBe(-304);
+    const forged = await request(undefined, {
+      method: 'GET',
+      path: '/admin/queues',
+      token: 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJlMmVfYWRtaW4ifQ.c2lnbmF0dXJl',
+    });
+    expect(forged.status).toBe(401);
+    expect(forged.json.status.vendor_code).toBe(-301);
+  });
+
+  it('refuses a user who is not an administrator with 403, by token and by password', async () => {
+    const { token, username } = await user('e2e_ops_plain');
+    for (const headers of [
+      { authorization: `Bearer ${token}` },
+      { authorization: basic(username, `pw-${username}`) },
+    ]) {
+      for (const path of ['/admin/queues', '/admin/queues/api/queues']) {
+        const res = await request(undefined, { method: 'GET', path, headers });
+        expect(res.status).toBe(403);
+        expect(res.json.status).toMatchObject({ sql_state: '42501', vendor_code: -700 });
+      }
+    }
+  });
+
+  it('shows an administrator the dashboard (cluster), or says standalone mode has none', async () => {
+    const { mode, adminUser, adminPassword } = e2eEnv();
+    for (const headers of [
+      { authorization: `Bearer ${await login()}` },
+      { authorization: basic(adminUser, adminPassword) },
+    ]) {
+      const res = await request(undefined, { method: 'GET', path: '/admin/queues', headers });
+      if (mode === 'cluster') {
+        expect(res.status).toBe(200);
+        expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+        expect(res.text).toContain('<title>Sluice queue</title>');
+      } else {
+        expect(res.status).toBe(404);
+        expect(res.json.status.vendor_code).toBe(-104);
+        expect(res.json.status.reason).toMatch(/standalone mode/);
+      }
+    }
+  });
+
+  it('never shows the values of bind parameters in job data', async () => {
+    const secret = `s3cret-${randomBytes(4).toString('hex')}`;
+    const baseUrl = e2eEnv().baseUrls[0];
+    const res = await execute(
+      { statement: 'select {v}::text as v, {n} as n', params: { v: secret, n: 7 } },
+      { baseUrl },
+    );
+    expect(res.status).toBe(200);
+    const id = res.json.query_id as string;
+    const path = '/admin/queues/api/queues?activeQueue=execute&status=completed&page=1';
+    const token = await login();
+    if (e2eEnv().mode === 'standalone') {
+      const none = await request(undefined, { method: 'GET', path, token, baseUrl });
+      expect(none.status).toBe(404);
+      return;
+    }
+    const listed = await eventually(async () => {
+      const got = await request(undefined, { method: 'GET', path, token, baseUrl });
+      expect(got.status).toBe(200);
+      const jobs = got.json.queues[0].jobs as { id: string }[];
+      return jobs.some((j) => j.id === id) ? got : undefined;
+    });
+    const job = (
+      listed.json.queues[0].jobs as { id: string; data: Record<string, unknown> }[]
+    ).find((j) => j.id === id)!;
+    expect(job.data.values).toEqual(['[redacted]', '[redacted]']);
+    expect(job.data.text).toBe('select $1::text as v, $2 as n');
+    expect(listed.text).not.toContain(secret);
+    const one = await request(undefined, {
+      method: 'GET',
+      path: `/admin/queues/api/queues/execute/${id}`,
+      token,
+      baseUrl,
+    });
+    expect(one.status).toBe(200);
+    expect(one.text).not.toContain(secret);
+    // Read-only: the dashboard can neither run a statement again nor queue a new one.
+    for (const [method, action, body] of [
+      ['PUT', `${id}/retry`, undefined],
+      ['PUT', `${id}/clean`, undefined],
+      ['POST', 'add', { name: 'execute', data: { text: 'select 1' } }],
+    ] as const) {
+      const refused = await request(body, {
+        method,
+        path: `/admin/queues/api/queues/execute/${action}`,
+        token,
+        baseUrl,
+      });
+      expect(refused.status).toBe(405);
+    }
+  });
+});
+
+describe('OpenAPI', () => {
+  const mediaTypes = [
+    'application/json',
+    'application/stream+json',
+    'text/csv',
+    'application/parquet',
+    'application/vnd.apache.arrow.stream',
+  ];
+
+  it('describes the error envelope on every error response, and every status code of execute', async () => {
+    const res = await request(undefined, { method: 'GET', path: '/openapi.json' });
+    expect(res.status).toBe(200);
+    const doc = res.json;
+    expect(doc.components.schemas.ErrorEnvelope).toMatchObject({
+      required: ['status'],
+      properties: { query_id: { type: 'string' }, status: { $ref: '#/components/schemas/Status' } },
+    });
+    expect(Object.keys(doc.components.schemas.Status.properties)).toEqual(
+      expect.arrayContaining(['reason', 'sql_state', 'vendor_code']),
+    );
+    let errors = 0;
+    for (const [path, item] of Object.entries(doc.paths as Record<string, any>)) {
+      for (const [method, operation] of Object.entries(item as Record<string, any>)) {
+        const codes = Object.keys(operation.responses);
+        expect(codes).toEqual(expect.arrayContaining(['500', '503']));
+        if (operation.security?.length) expect(codes).toContain('401');
+        for (const code of codes.filter((c) => Number(c) >= 400)) {
+          const schema = operation.responses[code].content?.['application/json']?.schema;
+          const expected = path === '/health/ready' ? 'ReadinessReport' : 'ErrorEnvelope';
+          expect({ method, path, code, ref: schema?.$ref }).toEqual({
+            method,
+            path,
+            code,
+            ref: `#/components/schemas/${expected}`,
+          });
+          errors += 1;
+        }
+      }
+    }
+    expect(errors).toBeGreaterThan(50);
+    for (const path of ['/v1/execute', '/v1/execute/{database}']) {
+      for (const method of ['post', 'get']) {
+        const operation = doc.paths[path][method];
+        expect(Object.keys(operation.responses).sort()).toEqual(
+          expect.arrayContaining([
+            '200',
+            '400',
+            '401',
+            '403',
+            '406',
+            '409',
+            '413',
+            '415',
+            '429',
+            '500',
+            '503',
+            '504',
+          ]),
+        );
+        expect(operation.responses['201']).toBeUndefined();
+        expect(Object.keys(operation.responses['200'].content).sort()).toEqual(
+          [...mediaTypes].sort(),
+        );
+        expect(operation.responses['200'].content['application/json'].schema.$ref).toBe(
+          '#/components/schemas/ExecuteResult',
+        );
+        expect(operation.responses['200'].content['application/parquet'].schema.format).toBe(
+          'binary',
+        );
+      }
+    }
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/health/live', '/health/ready', '/metrics']),
+    );
+  });
+
+  it('serves the docs page', async () => {
+    const res = await request(undefined, { method: 'GET', path: '/docs' });
+    expect(res.status).toBe(200);
+    expect(res.text).toMatch(/swagger/i);
+  });
+});
+
+/**
+ * A cluster deployment of this spec's own — an api at info level, an api at debug level, a worker
+ * and a Redis server it may stop — with a fast heartbeat, so that readiness can be watched going
+ * down and up without disturbing the rest of the suite. Loopback only.
+ */
+describe('a deployment of its own', () => {
+  const DATABASE_URL = process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.1:5432/test';
+  const admin = {
+    user: `ops_admin_${randomBytes(3).toString('hex')}`,
+    password: randomBytes(9).toString('base64url'),
+  };
+  const processes: ServiceProcess[] = [];
+  const db = new Pool({ connectionString: DATABASE_URL, max: 1 });
+  let redisServer: ChildProcess | undefined;
+  let env: Record<string, string>;
+  let info: ServiceProcess;
+  let debug: ServiceProcess;
+  let worker: ServiceProcess | undefined;
+  const urls = { info: '', debug: '', worker: '' };
+
+  const loginTo = async (baseUrl: string): Promise<string> => {
+    const res = await fetch(`${baseUrl}/v1/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: admin.user, password: admin.password }),
+    });
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { access_token: string }).access_token;
+  };
+
+  const ready = async (baseUrl: string) => {
+    const res = await fetch(`${baseUrl}/health/ready`);
+    return { status: res.status, body: (await res.json()) as any };
+  };
+
+  beforeAll(async () => {
+    const redisPort = await freePort();
+    redisServer = spawn(
+      'redis-server',
+      ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
+    const probe = new Redis({ port: redisPort, lazyConnect: true, retryStrategy: () => 50 });
+    await eventually(async () =>
+      (await probe.ping().catch(() => '')) === 'PONG' ? true : undefined,
+    );
+    probe.disconnect();
+    env = {
+      DATABASE_URL,
+      REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+      SLUICE_JWT_SECRET: randomBytes(24).toString('hex'),
+      SLUICE_ADMIN_USER: admin.user,
+      SLUICE_ADMIN_PASSWORD: admin.password,
+      SLUICE_KEY_PREFIX: `ops-${randomBytes(3).toString('hex')}`,
+      SLUICE_WORKER_THREADS: '1',
+      SLUICE_WORKER_HEARTBEAT_MS: '300',
+      HOST: '127.0.0.1',
+    };
+    const [infoPort, debugPort] = [await freePort(), await freePort()];
+    info = startProcess('api', { ...env, PORT: String(infoPort), LOG_LEVEL: 'info' });
+    debug = startProcess('api', { ...env, PORT: String(debugPort), LOG_LEVEL: 'debug' });
+    processes.push(info, debug);
+    urls.info = `http://127.0.0.1:${infoPort}`;
+    urls.debug = `http://127.0.0.1:${debugPort}`;
+    await Promise.all([waitForApi(urls.info, info, 60_000), waitForApi(urls.debug, debug, 60_000)]);
+  });
+
+  afterAll(async () => {
+    await Promise.all(processes.map((p) => p.stop('SIGKILL')));
+    if (redisServer && redisServer.exitCode === null && redisServer.signalCode === null) {
+      const exited = once(redisServer, 'exit');
+      redisServer.kill('SIGKILL');
+      await exited;
+    }
+    await db.query('DELETE FROM sluice.users WHERE username = $1', [admin.user]);
+    await db.end();
+  });
+
+  it('is not ready while no worker has ever beaten, and says so', async () => {
+    const { status, body } = await ready(urls.info);
+    expect(status).toBe(503);
+    expect(body.status).toMatchObject({ sql_state: '57P03', vendor_code: -109 });
+    expect(body.status.reason).toMatch(/^not ready: workers: no worker seen in the last 900 ms/);
+    expect(body.checks.redis.ok).toBe(true);
+    expect(body.checks.database.ok).toBe(true);
+    expect(body.checks.workers.ok).toBe(false);
+  });
+
+  it('becomes ready once a worker beats; the worker serves its own readiness and metrics', async () => {
+    const metricsPort = await freePort();
+    worker = startProcess('worker', { ...env, SLUICE_WORKER_METRICS_PORT: String(metricsPort) });
+    processes.push(worker);
+    urls.worker = `http://127.0.0.1:${metricsPort}`;
+    await eventually(
+      async () => ((await ready(urls.info)).status === 200 ? true : undefined),
+      30_000,
+    );
+    const own = await eventually(async () => {
+      const got = await ready(urls.worker).catch(() => undefined);
+      return got?.status === 200 ? got : undefined;
+    }, 30_000);
+    expect(Object.keys(own.body.checks).sort()).toEqual(['database', 'heartbeat', 'pool', 'redis']);
+    expect(own.body.status.vendor_code).toBe(0);
+    const live = await fetch(`${urls.worker}/health/live`);
+    expect(live.status).toBe(200);
+    const missing = await fetch(`${urls.worker}/nope`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as any).status.vendor_code).toBe(-104);
+
+    const before = await scrape(urls.worker);
+    expect(sample(before, 'sluice_pool_threads')).toBe(1);
+    expect(sample(before, 'sluice_pool_capacity')).toBeGreaterThanOrEqual(1);
+    expect(sample(before, 'nodejs_eventloop_lag_p99_seconds')).toBeGreaterThanOrEqual(0);
+    const token = await loginTo(urls.info);
+    const res = await fetch(`${urls.info}/v1/execute`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ statement: 'select g from generate_series(1, 5) g' }),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    const after = await scrape(urls.worker);
+    expect(sample(after, 'sluice_pool_tasks_completed_total')).toBeGreaterThan(
+      sample(before, 'sluice_pool_tasks_completed_total'),
+    );
+    expect(sample(after, 'sluice_pool_utilization')).toBeGreaterThan(0);
+    expect(sample(after, 'sluice_queue_jobs', { state: 'completed' })).toBeGreaterThanOrEqual(1);
+  });
+
+  it('logs one JSON line per execute request, with no secret in it; the statement only at debug', async () => {
+    const secret = `param-${randomBytes(4).toString('hex')}`;
+    const body = { statement: 'select {v}::text as v, 1 as one', params: { v: secret } };
+    const credentials = basic(admin.user, admin.password);
+    const ids: Record<'info' | 'debug', string> = { info: '', debug: '' };
+    for (const which of ['info', 'debug'] as const) {
+      const res = await fetch(`${urls[which]}/v1/execute`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: credentials },
+        body: JSON.stringify(body),
+      });
+      expect(res.status).toBe(200);
+      ids[which] = ((await res.json()) as { query_id: string }).query_id;
+    }
+    const token = await loginTo(urls.info);
+    const lines = (proc: ServiceProcess) =>
+      proc
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, any>);
+    for (const which of ['info', 'debug'] as const) {
+      const proc = which === 'info' ? info : debug;
+      const line = await eventually(async () =>
+        Promise.resolve(lines(proc).find((l) => l.msg === 'execute' && l.query_id === ids[which])),
+      );
+      expect(line).toMatchObject({
+        level: 30,
+        query_id: ids[which],
+        user: admin.user,
+        database: 'test',
+        format: 'json',
+        outcome: 'succeeded',
+        http_status: 200,
+        rows: 1,
+        bytes: expect.any(Number),
+        duration_ms: expect.any(Number),
+      });
+      expect(
+        lines(proc).filter((l) => l.query_id === ids[which] && l.msg === 'execute'),
+      ).toHaveLength(1);
+      const output = proc.output();
+      for (const hidden of [secret, admin.password, credentials.slice(6), token]) {
+        expect(output).not.toContain(hidden);
+      }
+    }
+    expect(lines(info).some((l) => l.msg === 'execute statement')).toBe(false);
+    expect(info.output()).not.toContain('select {v}::text');
+    const statement = lines(debug).find(
+      (l) => l.msg === 'execute statement' && l.query_id === ids.debug,
+    );
+    expect(statement).toMatchObject({ level: 20, statement: body.statement });
+  });
+
+  it('is not ready as soon as its only worker stops', async () => {
+    await worker!.stop('SIGTERM');
+    const { body } = await eventually(async () => {
+      const got = await ready(urls.info);
+      return got.status === 503 ? got : undefined;
+    }, 5_000);
+    expect(body.checks.workers.ok).toBe(false);
+    expect(body.checks.redis.ok).toBe(true);
+  });
+
+  it('names Redis when it is down, and still answers in time', async () => {
+    const exited = once(redisServer!, 'exit');
+    redisServer!.kill('SIGKILL');
+    await exited;
+    const started = Date.now();
+    const { status, body } = await ready(urls.info);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(status).toBe(503);
+    expect(body.checks.redis.ok).toBe(false);
+    expect(body.status.reason).toMatch(/redis/);
+    expect(body.checks.database.ok).toBe(true);
+  });
+});
