@@ -3,7 +3,7 @@ import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'coverage/', '.data/', 'bench/**/*.mjs', '*.config.js', '*.config.mjs'] },
+  { ignores: ['dist/', '.dist-*/', 'node_modules/', 'coverage/', '.data/', 'test/artifacts/', 'bench/**/*.mjs', '*.config.js', '*.config.mjs'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -22,9 +22,13 @@ const processes: ServiceProcess[] = [];
 const db = new Pool({ connectionString: DATABASE_URL, max: 2 });
 
 async function startRedis(): Promise<void> {
-  redisServer = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
+  redisServer = spawn(
+    'redis-server',
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
   for (let i = 0; i < 100; i++) {
     const probe = new Redis({ port: redisPort, lazyConnect: true, retryStrategy: () => null });
     probe.on('error', () => undefined);
@@ -65,7 +69,10 @@ async function token(): Promise<string> {
 }
 
 /** POSTs a statement and resolves with status, body and whether the body arrived whole. */
-function execute(statement: string, bearer: string): Promise<{ status: number; body: string; complete: boolean }> {
+function execute(
+  statement: string,
+  bearer: string,
+): Promise<{ status: number; body: string; complete: boolean }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(`${baseUrl}/v1/execute`, {
       method: 'POST',
@@ -118,6 +125,7 @@ beforeAll(async () => {
     SLUICE_KEY_PREFIX: `faults-${randomBytes(3).toString('hex')}`,
     SLUICE_WORKER_THREADS: '1',
     SLUICE_PRODUCER_SILENCE_MS: '1000',
+    SLUICE_WORKER_METRICS_PORT: '0',
     PORT: String(port),
     HOST: '127.0.0.1',
   };
@@ -140,7 +148,9 @@ describe('fault tolerance', () => {
     const marker = `kill_worker_${randomBytes(3).toString('hex')}`;
     const pending = execute(`select pg_sleep(60), '${marker}'`, bearer);
     await until(async () => (await backends(marker)) === 1, 10_000);
-    const worker = processes.find((p) => p.child.spawnargs.join(' ').includes('worker') && p.child.exitCode === null)!;
+    const worker = processes.find(
+      (p) => p.child.spawnargs.join(' ').includes('worker') && p.child.exitCode === null,
+    )!;
     await worker.stop('SIGKILL');
     // PostgreSQL notices the dead client (client_connection_check_interval) and ends the statement.
     await until(async () => (await backends(marker)) === 0, 5_000);
@@ -149,7 +159,7 @@ describe('fault tolerance', () => {
     expect(res.status).toBe(503);
     expect(JSON.parse(res.body)).toMatchObject({ status: { vendor_code: -110 } });
     // The new worker takes new work but not the dead one's statement.
-    await until(async () => replacement.output().includes('ready'), 20_000);
+    await until(() => Promise.resolve(replacement.output().includes('ready')), 20_000);
     const after = await execute('select 1 as ok', bearer);
     expect(after.status).toBe(200);
     expect(await backends(marker)).toBe(0);
@@ -160,7 +170,9 @@ describe('fault tolerance', () => {
     const marker = `kill_api_${randomBytes(3).toString('hex')}`;
     void execute(`select pg_sleep(60), '${marker}'`, bearer).catch(() => undefined);
     await until(async () => (await backends(marker)) === 1, 10_000);
-    const api = processes.find((p) => p.child.spawnargs.join(' ').includes('/api/') && p.child.exitCode === null)!;
+    const api = processes.find(
+      (p) => p.child.spawnargs.join(' ').includes('/api/') && p.child.exitCode === null,
+    )!;
     await api.stop('SIGKILL');
     // The api's alive key expires within 6 s; the worker then cancels the statement.
     const took = await until(async () => (await backends(marker)) === 0, 15_000);
@@ -203,7 +215,9 @@ describe('fault tolerance', () => {
 
   it('stops the api cleanly on SIGTERM after finishing the response in flight', async () => {
     const bearer = await token();
-    const api = processes.find((p) => p.child.spawnargs.join(' ').includes('/api/') && p.child.exitCode === null)!;
+    const api = processes.find(
+      (p) => p.child.spawnargs.join(' ').includes('/api/') && p.child.exitCode === null,
+    )!;
     const pending = execute('select pg_sleep(1.5), 7 as seven', bearer);
     await new Promise((r) => setTimeout(r, 500));
     const stopping = api.stop('SIGTERM');

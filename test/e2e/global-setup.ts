@@ -32,7 +32,7 @@ export default async function globalSetup(): Promise<void> {
     capacity: 4,
     redisUrl: REDIS_URL,
     keyPrefix: `sluice-e2e-${randomBytes(4).toString('hex')}`,
-    adminUser: 'e2e_admin',
+    adminUser: `e2e_admin_${randomBytes(3).toString('hex')}`,
     adminPassword: randomBytes(12).toString('base64url'),
   };
   const common = {
@@ -63,8 +63,8 @@ export default async function globalSetup(): Promise<void> {
     processes = [
       startProcess('api', cluster),
       startProcess('api', { ...cluster, PORT: String(port2) }),
-      startProcess('worker', cluster),
-      startProcess('worker', cluster),
+      startProcess('worker', { ...cluster, SLUICE_WORKER_METRICS_PORT: String(await freePort()) }),
+      startProcess('worker', { ...cluster, SLUICE_WORKER_METRICS_PORT: String(await freePort()) }),
     ];
     env = {
       ...base,

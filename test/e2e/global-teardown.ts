@@ -1,8 +1,9 @@
 import Redis from 'ioredis';
 import { rmSync } from 'node:fs';
+import { Client } from 'pg';
 import { E2eEnvironment } from './support/service';
 
-/** Stops the processes and removes every Redis key of this run. */
+/** Stops the processes and removes every Redis key and the admin user of this run. */
 export default async function globalTeardown(): Promise<void> {
   const state = globalThis.__SLUICE_E2E__;
   if (state) await Promise.all(state.processes.map((p) => p.stop()));
@@ -10,6 +11,14 @@ export default async function globalTeardown(): Promise<void> {
   const raw = process.env.SLUICE_E2E;
   if (!raw) return;
   const env = JSON.parse(raw) as E2eEnvironment;
+  if (env.mode === 'cluster') {
+    const db = new Client({ connectionString: env.databaseUrl });
+    await db.connect();
+    await db
+      .query('DELETE FROM sluice.users WHERE username = $1', [env.adminUser])
+      .catch(() => undefined);
+    await db.end();
+  }
   const redis = new Redis(env.redisUrl);
   try {
     for (const pattern of [`${env.keyPrefix}:*`, `{${env.keyPrefix}}:*`]) {

@@ -1,13 +1,18 @@
 import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { ConfigModule, SluiceConfig } from '@app/config';
+import { AdminModule } from './admin/admin.module';
 import { AuthModule } from './auth/auth.module';
 import { ExecuteModule } from './execute/execute.module';
+import { HealthModule } from './health/health.module';
 import { InfoController } from './health/info.controller';
 import { EnvelopeFilter } from './http/envelope.filter';
 import { VALIDATION_OPTIONS } from './http/validation';
 import { InfraModule } from './infra/infra.module';
+import { LoggingModule } from './logging/logging.module';
+import { MetricsModule } from './metrics/metrics.module';
 import { QueriesModule } from './queries/queries.module';
+import { UsersModule } from './users/users.module';
 
 /** The HTTP api: authenticates, validates, queues, and streams results back. */
 @Module({})
@@ -21,6 +26,11 @@ export class AppModule {
         AuthModule,
         ExecuteModule,
         QueriesModule,
+        UsersModule,
+        LoggingModule.forRoot(config),
+        HealthModule,
+        MetricsModule,
+        AdminModule,
       ],
       controllers: [InfoController],
       providers: [

@@ -13,6 +13,9 @@ import {
 import { AppModule } from './app.module';
 import { optionsFromQuery } from './execute/query-options';
 import { toEnvelope } from './http/error.envelope';
+import { describeWire } from './http/openapi.document';
+import { clientErrorHandler, installRequestChecks } from './http/request.checks';
+import { apiLogger } from './logging/log.options';
 import { banner, prepareStandalone } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
 
@@ -36,17 +39,20 @@ async function bootstrap(): Promise<void> {
   const adapter = new FastifyAdapter({
     bodyLimit: settings.maxBodyBytes,
     return503OnClosing: true,
+    // Requests Node's parser refuses (bad framing, huge headers) are answered in the envelope.
+    clientErrorHandler,
   });
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(settings),
     adapter,
-    {
-      logger: ['log', 'warn', 'error', 'fatal'],
-    },
+    // JSON lines (pino) at LOG_LEVEL, secrets redacted.
+    { logger: apiLogger(settings) },
   );
   // Nest registers its body parsers in init(): replace them after.
   await app.init();
   const fastify = app.getHttpAdapter().getInstance();
+  // Bodies must be UTF-8 and JSON no deeper than SLUICE_MAX_JSON_DEPTH, checked before parsing.
+  installRequestChecks(fastify, settings);
   // text/plain: the body is the statement, the options come in the query string.
   fastify.removeContentTypeParser(['text/plain', 'application/x-www-form-urlencoded']);
   fastify.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
@@ -63,32 +69,37 @@ async function bootstrap(): Promise<void> {
     void reply.code(httpStatus).headers(headers).send(body);
   });
 
-  const document = SwaggerModule.createDocument(
-    app,
-    new DocumentBuilder()
-      .setTitle('Sluice')
-      .setDescription('SQL over HTTP for PostgreSQL: POST /v1/execute runs one statement.')
-      .setVersion(VERSION)
-      .addBearerAuth()
-      .addBasicAuth()
-      .build(),
+  const document = describeWire(
+    SwaggerModule.createDocument(
+      app,
+      new DocumentBuilder()
+        .setTitle('Sluice')
+        .setDescription('SQL over HTTP for PostgreSQL: POST /v1/execute runs one statement.')
+        .setVersion(VERSION)
+        .addBearerAuth()
+        .addBasicAuth()
+        .build(),
+    ),
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json' });
 
-  if (isStandalone(settings)) {
-    // The embedded PostgreSQL must outlive the pools that Nest closes: stop it after app.close().
-    const stop = (signal: NodeJS.Signals) => {
-      void (async () => {
-        await app.close();
-        await prepared.embedded?.stop();
-        process.kill(process.pid, signal);
-      })();
-    };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
-  } else {
-    app.enableShutdownHooks();
-  }
+  // SIGTERM: stop taking requests and finish the responses in flight (within the grace period),
+  // then close the modules; the embedded PostgreSQL of standalone mode must outlive their pools.
+  const stop = (signal: NodeJS.Signals) => {
+    void (async () => {
+      const force = setTimeout(
+        () => fastify.server.closeAllConnections(),
+        settings.shutdownGraceMs,
+      );
+      await fastify.close().catch(() => undefined);
+      clearTimeout(force);
+      await app.close();
+      await prepared.embedded?.stop();
+      process.kill(process.pid, signal);
+    })();
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
   await app.listen(settings.port, settings.host);
   const shown = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
   const address = fastify.server.address();

@@ -28,7 +28,22 @@ export interface SluiceConfig {
   producerSilenceMs: number;
   maxBodyBytes: number;
   jobRetentionSeconds: number;
+  /** A token can be refreshed until this long after the login that began its session. */
+  jwtRefreshWindowSeconds: number;
+  /** Failed logins per user name, and per client address (0: no limit), within the lockout. */
+  loginMaxFailures: number;
+  loginMaxFailuresPerAddress: number;
+  loginLockoutSeconds: number;
+  /** Request limits enforced before anything is queued. */
+  maxStatementLength: number;
+  maxParams: number;
+  maxParamBytes: number;
+  maxJsonDepth: number;
   logLevel: string;
+  /** Worker: HTTP port for /metrics and /health/ready (0: none). */
+  workerMetricsPort: number;
+  /** How often a worker writes its heartbeat (ms); the api counts it lost after three missed. */
+  workerHeartbeatMs: number;
   /** Standalone mode: where the embedded PostgreSQL and generated secrets are kept. */
   dataDir: string;
   embeddedPgPort: number;
@@ -133,7 +148,17 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 10_000, 100, 3_600_000),
     maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),
+    jwtRefreshWindowSeconds: int(env, 'SLUICE_JWT_REFRESH_WINDOW_SECONDS', 86400, 60, 365 * 86400),
+    loginMaxFailures: int(env, 'SLUICE_LOGIN_MAX_FAILURES', 5, 1, 1_000_000),
+    loginMaxFailuresPerAddress: int(env, 'SLUICE_LOGIN_MAX_FAILURES_PER_ADDRESS', 30, 0, 1_000_000),
+    loginLockoutSeconds: int(env, 'SLUICE_LOGIN_LOCKOUT_SECONDS', 60, 1, 86400),
+    maxStatementLength: int(env, 'SLUICE_MAX_STATEMENT_LENGTH', 256 * 1024, 16, 64 * 1024 * 1024),
+    maxParams: int(env, 'SLUICE_MAX_PARAMS', 1000, 0, 65535),
+    maxParamBytes: int(env, 'SLUICE_MAX_PARAM_BYTES', 256 * 1024, 1, 1024 * 1024 * 1024),
+    maxJsonDepth: int(env, 'SLUICE_MAX_JSON_DEPTH', 64, 4, 1000),
     logLevel,
+    workerMetricsPort: int(env, 'SLUICE_WORKER_METRICS_PORT', 9464, 0, 65535),
+    workerHeartbeatMs: int(env, 'SLUICE_WORKER_HEARTBEAT_MS', 5000, 100, 60_000),
     dataDir: str(env, 'SLUICE_DATA_DIR') ?? '.data',
     embeddedPgPort: int(env, 'SLUICE_EMBEDDED_PG_PORT', 54329, 1, 65535),
     statementTimeoutMs: int(env, 'SLUICE_STATEMENT_TIMEOUT_MS', 300_000, 0, 86_400_000),

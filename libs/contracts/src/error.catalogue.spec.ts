@@ -17,6 +17,7 @@ describe('pgErrorKind', () => {
     ['57014', 'CANCELLED'],
     ['57P01', 'DB_UNAVAILABLE'],
     ['08006', 'DB_UNAVAILABLE'],
+    ['08P01', 'DB_ERROR'],
     ['22012', 'DATA_ERROR'],
     ['23505', 'CONSTRAINT'],
     ['40P01', 'CONFLICT'],

@@ -34,7 +34,28 @@ export const ERROR_CATALOGUE = {
   },
   TOKEN_INVALID: { http: 401, sqlState: '28000', vendorCode: -301, reason: 'invalid token' },
   TOKEN_EXPIRED: { http: 401, sqlState: '28000', vendorCode: -302, reason: 'token expired' },
+  TOKEN_REVOKED: { http: 401, sqlState: '28000', vendorCode: -303, reason: 'token revoked' },
   BAD_CREDENTIALS: { http: 401, sqlState: '28P01', vendorCode: -304, reason: 'bad credentials' },
+  TOO_MANY_ATTEMPTS: {
+    http: 429,
+    sqlState: '08004',
+    vendorCode: -305,
+    reason: 'too many failed logins',
+  },
+  UNKNOWN_ROLE: { http: 400, sqlState: '42704', vendorCode: -310, reason: 'unknown role' },
+  USER_EXISTS: { http: 409, sqlState: '42710', vendorCode: -311, reason: 'user already exists' },
+  ROLE_CHANGE: {
+    http: 403,
+    sqlState: '42501',
+    vendorCode: -702,
+    reason: 'a statement may not change its role',
+  },
+  LIMIT_EXCEEDED: {
+    http: 413,
+    sqlState: '54000',
+    vendorCode: -111,
+    reason: 'request over a configured limit',
+  },
   FORBIDDEN: { http: 403, sqlState: '42501', vendorCode: -700, reason: 'permission denied' },
   QUEUE_FULL: { http: 429, sqlState: '53000', vendorCode: -108, reason: 'too many queries' },
   CANCELLED: { http: 409, sqlState: '57014', vendorCode: -900, reason: 'query cancelled' },
@@ -121,6 +142,8 @@ export function pgErrorKind(sqlState: string | undefined): ErrorCode {
     case '57P03':
       return 'DB_UNAVAILABLE';
   }
+  // A protocol violation the server reports is caused by the request (e.g. `$1` with no value).
+  if (sqlState === '08P01') return 'DB_ERROR';
   switch (sqlState.slice(0, 2)) {
     case '08':
     case '53':
@@ -158,4 +181,14 @@ export function httpStatusOf(status: Status): number {
     if (entry.vendorCode === status.vendor_code) return entry.http;
   }
   return status.vendor_code === 0 ? 200 : 500;
+}
+
+/** The status object of a catalogue entry, with its own reason or the given one. */
+export function statusOf(code: ErrorCode, reason?: string): Status {
+  const entry: CatalogueEntry = ERROR_CATALOGUE[code];
+  return {
+    reason: reason ?? entry.reason,
+    sql_state: entry.sqlState,
+    vendor_code: entry.vendorCode,
+  };
 }

@@ -6,3 +6,4 @@ export * from './media-types';
 export * from './execute-request.dto';
 export * from './login.dto';
 export * from './query.info';
+export * from './user.dto';

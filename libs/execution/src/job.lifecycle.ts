@@ -1,4 +1,11 @@
-import { ERROR_CATALOGUE, ExecuteJobData, QueryState, ResultRecord, Status } from '@app/contracts';
+import {
+  ERROR_CATALOGUE,
+  ExecuteJobData,
+  QueryState,
+  ResultRecord,
+  Status,
+  statusOf,
+} from '@app/contracts';
 import { QueryRegistry } from '@app/transport';
 import { ExecutionOutcome } from './tasks/query.runner';
 
@@ -7,11 +14,6 @@ export function finalState(status: Status): QueryState {
   if (status.vendor_code === 0) return 'succeeded';
   if (status.vendor_code === ERROR_CATALOGUE.CANCELLED.vendorCode) return 'cancelled';
   return 'failed';
-}
-
-function catalogueStatus(code: keyof typeof ERROR_CATALOGUE, reason: string): Status {
-  const entry = ERROR_CATALOGUE[code];
-  return { reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
 }
 
 /**
@@ -24,7 +26,7 @@ export class JobLifecycle {
   /** False (and the query is ended) when the job waited past its latest start. */
   async start(job: ExecuteJobData, end: (record: ResultRecord) => Promise<void>): Promise<boolean> {
     if (job.startBy !== undefined && Date.now() > job.startBy) {
-      const status = catalogueStatus('TIME_LIMIT', 'query waited too long in the queue');
+      const status = statusOf('TIME_LIMIT', 'query waited too long in the queue');
       await end({ kind: 'error', status });
       await this.ended(job, status);
       return false;
@@ -41,7 +43,7 @@ export class JobLifecycle {
 
   /** The pool itself failed: end the stream so that the client learns, and record it. */
   async crashed(job: ExecuteJobData, end: (record: ResultRecord) => Promise<void>): Promise<void> {
-    const status = catalogueStatus('INTERNAL', ERROR_CATALOGUE.INTERNAL.reason);
+    const status = statusOf('INTERNAL');
     await end({ kind: 'error', status }).catch(() => undefined);
     await this.ended(job, status);
   }

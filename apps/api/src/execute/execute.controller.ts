@@ -46,7 +46,11 @@ function clientGone(reply: FastifyReply): AbortSignal {
 }
 
 /** The request headers that shape the response. */
-function responseOptions(headers: IncomingHttpHeaders, reply: FastifyReply, database?: string): ResponseOptions {
+function responseOptions(
+  headers: IncomingHttpHeaders,
+  reply: FastifyReply,
+  database?: string,
+): ResponseOptions {
   return {
     signal: clientGone(reply),
     accept: headers.accept,
@@ -133,7 +137,10 @@ export class ExecuteController {
     @Headers() headers: IncomingHttpHeaders,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    return send(reply, await this.executions.execute(request, user, responseOptions(headers, reply)));
+    return send(
+      reply,
+      await this.executions.execute(request, user, responseOptions(headers, reply)),
+    );
   }
 
   @Get(':database')

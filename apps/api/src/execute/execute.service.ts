@@ -2,7 +2,6 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import {
-  ERROR_CATALOGUE,
   ExecuteJobData,
   ExecuteRequestDto,
   MEDIA_TYPES,
@@ -11,12 +10,14 @@ import {
   SluiceError,
   Status,
   httpStatusOf,
+  statusOf,
 } from '@app/contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
 import { InvalidParameterError, MissingParameterError, bindPlaceholders } from '@app/sql';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { JobQueue, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
+import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
 import { ExecutionTracker } from './execution.tracker';
@@ -27,16 +28,6 @@ const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
 
 /** The client left before its response started. */
 class ClientGoneError extends Error {}
-
-function cancelledStatus(reason: string): Status {
-  const entry = ERROR_CATALOGUE.CANCELLED;
-  return { reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
-}
-
-function unavailableStatus(): Status {
-  const entry = ERROR_CATALOGUE.UNAVAILABLE;
-  return { reason: 'result channel unavailable', sql_state: entry.sqlState, vendor_code: entry.vendorCode };
-}
 
 /** How the client asked for the response. */
 export interface ResponseOptions extends CompressionHeaders {
@@ -68,6 +59,7 @@ export class ExecuteService {
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    private readonly policy: ExecutePolicyService,
   ) {}
 
   async execute(
@@ -90,6 +82,8 @@ export class ExecuteService {
       );
     }
     const encoding = negotiateEncoding(options);
+    // Limits, role changes and CONNECT on the database: refused before anything is queued.
+    await this.policy.check(request, user);
     const bound = this.bind(request);
     const queryId = randomUUID();
     const now = Date.now();
@@ -136,12 +130,22 @@ export class ExecuteService {
       await tracker.end(error.toStatus());
       throw error;
     }
+    // The status line goes out with the first byte of the body: until then, an error is still
+    // answered with the envelope and its own HTTP code.
+    const early: ResultRecord[] = [];
     let first: ResultRecord;
     try {
       first = await this.firstRecord(job, reader, options.signal);
+      while ((first.kind === 'head' || first.kind === 'data') && first.bytes.length === 0) {
+        early.push(first);
+        first = await this.firstRecord(job, reader, options.signal);
+      }
     } catch (err) {
       await reader.close().catch(() => undefined);
-      const status = err instanceof ClientGoneError ? cancelledStatus('client went away') : unavailableStatus();
+      const status =
+        err instanceof ClientGoneError
+          ? statusOf('CANCELLED', 'client went away')
+          : statusOf('UNAVAILABLE', 'result channel unavailable');
       if (!(err instanceof ClientGoneError)) {
         this.logger.error(`query ${queryId}: result channel failed: ${(err as Error).message}`);
       }
@@ -157,8 +161,10 @@ export class ExecuteService {
     return {
       queryId,
       contentEncoding: encoding?.name,
-      contentType: TEXT_FORMATS.has(format) ? `${MEDIA_TYPES[format]}; charset=utf-8` : MEDIA_TYPES[format],
-      body: Readable.from(this.body(first, reader, tracker), { objectMode: false }),
+      contentType: TEXT_FORMATS.has(format)
+        ? `${MEDIA_TYPES[format]}; charset=utf-8`
+        : MEDIA_TYPES[format],
+      body: Readable.from(this.body([...early, first], reader, tracker), { objectMode: false }),
     };
   }
 
@@ -166,7 +172,12 @@ export class ExecuteService {
   private async admit(username: string, queryId: string): Promise<number> {
     const retryAfter = { 'Retry-After': '1' };
     if ((await this.queue.waitingCount()) >= this.config.maxQueued) {
-      throw new SluiceError('QUEUE_FULL', 'the query queue is full; retry later', undefined, retryAfter);
+      throw new SluiceError(
+        'QUEUE_FULL',
+        'the query queue is full; retry later',
+        undefined,
+        retryAfter,
+      );
     }
     const before = await this.registry.admit(username, queryId, this.config.maxActivePerUser);
     if (before === undefined) {
@@ -188,7 +199,11 @@ export class ExecuteService {
   }
 
   /** Waits for the first record; a client that leaves meanwhile cancels the query. */
-  private async firstRecord(job: ExecuteJobData, reader: ResultReader, signal?: AbortSignal): Promise<ResultRecord> {
+  private async firstRecord(
+    job: ExecuteJobData,
+    reader: ResultReader,
+    signal?: AbortSignal,
+  ): Promise<ResultRecord> {
     if (!signal) return reader.next();
     const gone = new Promise<never>((_, reject) => {
       const onAbort = () => reject(new ClientGoneError());
@@ -229,8 +244,13 @@ export class ExecuteService {
   }
 
   /** Yields the body bytes record by record; a failure the format cannot carry aborts it. */
-  private async *body(first: ResultRecord, reader: ResultReader, tracker: ExecutionTracker): AsyncGenerator<Buffer> {
-    let record = first;
+  private async *body(
+    first: ResultRecord[],
+    reader: ResultReader,
+    tracker: ExecutionTracker,
+  ): AsyncGenerator<Buffer> {
+    const already = first.slice(1);
+    let record = first[0];
     let finished = false;
     try {
       for (;;) {
@@ -251,13 +271,13 @@ export class ExecuteService {
             finished = true;
             throw new Error(`query failed mid-stream: ${record.status.reason}`);
         }
-        record = await reader.next();
+        record = already.shift() ?? (await reader.next());
       }
     } finally {
       // Reached when the client went away, too: stop the producer.
       if (!finished) {
         await reader.cancel().catch(() => undefined);
-        await tracker.end(cancelledStatus('client went away'));
+        await tracker.end(statusOf('CANCELLED', 'client went away'));
       }
       await reader.close().catch(() => undefined);
     }
@@ -271,9 +291,10 @@ export class ExecuteService {
       if (state === 'queued') {
         if (job.startBy === undefined || Date.now() <= job.startBy) return undefined;
         if (await this.queue.removeQueued(job.queryId)) {
-          const entry = ERROR_CATALOGUE.TIME_LIMIT;
-          const status = { reason: 'query waited too long in the queue', sql_state: entry.sqlState, vendor_code: entry.vendorCode };
-          return { kind: 'error', status };
+          return {
+            kind: 'error',
+            status: statusOf('TIME_LIMIT', 'query waited too long in the queue'),
+          };
         }
         return undefined;
       }
@@ -283,9 +304,10 @@ export class ExecuteService {
         endedOnce = true;
         return undefined;
       }
-      const entry = ERROR_CATALOGUE.WORKER_LOST;
-      this.logger.warn(`query ${job.queryId}: job is ${state} but its stream ended without a status`);
-      return { kind: 'error', status: { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode } };
+      this.logger.warn(
+        `query ${job.queryId}: job is ${state} but its stream ended without a status`,
+      );
+      return { kind: 'error', status: statusOf('WORKER_LOST') };
     };
   }
 }

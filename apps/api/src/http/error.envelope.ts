@@ -73,14 +73,25 @@ function fastifyError(err: {
 
 const logger = new Logger('Errors');
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03']);
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+]);
 
 /** PostgreSQL (the metadata database) cannot be reached: SQLSTATE class 08 and its kin. */
 function isDatabaseDown(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08'))) return true;
+  if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08')))
+    return true;
   const message = err instanceof Error ? err.message : '';
-  return /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/.test(message);
+  return /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/.test(
+    message,
+  );
 }
 
 /** Maps anything thrown while handling a request to the envelope; internals are logged only. */

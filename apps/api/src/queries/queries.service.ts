@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ERROR_CATALOGUE, FINAL_STATES, QueryInfo, SluiceError, Status } from '@app/contracts';
+import { FINAL_STATES, QueryInfo, SluiceError, statusOf } from '@app/contracts';
 import { JobQueue, QueryRecord, QueryRegistry, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
@@ -29,7 +29,7 @@ export class QueriesService {
   async cancel(queryId: string, user: AuthUser): Promise<QueryInfo> {
     const record = await this.visible(queryId, user);
     if (FINAL_STATES.includes(record.state)) return this.info(record);
-    const status = cancelledStatus(`cancelled by ${user.username}`);
+    const status = statusOf('CANCELLED', `cancelled by ${user.username}`);
     if (await this.queue.removeQueued(queryId)) {
       // Nobody will run it: end its channel so that the waiting client gets the status.
       await this.results.abort(queryId, { kind: 'error', status });
@@ -71,9 +71,4 @@ export class QueriesService {
       status: record.status ?? null,
     };
   }
-}
-
-function cancelledStatus(reason: string): Status {
-  const entry = ERROR_CATALOGUE.CANCELLED;
-  return { reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
 }

@@ -37,14 +37,20 @@ export async function prepareStandalone(config: SluiceConfig): Promise<PreparedS
 /** What `npm start` prints: where it serves, how to log in, and a query to paste. */
 export function banner(prepared: PreparedSettings, url: string): string {
   const { config, embedded, generatedPassword } = prepared;
-  const login = JSON.stringify({ username: config.adminUser, password: config.adminPassword });
+  // A password the operator chose is never echoed: only one generated here is shown.
+  const login = generatedPassword
+    ? JSON.stringify({ username: config.adminUser, password: config.adminPassword })
+    : `{"username":${JSON.stringify(config.adminUser)},"password":"'"$SLUICE_ADMIN_PASSWORD"'"}`;
+  const shownPassword = generatedPassword
+    ? `${config.adminPassword}  (generated, kept in ${config.dataDir}/standalone.json)`
+    : '(as set in SLUICE_ADMIN_PASSWORD)';
   const statement = embedded
     ? 'select name, country, population from demo.cities order by population desc limit 5'
     : 'select * from generate_series(1, 10) g';
   return [
     '',
     `Sluice is serving on ${url}  (standalone: in-process queue${embedded ? ', embedded PostgreSQL' : ''})`,
-    `  admin user: ${config.adminUser}   password: ${config.adminPassword}${generatedPassword ? '  (generated, kept in ' + config.dataDir + '/standalone.json)' : ''}`,
+    `  admin user: ${config.adminUser}   password: ${shownPassword}`,
     '',
     '  Try it:',
     `    TOKEN=$(curl -s ${url}/v1/login -H 'content-type: application/json' -d '${login}' | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`,

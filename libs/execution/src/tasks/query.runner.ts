@@ -1,11 +1,11 @@
 import type { PoolClient } from 'pg';
 import {
-  ERROR_CATALOGUE,
   ExecuteJobData,
   SluiceError,
   Status,
   okStatus,
   pgErrorStatus,
+  statusOf,
 } from '@app/contracts';
 import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
 import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
@@ -54,12 +54,10 @@ function isPgError(err: unknown): err is PgError {
 }
 
 function stopStatus(reason: StopReason): Status {
-  const entry = reason === 'timeout' ? ERROR_CATALOGUE.TIME_LIMIT : ERROR_CATALOGUE.CANCELLED;
-  return {
-    reason: new ProducerStoppedError(reason).message,
-    sql_state: entry.sqlState,
-    vendor_code: entry.vendorCode,
-  };
+  return statusOf(
+    reason === 'timeout' ? 'TIME_LIMIT' : 'CANCELLED',
+    new ProducerStoppedError(reason).message,
+  );
 }
 
 /** The status a failure is reported with; internals never reach the client. */
@@ -77,15 +75,9 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
     code === 'ETIMEDOUT' ||
     code === 'ENOTFOUND'
   ) {
-    const entry = ERROR_CATALOGUE.DB_UNAVAILABLE;
-    return {
-      reason: 'database unavailable',
-      sql_state: entry.sqlState,
-      vendor_code: entry.vendorCode,
-    };
+    return statusOf('DB_UNAVAILABLE', 'database unavailable');
   }
-  const entry = ERROR_CATALOGUE.INTERNAL;
-  return { reason: entry.reason, sql_state: entry.sqlState, vendor_code: entry.vendorCode };
+  return statusOf('INTERNAL');
 }
 
 /**
@@ -101,6 +93,7 @@ export class QueryRunner {
   async run(job: ExecuteJobData, writer: ResultWriter): Promise<ExecutionOutcome> {
     let client: PoolClient | undefined;
     let cursor: TextCursor | undefined;
+    let prefetch: Promise<TextRow[]> | undefined;
     let encoder: ResultEncoder | undefined;
     let inTransaction = false;
     let broken = false;
@@ -161,14 +154,20 @@ export class QueryRunner {
       let truncated = false;
       while (batch.length > 0) {
         rows += batch.length;
+        // At max_rows, one more row tells whether the cap cut the result.
+        const capped = limit !== undefined && rows >= limit;
+        const want = capped ? 1 : limit === undefined ? fetch : Math.min(fetch, limit - rows);
+        // PostgreSQL produces the next batch while this one is encoded and written.
+        prefetch = read(cursor, want);
+        prefetch.catch(() => undefined);
         await body.data(batch.length, encoder.rows(batch));
-        if (limit !== undefined && rows >= limit) {
-          // One more row tells whether max_rows cut the result.
-          truncated = (await read(cursor, 1)).length > 0;
+        const next = await prefetch;
+        prefetch = undefined;
+        if (capped) {
+          truncated = next.length > 0;
           break;
         }
-        const want = limit === undefined ? fetch : Math.min(fetch, limit - rows);
-        batch = await read(cursor, want);
+        batch = next;
       }
       await cursor.close();
       if (stopped) throw new ProducerStoppedError(stopped);
@@ -187,6 +186,12 @@ export class QueryRunner {
       unwatch();
       const status = failureStatus(err, stopped);
       broken = !isPgError(err) && !(err instanceof ProducerStoppedError);
+      // A read still on its way must land before the portal can be closed: cut it short.
+      if (prefetch) {
+        const pid = (client as { processID?: number } | undefined)?.processID;
+        if (inStatement && pid) await db.cancelBackend(pid).catch(() => undefined);
+        await prefetch.catch(() => undefined);
+      }
       // A suspended portal holds the connection: nothing else runs on it until it is closed.
       if (cursor?.open) {
         await cursor.close().catch(() => {

@@ -109,7 +109,7 @@ function toHash(record: Partial<QueryRecord>): Record<string, string> {
   const hash: Record<string, string> = {};
   for (const [field, value] of Object.entries(record)) {
     if (value === undefined) continue;
-    hash[field] = typeof value === 'object' ? JSON.stringify(value) : String(value as string | number);
+    hash[field] = typeof value === 'object' ? JSON.stringify(value) : String(value);
   }
   return hash;
 }
