@@ -7,3 +7,4 @@ export * from './execute-request.dto';
 export * from './login.dto';
 export * from './query.info';
 export * from './user.dto';
+export * from './readiness.report';

@@ -3,3 +3,4 @@ export * from './pool/query-pool.service';
 export { ExecutionOutcome, failureStatus } from './tasks/query.runner';
 export { ThreadSettings } from './tasks/thread.settings';
 export * from './job.lifecycle';
+export * from './pool/pool.metrics';

@@ -1,8 +1,8 @@
 import { Controller, Get, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
-import { Status, okStatus } from '@app/contracts';
-import { ReadinessReport, ReadinessService } from './readiness.service';
+import { ReadinessReport, Status, okStatus } from '@app/contracts';
+import { ReadinessService } from './readiness.service';
 
 /** Probes for load balancers and orchestrators; no authentication. */
 @ApiTags('health')

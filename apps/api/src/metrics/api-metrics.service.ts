@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
-import { QueryPoolService } from '@app/execution';
+import { QueryPoolService, registerPoolMetrics } from '@app/execution';
 import { BullmqJobQueue, JobQueue, QueryRegistry } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
@@ -31,7 +31,6 @@ export class ApiMetricsService {
   private readonly rows: Counter;
   private readonly bytes: Counter;
   private pool: QueryPoolService | undefined;
-  private poolCompleted = 0;
 
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
@@ -101,7 +100,7 @@ export class ApiMetricsService {
           workers.set((await this.roster.alive()).length);
         }),
     });
-    if (this.pool) this.poolMetrics(this.pool, config);
+    if (this.pool) registerPoolMetrics(this.registry, this.pool);
   }
 
   /** Counts one finished execute request. */
@@ -139,43 +138,6 @@ export class ApiMetricsService {
       waiting: await this.queue.waitingCount(),
       active: recent.filter((q) => q.state === 'running' || q.state === 'streaming').length,
     };
-  }
-
-  private poolMetrics(pool: QueryPoolService, config: SluiceConfig): void {
-    const registers = [this.registry];
-    const utilization: Gauge = new Gauge({
-      name: 'sluice_pool_utilization',
-      help: 'Share of the thread pool’s capacity in use since it started (piscina utilization, 0-1).',
-      registers,
-      collect: () => utilization.set(pool.stats.utilization),
-    });
-    const queued: Gauge = new Gauge({
-      name: 'sluice_pool_queue_size',
-      help: 'Tasks waiting for a free thread slot.',
-      registers,
-      collect: () => queued.set(pool.stats.queueSize),
-    });
-    const threads: Gauge = new Gauge({
-      name: 'sluice_pool_threads',
-      help: 'Threads in the pool.',
-      registers,
-      collect: () => threads.set(pool.stats.threads),
-    });
-    new Gauge({
-      name: 'sluice_pool_capacity',
-      help: 'Queries the pool runs at once (threads × tasks per thread).',
-      registers,
-    }).set(config.workerThreads * config.tasksPerThread);
-    const completed: Counter = new Counter({
-      name: 'sluice_pool_tasks_completed_total',
-      help: 'Tasks the pool finished.',
-      registers,
-      collect: () => {
-        const now = pool.stats.completed;
-        if (now > this.poolCompleted) completed.inc(now - this.poolCompleted);
-        this.poolCompleted = now;
-      },
-    });
   }
 
   /** A collector that fails leaves its last values and logs; /metrics still answers. */

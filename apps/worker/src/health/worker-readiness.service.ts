@@ -5,7 +5,7 @@ import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryPoolService } from '@app/execution';
 import { HeartbeatService } from './heartbeat.service';
 import { OPS_REDIS } from './ops.tokens';
-import { ReadinessReport, check, report } from './readiness.report';
+import { ReadinessReport, check, report } from '@app/contracts';
 
 /** Can this worker take jobs: Redis and PostgreSQL answer, its heartbeat is fresh, its pool has threads. */
 @Injectable()

@@ -1,10 +1,10 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Queue } from 'bullmq';
 import type Redis from 'ioredis';
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { EXECUTE_QUEUE } from '@app/contracts';
-import { QueryPoolService } from '@app/execution';
+import { QueryPoolService, registerPoolMetrics } from '@app/execution';
 import { RedisKeys } from '@app/transport';
 import { OPS_REDIS } from '../health/ops.tokens';
 
@@ -17,7 +17,6 @@ export class WorkerMetricsService implements OnModuleDestroy {
   readonly registry = new Registry();
   private readonly logger = new Logger(WorkerMetricsService.name);
   private readonly queue: Queue;
-  private completedSeen = 0;
 
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
@@ -55,39 +54,7 @@ export class WorkerMetricsService implements OnModuleDestroy {
         }
       },
     });
-    const utilization: Gauge = new Gauge({
-      name: 'sluice_pool_utilization',
-      help: 'Share of the thread pool’s capacity in use since it started (piscina utilization, 0-1).',
-      registers,
-      collect: () => utilization.set(pool.stats.utilization),
-    });
-    const queued: Gauge = new Gauge({
-      name: 'sluice_pool_queue_size',
-      help: 'Tasks waiting for a free thread slot.',
-      registers,
-      collect: () => queued.set(pool.stats.queueSize),
-    });
-    const threads: Gauge = new Gauge({
-      name: 'sluice_pool_threads',
-      help: 'Threads in the pool.',
-      registers,
-      collect: () => threads.set(pool.stats.threads),
-    });
-    new Gauge({
-      name: 'sluice_pool_capacity',
-      help: 'Jobs this worker runs at once (threads × tasks per thread).',
-      registers,
-    }).set(pool.capacity);
-    const completed: Counter = new Counter({
-      name: 'sluice_pool_tasks_completed_total',
-      help: 'Tasks the pool finished (statements run, and start-up checks).',
-      registers,
-      collect: () => {
-        const now = pool.stats.completed;
-        if (now > this.completedSeen) completed.inc(now - this.completedSeen);
-        this.completedSeen = now;
-      },
-    });
+    registerPoolMetrics(this.registry, pool);
   }
 
   async onModuleDestroy(): Promise<void> {

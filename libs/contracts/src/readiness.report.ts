@@ -1,4 +1,5 @@
-import { ERROR_CATALOGUE, Status, okStatus } from '@app/contracts';
+import { statusOf } from './error.catalogue';
+import { Status, okStatus } from './status';
 
 /** How long one dependency may take to answer before it counts as down (ms). */
 const CHECK_TIMEOUT_MS = 2_000;
@@ -11,7 +12,7 @@ export interface CheckResult {
   ms: number;
 }
 
-/** Body of /health/ready, the same shape as the api's: OK, or the 57P03 envelope plus checks. */
+/** Body of /health/ready on the api and on workers: OK, or the 57P03 envelope plus checks. */
 export interface ReadinessReport {
   status: Status;
   checks: Record<string, CheckResult>;
@@ -41,13 +42,6 @@ export async function check(what: string, run: () => Promise<string>): Promise<C
 export function report(checks: Record<string, CheckResult>): ReadinessReport {
   const failed = Object.entries(checks).filter(([, c]) => !c.ok);
   if (failed.length === 0) return { status: okStatus('ready'), checks };
-  const entry = ERROR_CATALOGUE.UNAVAILABLE;
-  return {
-    status: {
-      reason: `not ready: ${failed.map(([name, c]) => `${name}: ${c.detail}`).join('; ')}`,
-      sql_state: entry.sqlState,
-      vendor_code: entry.vendorCode,
-    },
-    checks,
-  };
+  const reason = `not ready: ${failed.map(([name, c]) => `${name}: ${c.detail}`).join('; ')}`;
+  return { status: statusOf('UNAVAILABLE', reason), checks };
 }

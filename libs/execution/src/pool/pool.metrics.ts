@@ -1,0 +1,41 @@
+import { Counter, Gauge, Registry } from 'prom-client';
+import { QueryPoolService } from './query-pool.service';
+
+/** The thread pool's Prometheus gauges, for whichever process runs it (worker, or standalone api). */
+export function registerPoolMetrics(registry: Registry, pool: QueryPoolService): void {
+  const registers = [registry];
+  const utilization: Gauge = new Gauge({
+    name: 'sluice_pool_utilization',
+    help: 'Share of the thread pool’s capacity in use since it started (piscina utilization, 0-1).',
+    registers,
+    collect: () => utilization.set(pool.stats.utilization),
+  });
+  const queued: Gauge = new Gauge({
+    name: 'sluice_pool_queue_size',
+    help: 'Tasks waiting for a free thread slot.',
+    registers,
+    collect: () => queued.set(pool.stats.queueSize),
+  });
+  const threads: Gauge = new Gauge({
+    name: 'sluice_pool_threads',
+    help: 'Threads in the pool.',
+    registers,
+    collect: () => threads.set(pool.stats.threads),
+  });
+  new Gauge({
+    name: 'sluice_pool_capacity',
+    help: 'Queries the pool runs at once (threads × tasks per thread).',
+    registers,
+  }).set(pool.capacity);
+  let seen = 0;
+  const completed: Counter = new Counter({
+    name: 'sluice_pool_tasks_completed_total',
+    help: 'Tasks the pool finished (statements run, and start-up checks).',
+    registers,
+    collect: () => {
+      const now = pool.stats.completed;
+      if (now > seen) completed.inc(now - seen);
+      seen = now;
+    },
+  });
+}
