@@ -213,6 +213,24 @@ describe('fault tolerance', () => {
     await until(async () => (await execute('select 1 as one', bearer)).status === 200, 20_000);
   }, 60_000);
 
+  it('lets a worker finish its running query on SIGTERM, then exit; another takes new work', async () => {
+    const bearer = await token();
+    const worker = processes.find(
+      (p) => p.child.spawnargs.join(' ').includes('worker') && p.child.exitCode === null,
+    )!;
+    const marker = `sigterm_worker_${randomBytes(3).toString('hex')}`;
+    const pending = execute(`select pg_sleep(1.5), '${marker}' as m`, bearer);
+    await until(async () => (await backends(marker)) === 1, 10_000);
+    const exiting = worker.stop('SIGTERM');
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body).status.sql_state).toBe('00000');
+    await exiting;
+    expect(worker.child.exitCode !== null || worker.child.signalCode !== null).toBe(true);
+    start('worker');
+    await until(async () => (await execute('select 1', bearer)).status === 200, 20_000);
+  }, 60_000);
+
   it('stops the api cleanly on SIGTERM after finishing the response in flight', async () => {
     const bearer = await token();
     const api = processes.find(

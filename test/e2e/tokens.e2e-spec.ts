@@ -409,6 +409,12 @@ describe('secrets', () => {
         for (const secret of [token, u.password, env.adminPassword, env.jwtSecret]) {
           expect(text).not.toContain(secret);
         }
+        // Finished jobs are kept only for SLUICE_JOB_RETENTION_SECONDS (BullMQ removes them).
+        expect(JSON.parse(job.opts)).toMatchObject({
+          removeOnComplete: { age: 3600 },
+          removeOnFail: { age: 3600 },
+          attempts: 1,
+        });
         const all = await everythingInRedis(redis, env.keyPrefix);
         expect(all.length).toBeGreaterThan(0);
         for (const secret of [
