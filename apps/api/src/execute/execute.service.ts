@@ -171,7 +171,7 @@ export class ExecuteService {
   /** Admission: the global queue cap and the user's cap; returns the job's dispatch priority. */
   private async admit(username: string, queryId: string): Promise<number> {
     const retryAfter = { 'Retry-After': '1' };
-    if ((await this.queue.waitingCount()) >= this.config.maxQueued) {
+    if ((await this.waiting()) >= this.config.maxQueued) {
       throw new SluiceError(
         'QUEUE_FULL',
         'the query queue is full; retry later',
@@ -189,6 +189,16 @@ export class ExecuteService {
       );
     }
     return before + 1;
+  }
+
+  private waitingSeen = { count: 0, at: 0 };
+
+  /** Jobs waiting, all users together; read at most every 100 ms (the cap need not be exact). */
+  private async waiting(): Promise<number> {
+    if (Date.now() - this.waitingSeen.at > 100) {
+      this.waitingSeen = { count: await this.queue.waitingCount(), at: Date.now() };
+    }
+    return this.waitingSeen.count;
   }
 
   /** The statement's time limit: the request's, capped by the maximum, or the server default. */

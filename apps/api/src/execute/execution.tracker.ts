@@ -4,6 +4,8 @@ import { finalState } from '@app/execution';
 import { QueryRegistry } from '@app/transport';
 
 const PROGRESS_EVERY_MS = 500;
+/** A query that ends sooner is never shown as streaming: one registry write saved per query. */
+const STREAMING_AFTER_MS = 100;
 const logger = new Logger('ExecutionTracker');
 
 /**
@@ -15,6 +17,7 @@ export class ExecutionTracker {
   bytes = 0;
   private lastProgress = 0;
   private done = false;
+  private streaming: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly registry: QueryRegistry,
@@ -28,7 +31,10 @@ export class ExecutionTracker {
     this.bytes += record.bytes.length;
     if (record.kind === 'head') {
       this.lastProgress = Date.now();
-      this.quietly(this.registry.update(this.queryId, { state: 'streaming' }));
+      this.streaming = setTimeout(() => {
+        this.streaming = undefined;
+        this.quietly(this.registry.update(this.queryId, { state: 'streaming' }));
+      }, STREAMING_AFTER_MS);
       return;
     }
     if (record.kind === 'data') this.rows += record.rows;
@@ -42,6 +48,7 @@ export class ExecutionTracker {
   async end(status: Status): Promise<void> {
     if (this.done) return;
     this.done = true;
+    clearTimeout(this.streaming);
     await this.registry
       .finish(this.queryId, finalState(status), status, { rows: this.rows, bytes: this.bytes })
       .catch((err: Error) => logger.warn(`query ${this.queryId}: ${err.message}`));

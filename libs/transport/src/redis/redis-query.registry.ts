@@ -12,6 +12,18 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 if ARGV[1] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return 1`;
 
+/**
+ * Counts a query against its owner in one round trip (KEYS[1] = the owner's set; ARGV = stale
+ * before, cap, now, query id, ttl): the count before, or -1 when the cap is reached.
+ */
+const ADMIT = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local before = redis.call('ZCARD', KEYS[1])
+if before >= tonumber(ARGV[2]) then return -1 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return before`;
+
 /** Longest a query's record lives while it has not finished. */
 const OPEN_TTL_SECONDS = 24 * 3600;
 
@@ -83,17 +95,18 @@ export class RedisQueryRegistry implements QueryRegistry {
   }
 
   async admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
-    const key = this.keys.userActive(owner);
     const now = Date.now();
-    const result = await this.redis
-      .multi()
-      .zremrangebyscore(key, '-inf', now - OPEN_TTL_SECONDS * 1000)
-      .zcard(key)
-      .exec();
-    const before = Number(result?.[1]?.[1] ?? 0);
-    if (before >= cap) return undefined;
-    await this.redis.multi().zadd(key, now, queryId).expire(key, OPEN_TTL_SECONDS).exec();
-    return before;
+    const before = (await this.redis.eval(
+      ADMIT,
+      1,
+      this.keys.userActive(owner),
+      String(now - OPEN_TTL_SECONDS * 1000),
+      String(cap),
+      String(now),
+      queryId,
+      String(OPEN_TTL_SECONDS),
+    )) as number;
+    return before < 0 ? undefined : before;
   }
 
   async release(owner: string, queryId: string): Promise<void> {
