@@ -12,7 +12,6 @@ import {
 } from '@app/config';
 import { AppModule } from './app.module';
 import { optionsFromQuery } from './execute/query-options';
-import { toEnvelope } from './http/error.envelope';
 import { describeWire } from './http/openapi.document';
 import { clientErrorHandler, installRequestChecks } from './http/request.checks';
 import { apiLogger } from './logging/log.options';
@@ -63,11 +62,8 @@ async function bootstrap(): Promise<void> {
       done(err as Error, undefined);
     }
   });
-  // Errors raised by Fastify before a route runs (bad JSON, size, media type) get the envelope too.
-  fastify.setErrorHandler((error, _request, reply) => {
-    const { httpStatus, headers, body } = toEnvelope(error);
-    void reply.code(httpStatus).headers(headers).send(body);
-  });
+  // Errors Fastify raises before a route runs (bad JSON, size, media type) reach the same
+  // EnvelopeFilter: Nest installs Fastify's error handler and passes them through its filters.
 
   const document = describeWire(
     SwaggerModule.createDocument(
