@@ -10,7 +10,6 @@
 // and the backend is cancelled by the bench). Everything it starts is removed at the end, also on
 // error and on Ctrl-C.
 import { randomBytes } from 'node:crypto';
-import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import {
@@ -29,6 +28,7 @@ import {
   staleBuildWarning,
   startSluice,
   unlessDied,
+  executeRequest,
 } from './lib/service.mjs';
 
 const N = envInt('BENCH_ITERATIONS', 30);
@@ -45,26 +45,14 @@ function startStatement(sluice, marker) {
   const body = Buffer.from(JSON.stringify({ statement: `select pg_sleep(30) as ${marker}` }));
   let resolveResponse;
   const response = new Promise((resolve) => (resolveResponse = resolve));
-  const req = http.request(
-    new URL('/v1/execute', sluice.baseUrl),
-    {
-      method: 'POST',
-      agent: false,
-      headers: {
-        ...sluice.headers,
-        'content-type': 'application/json',
-        'content-length': body.length,
-      },
-    },
-    (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolveResponse({ status: res.statusCode, body: text }));
-      res.on('error', (err) => resolveResponse({ status: res.statusCode, body: err.message }));
-      res.on('aborted', () => resolveResponse({ status: res.statusCode, body: 'aborted' }));
-    },
-  );
+  const req = executeRequest(sluice, body, undefined, (res) => {
+    let text = '';
+    res.setEncoding('utf8');
+    res.on('data', (c) => (text += c));
+    res.on('end', () => resolveResponse({ status: res.statusCode, body: text }));
+    res.on('error', (err) => resolveResponse({ status: res.statusCode, body: err.message }));
+    res.on('aborted', () => resolveResponse({ status: res.statusCode, body: 'aborted' }));
+  });
   req.on('error', (err) => resolveResponse({ status: 0, body: err.message }));
   req.end(body);
   return { req, response };

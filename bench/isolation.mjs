@@ -32,6 +32,7 @@ import {
   staleBuildWarning,
   startSluice,
   unlessDied,
+  executeRequest,
 } from './lib/service.mjs';
 
 const EXPORT_ROWS = envInt('BENCH_ROWS', 1_000_000);
@@ -124,32 +125,19 @@ function exportOnce(sluice, accept, inFlight) {
     const body = Buffer.from(JSON.stringify({ statement: EXPORT_SQL }));
     const started = performance.now();
     let bytes = 0;
-    const req = http.request(
-      new URL('/v1/execute', sluice.baseUrl),
-      {
-        method: 'POST',
-        agent: false,
-        headers: {
-          ...sluice.headers,
-          'content-type': 'application/json',
-          'content-length': body.length,
-          accept,
-        },
-      },
-      (res) => {
-        res.on('data', (c) => (bytes += c.length));
-        res.on('end', () =>
-          resolve({
-            ok: res.statusCode === 200,
-            status: res.statusCode,
-            bytes,
-            seconds: (performance.now() - started) / 1000,
-          }),
-        );
-        res.on('error', () => resolve({ ok: false, aborted: true, bytes }));
-        res.on('aborted', () => resolve({ ok: false, aborted: true, bytes }));
-      },
-    );
+    const req = executeRequest(sluice, body, accept, (res) => {
+      res.on('data', (c) => (bytes += c.length));
+      res.on('end', () =>
+        resolve({
+          ok: res.statusCode === 200,
+          status: res.statusCode,
+          bytes,
+          seconds: (performance.now() - started) / 1000,
+        }),
+      );
+      res.on('error', () => resolve({ ok: false, aborted: true, bytes }));
+      res.on('aborted', () => resolve({ ok: false, aborted: true, bytes }));
+    });
     req.on('error', () => resolve({ ok: false, aborted: true, bytes }));
     req.end(body);
     inFlight.add(req);

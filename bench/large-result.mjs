@@ -11,7 +11,6 @@
 // run. Everything it starts (child processes, Redis keys) is removed at the end, also on error, on
 // Ctrl-C and at the hard time limit. See bench/README.md for the settings.
 import { spawn } from 'node:child_process';
-import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import Cursor from 'pg-cursor';
@@ -35,6 +34,7 @@ import {
   runMain,
   startSluice,
   unlessDied,
+  executeRequest,
 } from './lib/service.mjs';
 
 const ROWS = envInt('BENCH_ROWS', 1_000_000);
@@ -170,51 +170,38 @@ function fetchAll(sluice, format, sql, timeoutMs = RUN_TIMEOUT_MS) {
   return new Promise((resolve) => {
     const body = Buffer.from(JSON.stringify({ statement: sql, fetch_size: FETCH_SIZE }));
     const started = performance.now();
-    const req = http.request(
-      new URL('/v1/execute', sluice.baseUrl),
-      {
-        method: 'POST',
-        agent: false,
-        headers: {
-          ...sluice.headers,
-          'content-type': 'application/json',
-          'content-length': body.length,
-          accept: format.accept,
-        },
-      },
-      (res) => {
-        const firstByte = performance.now();
-        let bytes = 0;
-        let lines = 0;
-        let tail = Buffer.alloc(0);
-        const chunks = [];
-        const keep = res.statusCode !== 200 || format.kind === 'parquet' || format.kind === 'arrow';
-        res.on('data', (c) => {
-          bytes += c.length;
-          if (keep) chunks.push(c);
-          else if (format.kind === 'csv') lines += countNewlines(c);
-          else tail = Buffer.concat([tail, c]).subarray(-65536);
-        });
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode,
-            seconds: (performance.now() - started) / 1000,
-            ttfb: (firstByte - started) / 1000,
-            bytes,
-            lines,
-            tail: tail.toString('utf8'),
-            body: keep ? Buffer.concat(chunks) : undefined,
-            complete: true,
-          }),
-        );
-        res.on('error', (err) =>
-          resolve({ status: res.statusCode, error: `response: ${err.message}`, bytes }),
-        );
-        res.on('aborted', () =>
-          resolve({ status: res.statusCode, error: 'response aborted', bytes }),
-        );
-      },
-    );
+    const req = executeRequest(sluice, body, format.accept, (res) => {
+      const firstByte = performance.now();
+      let bytes = 0;
+      let lines = 0;
+      let tail = Buffer.alloc(0);
+      const chunks = [];
+      const keep = res.statusCode !== 200 || format.kind === 'parquet' || format.kind === 'arrow';
+      res.on('data', (c) => {
+        bytes += c.length;
+        if (keep) chunks.push(c);
+        else if (format.kind === 'csv') lines += countNewlines(c);
+        else tail = Buffer.concat([tail, c]).subarray(-65536);
+      });
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode,
+          seconds: (performance.now() - started) / 1000,
+          ttfb: (firstByte - started) / 1000,
+          bytes,
+          lines,
+          tail: tail.toString('utf8'),
+          body: keep ? Buffer.concat(chunks) : undefined,
+          complete: true,
+        }),
+      );
+      res.on('error', (err) =>
+        resolve({ status: res.statusCode, error: `response: ${err.message}`, bytes }),
+      );
+      res.on('aborted', () =>
+        resolve({ status: res.statusCode, error: 'response aborted', bytes }),
+      );
+    });
     req.setTimeout(timeoutMs, () => req.destroy(new Error(`not done in ${timeoutMs / 1000} s`)));
     req.on('error', (err) => resolve({ status: 0, error: `request: ${err.message}` }));
     req.end(body);

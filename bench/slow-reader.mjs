@@ -7,7 +7,6 @@
 //
 // Bounded in time (BENCH_SECONDS of reading, plus start-up and a hard limit). Everything it starts
 // (child processes, Redis keys) is removed at the end, also on error and on Ctrl-C.
-import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -33,6 +32,7 @@ import {
   staleBuildWarning,
   startSluice,
   unlessDied,
+  executeRequest,
 } from './lib/service.mjs';
 
 const ROWS = envInt('BENCH_ROWS', 5_000_000);
@@ -66,35 +66,22 @@ function slowRead(sluice) {
     rejectHeaders = reject;
   });
   let ended = false;
-  const req = http.request(
-    new URL('/v1/execute', sluice.baseUrl),
-    {
-      method: 'POST',
-      agent: false,
-      headers: {
-        ...sluice.headers,
-        'content-type': 'application/json',
-        'content-length': body.length,
-        accept: ACCEPT,
-      },
-    },
-    (r) => {
-      res = r;
-      started = performance.now();
-      resolveHeaders({ status: r.statusCode, queryId: r.headers['x-query-id'] });
-      r.on('data', (c) => {
-        bytes += c.length;
-        const due = started + (bytes / RATE) * 1000;
-        const wait = due - performance.now();
-        if (wait > 1) {
-          r.pause();
-          setTimeout(() => r.resume(), wait);
-        }
-      });
-      r.on('end', () => (ended = true));
-      r.on('error', () => undefined);
-    },
-  );
+  const req = executeRequest(sluice, body, ACCEPT, (r) => {
+    res = r;
+    started = performance.now();
+    resolveHeaders({ status: r.statusCode, queryId: r.headers['x-query-id'] });
+    r.on('data', (c) => {
+      bytes += c.length;
+      const due = started + (bytes / RATE) * 1000;
+      const wait = due - performance.now();
+      if (wait > 1) {
+        r.pause();
+        setTimeout(() => r.resume(), wait);
+      }
+    });
+    r.on('end', () => (ended = true));
+    r.on('error', () => undefined);
+  });
   req.on('error', (err) => rejectHeaders(err));
   req.end(body);
   return {

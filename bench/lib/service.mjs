@@ -122,6 +122,24 @@ export function request(
   });
 }
 
+/**
+ * POST /v1/execute on a connection of its own (no agent), with the Sluice credentials; the caller
+ * ends it with `body` and handles the response in `onResponse`.
+ */
+export function executeRequest(sluice, body, accept, onResponse) {
+  const headers = {
+    ...sluice.headers,
+    'content-type': 'application/json',
+    'content-length': body.length,
+  };
+  if (accept) headers.accept = accept;
+  return http.request(
+    new URL('/v1/execute', sluice.baseUrl),
+    { method: 'POST', agent: false, headers },
+    onResponse,
+  );
+}
+
 export function jsonRequest(url, payload, headers = {}, agent, timeoutMs) {
   const body = Buffer.from(JSON.stringify(payload));
   return request(url, {

@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { brotliDecompressSync, createGunzip, gunzipSync } from 'node:zlib';
-import { db, closeDb, e2eEnv, execute } from './support/client';
+import { db, closeDb, e2eEnv, execute, login, request } from './support/client';
 import { open, readAll, readUntil } from './support/raw';
 
 // About 60 MB as NDJSON: more than every buffer between the worker and the client.
@@ -184,6 +184,14 @@ describe('flow control', () => {
       [`sluice:${queryId}`],
     );
     expect(rows[0].n).toBe(1);
+    // Every api shows it as streaming, with the rows sent so far.
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${queryId}`,
+      token: await login(),
+    });
+    expect(info.json).toMatchObject({ state: 'streaming', rows: expect.any(Number) });
+    expect(info.json.rows).toBeGreaterThan(0);
     res.resume();
     const rest = await readAll(res);
     const all = lines(head.toString() + rest.toString());

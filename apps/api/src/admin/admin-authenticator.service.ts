@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
 import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
-import { challenge } from '../auth/auth.challenge';
+import { challenge, tokenRejection } from '../auth/auth.challenge';
 import { AuthUser } from '../auth/auth-user';
 import { AuthService, TokenClaims } from '../auth/auth.service';
 
@@ -56,20 +56,7 @@ export class AdminAuthenticatorService {
     try {
       claims = await this.jwt.verifyAsync<TokenClaims>(token, { algorithms: ['HS256'] });
     } catch (err) {
-      if ((err as Error).name === 'TokenExpiredError') {
-        throw new SluiceError(
-          'TOKEN_EXPIRED',
-          'token expired',
-          undefined,
-          challenge('invalid_token', 'token expired'),
-        );
-      }
-      throw new SluiceError(
-        'TOKEN_INVALID',
-        'invalid token',
-        undefined,
-        challenge('invalid_token', 'invalid token'),
-      );
+      throw tokenRejection(err);
     }
     return this.auth.userFromClaims(claims);
   }

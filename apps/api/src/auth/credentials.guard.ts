@@ -2,7 +2,7 @@ import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { AuthGuard } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
-import { challenge } from './auth.challenge';
+import { challenge, tokenRejection } from './auth.challenge';
 
 /** Maps passport-jwt's outcome to our error catalogue. */
 @Injectable()
@@ -11,20 +11,7 @@ class BearerGuard extends AuthGuard('jwt') {
     if (user) return user;
     // A failure to check (e.g. the metadata database is down) is not a bad credential.
     if (err) throw err as Error;
-    if (info instanceof Error && info.name === 'TokenExpiredError') {
-      throw new SluiceError(
-        'TOKEN_EXPIRED',
-        'token expired',
-        undefined,
-        challenge('invalid_token', 'token expired'),
-      );
-    }
-    throw new SluiceError(
-      'TOKEN_INVALID',
-      'invalid token',
-      undefined,
-      challenge('invalid_token', 'invalid token'),
-    );
+    throw tokenRejection(info);
   }
 }
 

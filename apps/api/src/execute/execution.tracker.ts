@@ -15,9 +15,9 @@ const logger = new Logger('ExecutionTracker');
 export class ExecutionTracker {
   rows = 0;
   bytes = 0;
-  private lastProgress = 0;
+  private written = false;
   private done = false;
-  private streaming: NodeJS.Timeout | undefined;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly registry: QueryRegistry,
@@ -25,37 +25,37 @@ export class ExecutionTracker {
     private readonly owner: string,
   ) {}
 
-  /** Counts a record handed to the client. */
+  /** Counts a record handed to the client; the registry hears of it soon after, not each time. */
   sent(record: ResultRecord): void {
     if (record.kind === 'error') return;
     this.bytes += record.bytes.length;
-    if (record.kind === 'head') {
-      this.lastProgress = Date.now();
-      this.streaming = setTimeout(() => {
-        this.streaming = undefined;
-        this.quietly(this.registry.update(this.queryId, { state: 'streaming' }));
-      }, STREAMING_AFTER_MS);
-      return;
-    }
     if (record.kind === 'data') this.rows += record.rows;
-    if (Date.now() - this.lastProgress >= PROGRESS_EVERY_MS) {
-      this.lastProgress = Date.now();
-      this.quietly(this.registry.update(this.queryId, { rows: this.rows, bytes: this.bytes }));
-    }
+    this.schedule();
   }
 
   /** Records the end, once. */
   async end(status: Status): Promise<void> {
     if (this.done) return;
     this.done = true;
-    clearTimeout(this.streaming);
+    clearTimeout(this.timer);
     await this.registry
       .finish(this.queryId, finalState(status), status, { rows: this.rows, bytes: this.bytes })
       .catch((err: Error) => logger.warn(`query ${this.queryId}: ${err.message}`));
     await this.registry.release(this.owner, this.queryId).catch(() => undefined);
   }
 
-  private quietly(update: Promise<void>): void {
-    update.catch((err: Error) => logger.warn(`query ${this.queryId}: ${err.message}`));
+  /** One write per half second at most, the first after 100 ms (short queries never need one). */
+  private schedule(): void {
+    if (this.timer || this.done) return;
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.written = true;
+        this.registry
+          .update(this.queryId, { state: 'streaming', rows: this.rows, bytes: this.bytes })
+          .catch((err: Error) => logger.warn(`query ${this.queryId}: ${err.message}`));
+      },
+      this.written ? PROGRESS_EVERY_MS : STREAMING_AFTER_MS,
+    );
   }
 }
