@@ -1,4 +1,5 @@
 import { closeDb, db, e2eEnv, execute, grantSchema, login, request } from './support/client';
+import { grantToControl } from './support/roles';
 import { randomName } from './support/service';
 
 const schema = randomName('e2e_err');
@@ -92,7 +93,8 @@ describe('errors of POST /v1/execute', () => {
   it('returns 403 with vendor code -700 when the role may not read the table', async () => {
     const role = randomName('e2e_noaccess');
     await db().query(`CREATE ROLE ${role} NOLOGIN`);
-    await db().query(`GRANT ${role} TO ${e2eEnv().authenticatorRole}`);
+    const client = await db().connect();
+    await grantToControl(client, role, e2eEnv().controlRole).finally(() => client.release());
     await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
     const { hashPassword } = await import('../../apps/api/src/auth/password.hasher');
     const password = 'pw-' + role;

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { request as httpRequest } from 'node:http';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
+import { e2eEnv } from './support/client';
 import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 import { TcpProxy } from './support/tcp.proxy';
 
@@ -114,9 +115,11 @@ beforeAll(async () => {
   const target = new URL(DATABASE_URL);
   postgres = new TcpProxy(await freePort(), Number(target.port || 5432));
   await postgres.start();
-  const proxied = new URL(DATABASE_URL);
+  const local = e2eEnv().local.env;
+  const proxied = new URL(local.DATABASE_URL);
   proxied.port = String(postgres.port);
   env = {
+    ...local,
     DATABASE_URL: proxied.toString(),
     REDIS_URL: `redis://127.0.0.1:${redisPort}`,
     SLUICE_JWT_SECRET: randomBytes(24).toString('hex'),

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { prepareServiceDatabase } from './support/roles';
 import {
   E2eEnvironment,
   ServiceProcess,
@@ -24,6 +25,9 @@ const DATABASE_URL = process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.
  */
 export default async function globalSetup(): Promise<void> {
   const mode = process.env.SLUICE_E2E_MODE === 'standalone' ? 'standalone' : 'cluster';
+  // The local PostgreSQL set up as production must be (no superuser login for Sluice): the
+  // cluster suite runs on it, and specs that start deployments of their own use it in both modes.
+  const local = await prepareServiceDatabase(DATABASE_URL);
   const port = await freePort();
   const port2 = await freePort();
   const base = {
@@ -55,7 +59,7 @@ export default async function globalSetup(): Promise<void> {
     // Two api and two worker processes share one Redis: every test runs scaled out.
     const cluster = {
       ...common,
-      DATABASE_URL,
+      ...local.env,
       REDIS_URL,
       SLUICE_JWT_SECRET: jwtSecret,
       SLUICE_WORKER_THREADS: '1',
@@ -73,8 +77,10 @@ export default async function globalSetup(): Promise<void> {
       jwtSecret,
       databaseUrl: DATABASE_URL,
       defaultDatabase: new URL(DATABASE_URL).pathname.slice(1),
-      authenticatorRole: new URL(DATABASE_URL).username || 'root',
-      adminRole: new URL(DATABASE_URL).username || 'root',
+      controlRole: local.controlRole,
+      adminRole: local.adminRole,
+      serviceEnv: local.env,
+      local,
     };
   } else {
     dataDir = join(tmpdir(), `sluice-e2e-${randomBytes(4).toString('hex')}`);
@@ -92,17 +98,28 @@ export default async function globalSetup(): Promise<void> {
       jwtSecret: '',
       databaseUrl: '',
       defaultDatabase: 'sluice_demo',
-      authenticatorRole: 'sluice_authenticator',
+      controlRole: 'sluice_control',
       adminRole: 'sluice_admin',
+      serviceEnv: {},
+      local,
     };
     globalThis.__SLUICE_E2E__ = { processes, dataDir };
     await ready(env, processes);
     const state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as {
       jwtSecret: string;
       superuserPassword: string;
+      controlPassword: string;
+      credentialKey: string;
     };
+    const at = `127.0.0.1:${pgPort}/sluice_demo`;
     env.jwtSecret = state.jwtSecret;
-    env.databaseUrl = `postgresql://postgres:${state.superuserPassword}@127.0.0.1:${pgPort}/sluice_demo`;
+    env.databaseUrl = `postgresql://postgres:${state.superuserPassword}@${at}`;
+    env.serviceEnv = {
+      DATABASE_URL: `postgresql://sluice_control:${state.controlPassword}@${at}`,
+      SLUICE_METADATA_DATABASE_URL: env.databaseUrl,
+      SLUICE_CREDENTIAL_KEY: state.credentialKey,
+      SLUICE_ADMIN_ROLE: 'sluice_admin',
+    };
   }
   globalThis.__SLUICE_E2E__ = { processes, dataDir };
   await ready(env, processes);

@@ -420,7 +420,7 @@ describe('a deployment of its own', () => {
     );
     probe.disconnect();
     env = {
-      DATABASE_URL,
+      ...e2eEnv().local.env,
       REDIS_URL: `redis://127.0.0.1:${redisPort}`,
       SLUICE_JWT_SECRET: randomBytes(24).toString('hex'),
       SLUICE_ADMIN_USER: admin.user,

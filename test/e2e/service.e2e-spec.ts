@@ -50,7 +50,7 @@ describe('service', () => {
     async (app, override, message) => {
       const env = e2eEnv();
       const { code, output } = await runToExit(app, {
-        DATABASE_URL: 'postgresql://root@127.0.0.1:5432/test',
+        ...env.local.env,
         REDIS_URL: env.redisUrl,
         SLUICE_JWT_SECRET: env.jwtSecret,
         SLUICE_KEY_PREFIX: env.keyPrefix,

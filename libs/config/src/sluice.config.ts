@@ -11,6 +11,16 @@ export interface SluiceConfig {
   /** Undefined: standalone mode (in-process queue and result channel). */
   redisUrl?: string;
   keyPrefix: string;
+  /**
+   * Who users are: `service` (Sluice's users table, each mapped to a PostgreSQL role) or
+   * `database` (PostgreSQL's own roles and passwords).
+   */
+  authMode: AuthMode;
+  /**
+   * Secret from which login-role passwords and the key sealing database-user credentials are
+   * derived; the same on every api and worker process.
+   */
+  credentialKey?: string;
   jwtSecret?: string;
   jwtTtlSeconds: number;
   adminUser?: string;
@@ -19,6 +29,8 @@ export interface SluiceConfig {
   workerThreads: number;
   tasksPerThread: number;
   pgPoolSize: number;
+  /** Statement connections a worker process keeps open at most, all threads and roles together. */
+  pgMaxConnections: number;
   defaultFetchSize: number;
   windowChunks: number;
   windowBytes: number;
@@ -56,6 +68,8 @@ export interface SluiceConfig {
   cancelPollMs: number;
   shutdownGraceMs: number;
 }
+
+export type AuthMode = 'service' | 'database';
 
 /** A configuration value that stops start-up; the message names the variable. */
 export class ConfigError extends Error {
@@ -116,6 +130,37 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   if (adminUser !== undefined && !/^[A-Za-z0-9_.-]{1,128}$/.test(adminUser)) {
     throw new ConfigError('SLUICE_ADMIN_USER', 'may hold only letters, digits and _ . -');
   }
+  const credentialKey = str(env, 'SLUICE_CREDENTIAL_KEY');
+  if (credentialKey !== undefined && credentialKey.length < 32) {
+    throw new ConfigError('SLUICE_CREDENTIAL_KEY', 'must be at least 32 characters');
+  }
+  const authMode = str(env, 'SLUICE_AUTH') ?? 'service';
+  if (authMode !== 'service' && authMode !== 'database') {
+    throw new ConfigError('SLUICE_AUTH', 'must be service or database');
+  }
+  const workerThreads = int(
+    env,
+    'SLUICE_WORKER_THREADS',
+    Math.max(2, availableParallelism()),
+    1,
+    256,
+  );
+  const tasksPerThread = int(env, 'SLUICE_TASKS_PER_THREAD', 4, 1, 64);
+  // Every running task holds one statement connection: fewer than that could never all run.
+  const leastConnections = workerThreads * tasksPerThread;
+  const pgMaxConnections = int(
+    env,
+    'SLUICE_PG_MAX_CONNECTIONS',
+    Math.max(32, leastConnections),
+    1,
+    100_000,
+  );
+  if (pgMaxConnections < leastConnections) {
+    throw new ConfigError(
+      'SLUICE_PG_MAX_CONNECTIONS',
+      `must be at least SLUICE_WORKER_THREADS × SLUICE_TASKS_PER_THREAD (${leastConnections}), got ${pgMaxConnections}`,
+    );
+  }
   const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(
@@ -131,14 +176,17 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
       url(env, 'SLUICE_METADATA_DATABASE_URL', ['postgres:', 'postgresql:']) ?? databaseUrl,
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     keyPrefix,
+    authMode,
+    credentialKey,
     jwtSecret,
     jwtTtlSeconds: int(env, 'SLUICE_JWT_TTL_SECONDS', 3600, 60, 30 * 86400),
     adminUser,
     adminPassword: adminPassword === '' ? undefined : adminPassword,
     adminRole: str(env, 'SLUICE_ADMIN_ROLE'),
-    workerThreads: int(env, 'SLUICE_WORKER_THREADS', Math.max(2, availableParallelism()), 1, 256),
-    tasksPerThread: int(env, 'SLUICE_TASKS_PER_THREAD', 4, 1, 64),
+    workerThreads,
+    tasksPerThread,
     pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
+    pgMaxConnections,
     defaultFetchSize: int(env, 'SLUICE_DEFAULT_FETCH_SIZE', 1000, 1, 1_000_000),
     windowChunks: int(env, 'SLUICE_WINDOW_CHUNKS', 16, 1, 10_000),
     windowBytes: int(env, 'SLUICE_WINDOW_BYTES', 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024),
@@ -186,4 +234,5 @@ export function requireClusterSettings(config: SluiceConfig, role: 'api' | 'work
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required');
   if (role === 'api' && !config.jwtSecret)
     throw new ConfigError('SLUICE_JWT_SECRET', 'is required');
+  if (!config.credentialKey) throw new ConfigError('SLUICE_CREDENTIAL_KEY', 'is required');
 }

@@ -42,6 +42,12 @@ export const ERROR_CATALOGUE = {
     vendorCode: -305,
     reason: 'too many failed logins',
   },
+  LOGIN_REFUSED: {
+    http: 401,
+    sqlState: '28000',
+    vendorCode: -306,
+    reason: 'the database refused the login',
+  },
   UNKNOWN_ROLE: { http: 400, sqlState: '42704', vendorCode: -310, reason: 'unknown role' },
   USER_EXISTS: { http: 409, sqlState: '42710', vendorCode: -311, reason: 'user already exists' },
   ROLE_CHANGE: {
@@ -49,6 +55,12 @@ export const ERROR_CATALOGUE = {
     sqlState: '42501',
     vendorCode: -702,
     reason: 'a statement may not change its role',
+  },
+  CROSS_SITE: {
+    http: 403,
+    sqlState: '42501',
+    vendorCode: -703,
+    reason: 'cross-site request refused',
   },
   LIMIT_EXCEEDED: {
     http: 413,
@@ -137,6 +149,9 @@ export function pgErrorKind(sqlState: string | undefined): ErrorCode {
       return 'READ_ONLY';
     case '57014':
       return 'CANCELLED';
+    case '28000':
+    case '28P01':
+      return 'LOGIN_REFUSED';
     case '57P01':
     case '57P02':
     case '57P03':

@@ -23,7 +23,7 @@ export async function startExtraApi(overrides: Record<string, string> = {}): Pro
   const port = await freePort();
   const dataDir = join(tmpdir(), `sluice-extra-${randomBytes(4).toString('hex')}`);
   const common: Record<string, string> = {
-    DATABASE_URL: env.databaseUrl,
+    ...env.serviceEnv,
     SLUICE_JWT_SECRET: env.jwtSecret,
     SLUICE_ADMIN_USER: env.adminUser,
     SLUICE_ADMIN_PASSWORD: env.adminPassword,

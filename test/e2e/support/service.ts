@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
+import type { ServiceDatabase } from './roles';
 
 /** Where the suite's services listen, and how to log in; passed to tests through the env. */
 export interface E2eEnvironment {
@@ -15,8 +16,8 @@ export interface E2eEnvironment {
   /** Superuser access to the database the service runs statements in (for set-up and checks). */
   databaseUrl: string;
   defaultDatabase: string;
-  /** Role the service logs in as; it must be a member of every user's role. */
-  authenticatorRole: string;
+  /** The control login of DATABASE_URL: it creates login roles; user roles are granted to it. */
+  controlRole: string;
   /** Role the admin's statements run as. */
   adminRole: string;
   redisUrl: string;
@@ -24,6 +25,10 @@ export interface E2eEnvironment {
   jwtSecret: string;
   adminUser: string;
   adminPassword: string;
+  /** The database settings of the suite's own processes (DATABASE_URL, credential key, …). */
+  serviceEnv: Record<string, string>;
+  /** The local PostgreSQL, set up for deployments that specs start of their own. */
+  local: ServiceDatabase;
 }
 
 export const ROOT = join(__dirname, '..', '..', '..');

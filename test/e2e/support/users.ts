@@ -1,5 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { HttpResult, db, e2eEnv, login, request } from './client';
+import { dropRoleAndLogins, grantToControl } from './roles';
 import { randomName } from './service';
 
 /** A user made through POST /v1/users, with its password and (after first use) a token. */
@@ -9,18 +10,27 @@ export interface TestUser {
   role: string;
 }
 
-/** A NOLOGIN role the authenticator may become (as the README's set-up asks). */
+/** A NOLOGIN role the control login may grant (as the README's set-up asks). */
 export async function createRole(prefix = 'e2e_role'): Promise<string> {
   const role = randomName(prefix);
   await db().query(`CREATE ROLE ${role} NOLOGIN`);
-  await db().query(`GRANT ${role} TO ${e2eEnv().authenticatorRole}`);
+  const client = await db().connect();
+  try {
+    await grantToControl(client, role, e2eEnv().controlRole);
+  } finally {
+    client.release();
+  }
   return role;
 }
 
-/** Drops a role and whatever it owns or was granted in the test database. */
+/** Drops a role, its login roles, and whatever they owned or were granted in the test database. */
 export async function dropRole(role: string): Promise<void> {
-  await db().query(`DROP OWNED BY ${role}`);
-  await db().query(`DROP ROLE ${role}`);
+  const client = await db().connect();
+  try {
+    await dropRoleAndLogins(client, role);
+  } finally {
+    client.release();
+  }
 }
 
 /** Calls the user-management api as the suite's admin. */

@@ -1,9 +1,17 @@
-import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Pool } from 'pg';
+import { LoginRoleProvisioner, ProvisionedLogin } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 
-/** Whether statements can run as a role. */
-export type RoleUsability = 'ok' | 'missing' | 'not-member';
+/** What the control login (DATABASE_URL) is allowed, as far as role isolation goes. */
+export interface ControlLoginFacts {
+  role: string;
+  superuser: boolean;
+  createrole: boolean;
+  /** May cancel other logins' statements (pg_signal_backend, or superuser). */
+  signal: boolean;
+  version: number;
+}
 
 /** Whether a role may reach a database. */
 export type DatabaseAccess = 'ok' | 'no-database' | 'no-role' | 'no-connect';
@@ -12,16 +20,20 @@ const CACHE_MS = 5_000;
 const CACHE_MAX = 10_000;
 
 /**
- * Reads PostgreSQL's roles and database privileges over DATABASE_URL (the server statements run
- * on): whether a user's role exists and the authenticator may become it, and whether that role
- * has CONNECT on a database.
+ * Reads PostgreSQL's roles and database privileges over DATABASE_URL (the control login of the
+ * server statements run on), and keeps the login role of each user role (LoginRoleProvisioner).
  */
 @Injectable()
 export class RoleCatalogService implements OnModuleDestroy {
+  private readonly logger = new Logger(RoleCatalogService.name);
+  private readonly provisioner: LoginRoleProvisioner | undefined;
   private pool: Pool | undefined;
   private readonly access = new Map<string, { value: DatabaseAccess; at: number }>();
+  private readonly members = new Map<string, { value: boolean; at: number }>();
 
-  constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {}
+  constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
+    if (config.credentialKey) this.provisioner = new LoginRoleProvisioner(config.credentialKey);
+  }
 
   /** The database of DATABASE_URL: where statements go when they name none. */
   get defaultDatabase(): string | undefined {
@@ -29,19 +41,33 @@ export class RoleCatalogService implements OnModuleDestroy {
     return decodeURIComponent(new URL(this.config.databaseUrl).pathname.slice(1)) || undefined;
   }
 
-  async roleUsability(role: string): Promise<RoleUsability> {
-    // SET ROLE needs the SET option from PostgreSQL 16 on; before, membership is enough.
-    const { rows } = await this.db().query<{ exists: boolean; member: boolean | null }>(
-      `SELECT r.oid IS NOT NULL AS exists,
-              CASE WHEN r.oid IS NULL THEN false
-                   WHEN current_setting('server_version_num')::int >= 160000
-                     THEN pg_has_role(current_user, r.oid, 'SET')
-                   ELSE pg_has_role(current_user, r.oid, 'MEMBER') END AS member
-         FROM (SELECT 1) one LEFT JOIN pg_roles r ON r.rolname = $1`,
-      [role],
+  /**
+   * Creates or repairs the login role statements of `role` run over; throws LoginRoleError when
+   * the role cannot be given to a user (missing, the control login's own, or not grantable).
+   * What makes a role reach beyond itself (superuser, CREATEROLE, BYPASSRLS) is logged loudly.
+   */
+  async provision(role: string): Promise<ProvisionedLogin> {
+    if (!this.provisioner) throw new Error('SLUICE_CREDENTIAL_KEY is not set');
+    const client = await this.db().connect();
+    try {
+      const done = await this.provisioner.provision(client, role);
+      if (done.created) this.logger.log(`created login role "${done.login}" for role "${role}"`);
+      for (const warning of done.warnings) this.logger.warn(`ROLE ISOLATION: ${warning}`);
+      return done;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The control login's own rights, for the start-up warnings. */
+  async controlLogin(): Promise<ControlLoginFacts> {
+    const { rows } = await this.db().query<ControlLoginFacts>(
+      `SELECT rolname AS role, rolsuper AS superuser, rolcreaterole AS createrole,
+              rolsuper OR pg_has_role(current_user, 'pg_signal_backend', 'USAGE') AS signal,
+              current_setting('server_version_num')::int AS version
+         FROM pg_roles WHERE rolname = current_user`,
     );
-    if (!rows[0].exists) return 'missing';
-    return rows[0].member ? 'ok' : 'not-member';
+    return rows[0];
   }
 
   /** CONNECT privilege of a role on a database (cached a few seconds). */
@@ -69,6 +95,24 @@ export class RoleCatalogService implements OnModuleDestroy {
           : 'no-connect';
     if (this.access.size >= CACHE_MAX) this.access.clear();
     this.access.set(key, { value, at: Date.now() });
+    return value;
+  }
+
+  /** Whether `role` is a member of `group` (pg_has_role MEMBER; cached a few seconds). */
+  async isMember(role: string, group: string): Promise<boolean> {
+    const key = `${role}\u0000${group}`;
+    const hit = this.members.get(key);
+    if (hit && Date.now() - hit.at < CACHE_MS) return hit.value;
+    // Either role may be gone: that is "no", not an error.
+    const { rows } = await this.db().query<{ member: boolean }>(
+      `SELECT COALESCE((SELECT pg_has_role(r.oid, g.oid, 'MEMBER')
+                          FROM pg_roles r, pg_roles g
+                         WHERE r.rolname = $1 AND g.rolname = $2), false) AS member`,
+      [role, group],
+    );
+    const value = rows[0].member;
+    if (this.members.size >= CACHE_MAX) this.members.clear();
+    this.members.set(key, { value, at: Date.now() });
     return value;
   }
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { Client, Pool } from 'pg';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { Pool } from 'pg';
+import { ConfigError, SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { METADATA_POOL } from '../infra/tokens';
 import {
   MetadataEvent,
@@ -9,6 +9,7 @@ import {
   MetadataEventsService,
 } from './metadata-events.service';
 import { MetadataSchema } from './metadata.schema';
+import { RoleCatalogService } from './role-catalog.service';
 import { DUMMY_HASH, hashPassword, verifyPassword } from './password.hasher';
 
 /** A row of sluice.users. */
@@ -44,6 +45,7 @@ export class UsersService implements OnModuleInit, MetadataEventListener {
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly schema: MetadataSchema,
     private readonly events: MetadataEventsService,
+    private readonly roles: RoleCatalogService,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -88,7 +90,17 @@ export class UsersService implements OnModuleInit, MetadataEventListener {
   private async bootstrapAdmin(): Promise<void> {
     const { adminUser, adminPassword } = this.config;
     if (!adminUser || adminPassword === undefined) return;
-    const role = this.config.adminRole ?? (await this.databaseRole());
+    if (this.config.authMode === 'database') {
+      // Database users are PostgreSQL's roles: administrators are members of SLUICE_ADMIN_ROLE.
+      this.logger.warn(
+        'SLUICE_ADMIN_USER and SLUICE_ADMIN_PASSWORD are ignored with SLUICE_AUTH=database',
+      );
+      return;
+    }
+    const role = this.config.adminRole;
+    // The control login may create roles: the admin's statements must never run as it.
+    if (!role) throw new ConfigError('SLUICE_ADMIN_ROLE', 'is required with SLUICE_ADMIN_USER');
+    await this.roles.provision(role);
     const existing = await this.find(adminUser);
     const samePassword =
       existing !== undefined && (await verifyPassword(adminPassword, existing.passwordHash));
@@ -118,17 +130,5 @@ export class UsersService implements OnModuleInit, MetadataEventListener {
     this.cache.delete(adminUser);
     await this.events.publish({ kind: 'user', username: adminUser }).catch(() => undefined);
     this.logger.log(`admin user "${adminUser}" runs statements as role "${role}"`);
-  }
-
-  /** The login role of DATABASE_URL: the default role of the bootstrap admin. */
-  private async databaseRole(): Promise<string> {
-    const client = new Client({ connectionString: this.config.databaseUrl });
-    await client.connect();
-    try {
-      const { rows } = await client.query<{ role: string }>('SELECT current_user AS role');
-      return rows[0].role;
-    } finally {
-      await client.end();
-    }
   }
 }

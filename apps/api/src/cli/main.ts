@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pool } from 'pg';
 import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
@@ -9,8 +9,8 @@ import { MetadataSchema } from '../auth/metadata.schema';
 import { RoleCatalogService } from '../auth/role-catalog.service';
 import { UsersService } from '../auth/users.service';
 import { validateAs } from '../http/validation';
-import { AUTHENTICATOR_ROLE, DEMO_DATABASE } from '../standalone/embedded.database';
-import { StandaloneState } from '../standalone/standalone.state';
+import { embeddedUrls } from '../standalone/embedded.database';
+import { loadStandaloneState } from '../standalone/standalone.state';
 import { UserAdminService } from '../users/user-admin.service';
 import { CliCommand, USAGE, UsageError, parseCli } from './cli.args';
 
@@ -37,7 +37,7 @@ async function main(argv: string[]): Promise<number> {
   const schema = new MetadataSchema(pool);
   const events = new MetadataEventsService(pool, config);
   const roles = new RoleCatalogService(config);
-  const users = new UsersService(pool, config, schema, events);
+  const users = new UsersService(pool, config, schema, events, roles);
   const admin = new UserAdminService(pool, schema, roles, events, users);
   try {
     await run(command, admin);
@@ -89,21 +89,23 @@ async function run(command: Exclude<CliCommand, { kind: 'help' }>, admin: UserAd
 
 /** Without DATABASE_URL: the embedded PostgreSQL of standalone mode, from its state file. */
 function connections(config: SluiceConfig): SluiceConfig {
-  if (config.databaseUrl) return config;
   const file = join(config.dataDir, 'standalone.json');
+  if (config.databaseUrl) {
+    // Standalone on the operator's own PostgreSQL keeps its generated key in the state file.
+    if (config.credentialKey || config.redisUrl || !existsSync(file)) return config;
+    return { ...config, credentialKey: loadStandaloneState(config.dataDir).credentialKey };
+  }
   if (!existsSync(file)) {
     throw new ConfigError(
       'DATABASE_URL',
       `is not set and ${file} does not exist: set DATABASE_URL, or start Sluice once (npm start)`,
     );
   }
-  const state = JSON.parse(readFileSync(file, 'utf8')) as StandaloneState;
-  const at = `127.0.0.1:${config.embeddedPgPort}/${DEMO_DATABASE}`;
-  const secret = encodeURIComponent;
+  const state = loadStandaloneState(config.dataDir);
   return {
     ...config,
-    databaseUrl: `postgresql://${AUTHENTICATOR_ROLE}:${secret(state.authenticatorPassword)}@${at}`,
-    metadataDatabaseUrl: `postgresql://postgres:${secret(state.superuserPassword)}@${at}`,
+    ...embeddedUrls(state, config.embeddedPgPort),
+    credentialKey: state.credentialKey,
   };
 }
 

@@ -13,21 +13,34 @@ interface EmbeddedPostgresLike {
 }
 
 export const DEMO_DATABASE = 'sluice_demo';
-export const AUTHENTICATOR_ROLE = 'sluice_authenticator';
+export const CONTROL_ROLE = 'sluice_control';
 export const ADMIN_ROLE = 'sluice_admin';
+/** The control login of earlier versions, a member of the admin role: removed at start-up. */
+const OLD_AUTHENTICATOR_ROLE = 'sluice_authenticator';
 
 /** Connection strings of a running embedded PostgreSQL. */
 export interface EmbeddedUrls {
-  /** Login as the authenticator: what statements run over. */
+  /** The control login: creates login roles, cancels; runs no user's statement. */
   databaseUrl: string;
   /** Login as the superuser: Sluice's own tables. */
   metadataDatabaseUrl: string;
 }
 
+/** The URLs of the embedded PostgreSQL with the passwords of its state file. */
+export function embeddedUrls(state: StandaloneState, port: number): EmbeddedUrls {
+  const at = `127.0.0.1:${port}/${DEMO_DATABASE}`;
+  const secret = encodeURIComponent;
+  return {
+    databaseUrl: `postgresql://${CONTROL_ROLE}:${secret(state.controlPassword)}@${at}`,
+    metadataDatabaseUrl: `postgresql://postgres:${secret(state.superuserPassword)}@${at}`,
+  };
+}
+
 /**
  * A real PostgreSQL from the npm-installed distribution, with its data under the project. It is
- * set up the way the README asks of a production database: statements run over a NOINHERIT
- * authenticator that holds no rights of its own and becomes the user's role per statement.
+ * set up the way the README asks of a production database: a control login that may create
+ * roles and grant the admin role (never a member of it), from which Sluice makes one login role
+ * per user role; Sluice's own tables are reached as the superuser, which no statement runs as.
  */
 export class EmbeddedDatabase {
   private readonly logger = new Logger(EmbeddedDatabase.name);
@@ -66,11 +79,7 @@ export class EmbeddedDatabase {
     await server.start();
     this.server = server;
     await this.setUp();
-    const at = `127.0.0.1:${this.port}/${DEMO_DATABASE}`;
-    return {
-      databaseUrl: `postgresql://${AUTHENTICATOR_ROLE}:${this.state.authenticatorPassword}@${at}`,
-      metadataDatabaseUrl: `postgresql://postgres:${this.state.superuserPassword}@${at}`,
-    };
+    return embeddedUrls(this.state, this.port);
   }
 
   async stop(): Promise<void> {
@@ -96,14 +105,19 @@ export class EmbeddedDatabase {
           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${ADMIN_ROLE}') THEN
             CREATE ROLE ${ADMIN_ROLE} NOLOGIN;
           END IF;
-          IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${AUTHENTICATOR_ROLE}') THEN
-            CREATE ROLE ${AUTHENTICATOR_ROLE} LOGIN NOINHERIT;
+          IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${CONTROL_ROLE}') THEN
+            CREATE ROLE ${CONTROL_ROLE} LOGIN NOINHERIT;
           END IF;
         END$$`);
+      // The README's set-up for PostgreSQL 16 and later (the embedded server is 18).
       await client.query(
-        `ALTER ROLE ${AUTHENTICATOR_ROLE} LOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '${this.state.authenticatorPassword.replace(/'/g, "''")}'`,
+        `ALTER ROLE ${CONTROL_ROLE} LOGIN NOINHERIT NOSUPERUSER NOCREATEDB CREATEROLE PASSWORD '${this.state.controlPassword.replace(/'/g, "''")}'`,
       );
-      await client.query(`GRANT ${ADMIN_ROLE} TO ${AUTHENTICATOR_ROLE}`);
+      await client.query(`GRANT pg_signal_backend TO ${CONTROL_ROLE}`);
+      await client.query(
+        `GRANT ${ADMIN_ROLE} TO ${CONTROL_ROLE} WITH ADMIN OPTION, INHERIT FALSE, SET FALSE`,
+      );
+      await client.query(`DROP ROLE IF EXISTS ${OLD_AUTHENTICATOR_ROLE}`);
       await client.query(`GRANT ALL ON DATABASE ${DEMO_DATABASE} TO ${ADMIN_ROLE}`);
     });
     await this.withClient(DEMO_DATABASE, async (client) => {

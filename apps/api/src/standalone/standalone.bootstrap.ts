@@ -28,6 +28,7 @@ export async function prepareStandalone(config: SluiceConfig): Promise<PreparedS
     next.adminRole ??= ADMIN_ROLE;
   }
   next.jwtSecret ??= state.jwtSecret;
+  next.credentialKey ??= state.credentialKey;
   next.adminUser ??= 'admin';
   const generatedPassword = next.adminPassword === undefined;
   next.adminPassword ??= state.adminPassword;

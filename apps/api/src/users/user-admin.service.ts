@@ -8,6 +8,7 @@ import {
   UpdateUserDto,
   UserDto,
 } from '@app/contracts';
+import { LoginRoleError } from '@app/access';
 import { MetadataEventsService } from '../auth/metadata-events.service';
 import { MetadataSchema } from '../auth/metadata.schema';
 import { hashPassword } from '../auth/password.hasher';
@@ -39,12 +40,25 @@ function toDto(row: UserRow): UserDto {
   };
 }
 
+/**
+ * Makes sure statements can run as `role`: it exists and Sluice keeps a login role for it that
+ * reaches that role and nothing else. Answers with UNKNOWN_ROLE when it cannot be used.
+ */
+export async function requireRole(roles: RoleCatalogService, role: string): Promise<void> {
+  try {
+    await roles.provision(role);
+  } catch (err) {
+    if (err instanceof LoginRoleError) throw new SluiceError('UNKNOWN_ROLE', err.message);
+    throw new SluiceError('DB_UNAVAILABLE', 'cannot set up the login role of this role');
+  }
+}
+
 const notFound = (name: string) =>
   new SluiceError('NOT_FOUND', `no user named ${JSON.stringify(name.slice(0, 128))}`);
 
 /**
  * Manages the users in `sluice.users` for the api and the CLI alike. A user's role must exist
- * and be one the authenticator (the login role of DATABASE_URL) may SET ROLE to. Every change is
+ * and get a login role of its own (see RoleCatalogService.provision). Every change is
  * announced to all api processes, so a disabled user is locked out everywhere at once.
  */
 @Injectable()
@@ -157,21 +171,7 @@ export class UserAdminService {
   }
 
   private async requireRole(role: string): Promise<void> {
-    let usability;
-    try {
-      usability = await this.roles.roleUsability(role);
-    } catch {
-      throw new SluiceError('DB_UNAVAILABLE', 'cannot read the roles of the database');
-    }
-    if (usability === 'missing') {
-      throw new SluiceError('UNKNOWN_ROLE', `role "${role}" does not exist`);
-    }
-    if (usability === 'not-member') {
-      throw new SluiceError(
-        'UNKNOWN_ROLE',
-        `the login role of DATABASE_URL may not SET ROLE to "${role}" (GRANT "${role}" TO it)`,
-      );
-    }
+    await requireRole(this.roles, role);
   }
 
   private async changed(username: string): Promise<void> {

@@ -27,6 +27,17 @@ export function registerPoolMetrics(registry: Registry, pool: QueryPoolService):
     help: 'Queries the pool runs at once (threads × tasks per thread).',
     registers,
   }).set(pool.capacity);
+  const connections: Gauge = new Gauge({
+    name: 'sluice_pg_connections',
+    help: 'Statement connections to PostgreSQL open in the pool’s threads, all logins together.',
+    registers,
+    collect: () => connections.set(pool.pgConnections),
+  });
+  new Gauge({
+    name: 'sluice_pg_max_connections',
+    help: 'The most statement connections the pool’s threads may hold (SLUICE_PG_MAX_CONNECTIONS).',
+    registers,
+  }).set(pool.pgMaxConnections);
   let seen = 0;
   const completed: Counter = new Counter({
     name: 'sluice_pool_tasks_completed_total',

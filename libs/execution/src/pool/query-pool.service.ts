@@ -4,6 +4,7 @@ import { Piscina } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import type { PgLogin } from '@app/access';
 import type { ExecuteTask } from '../tasks/execute-query.task';
 import { ExecutionOutcome } from '../tasks/query.runner';
 import { ThreadSettings } from '../tasks/thread.settings';
@@ -13,6 +14,7 @@ import { ThreadSettings } from '../tasks/thread.settings';
 export class QueryPoolService implements OnModuleDestroy {
   private readonly logger = new Logger(QueryPoolService.name);
   private readonly pool: Piscina<ExecuteTask, ExecutionOutcome>;
+  private readonly connectionCounts = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
 
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
     const settings: ThreadSettings = {
@@ -20,6 +22,9 @@ export class QueryPoolService implements OnModuleDestroy {
       redisUrl: config.redisUrl,
       keyPrefix: config.keyPrefix,
       pgPoolSize: config.pgPoolSize,
+      pgMaxConnectionsPerThread: this.pgMaxConnections / config.workerThreads,
+      credentialKey: config.credentialKey!,
+      connectionCounts: this.connectionCounts,
       defaultFetchSize: config.defaultFetchSize,
       windowChunks: config.windowChunks,
       windowBytes: config.windowBytes,
@@ -40,6 +45,17 @@ export class QueryPoolService implements OnModuleDestroy {
     });
   }
 
+  /** The cap on statement connections, shared out evenly between the threads. */
+  get pgMaxConnections(): number {
+    const { pgMaxConnections, workerThreads } = this.config;
+    return Math.floor(pgMaxConnections / workerThreads) * workerThreads;
+  }
+
+  /** Statement connections to PostgreSQL open in all threads now. */
+  get pgConnections(): number {
+    return Atomics.load(new Int32Array(this.connectionCounts), 0);
+  }
+
   /** How many jobs the pool can run at once. */
   get capacity(): number {
     return this.config.workerThreads * this.config.tasksPerThread;
@@ -51,10 +67,17 @@ export class QueryPoolService implements OnModuleDestroy {
     return { utilization, queueSize, threads: threads.length, completed };
   }
 
-  /** Runs a job in a thread; with a port, its records go there instead of to Redis. */
-  run(job: ExecuteJobData, port?: MessagePort): Promise<ExecutionOutcome> {
-    if (!port) return this.pool.run({ job });
-    return this.pool.run({ job, port }, { transferList: [port] as never });
+  /**
+   * Runs a job in a thread; with a port, its records go there instead of to Redis. Without a
+   * login, the thread uses the login role Sluice provisions for the job's role (service users).
+   */
+  run(
+    job: ExecuteJobData,
+    options: { port?: MessagePort; login?: PgLogin } = {},
+  ): Promise<ExecutionOutcome> {
+    const { port, login } = options;
+    if (!port) return this.pool.run({ job, login });
+    return this.pool.run({ job, port, login }, { transferList: [port] as never });
   }
 
   /** Start-up check: a thread answers and reaches PostgreSQL. */

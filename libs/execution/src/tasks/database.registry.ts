@@ -1,82 +1,82 @@
-import { Client, Pool } from 'pg';
+import { Pool } from 'pg';
+import { LoginRoleProvisioner, ProvisionedLogin } from '@app/access';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from '@app/sql';
+import { SESSION_OPTIONS, urlFor } from './login.pools';
 
-/**
- * Session settings that make every worker print values the same way; the connection check ends
- * a running statement soon after its worker died (PostgreSQL 14+).
- */
-const SESSION_OPTIONS =
-  '-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c client_connection_check_interval=1000';
 const MAX_DATABASES = 64;
 
-/** A pool of connections to one database, and the type catalog of that database. */
+/**
+ * The control side of one database, over DATABASE_URL's own login (never a user's statement):
+ * the type catalog, cancels, and provisioning login roles. Two connections at most, so that a
+ * cancel never waits behind a catalog load.
+ */
 export class DatabaseHandle {
-  readonly pool: Pool;
   readonly catalog = new TypeCatalog();
-  private catalogClient: Client | undefined;
+  private readonly pool: Pool;
   private catalogQueue: Promise<unknown> = Promise.resolve();
 
-  constructor(
-    private readonly url: string,
-    poolSize: number,
-  ) {
+  constructor(url: string) {
     this.pool = new Pool({
       connectionString: url,
-      max: poolSize,
+      max: 2,
       idleTimeoutMillis: 30_000,
       options: SESSION_OPTIONS,
-      application_name: 'sluice',
+      application_name: 'sluice-control',
     });
-    // An idle connection that dies must not take the thread down.
+    // An idle connection that dies is dropped by the pool; nothing was running on it.
     this.pool.on('error', () => undefined);
   }
 
-  /** Loads type info for the given OIDs (and what they refer to) on a connection of its own. */
+  /** Loads type info for the given OIDs (and what they refer to), one load at a time. */
   async ensureTypes(oids: number[]): Promise<void> {
     if (this.catalog.missing(oids).length === 0) return;
     const run = this.catalogQueue.then(async () => {
       let missing = this.catalog.missing(oids);
       while (missing.length > 0) {
-        const client = await this.client();
-        const { rows } = await client.query<Record<string, unknown>>(TYPE_INFO_SQL, [missing]);
+        const { rows } = await this.pool.query<Record<string, unknown>>(TYPE_INFO_SQL, [missing]);
         this.catalog.add(rows.map(rowToTypeInfo));
         const next = this.catalog.missing(oids);
         if (next.length === missing.length) break;
         missing = next;
       }
     });
+    // The caller gets the failure; the next load must not inherit it.
     this.catalogQueue = run.catch(() => undefined);
     await run;
   }
 
-  /** Cancels what a backend is running (pg_cancel_backend), from a connection of its own. */
-  async cancelBackend(pid: number): Promise<void> {
-    const run = this.catalogQueue.then(async () => {
-      const client = await this.client();
-      await client.query('SELECT pg_cancel_backend($1)', [pid]);
-    });
-    this.catalogQueue = run.catch(() => undefined);
-    await run;
+  /**
+   * Cancels the statement of one query: only while backend `pid` still shows that query's
+   * application_name, checked and signalled in one SQL call — a pooled connection may already
+   * run another user's statement. True if a signal was sent.
+   */
+  async cancelStatement(pid: number, applicationName: string): Promise<boolean> {
+    const { rows } = await this.pool.query<{ sent: boolean }>(
+      `SELECT pg_cancel_backend(pid) AS sent FROM pg_stat_activity
+        WHERE pid = $1 AND application_name = $2`,
+      [pid, applicationName],
+    );
+    return rows[0]?.sent === true;
+  }
+
+  /** Creates or repairs the login role of a user role (see LoginRoleProvisioner). */
+  async provision(provisioner: LoginRoleProvisioner, role: string): Promise<ProvisionedLogin> {
+    const client = await this.pool.connect();
+    try {
+      return await provisioner.provision(client, role, true);
+    } finally {
+      client.release();
+    }
+  }
+
+  /** Start-up check: the control login reaches the database. */
+  async version(): Promise<string> {
+    const { rows } = await this.pool.query<{ v: string }>('SELECT version() AS v');
+    return rows[0].v;
   }
 
   async close(): Promise<void> {
-    await this.pool.end().catch(() => undefined);
-    await this.catalogClient?.end().catch(() => undefined);
-  }
-
-  private async client(): Promise<Client> {
-    if (!this.catalogClient) {
-      const client = new Client({ connectionString: this.url, options: SESSION_OPTIONS });
-      client.on('error', () => {
-        if (this.catalogClient === client) this.catalogClient = undefined;
-      });
-      client.on('end', () => {
-        if (this.catalogClient === client) this.catalogClient = undefined;
-      });
-      await client.connect();
-      this.catalogClient = client;
-    }
-    return this.catalogClient;
+    await this.pool.end().catch(() => undefined); // only fails when already ended
   }
 }
 
@@ -84,17 +84,14 @@ export class DatabaseHandle {
 export class DatabaseRegistry {
   private readonly handles = new Map<string, DatabaseHandle>();
 
-  constructor(
-    private readonly baseUrl: string,
-    private readonly poolSize: number,
-  ) {}
+  constructor(private readonly baseUrl: string) {}
 
   get(database: string | undefined): DatabaseHandle {
     const key = database ?? '';
     let handle = this.handles.get(key);
     if (!handle) {
       if (this.handles.size >= MAX_DATABASES) this.evictOne();
-      handle = new DatabaseHandle(this.urlFor(database), this.poolSize);
+      handle = new DatabaseHandle(urlFor(this.baseUrl, database));
       this.handles.set(key, handle);
     }
     return handle;
@@ -111,13 +108,6 @@ export class DatabaseRegistry {
   async closeAll(): Promise<void> {
     await Promise.all([...this.handles.values()].map((h) => h.close()));
     this.handles.clear();
-  }
-
-  private urlFor(database: string | undefined): string {
-    if (database === undefined) return this.baseUrl;
-    const url = new URL(this.baseUrl);
-    url.pathname = '/' + encodeURIComponent(database);
-    return url.toString();
   }
 
   private evictOne(): void {

@@ -2,6 +2,7 @@ import Redis from 'ioredis';
 import { workerData } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
+import { LoginRoleProvisioner, type PgLogin } from '@app/access';
 import {
   FlowWindow,
   PortResultWriter,
@@ -10,14 +11,24 @@ import {
   ResultWriter,
 } from '@app/transport';
 import { DatabaseRegistry } from './database.registry';
+import { LoginPools } from './login.pools';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
 import { ThreadSettings } from './thread.settings';
 
 // Piscina entry: one thread's connections are made once and shared by the tasks it runs.
 const settings = workerData as ThreadSettings;
 const keys = new RedisKeys(settings.keyPrefix);
-const databases = new DatabaseRegistry(settings.databaseUrl, settings.pgPoolSize);
-const runner = new QueryRunner(databases, settings);
+const counts = new Int32Array(settings.connectionCounts);
+const databases = new DatabaseRegistry(settings.databaseUrl);
+const logins = new LoginPools({
+  baseUrl: settings.databaseUrl,
+  poolSize: settings.pgPoolSize,
+  maxConnections: settings.pgMaxConnectionsPerThread,
+  idleTimeoutMs: 30_000,
+  onCount: (delta) => Atomics.add(counts, 0, delta),
+});
+const provisioner = new LoginRoleProvisioner(settings.credentialKey);
+const runner = new QueryRunner(databases, logins, provisioner, settings);
 let redis: Redis | undefined;
 
 function connection(): Redis {
@@ -32,6 +43,8 @@ function connection(): Redis {
 export interface ExecuteTask {
   job: ExecuteJobData;
   port?: MessagePort;
+  /** A database user's own login; absent: the login role provisioned for the job's role. */
+  login?: PgLogin;
 }
 
 function writerFor(task: ExecuteTask): ResultWriter {
@@ -52,16 +65,10 @@ function writerFor(task: ExecuteTask): ResultWriter {
 
 /** Runs one execution job and writes its result to the query's result channel. */
 export default async function executeQuery(task: ExecuteTask): Promise<ExecutionOutcome> {
-  return runner.run(task.job, writerFor(task));
+  return runner.run(task.job, writerFor(task), task.login);
 }
 
 /** Start-up check: the thread loaded and reaches the default database. */
 export async function ping(): Promise<string> {
-  const client = await databases.get(undefined).pool.connect();
-  try {
-    const { rows } = await client.query<{ v: string }>('SELECT version() AS v');
-    return rows[0].v;
-  } finally {
-    client.release();
-  }
+  return databases.get(undefined).version();
 }

@@ -1,4 +1,5 @@
 import type { PoolClient } from 'pg';
+import { LoginRoleError, LoginRoleProvisioner, PgLogin } from '@app/access';
 import {
   ExecuteJobData,
   SluiceError,
@@ -10,7 +11,8 @@ import {
 import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
 import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { BodyWriter } from './body.writer';
-import { DatabaseRegistry } from './database.registry';
+import { DatabaseHandle, DatabaseRegistry } from './database.registry';
+import { LoginPools } from './login.pools';
 import { TextCursor } from './text.cursor';
 
 /** What a finished execution reports back to the job processor. */
@@ -33,12 +35,17 @@ function quoteLiteral(text: string): string {
   return "'" + text.replace(/'/g, "''") + "'";
 }
 
+/** The application_name a query's statement runs under: what a cancel checks before it signals. */
+export function applicationNameOf(queryId: string): string {
+  return `sluice:${queryId}`;
+}
+
 /** BEGIN plus the SET LOCALs that give the statement its user's role and settings. */
 export function beginSql(job: ExecuteJobData): string {
   const parts = [
     job.readOnly ? 'BEGIN READ ONLY' : 'BEGIN',
     `SET LOCAL ROLE ${quoteIdent(job.role)}`,
-    `SET LOCAL application_name = ${quoteLiteral(`sluice:${job.queryId}`)}`,
+    `SET LOCAL application_name = ${quoteLiteral(applicationNameOf(job.queryId))}`,
   ];
   if (job.schema !== undefined) parts.push(`SET LOCAL search_path TO ${quoteIdent(job.schema)}`);
   return parts.join('; ');
@@ -63,6 +70,12 @@ function stopStatus(reason: StopReason): Status {
 /** The status a failure is reported with; internals never reach the client. */
 export function failureStatus(err: unknown, stopped?: StopReason): Status {
   if (err instanceof ProducerStoppedError) return stopStatus(err.reason);
+  if (err instanceof LoginRoleError) {
+    return statusOf(
+      'FORBIDDEN',
+      err.kind === 'missing' ? 'the role of this user no longer exists' : err.message,
+    );
+  }
   // The statement was cancelled on purpose (57014 from pg_cancel_backend): say why.
   if (stopped && isPgError(err) && err.code === '57014') return stopStatus(stopped);
   if (err instanceof SluiceError) return err.toStatus();
@@ -87,10 +100,16 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
 export class QueryRunner {
   constructor(
     private readonly databases: DatabaseRegistry,
+    private readonly logins: LoginPools,
+    private readonly provisioner: LoginRoleProvisioner,
     private readonly settings: RunnerSettings,
   ) {}
 
-  async run(job: ExecuteJobData, writer: ResultWriter): Promise<ExecutionOutcome> {
+  /**
+   * Runs `job` over `login`: a database user's own, or (absent) the login role provisioned for
+   * the job's role, which is created or repaired here when PostgreSQL does not accept it.
+   */
+  async run(job: ExecuteJobData, writer: ResultWriter, login?: PgLogin): Promise<ExecutionOutcome> {
     let client: PoolClient | undefined;
     let cursor: TextCursor | undefined;
     let prefetch: Promise<TextRow[]> | undefined;
@@ -107,8 +126,7 @@ export class QueryRunner {
       if (stopped) return;
       stopped = reason;
       writer.interrupt(reason);
-      const pid = (client as { processID?: number } | undefined)?.processID;
-      if (inStatement && pid) void db.cancelBackend(pid).catch(() => undefined);
+      if (inStatement) void this.cancel(db, client, job);
     };
     const unwatch = writer.watch(stop);
     const deadline = job.timeoutMs ? setTimeout(() => stop('timeout'), job.timeoutMs) : undefined;
@@ -122,12 +140,7 @@ export class QueryRunner {
       }
     };
     try {
-      try {
-        client = await db.pool.connect();
-      } catch (err) {
-        if (isPgError(err) && err.code === '3D000') this.databases.forget(job.database);
-        throw err;
-      }
+      client = await this.connect(job, db, login);
       await client.query(beginSql(job));
       inTransaction = true;
       cursor = client.query(new TextCursor(job.text, job.values, job.types));
@@ -188,9 +201,8 @@ export class QueryRunner {
       broken = !isPgError(err) && !(err instanceof ProducerStoppedError);
       // A read still on its way must land before the portal can be closed: cut it short.
       if (prefetch) {
-        const pid = (client as { processID?: number } | undefined)?.processID;
-        if (inStatement && pid) await db.cancelBackend(pid).catch(() => undefined);
-        await prefetch.catch(() => undefined);
+        if (inStatement) await this.cancel(db, client, job);
+        await prefetch.catch(() => undefined); // its failure is the one being reported
       }
       // A suspended portal holds the connection: nothing else runs on it until it is closed.
       if (cursor?.open) {
@@ -214,6 +226,67 @@ export class QueryRunner {
         client.release(broken);
       }
     }
+  }
+
+  private async connect(
+    job: ExecuteJobData,
+    db: DatabaseHandle,
+    given: PgLogin | undefined,
+  ): Promise<PoolClient> {
+    const login = given ?? this.provisioner.serviceLogin(job.role);
+    let client: PoolClient;
+    try {
+      client = await this.logins.connect(login, job.database);
+    } catch (err) {
+      if (!isPgError(err)) throw err;
+      if (err.code === '3D000') {
+        this.databases.forget(job.database);
+        this.logins.forget(login, job.database);
+      }
+      const refused = err.code === '28P01' || err.code === '28000';
+      if (!refused || given) throw err;
+      // A login role not made yet (a user from before, a role renamed) or with another password.
+      this.logins.forget(login, job.database);
+      await db.provision(this.provisioner, job.role);
+      client = await this.logins.connect(login, job.database);
+    }
+    if (login.checkOnUse) await this.checkLogin(client, login, job.database);
+    return client;
+  }
+
+  /** A pooled connection outlives DROP ROLE, NOLOGIN and VALID UNTIL: ask before each statement. */
+  private async checkLogin(
+    client: PoolClient,
+    login: PgLogin,
+    database: string | undefined,
+  ): Promise<void> {
+    let ok = false;
+    try {
+      const { rows } = await client.query<{ ok: boolean }>(
+        `SELECT rolcanlogin AND (rolvaliduntil IS NULL OR rolvaliduntil > now()) AS ok
+           FROM pg_roles WHERE rolname = $1`,
+        [login.user],
+      );
+      ok = rows[0]?.ok === true;
+    } catch {
+      // Whatever stops the check (a role dropped under the session) refuses the login.
+    }
+    if (ok) return;
+    client.release(true);
+    this.logins.forget(login, database);
+    throw new SluiceError('LOGIN_REFUSED', `the database no longer lets "${login.user}" log in`);
+  }
+
+  /** Cancels this query's statement, and no other that its connection may have moved on to. */
+  private async cancel(
+    db: DatabaseHandle,
+    client: PoolClient | undefined,
+    job: ExecuteJobData,
+  ): Promise<void> {
+    const pid = (client as { processID?: number } | undefined)?.processID;
+    if (!pid) return;
+    // A failed cancel leaves the statement to its time limit, its client check or its end.
+    await db.cancelStatement(pid, applicationNameOf(job.queryId)).catch(() => false);
   }
 
   private async reportFailure(

@@ -4,6 +4,12 @@ export interface ThreadSettings {
   redisUrl?: string;
   keyPrefix: string;
   pgPoolSize: number;
+  /** Statement connections one thread may hold (the process's cap shared out). */
+  pgMaxConnectionsPerThread: number;
+  /** Secret the login roles' names and passwords derive from. */
+  credentialKey: string;
+  /** One Int32 shared by all threads: statement connections open. */
+  connectionCounts: SharedArrayBuffer;
   defaultFetchSize: number;
   windowChunks: number;
   windowBytes: number;

@@ -1,0 +1,160 @@
+import { loginRoleName, loginRolePassword, scramVerifier, serviceLogin } from './login.role';
+import { PgLogin } from './pg.login';
+
+/** What the provisioner needs of a pg Client or Pool. */
+export interface Queryable {
+  query<R extends object = Record<string, unknown>>(
+    text: string,
+    values?: unknown[],
+  ): Promise<{ rows: R[] }>;
+}
+
+/** Why a role cannot be given to a Sluice user; the message says what to do. */
+export class LoginRoleError extends Error {
+  constructor(
+    readonly kind: 'missing' | 'control' | 'foreign' | 'rights',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'LoginRoleError';
+  }
+}
+
+/** The result of provisioning: the login role, and what about the user role deserves a warning. */
+export interface ProvisionedLogin {
+  login: string;
+  created: boolean;
+  warnings: string[];
+}
+
+const ident = (name: string) => '"' + name.replace(/"/g, '""') + '"';
+const literal = (text: string) => "'" + text.replace(/'/g, "''") + "'";
+
+interface RoleFacts {
+  exists: boolean;
+  is_control: boolean;
+  superuser: boolean | null;
+  createrole: boolean | null;
+  bypassrls: boolean | null;
+  login_oid: number | null;
+  login_bad_attrs: boolean | null;
+  extra_roles: string[] | null;
+  members: string[] | null;
+  has_role: boolean | null;
+}
+
+/**
+ * Keeps, for each user role R, one login role that is a member of R and of nothing else, so a
+ * statement running on its connection can reach R's rights and no others — whatever it does with
+ * SET ROLE, set_config('role', …) or SET SESSION AUTHORIZATION (which needs a superuser login).
+ * Runs over the control login (DATABASE_URL), which needs CREATEROLE and, from PostgreSQL 16 on,
+ * ADMIN OPTION on each user role; it never runs a user's statement.
+ */
+export class LoginRoleProvisioner {
+  constructor(private readonly secret: string) {}
+
+  loginFor(role: string): string {
+    return loginRoleName(role, this.secret);
+  }
+
+  /** The login (name and password) statements of `role` run over. */
+  serviceLogin(role: string): PgLogin {
+    return serviceLogin(role, this.secret);
+  }
+
+  /**
+   * Creates or repairs the login role of `role`, in one transaction on `client` (a connection of
+   * its own: BEGIN … COMMIT). With `resetPassword`, sets its password even when it exists.
+   */
+  async provision(
+    client: Queryable,
+    role: string,
+    resetPassword = false,
+  ): Promise<ProvisionedLogin> {
+    const login = this.loginFor(role);
+    await client.query('BEGIN');
+    try {
+      // Two processes provisioning the same role at once: one waits for the other.
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`sluice-login:${login}`]);
+      const facts = await this.facts(client, role, login);
+      const warnings = this.check(role, login, facts);
+      const verifier = literal(scramVerifier(loginRolePassword(role, this.secret)));
+      const created = facts.login_oid === null;
+      if (created) {
+        await client.query(`CREATE ROLE ${ident(login)} LOGIN INHERIT PASSWORD ${verifier}`);
+      } else if (resetPassword) {
+        await client.query(`ALTER ROLE ${ident(login)} LOGIN INHERIT PASSWORD ${verifier}`);
+      }
+      // Memberships anyone added by hand would widen what the login reaches: take them away.
+      for (const extra of facts.extra_roles ?? []) {
+        await client.query(`REVOKE ${ident(extra)} FROM ${ident(login)}`);
+      }
+      for (const member of facts.members ?? []) {
+        await client.query(`REVOKE ${ident(login)} FROM ${ident(member)}`);
+      }
+      if (!facts.has_role) await client.query(`GRANT ${ident(role)} TO ${ident(login)}`);
+      await client.query('COMMIT');
+      return { login, created, warnings };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined); // the error below says what failed
+      if ((err as { code?: string }).code === '42501') {
+        throw new LoginRoleError(
+          'rights',
+          `the login role of DATABASE_URL may not create or grant the login role of "${role}": ` +
+            `it needs CREATEROLE, and from PostgreSQL 16 on ADMIN OPTION on "${role}" (see README)`,
+        );
+      }
+      throw err;
+    }
+  }
+
+  private async facts(client: Queryable, role: string, login: string): Promise<RoleFacts> {
+    const { rows } = await client.query<RoleFacts>(
+      `SELECT r.oid IS NOT NULL AS exists,
+              r.oid IS NOT NULL AND pg_has_role(r.oid, current_user, 'MEMBER') AS is_control,
+              r.rolsuper AS superuser, r.rolcreaterole AS createrole, r.rolbypassrls AS bypassrls,
+              l.oid::int AS login_oid,
+              (l.rolsuper OR l.rolcreaterole OR l.rolcreatedb OR l.rolreplication OR l.rolbypassrls)
+                AS login_bad_attrs,
+              (SELECT array_agg(g.rolname::text) FROM pg_auth_members m
+                 JOIN pg_roles g ON g.oid = m.roleid
+                WHERE m.member = l.oid AND m.roleid IS DISTINCT FROM r.oid) AS extra_roles,
+              (SELECT array_agg(u.rolname::text) FROM pg_auth_members m
+                 JOIN pg_roles u ON u.oid = m.member WHERE m.roleid = l.oid) AS members,
+              EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.member = l.oid AND m.roleid = r.oid)
+                AS has_role
+         FROM (SELECT 1) one
+         LEFT JOIN pg_roles r ON r.rolname = $1
+         LEFT JOIN pg_roles l ON l.rolname = $2`,
+      [role, login],
+    );
+    return rows[0];
+  }
+
+  private check(role: string, login: string, facts: RoleFacts): string[] {
+    if (!facts.exists) throw new LoginRoleError('missing', `role "${role}" does not exist`);
+    if (facts.is_control) {
+      throw new LoginRoleError(
+        'control',
+        `role "${role}" is (or is a member of) the login role of DATABASE_URL, which may create ` +
+          'and grant roles: a user of it could reach every other user',
+      );
+    }
+    if (facts.login_bad_attrs) {
+      throw new LoginRoleError(
+        'foreign',
+        `role "${login}" exists with SUPERUSER, CREATEROLE, CREATEDB, REPLICATION or BYPASSRLS; ` +
+          'Sluice did not create it that way: drop it and let Sluice create it again',
+      );
+    }
+    const warnings: string[] = [];
+    if (facts.superuser)
+      warnings.push(`role "${role}" is a superuser: its users can reach every role`);
+    else if (facts.createrole) {
+      warnings.push(`role "${role}" has CREATEROLE: its users can change other roles`);
+    }
+    if (facts.bypassrls)
+      warnings.push(`role "${role}" has BYPASSRLS: row security does not bind it`);
+    return warnings;
+  }
+}
