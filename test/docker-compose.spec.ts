@@ -55,8 +55,10 @@ describe('docker-compose.yml', () => {
     for (const name of ['api', 'worker']) {
       const env = compose.services[name].environment ?? {};
       expect(env.REDIS_URL).toMatch(/^redis:\/\/redis:6379/);
-      expect(env.DATABASE_URL).toMatch(/^postgresql:\/\/sluice_authenticator:/);
+      expect(env.DATABASE_URL).toMatch(/^postgresql:\/\/sluice_control:/);
       expect(env.SLUICE_JWT_SECRET).toBeDefined();
+      expect(String(env.SLUICE_CREDENTIAL_KEY).length).toBeGreaterThanOrEqual(32);
+      expect(env.SLUICE_ADMIN_ROLE).toBe('sluice_admin');
       expect(env.SLUICE_KEY_PREFIX).toBe('sluice');
     }
   });

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -443,6 +444,7 @@ export async function startSluice({
   const prefix = `bench-${randomBytes(6).toString('hex')}`;
   const password = randomBytes(18).toString('base64url');
   const port = await freePort();
+  const adminRole = await benchAdminRole(databaseUrl);
   const env = {
     ...process.env,
     DATABASE_URL: databaseUrl,
@@ -450,6 +452,8 @@ export async function startSluice({
     SLUICE_JWT_SECRET: randomBytes(24).toString('base64url'), // 32 characters
     SLUICE_ADMIN_USER: adminUser,
     SLUICE_ADMIN_PASSWORD: password,
+    SLUICE_ADMIN_ROLE: adminRole,
+    SLUICE_CREDENTIAL_KEY: randomBytes(24).toString('base64url'),
     SLUICE_KEY_PREFIX: prefix,
     // The worker's /metrics port (default 9464) may be taken by another worker on this machine.
     SLUICE_WORKER_METRICS_PORT: '0',
@@ -474,6 +478,27 @@ export async function startSluice({
   const headers = await login(baseUrl, adminUser, password);
   await waitForFirstResult(baseUrl, headers, children, firstStatement, isGood);
   return { baseUrl, headers, worker, api, children, prefix, port, env };
+}
+
+/**
+ * The role the bench's admin runs as: it may read everything (pg_read_all_data) and create
+ * tables in public. DATABASE_URL is the control login here, as a superuser for convenience.
+ */
+export const BENCH_ADMIN_ROLE = 'sluice_bench_admin';
+async function benchAdminRole(databaseUrl) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query(`DO $$BEGIN
+      IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${BENCH_ADMIN_ROLE}') THEN
+        CREATE ROLE ${BENCH_ADMIN_ROLE} NOLOGIN;
+      END IF; END$$`);
+    await client.query(`GRANT pg_read_all_data TO ${BENCH_ADMIN_ROLE}`);
+    await client.query(`GRANT CREATE, USAGE ON SCHEMA public TO ${BENCH_ADMIN_ROLE}`);
+  } finally {
+    await client.end();
+  }
+  return BENCH_ADMIN_ROLE;
 }
 
 /** Logs in; returns the Authorization header. */

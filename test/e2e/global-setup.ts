@@ -17,6 +17,7 @@ declare global {
 
 const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DATABASE_URL = process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.1:5432/test';
+const PG_MAX_CONNECTIONS = 4;
 
 /**
  * Starts the service the way SLUICE_E2E_MODE says — `cluster`: api and worker as separate
@@ -38,6 +39,8 @@ export default async function globalSetup(): Promise<void> {
     keyPrefix: `sluice-e2e-${randomBytes(4).toString('hex')}`,
     adminUser: `e2e_admin_${randomBytes(3).toString('hex')}`,
     adminPassword: randomBytes(12).toString('base64url'),
+    pgMaxConnections: PG_MAX_CONNECTIONS,
+    poolMetricsUrls: [`http://127.0.0.1:${port}/metrics`],
   };
   const common = {
     SLUICE_KEY_PREFIX: base.keyPrefix,
@@ -48,6 +51,8 @@ export default async function globalSetup(): Promise<void> {
     SLUICE_MAX_ACTIVE_PER_USER: '6',
     SLUICE_MAX_QUEUE_WAIT_MS: '4000',
     SLUICE_TASKS_PER_THREAD: '2',
+    // Low, so that the suite's many roles keep every process at its cap of connections.
+    SLUICE_PG_MAX_CONNECTIONS: String(PG_MAX_CONNECTIONS),
     PORT: String(port),
     HOST: '127.0.0.1',
   };
@@ -64,12 +69,15 @@ export default async function globalSetup(): Promise<void> {
       SLUICE_JWT_SECRET: jwtSecret,
       SLUICE_WORKER_THREADS: '1',
     };
+    const metricsPorts = [await freePort(), await freePort()];
     processes = [
       startProcess('api', cluster),
       startProcess('api', { ...cluster, PORT: String(port2) }),
-      startProcess('worker', { ...cluster, SLUICE_WORKER_METRICS_PORT: String(await freePort()) }),
-      startProcess('worker', { ...cluster, SLUICE_WORKER_METRICS_PORT: String(await freePort()) }),
+      ...metricsPorts.map((p) =>
+        startProcess('worker', { ...cluster, SLUICE_WORKER_METRICS_PORT: String(p) }),
+      ),
     ];
+    base.poolMetricsUrls = metricsPorts.map((p) => `http://127.0.0.1:${p}/metrics`);
     env = {
       ...base,
       baseUrls: [base.baseUrl, `http://127.0.0.1:${port2}`],

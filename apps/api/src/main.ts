@@ -12,6 +12,7 @@ import {
 } from '@app/config';
 import { AppModule } from './app.module';
 import { optionsFromQuery } from './execute/query-options';
+import { installCrossSiteCheck } from './http/cross-site.check';
 import { describeWire } from './http/openapi.document';
 import { clientErrorHandler, installRequestChecks } from './http/request.checks';
 import { apiLogger } from './logging/log.options';
@@ -41,6 +42,8 @@ async function bootstrap(): Promise<void> {
     // Requests Node's parser refuses (bad framing, huge headers) are answered in the envelope.
     clientErrorHandler,
   });
+  // Before Nest and its plugins register anything: ahead of authentication on every route.
+  installCrossSiteCheck(adapter.getInstance());
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(settings),
     adapter,

@@ -47,7 +47,7 @@ export async function prepareServiceDatabase(superUrl: string): Promise<ServiceD
   const password = randomBytes(12).toString('base64url');
   const database = decodeURIComponent(new URL(superUrl).pathname.slice(1));
   await withClient(superUrl, async (c) => {
-    await c.query(`CREATE ROLE ${controlRole} LOGIN NOINHERIT CREATEROLE PASSWORD '${password}'`);
+    await c.query(`CREATE ROLE ${controlRole} LOGIN CREATEROLE PASSWORD '${password}'`);
     await c.query(`GRANT pg_signal_backend TO ${controlRole}`);
     // The admin creates and drops tables in the tests, in public and in schemas of its own.
     await c.query(`CREATE ROLE ${adminRole} NOLOGIN`);

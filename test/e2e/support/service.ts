@@ -27,6 +27,10 @@ export interface E2eEnvironment {
   adminPassword: string;
   /** The database settings of the suite's own processes (DATABASE_URL, credential key, …). */
   serviceEnv: Record<string, string>;
+  /** SLUICE_PG_MAX_CONNECTIONS of every process that runs statements. */
+  pgMaxConnections: number;
+  /** /metrics of each process that runs statements (workers; the api in standalone mode). */
+  poolMetricsUrls: string[];
   /** The local PostgreSQL, set up for deployments that specs start of their own. */
   local: ServiceDatabase;
 }

@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { Logger } from '@nestjs/common';
 import { Pool } from 'pg';
 import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
 import { CreateUserDto, SluiceError, UpdateUserDto, UserDto } from '@app/contracts';
@@ -32,6 +33,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const config = connections(loadConfig());
+  // stdout carries the command's answer: only warnings and errors are logged (to stderr).
+  Logger.overrideLogger(['warn', 'error']);
   const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 2 });
   pool.on('error', () => undefined);
   const schema = new MetadataSchema(pool);

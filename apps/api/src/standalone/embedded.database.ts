@@ -106,12 +106,12 @@ export class EmbeddedDatabase {
             CREATE ROLE ${ADMIN_ROLE} NOLOGIN;
           END IF;
           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${CONTROL_ROLE}') THEN
-            CREATE ROLE ${CONTROL_ROLE} LOGIN NOINHERIT;
+            CREATE ROLE ${CONTROL_ROLE} LOGIN;
           END IF;
         END$$`);
       // The README's set-up for PostgreSQL 16 and later (the embedded server is 18).
       await client.query(
-        `ALTER ROLE ${CONTROL_ROLE} LOGIN NOINHERIT NOSUPERUSER NOCREATEDB CREATEROLE PASSWORD '${this.state.controlPassword.replace(/'/g, "''")}'`,
+        `ALTER ROLE ${CONTROL_ROLE} LOGIN INHERIT NOSUPERUSER NOCREATEDB CREATEROLE PASSWORD '${this.state.controlPassword.replace(/'/g, "''")}'`,
       );
       await client.query(`GRANT pg_signal_backend TO ${CONTROL_ROLE}`);
       await client.query(
