@@ -15,6 +15,11 @@ export interface ExecuteJobData {
   username: string;
   role: string;
   readOnly: boolean;
+  /**
+   * Database users (SLUICE_AUTH=database): the id of the login session whose credential the
+   * statement runs over; the worker reads it server-side. Never the credential itself.
+   */
+  session?: string;
   database?: string;
   schema?: string;
   format: ResultFormat;

@@ -4,3 +4,4 @@ export { ExecutionOutcome, failureStatus } from './tasks/query.runner';
 export { ThreadSettings } from './tasks/thread.settings';
 export * from './job.lifecycle';
 export * from './pool/pool.metrics';
+export * from './session-login.resolver';

@@ -21,6 +21,13 @@ describe(redactJobData.name, () => {
     expect(JSON.stringify(redactJobData(job))).not.toContain('hunter2');
   });
 
+  it("hides a database user's session id", () => {
+    const session = '0f6a2c1e-7b1d-4c3e-9a55-2d9c1e0b7a11';
+    const shown = redactJobData({ ...job, session });
+    expect(shown).toEqual({ ...job, values: ['[redacted]', '[redacted]'], session: '[redacted]' });
+    expect(JSON.stringify(shown)).not.toContain(session);
+  });
+
   it('leaves the job it was given alone', () => {
     redactJobData(job);
     expect(job.values).toEqual(['hunter2', null]);

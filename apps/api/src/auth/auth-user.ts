@@ -15,4 +15,6 @@ export interface AuthUser {
   /** Default database from the token or the `user@database` login, if one was named. */
   database?: string;
   token?: PresentedToken;
+  /** Database users: the id of the session that keeps their sealed credential. */
+  session?: string;
 }

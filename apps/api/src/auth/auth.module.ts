@@ -7,6 +7,8 @@ import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { BasicStrategy } from './basic.strategy';
 import { CredentialsGuard } from './credentials.guard';
+import { DatabaseLoginService } from './database-login.service';
+import { DatabaseSessionsService } from './database-sessions.service';
 import { ExecutePolicyService } from './execute-policy.service';
 import { jwtKey } from './jwt.key';
 import { JwtStrategy } from './jwt.strategy';
@@ -15,6 +17,7 @@ import { MetadataEventsService } from './metadata-events.service';
 import { MetadataSchema } from './metadata.schema';
 import { RevocationService } from './revocation.service';
 import { RoleCatalogService } from './role-catalog.service';
+import { RoleIsolationService } from './role-isolation.service';
 import { UsersService } from './users.service';
 
 @Module({
@@ -35,8 +38,11 @@ import { UsersService } from './users.service';
     MetadataEventsService,
     RevocationService,
     RoleCatalogService,
+    RoleIsolationService,
     LoginThrottleService,
     UsersService,
+    DatabaseLoginService,
+    DatabaseSessionsService,
     AuthService,
     ExecutePolicyService,
     JwtStrategy,

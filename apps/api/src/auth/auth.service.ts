@@ -12,6 +12,8 @@ import {
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { challenge } from './auth.challenge';
 import { AuthUser } from './auth-user';
+import { DatabaseLoginService } from './database-login.service';
+import { DatabaseSessionsService } from './database-sessions.service';
 import { LoginThrottleService } from './login-throttle.service';
 import { checkName } from './request.limits';
 import { RevocationService } from './revocation.service';
@@ -27,8 +29,10 @@ export interface TokenClaims {
   exp?: number;
   iat?: number;
   jti?: string;
-  /** The user's token generation when it was issued. */
+  /** Service users: the user's token generation when it was issued. */
   gen?: string;
+  /** Database users: the session that keeps their sealed credential; refreshes keep it. */
+  sid?: string;
   /** When the login that began the session happened (s); refreshes keep it. */
   auth_time?: number;
 }
@@ -41,9 +45,28 @@ const invalidToken = (reason: string) =>
 const badCredentials = () =>
   new SluiceError('BAD_CREDENTIALS', 'invalid username or password', undefined, challenge());
 
+const revoked = (reason: string) =>
+  new SluiceError('TOKEN_REVOKED', reason, undefined, challenge('invalid_token', reason));
+
+/** Who a token is issued to. */
+interface TokenSubject {
+  username: string;
+  role: string;
+  isAdmin: boolean;
+  gen?: string;
+  sid?: string;
+}
+
+/** A name PostgreSQL takes as it is: 1 to 63 bytes (longer ones it would cut), no NUL. */
+function isDatabaseUserName(name: string): boolean {
+  return name !== '' && !name.includes('\u0000') && Buffer.byteLength(name, 'utf8') <= 63;
+}
+
 /**
  * Logs users in (by password, with `user@database` naming a default database), issues, refreshes
- * and revokes tokens, and turns token claims back into users.
+ * and revokes tokens, and turns token claims back into users. Users are Sluice's own
+ * (`sluice.users`) or, with SLUICE_AUTH=database, PostgreSQL's: their password is checked by
+ * logging in to PostgreSQL, and each token's session keeps it sealed for the workers.
  */
 @Injectable()
 export class AuthService {
@@ -53,14 +76,29 @@ export class AuthService {
     private readonly throttle: LoginThrottleService,
     private readonly revocations: RevocationService,
     private readonly roles: RoleCatalogService,
+    private readonly databaseLogins: DatabaseLoginService,
+    private readonly sessions: DatabaseSessionsService,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {}
 
+  /** SLUICE_AUTH=database: users are PostgreSQL's roles, not rows of sluice.users. */
+  private get databaseUsers(): boolean {
+    return this.config.authMode === 'database';
+  }
+
   async login(request: LoginRequestDto, address?: string): Promise<LoginResponseDto> {
     const login = splitLogin(request.username, request.database);
+    const ttl = this.config.jwtTtlSeconds;
+    if (this.databaseUsers) {
+      const { password } = request;
+      const username = await this.verifyDatabaseUser(login.username, password, login, address);
+      const subject = await this.databaseSubject(username);
+      subject.sid = await this.sessions.open(username, password, nowSeconds() + ttl);
+      return this.issue(subject, login.database, nowSeconds(), ttl);
+    }
     const user = await this.verify(login.username, request.password, address);
     if (login.database !== undefined) await this.requireDatabase(user.role, login.database);
-    return this.issue(user, login.database, nowSeconds(), this.config.jwtTtlSeconds);
+    return this.issue(serviceSubject(user), login.database, nowSeconds(), ttl);
   }
 
   /** A new token for a valid one, while the session is inside its refresh window. */
@@ -72,15 +110,19 @@ export class AuthService {
       const reason = 'the refresh window of this session is over; log in again';
       throw new SluiceError('TOKEN_EXPIRED', reason, undefined, challenge('invalid_token', reason));
     }
-    const record = await this.users.find(user.username);
-    if (!record?.enabled) throw invalidToken('the user of this token is disabled or gone');
-    if (user.database !== undefined) await this.requireDatabase(record.role, user.database);
-    const issued = await this.issue(
-      record,
-      user.database,
-      token.authTime,
-      Math.min(this.config.jwtTtlSeconds, left),
-    );
+    const ttl = Math.min(this.config.jwtTtlSeconds, left);
+    const subject = this.databaseUsers
+      ? { ...(await this.databaseSubject(user.username)), sid: user.session }
+      : serviceSubject(await this.enabledUser(user.username));
+    if (user.database !== undefined) await this.requireDatabase(subject.role, user.database);
+    // The session, and the credential it keeps, lasts as long as its newest token.
+    if (this.databaseUsers) {
+      const extended =
+        user.session !== undefined &&
+        (await this.sessions.extend(user.session, user.username, nowSeconds() + ttl));
+      if (!extended) throw revoked('the session of this token ended');
+    }
+    const issued = await this.issue(subject, user.database, token.authTime, ttl);
     // The old token is replaced, not kept alive beside the new one.
     await this.revocations.revoke(token.id, token.expiresAt * 1000, user.username);
     return issued;
@@ -89,31 +131,38 @@ export class AuthService {
   async logout(user: AuthUser): Promise<StatusResponseDto> {
     const token = requireToken(user, 'logout');
     await this.revocations.revoke(token.id, token.expiresAt * 1000, user.username);
+    // Database users: the sealed password goes with the session.
+    if (user.session !== undefined) await this.sessions.close(user.session);
     return { status: okStatus('logged out') };
   }
 
   /** The user a verified token speaks for; throws when the token may no longer be used. */
   async userFromClaims(claims: TokenClaims): Promise<AuthUser> {
-    const { sub, jti, gen, exp } = claims;
-    if (typeof sub !== 'string' || typeof jti !== 'string' || typeof gen !== 'string') {
+    const { sub, jti, gen, sid, exp } = claims;
+    // A service user's token has a generation, a database user's a session; never both.
+    const marker = this.databaseUsers ? sid : gen;
+    if (typeof sub !== 'string' || typeof jti !== 'string' || typeof marker !== 'string') {
       throw invalidToken('invalid token');
     }
     if (typeof exp !== 'number') throw invalidToken('invalid token');
-    if (await this.revocations.isRevoked(jti)) {
-      throw new SluiceError(
-        'TOKEN_REVOKED',
-        'token revoked',
-        undefined,
-        challenge('invalid_token', 'token revoked'),
-      );
-    }
-    const user = await this.users.find(sub);
-    if (!user?.enabled) throw invalidToken('the user of this token is disabled or gone');
-    if (user.tokenGeneration !== gen) {
-      throw invalidToken('the password changed after this token was issued');
+    if (await this.revocations.isRevoked(jti)) throw revoked('token revoked');
+    const database = typeof claims.db === 'string' ? claims.db : undefined;
+    let user: AuthUser;
+    if (this.databaseUsers) {
+      // Never sluice.users: the session row is what keeps a database user's token alive.
+      if (!(await this.sessions.isOpen(marker, sub))) {
+        throw revoked('the session of this token ended');
+      }
+      user = { ...authUser(await this.databaseSubject(sub), database), session: marker };
+    } else {
+      const record = await this.enabledUser(sub);
+      if (record.tokenGeneration !== marker) {
+        throw invalidToken('the password changed after this token was issued');
+      }
+      user = authUser(serviceSubject(record), database, record.readOnly);
     }
     return {
-      ...authUser(user, typeof claims.db === 'string' ? claims.db : undefined),
+      ...user,
       token: {
         id: jti,
         expiresAt: exp,
@@ -124,8 +173,17 @@ export class AuthService {
 
   /** `Authorization: Basic`: the user (`user` or `user@database`) with this password. */
   async userFromPassword(login: string, password: string, address?: string): Promise<AuthUser> {
-    const { username, database } = splitLogin(login, undefined);
-    return authUser(await this.verify(username, password, address), database);
+    const named = splitLogin(login, undefined);
+    const { username, database } = named;
+    if (this.databaseUsers) {
+      const name = await this.verifyDatabaseUser(username, password, named, address);
+      const user = authUser(await this.databaseSubject(name), database);
+      // The password comes with every request: its session serves the one job of this request.
+      const session = await this.sessions.open(name, password, nowSeconds(), { singleUse: true });
+      return { ...user, session };
+    }
+    const user = await this.verify(username, password, address);
+    return authUser(serviceSubject(user), database, user.readOnly);
   }
 
   /** Checks a password, counting failures; refuses while the user or address is locked out. */
@@ -140,6 +198,59 @@ export class AuthService {
     }
     await this.throttle.succeeded(username);
     return user;
+  }
+
+  /**
+   * Database users: PostgreSQL checks the password by a login to the named (or default)
+   * database, counted like any login; a missing role and a wrong password look the same.
+   */
+  private async verifyDatabaseUser(
+    username: string,
+    password: string,
+    login: { database?: string },
+    address?: string,
+  ): Promise<string> {
+    const valid = isDatabaseUserName(username);
+    await this.throttle.check(valid ? username : undefined, address);
+    if (login.database !== undefined) checkName('database', login.database);
+    const result = valid
+      ? await this.databaseLogins.check(username, password, login.database)
+      : 'refused';
+    if (result === 'refused') {
+      await this.throttle.failed(valid ? username : undefined, address);
+      throw badCredentials();
+    }
+    await this.throttle.succeeded(username);
+    // Without one, PostgreSQL takes the database named like the user.
+    const database = login.database ?? this.roles.defaultDatabase ?? username;
+    switch (result) {
+      case 'ok':
+        return username;
+      case 'no-database':
+        throw new SluiceError('UNKNOWN_DATABASE', `database "${database}" does not exist`);
+      case 'no-connect':
+        throw new SluiceError(
+          'FORBIDDEN',
+          `role "${username}" may not connect to database "${database}"`,
+        );
+    }
+  }
+
+  /** A database user as it is now: an administrator while a member of SLUICE_ADMIN_ROLE. */
+  private async databaseSubject(username: string): Promise<TokenSubject> {
+    const group = this.config.adminRole;
+    if (group === undefined) return { username, role: username, isAdmin: false };
+    try {
+      return { username, role: username, isAdmin: await this.roles.isMember(username, group) };
+    } catch {
+      throw new SluiceError('DB_UNAVAILABLE', 'cannot read the roles of the database');
+    }
+  }
+
+  private async enabledUser(username: string): Promise<UserRecord> {
+    const record = await this.users.find(username);
+    if (!record?.enabled) throw invalidToken('the user of this token is disabled or gone');
+    return record;
   }
 
   /** The role must exist and have CONNECT on the database. */
@@ -162,7 +273,7 @@ export class AuthService {
   }
 
   private async issue(
-    user: UserRecord,
+    user: TokenSubject,
     database: string | undefined,
     authTime: number,
     ttlSeconds: number,
@@ -171,9 +282,10 @@ export class AuthService {
       sub: user.username,
       role: user.role,
       jti: randomUUID(),
-      gen: user.tokenGeneration,
       auth_time: authTime,
     };
+    if (user.gen !== undefined) claims.gen = user.gen;
+    if (user.sid !== undefined) claims.sid = user.sid;
     if (database !== undefined) claims.db = database;
     if (user.isAdmin) claims.adm = true;
     const token = await this.jwt.signAsync(claims, { algorithm: 'HS256', expiresIn: ttlSeconds });
@@ -187,12 +299,21 @@ export class AuthService {
   }
 }
 
-function authUser(user: UserRecord, database: string | undefined): AuthUser {
+function serviceSubject(user: UserRecord): TokenSubject {
   return {
     username: user.username,
     role: user.role,
     isAdmin: user.isAdmin,
-    readOnly: user.readOnly,
+    gen: user.tokenGeneration,
+  };
+}
+
+function authUser(user: TokenSubject, database: string | undefined, readOnly = false): AuthUser {
+  return {
+    username: user.username,
+    role: user.role,
+    isAdmin: user.isAdmin,
+    readOnly,
     database,
   };
 }

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { ExecuteRequestDto, SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { roleChangeOf } from '@app/sql';
+import { challenge } from './auth.challenge';
 import { AuthUser } from './auth-user';
 import { RoleCatalogService } from './role-catalog.service';
 import { enforceRequestLimits } from './request.limits';
@@ -45,6 +46,16 @@ export class ExecutePolicyService {
         // An unknown database is reported by the worker, like any connection failure.
         return;
       case 'no-role':
+        // A database user whose role was dropped can no longer log in at all.
+        if (this.config.authMode === 'database') {
+          const reason = `role "${role}" no longer exists`;
+          throw new SluiceError(
+            'LOGIN_REFUSED',
+            reason,
+            undefined,
+            challenge('invalid_token', reason),
+          );
+        }
         throw new SluiceError('FORBIDDEN', 'the role of this user no longer exists');
       case 'no-connect':
         throw new SluiceError(

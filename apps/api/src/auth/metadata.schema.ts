@@ -26,6 +26,17 @@ const MIGRATION = `
     revoked_at timestamptz NOT NULL DEFAULT now()
   );
   CREATE INDEX IF NOT EXISTS revoked_tokens_expires_at ON sluice.revoked_tokens (expires_at);
+  -- Database users (SLUICE_AUTH=database): the password, sealed (AES-256-GCM), for the session's life.
+  CREATE TABLE IF NOT EXISTS sluice.db_sessions (
+    sid        text PRIMARY KEY,
+    username   text NOT NULL,
+    sealed     bytea NOT NULL,
+    -- Basic auth: made for one request, taken by the job it runs.
+    single_use boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS db_sessions_expires_at ON sluice.db_sessions (expires_at);
 `;
 
 /** Sluice's own tables in the metadata database (schema `sluice`), created once per process. */

@@ -97,6 +97,7 @@ export class ExecuteService {
       username: user.username,
       role: user.role,
       readOnly: user.readOnly,
+      session: user.session,
       database: request.database ?? user.database,
       schema: request.schema,
       format,

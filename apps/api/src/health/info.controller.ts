@@ -1,6 +1,7 @@
 import { Controller, Get, Inject } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { AuthMode, SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { ROLE_ISOLATION } from '../auth/role-isolation.service';
 import { Status, okStatus } from '@app/contracts';
 import { VERSION } from '../version';
 
@@ -9,6 +10,10 @@ export interface InfoResponse {
   name: string;
   version: string;
   mode: 'cluster' | 'standalone';
+  /** Who users are (service: Sluice's users table; database: PostgreSQL's roles). */
+  auth: AuthMode;
+  /** What keeps a statement to its user's rights. */
+  role_isolation: string;
   default_database: string | null;
   status: Status;
 }
@@ -28,6 +33,8 @@ export class InfoController {
       name: 'sluice',
       version: VERSION,
       mode: this.config.redisUrl ? 'cluster' : 'standalone',
+      auth: this.config.authMode,
+      role_isolation: ROLE_ISOLATION[this.config.authMode],
       default_database: url ? decodeURIComponent(url.pathname.slice(1)) || null : null,
       status: okStatus(),
     };

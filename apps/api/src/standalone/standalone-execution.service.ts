@@ -8,7 +8,7 @@ import {
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData, ResultRecord } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { JobLifecycle, QueryPoolService } from '@app/execution';
+import { JobLifecycle, QueryPoolService, SessionLoginResolver } from '@app/execution';
 import { InProcessJobQueue, InProcessResultChannel, QueryRegistry } from '@app/transport';
 import { QUERY_REGISTRY } from '../infra/tokens';
 
@@ -23,6 +23,7 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
     private readonly queue: InProcessJobQueue,
     private readonly channel: InProcessResultChannel,
     private readonly pool: QueryPoolService,
+    private readonly logins: SessionLoginResolver,
     @Inject(QUERY_REGISTRY) registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {
@@ -31,6 +32,7 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
 
   async onApplicationBootstrap(): Promise<void> {
     await this.pool.check();
+    await this.logins.check();
     this.queue.consume((job) => this.track(job), this.pool.capacity);
   }
 
@@ -43,10 +45,17 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   private async run(job: ExecuteJobData): Promise<void> {
     const end = (record: ResultRecord) => this.channel.abort(job.queryId, record);
     if (!(await this.lifecycle.start(job, end))) return;
+    const { login, refused } = await this.logins.resolve(job);
+    if (refused) {
+      // The user's session ended while the query waited: it never runs.
+      await end({ kind: 'error', status: refused });
+      await this.lifecycle.finish(job, { status: refused, rows: 0, bytes: 0 });
+      return;
+    }
     const { port1, port2 } = new MessageChannel();
     this.channel.attach(job.queryId, port1);
     try {
-      await this.lifecycle.finish(job, await this.pool.run(job, port2));
+      await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login }));
     } catch (err) {
       this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
       await this.lifecycle.crashed(job, end);

@@ -29,21 +29,27 @@ import { AdminGuard } from '../auth/admin.guard';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
+import { ServiceUsersGuard } from './service-users.guard';
 import { UserAdminService } from './user-admin.service';
 
 const ENVELOPE = {
   description: 'Error envelope `{status:{reason, sql_state, vendor_code}}`.',
 };
 
-/** User management, for administrators only. */
+/** User management, for administrators only; absent with database users. */
 @ApiTags('users')
 @ApiBearerAuth()
 @ApiBasicAuth()
 @ApiResponse({ status: 400, ...ENVELOPE })
 @ApiResponse({ status: 401, ...ENVELOPE })
 @ApiResponse({ status: 403, ...ENVELOPE })
+@ApiResponse({
+  status: 404,
+  description:
+    'No such user; or database users (SLUICE_AUTH=database), which are PostgreSQL roles.',
+})
 @Controller('v1/users')
-@UseGuards(CredentialsGuard, AdminGuard)
+@UseGuards(ServiceUsersGuard, CredentialsGuard, AdminGuard)
 export class UsersController {
   constructor(private readonly users: UserAdminService) {}
 

@@ -9,7 +9,12 @@ import { Job, Worker } from 'bullmq';
 import Redis from 'ioredis';
 import { EXECUTE_QUEUE, ExecuteJobData, ResultRecord } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { ExecutionOutcome, JobLifecycle, QueryPoolService } from '@app/execution';
+import {
+  ExecutionOutcome,
+  JobLifecycle,
+  QueryPoolService,
+  SessionLoginResolver,
+} from '@app/execution';
 import { RedisKeys, RedisQueryRegistry, RedisResultSource } from '@app/transport';
 
 /** Takes execution jobs off the BullMQ queue and runs each in the thread pool. */
@@ -26,6 +31,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly pool: QueryPoolService,
+    private readonly logins: SessionLoginResolver,
   ) {
     this.keys = new RedisKeys(config.keyPrefix);
     // BullMQ workers need maxRetriesPerRequest null on their connection.
@@ -44,6 +50,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   async onApplicationBootstrap(): Promise<void> {
     await this.connection.ping();
     await this.pool.check();
+    await this.logins.check();
     this.worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
       EXECUTE_QUEUE,
       (job) => this.process(job),
@@ -70,7 +77,15 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     if (!(await this.lifecycle.start(data, end))) return undefined;
     this.running.add(data.queryId);
     try {
-      const outcome = await this.pool.run(data);
+      const { login, refused } = await this.logins.resolve(data);
+      if (refused) {
+        // The user's session ended while the query waited: it never runs.
+        await end({ kind: 'error', status: refused });
+        const outcome = { status: refused, rows: 0, bytes: 0 };
+        await this.lifecycle.finish(data, outcome);
+        return outcome;
+      }
+      const outcome = await this.pool.run(data, { login });
       await this.lifecycle.finish(data, outcome);
       return outcome;
     } catch (err) {

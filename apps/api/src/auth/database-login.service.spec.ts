@@ -1,0 +1,31 @@
+import { Client } from 'pg';
+import { loginUrl } from './database-login.service';
+
+describe(loginUrl.name, () => {
+  const base = 'postgresql://control:secret@db.internal:6543/sales?connect_timeout=10';
+
+  it('keeps host, port and settings, and puts in the login and the database', () => {
+    const url = new URL(loginUrl(base, 'alice', 'pw', 'hr'));
+    expect(url.host).toBe('db.internal:6543');
+    expect(url.searchParams.get('connect_timeout')).toBe('10');
+    expect(url.pathname).toBe('/hr');
+    expect(url.username).toBe('alice');
+  });
+
+  it("keeps DATABASE_URL's database when none is named", () => {
+    expect(new URL(loginUrl(base, 'alice', 'pw', undefined)).pathname).toBe('/sales');
+  });
+
+  it('gives pg back exactly the name, password and database it was given', () => {
+    const user = 'Ünïcode user@with:odd/chars?#%';
+    const password = 'p@ss:w/o?r#d%20\'"';
+    // pg decodes the path with decodeURI: names with / ? # and the like do not come through.
+    const database = 'ünïcode db name';
+    const client = new Client({ connectionString: loginUrl(base, user, password, database) });
+    expect(client.user).toBe(user);
+    expect(client.password).toBe(password);
+    expect(client.database).toBe(database);
+    expect(client.host).toBe('db.internal');
+    expect(client.port).toBe(6543);
+  });
+});

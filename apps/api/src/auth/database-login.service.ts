@@ -1,0 +1,75 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Client } from 'pg';
+import { SluiceError } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+
+/** What PostgreSQL answered a login: accepted, refused, or accepted for a database it lacks. */
+export type DatabaseLoginResult = 'ok' | 'refused' | 'no-database' | 'no-connect';
+
+const CONNECT_TIMEOUT_MS = 5_000;
+
+/** DATABASE_URL (host, port, TLS and other settings) with another login and database. */
+export function loginUrl(
+  baseUrl: string,
+  user: string,
+  password: string,
+  database: string | undefined,
+): string {
+  const url = new URL(baseUrl);
+  url.username = encodeURIComponent(user);
+  url.password = encodeURIComponent(password);
+  if (database !== undefined) url.pathname = '/' + encodeURIComponent(database);
+  return url.toString();
+}
+
+/**
+ * Database users (SLUICE_AUTH=database): a login is checked by logging in to the PostgreSQL server
+ * of DATABASE_URL as the user, so that its password (SCRAM), pg_hba.conf, VALID UNTIL and NOLOGIN
+ * all decide. PostgreSQL answers a missing role and a wrong password alike; so does this.
+ */
+@Injectable()
+export class DatabaseLoginService {
+  private readonly logger = new Logger(DatabaseLoginService.name);
+
+  constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {}
+
+  /** Throws DB_UNAVAILABLE when the server cannot be asked. */
+  async check(
+    user: string,
+    password: string,
+    database: string | undefined,
+  ): Promise<DatabaseLoginResult> {
+    // pg takes an empty password as "none" and would look in PGPASSWORD and ~/.pgpass instead.
+    if (password === '') return 'refused';
+    const client = new Client({
+      connectionString: loginUrl(this.config.databaseUrl!, user, password, database),
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      application_name: 'sluice-login',
+    });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      return 'ok';
+    } catch (err) {
+      return this.refusal(err);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  private refusal(err: unknown): DatabaseLoginResult {
+    switch ((err as { code?: unknown }).code) {
+      // Wrong password, expired password, missing role, NOLOGIN, no pg_hba.conf entry.
+      case '28P01':
+      case '28000':
+        return 'refused';
+      // PostgreSQL authenticates before it looks for the database: the login was right.
+      case '3D000':
+        return 'no-database';
+      case '42501':
+        return 'no-connect';
+    }
+    this.logger.warn(`cannot check a database login: ${(err as Error).message}`);
+    throw new SluiceError('DB_UNAVAILABLE', 'the database cannot check logins now');
+  }
+}

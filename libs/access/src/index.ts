@@ -1,0 +1,5 @@
+export * from './pg.login';
+export * from './credential.key';
+export * from './login.role';
+export * from './login-role.provisioner';
+export * from './credential.seal';
