@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Browser, BrowserContext, chromium } from 'playwright-core';
+import { Browser, BrowserContext } from 'playwright-core';
+import { launchChromium } from './support/browser';
 import {
   closeDb,
   createUser,
@@ -14,7 +15,6 @@ import { ROOT } from './support/service';
 
 /** The query view at /admin, driven in Debian's headless Chromium. */
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = join(ROOT, 'test', 'artifacts');
 
 let browser: Browser | undefined;
@@ -22,27 +22,9 @@ let context: BrowserContext | undefined;
 const users: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(
-      `Chromium is not installed at ${CHROMIUM}: the admin page is tested in a real browser. ` +
-        'Install it with `apt-get install -y chromium` (.ci/run does this when it is missing).',
-    );
-  }
   mkdirSync(ARTIFACTS, { recursive: true });
   // Playwright starts Chromium on a new, empty profile of its own (a fresh --user-data-dir).
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 afterEach(async () => {

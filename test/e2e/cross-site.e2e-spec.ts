@@ -1,7 +1,7 @@
-import { existsSync } from 'node:fs';
 import { Server, createServer } from 'node:http';
 import { once } from 'node:events';
-import { Browser, BrowserContext, Request, chromium } from 'playwright-core';
+import { Browser, BrowserContext, Request } from 'playwright-core';
+import { launchChromium } from './support/browser';
 import { HttpResult, closeDb, createUser, db, dropUser, e2eEnv, login } from './support/client';
 import { freePort, randomName } from './support/service';
 import { basic, call, expectEnvelope } from './support/users';
@@ -11,7 +11,6 @@ import { basic, call, expectEnvelope } from './support/users';
  * credentials the browser holds for it: refused with 403 / -703 by `Sec-Fetch-Site` and `Origin`.
  */
 
-const CHROMIUM = '/usr/bin/chromium';
 const EVIL = 'http://evil.example';
 
 let schema: string;
@@ -238,11 +237,6 @@ describe('Cross-site requests (Chromium)', () => {
   let attackerUrl: string;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(
-        `Chromium is not installed at ${CHROMIUM}: install it with \`apt-get install -y chromium\`.`,
-      );
-    }
     const { baseUrl, defaultDatabase } = e2eEnv();
     const port = await freePort();
     // localhost is another site than the api's 127.0.0.1: the browser says Sec-Fetch-Site: cross-site.
@@ -253,19 +247,7 @@ describe('Cross-site requests (Chromium)', () => {
     });
     attacker.listen(port, '127.0.0.1');
     await once(attacker, 'listening');
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   });
 
   afterAll(async () => {

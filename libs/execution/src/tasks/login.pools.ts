@@ -75,7 +75,7 @@ export class LoginPools {
   forget(login: PgLogin, database: string | undefined): void {
     const key = this.keyOf(login, database);
     const pool = this.pools.get(key);
-    if (pool) this.close(key, pool);
+    if (pool) void this.close(key, pool);
   }
 
   async closeAll(): Promise<void> {

@@ -1,0 +1,31 @@
+import { existsSync } from 'node:fs';
+import { Browser, chromium } from 'playwright-core';
+
+/** Debian's Chromium: playwright-core drives it and downloads no browser of its own. */
+export const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * Starts headless Chromium on a new, empty profile, with what this machine's closed network
+ * needs (no background connections); fails with how to install it when it is missing.
+ */
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `Chromium is not installed at ${CHROMIUM}: the browser tests need it. ` +
+        'Install it with `apt-get install -y chromium` (.ci/run does this when it is missing).',
+    );
+  }
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
