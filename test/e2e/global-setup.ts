@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareServiceDatabase } from './support/roles';
@@ -130,6 +130,14 @@ export default async function globalSetup(): Promise<void> {
     };
   }
   globalThis.__SLUICE_E2E__ = { processes, dataDir };
+  // What the suite's processes print, for tests that assert what never reaches the logs.
+  env.logFiles = processes.map((p, i) => {
+    const file = join(tmpdir(), `${base.keyPrefix}-${i}.log`);
+    writeFileSync(file, p.output());
+    p.child.stdout?.on('data', (d: Buffer) => appendFileSync(file, d));
+    p.child.stderr?.on('data', (d: Buffer) => appendFileSync(file, d));
+    return file;
+  });
   await ready(env, processes);
   process.env.SLUICE_E2E = JSON.stringify(env);
 }

@@ -12,6 +12,7 @@ export default async function globalTeardown(): Promise<void> {
   const raw = process.env.SLUICE_E2E;
   if (!raw) return;
   const env = JSON.parse(raw) as E2eEnvironment;
+  for (const file of env.logFiles ?? []) rmSync(file, { force: true });
   if (env.mode === 'cluster') {
     const db = new Client({ connectionString: env.databaseUrl });
     await db.connect();

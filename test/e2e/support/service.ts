@@ -31,6 +31,8 @@ export interface E2eEnvironment {
   pgMaxConnections: number;
   /** /metrics of each process that runs statements (workers; the api in standalone mode). */
   poolMetricsUrls: string[];
+  /** Files that collect what the suite's own processes print. */
+  logFiles?: string[];
   /** The local PostgreSQL, set up for deployments that specs start of their own. */
   local: ServiceDatabase;
 }
