@@ -35,7 +35,10 @@ afterAll(async () => {
 
 const pidOf = (client: Client) => (client as unknown as { processID: number }).processID;
 
-/** Runs `select pg_sleep(s)` as another query on the same connection; its outcome and time. */
+/**
+ * Starts `select pg_sleep(s)` as another query on the same connection and resolves once
+ * PostgreSQL shows it running, with a promise of its outcome and time.
+ */
 async function sleepAs(queryId: string, seconds: number) {
   await other.query(`SET application_name = '${applicationNameOf(queryId)}'`);
   const started = Date.now();
@@ -43,34 +46,38 @@ async function sleepAs(queryId: string, seconds: number) {
     () => ({ code: 'ok', ms: Date.now() - started }),
     (err: { code?: string }) => ({ code: err.code, ms: Date.now() - started }),
   );
-  // Until PostgreSQL shows it running, a cancel would find nothing to hit either way.
-  for (let i = 0; i < 100; i++) {
-    const { rows } = await db().query<{ state: string }>(
-      'SELECT state FROM pg_stat_activity WHERE pid = $1',
+  // A signal that reaches a backend still reading its command is dropped by PostgreSQL: wait
+  // until it shows the sleep running (on a loaded machine that can take a while).
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const { rows } = await db().query<{ running: boolean }>(
+      `SELECT state = 'active' AND query LIKE 'SELECT pg_sleep%' AS running
+         FROM pg_stat_activity WHERE pid = $1`,
       [pidOf(other)],
     );
-    if (rows[0]?.state === 'active') break;
+    if (rows[0]?.running) break;
+    if (Date.now() > deadline) throw new Error('the sleep never showed as running');
     await new Promise((r) => setTimeout(r, 10));
   }
-  return outcome;
+  return { outcome };
 }
 
 describe(DatabaseHandle.name, () => {
   it("leaves alone the next user's statement on a connection its query has left", async () => {
     const pid = pidOf(other);
     // Query A ran on this connection and ended; B, another user's, runs there now.
-    const b = sleepAs('query-b', 1);
+    const b = await sleepAs('query-b', 2);
     const sent = await handle.cancelStatement(pid, applicationNameOf('query-a'));
     expect(sent).toBe(false);
-    expect(await b).toMatchObject({ code: 'ok' });
+    expect(await b.outcome).toMatchObject({ code: 'ok' });
   });
 
   it('cancels the statement of the query it names', async () => {
     const pid = pidOf(other);
-    const b = sleepAs('query-b', 10);
+    const b = await sleepAs('query-b', 10);
     const sent = await handle.cancelStatement(pid, applicationNameOf('query-b'));
     expect(sent).toBe(true);
-    const outcome = await b;
+    const outcome = await b.outcome;
     expect(outcome.code).toBe('57014');
     expect(outcome.ms).toBeLessThan(5_000);
   });
