@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Client } from 'pg';
+import { loginUrl } from '@app/access';
 import { SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 
@@ -7,20 +8,6 @@ import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 export type DatabaseLoginResult = 'ok' | 'refused' | 'no-database' | 'no-connect';
 
 const CONNECT_TIMEOUT_MS = 5_000;
-
-/** DATABASE_URL (host, port, TLS and other settings) with another login and database. */
-export function loginUrl(
-  baseUrl: string,
-  user: string,
-  password: string,
-  database: string | undefined,
-): string {
-  const url = new URL(baseUrl);
-  url.username = encodeURIComponent(user);
-  url.password = encodeURIComponent(password);
-  if (database !== undefined) url.pathname = '/' + encodeURIComponent(database);
-  return url.toString();
-}
 
 /**
  * Database users (SLUICE_AUTH=database): a login is checked by logging in to the PostgreSQL server
@@ -42,7 +29,7 @@ export class DatabaseLoginService {
     // pg takes an empty password as "none" and would look in PGPASSWORD and ~/.pgpass instead.
     if (password === '') return 'refused';
     const client = new Client({
-      connectionString: loginUrl(this.config.databaseUrl!, user, password, database),
+      connectionString: loginUrl(this.config.databaseUrl!, database, { user, password }),
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
       application_name: 'sluice-login',
     });

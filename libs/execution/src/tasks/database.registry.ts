@@ -1,7 +1,7 @@
 import { Pool } from 'pg';
-import { LoginRoleProvisioner, ProvisionedLogin } from '@app/access';
+import { LoginRoleProvisioner, ProvisionedLogin, loginUrl } from '@app/access';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from '@app/sql';
-import { SESSION_OPTIONS, urlFor } from './login.pools';
+import { SESSION_OPTIONS } from './login.pools';
 
 const MAX_DATABASES = 64;
 
@@ -91,7 +91,7 @@ export class DatabaseRegistry {
     let handle = this.handles.get(key);
     if (!handle) {
       if (this.handles.size >= MAX_DATABASES) this.evictOne();
-      handle = new DatabaseHandle(urlFor(this.baseUrl, database));
+      handle = new DatabaseHandle(loginUrl(this.baseUrl, database));
       this.handles.set(key, handle);
     }
     return handle;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Pool, PoolClient } from 'pg';
-import type { PgLogin } from '@app/access';
+import { loginUrl, type PgLogin } from '@app/access';
 
 /** Session settings that make every worker print values the same way; the connection check ends
  * a running statement soon after its worker died (PostgreSQL 14+). */
@@ -17,17 +17,6 @@ export interface LoginPoolsSettings {
   idleTimeoutMs: number;
   /** Told the change in this thread's open connections (for the process-wide gauge). */
   onCount?: (delta: number) => void;
-}
-
-/** The URL of a database (or DATABASE_URL's own) with another login. */
-export function urlFor(baseUrl: string, database: string | undefined, login?: PgLogin): string {
-  const url = new URL(baseUrl);
-  if (database !== undefined) url.pathname = '/' + encodeURIComponent(database);
-  if (login) {
-    url.username = encodeURIComponent(login.user);
-    url.password = encodeURIComponent(login.password);
-  }
-  return url.toString();
 }
 
 /**
@@ -100,7 +89,7 @@ export class LoginPools {
       return pool;
     }
     pool = new Pool({
-      connectionString: urlFor(this.settings.baseUrl, database, login),
+      connectionString: loginUrl(this.settings.baseUrl, database, login),
       max: this.settings.poolSize,
       idleTimeoutMillis: this.settings.idleTimeoutMs,
       options: SESSION_OPTIONS,

@@ -1,11 +1,11 @@
 import { Client } from 'pg';
-import { loginUrl } from './database-login.service';
+import { loginUrl } from './pg.login';
 
 describe(loginUrl.name, () => {
   const base = 'postgresql://control:secret@db.internal:6543/sales?connect_timeout=10';
 
   it('keeps host, port and settings, and puts in the login and the database', () => {
-    const url = new URL(loginUrl(base, 'alice', 'pw', 'hr'));
+    const url = new URL(loginUrl(base, 'hr', { user: 'alice', password: 'pw' }));
     expect(url.host).toBe('db.internal:6543');
     expect(url.searchParams.get('connect_timeout')).toBe('10');
     expect(url.pathname).toBe('/hr');
@@ -13,7 +13,9 @@ describe(loginUrl.name, () => {
   });
 
   it("keeps DATABASE_URL's database when none is named", () => {
-    expect(new URL(loginUrl(base, 'alice', 'pw', undefined)).pathname).toBe('/sales');
+    expect(new URL(loginUrl(base, undefined, { user: 'alice', password: 'pw' })).pathname).toBe(
+      '/sales',
+    );
   });
 
   it('gives pg back exactly the name, password and database it was given', () => {
@@ -21,11 +23,16 @@ describe(loginUrl.name, () => {
     const password = 'p@ss:w/o?r#d%20\'"';
     // pg decodes the path with decodeURI: names with / ? # and the like do not come through.
     const database = 'ünïcode db name';
-    const client = new Client({ connectionString: loginUrl(base, user, password, database) });
+    const client = new Client({ connectionString: loginUrl(base, database, { user, password }) });
     expect(client.user).toBe(user);
     expect(client.password).toBe(password);
     expect(client.database).toBe(database);
     expect(client.host).toBe('db.internal');
     expect(client.port).toBe(6543);
+  });
+
+  it('keeps the login of DATABASE_URL when none is given', () => {
+    const url = new URL(loginUrl(base, 'hr'));
+    expect([url.username, url.password, url.pathname]).toEqual(['control', 'secret', '/hr']);
   });
 });
