@@ -1,0 +1,159 @@
+import {
+  closeDb,
+  createUser,
+  dropUser,
+  e2eEnv,
+  eventually,
+  execute,
+  login,
+  request,
+} from './support/client';
+import { ExtraApi, startExtraApi } from './support/extra-api';
+
+/**
+ * Behaviour docs/api.md and docs/architecture.md describe that no other spec asserts: media-type
+ * aliases, response headers, the body and statement limits, /v1/info's isolation fields, the
+ * statement shown by /v1/queries, the global queue cap and the start-up warning about a superuser
+ * control login.
+ */
+
+const users: string[] = [];
+
+afterAll(async () => {
+  for (const name of users) await dropUser(name);
+  await closeDb();
+});
+
+describe('documented responses', () => {
+  it('streams newline-delimited JSON for the application/x-ndjson alias', async () => {
+    const res = await execute(
+      { statement: 'select g from generate_series(1, 3) g', fetch_size: 2 },
+      { headers: { accept: 'application/x-ndjson' } },
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/stream\+json/);
+    const lines = res.text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.slice(1)).toEqual([
+      { data: [[1], [2]] },
+      { data: [[3]] },
+      { status: { reason: 'OK', sql_state: '00000', vendor_code: 0, row_count: 3 } },
+    ]);
+  });
+
+  it('answers JSON for Accept */*, with no-store caching and Vary on Accept and Accept-Encoding', async () => {
+    const res = await execute({ statement: 'select 1 as one' }, { headers: { accept: '*/*' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.json.data).toEqual([[1]]);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('vary')).toBe('Accept, Accept-Encoding');
+  });
+
+  it('says who users are and how statements are kept to them in /v1/info', async () => {
+    const res = await request(undefined, { method: 'GET', path: '/v1/info' });
+    expect(res.status).toBe(200);
+    expect(res.json).toMatchObject({
+      auth: 'service',
+      role_isolation: 'login role per user role',
+    });
+  });
+
+  it('shows the first 200 characters of a statement in /v1/queries', async () => {
+    const statement = `select 1 as one -- ${'x'.repeat(300)}`;
+    const res = await execute({ statement });
+    expect(res.status).toBe(200);
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id as string}`,
+      token: await login(),
+    });
+    expect(info.status).toBe(200);
+    expect(info.json.statement).toBe(statement.slice(0, 200));
+  });
+});
+
+describe('documented limits', () => {
+  it('refuses a body over SLUICE_MAX_BODY_BYTES with 413 and vendor code -106', async () => {
+    // The suite runs with the default of 1048576 bytes.
+    const res = await execute({ statement: `select 1 -- ${'x'.repeat(1_100_000)}` });
+    expect(res.status).toBe(413);
+    expect(res.json.status).toEqual({
+      reason: expect.any(String),
+      sql_state: '54000',
+      vendor_code: -106,
+    });
+  });
+
+  it('refuses a statement over SLUICE_MAX_STATEMENT_LENGTH with 413 and -111, before queueing it', async () => {
+    // The default limit is 262144 characters; the body stays under the body limit.
+    const res = await execute({ statement: `select 1 -- ${'x'.repeat(270_000)}` });
+    expect(res.status).toBe(413);
+    expect(res.json.status).toMatchObject({ sql_state: '54000', vendor_code: -111 });
+    expect(res.json.status.reason).toMatch(/262144/);
+    expect(res.json.query_id).toBeUndefined();
+  });
+});
+
+/**
+ * An api of its own with SLUICE_MAX_QUEUED=1 and a superuser as its control login. Standalone: its
+ * own in-process queue and one thread running one query at a time; cluster: the suite's queue and
+ * workers.
+ */
+describe('an api with a queue cap of one and a superuser control login', () => {
+  let extra: ExtraApi;
+
+  beforeAll(async () => {
+    extra = await startExtraApi({
+      DATABASE_URL: e2eEnv().databaseUrl,
+      SLUICE_MAX_QUEUED: '1',
+      SLUICE_TASKS_PER_THREAD: '1',
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await extra?.stop();
+  });
+
+  it('warns at start-up that the control login is a superuser', async () => {
+    await eventually(
+      async () =>
+        Promise.resolve(
+          /ROLE ISOLATION: DATABASE_URL logs in as superuser/.test(extra.output()) || undefined,
+        ),
+      20_000,
+    );
+  });
+
+  it('answers 429 with Retry-After once SLUICE_MAX_QUEUED queries wait', async () => {
+    const { mode, capacity } = e2eEnv();
+    const running = mode === 'cluster' ? capacity : 1;
+    const user = await createUser('e2e_docs_cap');
+    users.push(user.username);
+    const send = (statement: string) =>
+      execute({ statement }, { token: user.token, baseUrl: extra.baseUrl });
+    const inState = async (state: string) => {
+      const list = await request(undefined, {
+        method: 'GET',
+        path: '/v1/queries',
+        token: user.token,
+        baseUrl: extra.baseUrl,
+      });
+      return (list.json as { state: string }[]).filter((q) => q.state === state).length;
+    };
+    const sleepers = Array.from({ length: running }, () => send('select pg_sleep(2)'));
+    await eventually(async () => ((await inState('running')) === running ? true : undefined));
+    const waiting = send('select 1 as waited');
+    await eventually(async () => ((await inState('queued')) === 1 ? true : undefined));
+    // The api reads the queue's length at most every 100 ms.
+    await new Promise((r) => setTimeout(r, 200));
+    const refused = await send('select 1 as refused');
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(refused.json.status).toMatchObject({ sql_state: '53000', vendor_code: -108 });
+    expect(refused.json.status.reason).toMatch(/queue is full/);
+    for (const res of await Promise.all([...sleepers, waiting])) expect(res.status).toBe(200);
+  }, 60_000);
+});
