@@ -1,4 +1,5 @@
 # One image for both processes: `node dist/apps/api/src/main.js` or `.../worker/src/main.js`.
+# Node 24: one of the versions package.json's engines allows (test/engines.spec.ts checks it).
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

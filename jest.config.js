@@ -11,7 +11,11 @@ const transform = {
     },
   ],
 };
-const moduleNameMapper = { '^@app/(.*)$': '<rootDir>/libs/$1/src' };
+const moduleNameMapper = {
+  '^@app/(.*)$': '<rootDir>/libs/$1/src',
+  // Where the tests find PostgreSQL and Redis, for unit specs beside the code as well.
+  '^@test/settings$': '<rootDir>/test/settings',
+};
 
 module.exports = {
   projects: [

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
+import { testRedisUrl as REDIS_URL } from '../settings';
 import { HttpResult, eventually } from './support/client';
 import { ServiceProcess, freePort, randomName, startProcess, waitForApi } from './support/service';
 import { basic, call, claimsOf, expectEnvelope } from './support/users';
@@ -17,7 +18,6 @@ import { basic, call, claimsOf, expectEnvelope } from './support/users';
  * of its own that checks passwords (SCRAM) — the suite's server trusts every loopback login, so
  * wrong passwords and VALID UNTIL could not be told apart from right ones there.
  */
-const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const secret = () => randomBytes(12).toString('hex');
 const superPassword = secret();
 const control = { user: randomName('dbu_control'), password: secret() };

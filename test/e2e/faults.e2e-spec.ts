@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { request as httpRequest } from 'node:http';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
+import { testDatabaseUrl as DATABASE_URL } from '../settings';
 import { e2eEnv } from './support/client';
 import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 import { TcpProxy } from './support/tcp.proxy';
@@ -12,7 +13,6 @@ import { TcpProxy } from './support/tcp.proxy';
  * Fault injection over a deployment of this spec's own — api and worker processes and a Redis
  * server that it may kill — so that the rest of the suite is not disturbed. Loopback only.
  */
-const DATABASE_URL = process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.1:5432/test';
 const admin = { user: 'faults_admin', password: randomBytes(9).toString('base64url') };
 let redisPort: number;
 let redisServer: ChildProcess | undefined;

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { testDatabaseUrl as DATABASE_URL, testRedisUrl as REDIS_URL } from '../settings';
 import { prepareServiceDatabase } from './support/roles';
 import {
   E2eEnvironment,
@@ -15,8 +16,6 @@ declare global {
   var __SLUICE_E2E__: { processes: ServiceProcess[]; dataDir?: string } | undefined;
 }
 
-const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const DATABASE_URL = process.env.E2E_DATABASE_URL ?? 'postgresql://root@127.0.0.1:5432/test';
 const PG_MAX_CONNECTIONS = 4;
 
 /**

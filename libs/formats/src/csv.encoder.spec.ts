@@ -1,9 +1,8 @@
 import { okStatus } from '@app/contracts';
 import { Client, type CustomTypesConfig } from 'pg';
+import { connectTestDatabase } from '@test/settings';
 import { CsvEncoder } from './csv.encoder';
 import { EncoderColumn, TextRow } from './result.encoder';
-
-const DATABASE_URL = 'postgresql://root@127.0.0.1:5432/test';
 
 // Every value arrives as PostgreSQL's text output, as in the worker.
 const RAW_TEXT = {
@@ -201,12 +200,11 @@ describe(CsvEncoder.name, () => {
     let client: Client;
 
     beforeAll(async () => {
-      client = new Client({ connectionString: DATABASE_URL, types: RAW_TEXT });
-      await client.connect();
+      client = await connectTestDatabase({ types: RAW_TEXT });
     });
 
     afterAll(async () => {
-      await client.end();
+      await client?.end();
     });
 
     it('parses back to the values PostgreSQL sent, booleans as true/false', async () => {

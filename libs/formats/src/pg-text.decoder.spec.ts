@@ -1,4 +1,5 @@
 import { Client, type CustomTypesConfig } from 'pg';
+import { connectTestDatabase } from '@test/settings';
 import {
   DATE_INFINITY,
   DATE_MINUS_INFINITY,
@@ -22,8 +23,6 @@ import {
   writeUtf8,
 } from './pg-text.decoder';
 
-const DATABASE_URL = 'postgresql://root@127.0.0.1:5432/test';
-
 // Values arrive as PostgreSQL's text output, as in the worker.
 const RAW_TEXT = { getTypeParser: () => (value: string) => value } as unknown as CustomTypesConfig;
 
@@ -32,13 +31,12 @@ const q = (s: string): string => `'${s.replace(/'/g, "''")}'`;
 let client: Client;
 
 beforeAll(async () => {
-  client = new Client({ connectionString: DATABASE_URL, types: RAW_TEXT });
-  await client.connect();
+  client = await connectTestDatabase({ types: RAW_TEXT });
   await client.query("SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET IntervalStyle = 'postgres'");
 });
 
 afterAll(async () => {
-  await client.end();
+  await client?.end();
 });
 
 /** Rows of text for `select <exprs> from (values …) t(v)`, with session settings for the query. */

@@ -1,8 +1,7 @@
 import { Client, type CustomTypesConfig } from 'pg';
+import { connectTestDatabase } from '@test/settings';
 import { jsonValueEncoder } from './json-value.encoder';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo, type PgTypeInfo } from './type.catalog';
-
-const DATABASE_URL = 'postgresql://root@127.0.0.1:5432/test';
 
 // Every value arrives as PostgreSQL's text output, as in the worker.
 const RAW_TEXT = {
@@ -381,8 +380,7 @@ describe('jsonValueEncoder', () => {
   const catalog = new TypeCatalog();
 
   beforeAll(async () => {
-    client = new Client({ connectionString: DATABASE_URL });
-    await client.connect();
+    client = await connectTestDatabase();
     await client.query(`CREATE DOMAIN ${DOMAIN_INT} AS integer`);
     await client.query(`CREATE DOMAIN ${DOMAIN_NUMERIC} AS numeric CHECK (VALUE IS NOT NULL)`);
     await client.query(`CREATE DOMAIN ${DOMAIN_DOMAIN} AS ${DOMAIN_INT}`);
@@ -393,11 +391,12 @@ describe('jsonValueEncoder', () => {
   });
 
   afterAll(async () => {
-    await client.query(
+    // No client when beforeAll could not connect: that failure is the one reported.
+    await client?.query(
       `DROP DOMAIN IF EXISTS ${DOMAIN_DOMAIN}, ${DOMAIN_INT}, ${DOMAIN_NUMERIC}, ${DOMAIN_ARRAY}, ${DOMAIN_BOX}, ${DOMAIN_TSTZ}`,
     );
-    await client.query(`DROP TYPE IF EXISTS ${ENUM}`);
-    await client.end();
+    await client?.query(`DROP TYPE IF EXISTS ${ENUM}`);
+    await client?.end();
   });
 
   beforeEach(async () => {

@@ -1,12 +1,11 @@
 import { Client, types as pgTypes } from 'pg';
+import { connectTestDatabase } from '@test/settings';
 import {
   BoundStatement,
   InvalidParameterError,
   MissingParameterError,
   bindPlaceholders,
 } from './placeholder.binder';
-
-const DATABASE_URL = 'postgresql://root@127.0.0.1:5432/test';
 
 /** Asserts the statement comes back untouched, with nothing bound. */
 function expectUntouched(sql: string, params: Record<string, unknown> = {}): void {
@@ -338,20 +337,11 @@ describe('bindPlaceholders', () => {
   });
 
   describe('against PostgreSQL', () => {
-    let client: Client | undefined;
+    let client: Client;
 
+    // No database is a failure, not a pass: connecting throws and every case below fails.
     beforeAll(async () => {
-      const candidate = new Client({
-        connectionString: DATABASE_URL,
-        connectionTimeoutMillis: 1000,
-      });
-      try {
-        await candidate.connect();
-        client = candidate;
-      } catch {
-        // No database here: the live checks below are skipped.
-        await candidate.end().catch(() => undefined);
-      }
+      client = await connectTestDatabase();
     });
 
     afterAll(async () => {
@@ -360,7 +350,6 @@ describe('bindPlaceholders', () => {
 
     // Sends the parameter types in the Parse message, as the worker does.
     async function run(bound: BoundStatement): Promise<unknown[]> {
-      if (!client) throw new Error('no database');
       const types = Object.assign([...bound.types], { getTypeParser: pgTypes.getTypeParser });
       const result = await client.query<unknown[]>({
         text: bound.text,
@@ -372,7 +361,6 @@ describe('bindPlaceholders', () => {
     }
 
     it('runs placeholders typed as PostgreSQL types the equivalent literals', async () => {
-      if (!client) return;
       const bound = bindPlaceholders(
         'SELECT pg_typeof({i})::text, pg_typeof({l})::text, pg_typeof({n})::text, ' +
           "pg_typeof({b})::text, pg_typeof({j})::text, {i} + 1, {l} + 1, {n} * 2, {j} ->> 'k'",
@@ -392,7 +380,6 @@ describe('bindPlaceholders', () => {
     });
 
     it('runs array literals that PostgreSQL reads back element for element', async () => {
-      if (!client) return;
       const texts = ['a b', null, 'x"y', 'NULL', 'b\\s', '', '{,}', 'é 😀'];
       const bound = bindPlaceholders(
         "SELECT {t}::text[], {m} = ARRAY[[1,2],[3,4]], {e}::int[], {s} = ARRAY['a']",
@@ -410,7 +397,6 @@ describe('bindPlaceholders', () => {
     });
 
     it('runs quoted {name} literals bound as unknown', async () => {
-      if (!client) return;
       const bound = bindPlaceholders(
         "SELECT '{s}' = 'O''Brien', '{n}'::int + 1, '{o}'::jsonb ->> 'k', '{a}'::int[], '{z}'::text",
         { s: "O'Brien", n: 41, o: { k: 'v' }, a: [1, 2], z: null },
@@ -419,7 +405,6 @@ describe('bindPlaceholders', () => {
     });
 
     it('runs a statement whose literals, identifiers and comments hold braces', async () => {
-      if (!client) return;
       const bound = bindPlaceholders(
         "SELECT {x}::int AS \"{x}\", 'it''s {x}', E'\\'{x}', $q${x}$q$, '{\"a\":{\"b\":1}}'::jsonb " +
           '/* {y} /* {y} */ {y} */ -- {y}\n, {x} + 1',
