@@ -1,15 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-
-// semver comes with bullmq, jest and others but is not a devDependency of ours yet, so it has no
-// types here: the few calls this spec makes, typed by hand.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const semver = require('semver') as {
-  validRange(range: string): string | null;
-  subset(sub: string, dom: string): boolean;
-  satisfies(version: string, range: string): boolean;
-  intersects(a: string, b: string): boolean;
-};
+import * as semver from 'semver';
 
 const root = join(__dirname, '..');
 const read = (file: string) => readFileSync(join(root, file), 'utf8');
