@@ -31,6 +31,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       maxEntryBytes: config.maxEntryBytes,
       streamTtlSeconds: config.streamTtlSeconds,
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
+      cancelPollMs: config.cancelPollMs,
     };
     this.pool = new Piscina({
       filename: join(__dirname, '..', 'tasks', 'execute-query.task.js'),

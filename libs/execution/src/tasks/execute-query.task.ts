@@ -60,6 +60,7 @@ function writerFor(task: ExecuteTask): ResultWriter {
     task.job.queryId,
     window,
     settings.streamTtlSeconds,
+    settings.cancelPollMs,
   );
 }
 
