@@ -14,12 +14,14 @@ async function startStandalone(
   dataDir: string,
   port: number,
   pgPort: number,
+  env: Record<string, string> = {},
 ): Promise<ServiceProcess> {
   const proc = startProcess('api', {
     PORT: String(port),
     HOST: '127.0.0.1',
     SLUICE_DATA_DIR: dataDir,
     SLUICE_EMBEDDED_PG_PORT: String(pgPort),
+    ...env,
   });
   await waitForApi(`http://127.0.0.1:${port}`, proc, 90_000);
   // The banner is printed right after the port opens.
@@ -102,4 +104,109 @@ describe('standalone mode (npm start)', () => {
     expect((JSON.parse(again.stdout) as { data: unknown }).data).toEqual([[42]]);
     expect(existsSync(join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
   }, 180_000);
+});
+
+describe('standalone mode on SIGTERM', () => {
+  const dataDir = join(tmpdir(), `sluice-sigterm-${randomBytes(4).toString('hex')}`);
+  let proc: ServiceProcess | undefined;
+  let port: number;
+  let pgPort: number;
+  let state: { adminPassword: string; superuserPassword: string };
+
+  beforeAll(async () => {
+    [port, pgPort] = [await freePort(), await freePort()];
+  });
+
+  afterEach(async () => {
+    await proc?.stop('SIGKILL');
+    proc = undefined;
+  });
+
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  async function start(env: Record<string, string> = {}): Promise<string> {
+    proc = await startStandalone(dataDir, port, pgPort, env);
+    state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as typeof state;
+    const login = await fetch(`http://127.0.0.1:${port}/v1/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'admin', password: state.adminPassword }),
+    });
+    return ((await login.json()) as { access_token: string }).access_token;
+  }
+
+  /** Resolves with the status and the whole body; rejects when the response is cut short. */
+  async function execute(statement: string, bearer: string): Promise<[number, string]> {
+    const res = await fetch(`http://127.0.0.1:${port}/v1/execute`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${bearer}` },
+      body: JSON.stringify({ statement }),
+    });
+    return [res.status, await res.text()];
+  }
+
+  /** Waits until the embedded PostgreSQL runs a statement that holds `marker`. */
+  async function running(marker: string): Promise<void> {
+    const client = new Client({
+      connectionString: `postgresql://postgres:${state.superuserPassword}@127.0.0.1:${pgPort}/postgres`,
+    });
+    await client.connect();
+    try {
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await client.query<{ n: number }>(
+          "select count(*)::int as n from pg_stat_activity where application_name like 'sluice:%' and query like $1",
+          [`%${marker}%`],
+        );
+        if (rows[0].n === 1) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`statement ${marker} did not start`);
+    } finally {
+      await client.end();
+    }
+  }
+
+  /** What a clean shutdown never prints: errors, and the pool's threads ended under a task. */
+  function expectCleanOutput(output: string): void {
+    expect(output).not.toMatch(/"level":(50|60)/);
+    expect(output).not.toMatch(/Terminating worker thread|failed in the pool|Unhandled/i);
+  }
+
+  it('finishes the response in flight with 200 and the whole body, then exits with 0', async () => {
+    const bearer = await start();
+    const marker = `sigterm_${randomBytes(3).toString('hex')}`;
+    const pending = execute(`select pg_sleep(1.5), '${marker}' as m`, bearer);
+    await running(marker);
+    const code = await proc!.stop('SIGTERM');
+    const [status, text] = await pending;
+    expect(status).toBe(200);
+    const body = JSON.parse(text) as { data: unknown; status: { sql_state: string } };
+    expect(body.data).toEqual([['', marker]]);
+    expect(body.status.sql_state).toBe('00000');
+    expect(code).toBe(0);
+    expectCleanOutput(proc!.output());
+    expect(await postgresAnswers(pgPort, state.superuserPassword)).toBe(false);
+  }, 120_000);
+
+  it('keeps the thread pool until a query that outlives the grace period has ended', async () => {
+    // The client is cut off after the grace period and its statement cancelled; this statement
+    // goes on for a second after the cancel, and the pool must not be torn down under it.
+    const bearer = await start({ SLUICE_SHUTDOWN_GRACE_MS: '500' });
+    const marker = `outlives_${randomBytes(3).toString('hex')}`;
+    const pending = execute(
+      `DO $$BEGIN PERFORM pg_sleep(30); EXCEPTION WHEN query_canceled THEN PERFORM pg_sleep(1); END$$ -- ${marker}`,
+      bearer,
+    ).then(
+      () => 'answered',
+      () => 'cut off',
+    );
+    await running(marker);
+    const signalled = Date.now();
+    const code = await proc!.stop('SIGTERM');
+    // Grace (0.5 s), then the cancel, then the second the statement still takes.
+    expect(Date.now() - signalled).toBeGreaterThanOrEqual(1_400);
+    expect(await pending).toBe('cut off');
+    expect(code).toBe(0);
+    expectCleanOutput(proc!.output());
+  }, 120_000);
 });

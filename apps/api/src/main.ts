@@ -82,20 +82,37 @@ async function bootstrap(): Promise<void> {
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json' });
 
+  // Node closes the keep-alive connections idle when close() begins, not those whose response
+  // ends after (fastify#7044): without this, close() waits for the client to hang up.
+  let closing = false;
+  fastify.addHook('onResponse', (_request, _reply, done) => {
+    if (closing) setImmediate(() => fastify.server.closeIdleConnections());
+    done();
+  });
   // SIGTERM: stop taking requests and finish the responses in flight (within the grace period),
   // then close the modules; the embedded PostgreSQL of standalone mode must outlive their pools.
-  const stop = (signal: NodeJS.Signals) => {
+  const stop = () => {
+    const logger = new Logger('Api');
+    closing = true;
     void (async () => {
       const force = setTimeout(
         () => fastify.server.closeAllConnections(),
         settings.shutdownGraceMs,
       );
-      await fastify.close().catch(() => undefined);
+      // A failing onClose hook must not keep the modules and PostgreSQL from closing.
+      await fastify
+        .close()
+        .catch((err: Error) => logger.warn(`http server closed with an error: ${err.message}`));
       clearTimeout(force);
       await app.close();
       await prepared.embedded?.stop();
-      process.kill(process.pid, signal);
-    })();
+    })().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error(`shutdown failed: ${err instanceof Error ? err.message : String(err)}`);
+        process.exit(1);
+      },
+    );
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Pool } from 'pg';
 import { PgLogin, credentialSealKey, openCredential } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
@@ -17,7 +17,7 @@ const sessionEnded = () => statusOf('TOKEN_REVOKED', 'the session of this query 
  * expiry) refuses the job. The password only ever goes to the pool thread, with the task.
  */
 @Injectable()
-export class SessionLoginResolver implements OnModuleDestroy {
+export class SessionLoginResolver implements OnApplicationShutdown {
   private readonly logger = new Logger(SessionLoginResolver.name);
   private pool: Pool | undefined;
   private key: Buffer | undefined;
@@ -55,9 +55,11 @@ export class SessionLoginResolver implements OnModuleDestroy {
     await this.db().query('SELECT 1');
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /** After the jobs drained (onModuleDestroy): a job that starts while they do still resolves. */
+  async onApplicationShutdown(): Promise<void> {
     const pool = this.pool;
     this.pool = undefined;
+    // Fails only when already ended; nothing is left to release then.
     await pool?.end().catch(() => undefined);
   }
 

@@ -38,10 +38,12 @@ const SCRIPT = `
   let timer;
 
   const token = () => sessionStorage.getItem(KEY);
+  // A token that does not decode shows no claims; the api still checks it on every call.
   const claims = (t) => {
     try { return JSON.parse(atob(t.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))); }
     catch { return {}; }
   };
+  // A body that is not the status envelope (a proxy's page): show the HTTP status instead.
   const reasonOf = async (res) => {
     try { const body = await res.json(); return body.status.reason; } catch { return res.status + ' ' + res.statusText; }
   };
@@ -160,6 +162,7 @@ const SCRIPT = `
   $('signout').addEventListener('click', () => {
     const t = token();
     sessionStorage.removeItem(KEY);
+    // Best effort: the token is gone from this page; if the logout fails it expires by itself.
     if (t) fetch('/v1/logout', { method: 'POST', headers: { authorization: 'Bearer ' + t } }).catch(() => {});
     show(false);
   });

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
 import { randomUUID } from 'node:crypto';
 import {
@@ -70,6 +70,8 @@ function isDatabaseUserName(name: string): boolean {
  */
 @Injectable()
 export class AuthService {
+  private readonly logger = new Logger(AuthService.name);
+
   constructor(
     private readonly users: UsersService,
     private readonly jwt: JwtService,
@@ -242,7 +244,8 @@ export class AuthService {
     if (group === undefined) return { username, role: username, isAdmin: false };
     try {
       return { username, role: username, isAdmin: await this.roles.isMember(username, group) };
-    } catch {
+    } catch (err) {
+      this.logger.warn(`cannot read the roles of "${username}": ${(err as Error).message}`);
       throw new SluiceError('DB_UNAVAILABLE', 'cannot read the roles of the database');
     }
   }

@@ -33,6 +33,7 @@ export class DatabaseLoginService {
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
       application_name: 'sluice-login',
     });
+    // Its failures reach connect() below; unheard, an 'error' event would crash the process.
     client.on('error', () => undefined);
     try {
       await client.connect();
@@ -40,6 +41,7 @@ export class DatabaseLoginService {
     } catch (err) {
       return this.refusal(err);
     } finally {
+      // The check is over either way: a connection that never opened has nothing to close.
       await client.end().catch(() => undefined);
     }
   }

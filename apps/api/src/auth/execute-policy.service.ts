@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ExecuteRequestDto, SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { roleChangeOf } from '@app/sql';
@@ -13,6 +13,8 @@ import { enforceRequestLimits } from './request.limits';
  */
 @Injectable()
 export class ExecutePolicyService {
+  private readonly logger = new Logger(ExecutePolicyService.name);
+
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly roles: RoleCatalogService,
@@ -37,7 +39,8 @@ export class ExecutePolicyService {
     let access;
     try {
       access = await this.roles.databaseAccess(role, database);
-    } catch {
+    } catch (err) {
+      this.logger.warn(`cannot check CONNECT on "${database}": ${(err as Error).message}`);
       throw new SluiceError('DB_UNAVAILABLE', 'cannot check database privileges');
     }
     switch (access) {

@@ -62,6 +62,7 @@ export class LoginThrottleService {
 
   /** A good password clears the user name's count (not the address's: others may share it). */
   async succeeded(username: string): Promise<void> {
+    // Best effort: the count ends with its window anyway (SLUICE_LOGIN_LOCKOUT_SECONDS).
     await this.store.clear(`user:${username}`).catch(() => undefined);
   }
 

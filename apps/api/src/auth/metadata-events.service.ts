@@ -59,6 +59,7 @@ export class MetadataEventsService implements OnModuleInit, OnModuleDestroy {
     clearTimeout(this.retry);
     const client = this.client;
     this.client = undefined;
+    // Shutdown: a connection that already died has nothing left to close.
     await client?.end().catch(() => undefined);
   }
 
@@ -77,11 +78,13 @@ export class MetadataEventsService implements OnModuleInit, OnModuleDestroy {
       await client.query(`LISTEN ${METADATA_EVENTS_CHANNEL}`);
     } catch (err) {
       this.logger.warn(`cannot listen for metadata events: ${(err as Error).message}`);
+      // The failure is logged above and retried below; a half-open connection is just dropped.
       await client.end().catch(() => undefined);
       this.scheduleRetry();
       return;
     }
     if (this.stopped) {
+      // Shut down while connecting: nothing else will use this connection.
       await client.end().catch(() => undefined);
       return;
     }
@@ -108,6 +111,7 @@ export class MetadataEventsService implements OnModuleInit, OnModuleDestroy {
     try {
       event = JSON.parse(payload ?? '') as MetadataEvent;
     } catch {
+      // Not ours: anyone connected to the metadata database may NOTIFY this channel.
       return;
     }
     for (const listener of this.listeners) listener.onMetadataEvent(event);

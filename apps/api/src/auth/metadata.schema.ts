@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { METADATA_POOL } from '../infra/tokens';
 
@@ -42,6 +42,7 @@ const MIGRATION = `
 /** Sluice's own tables in the metadata database (schema `sluice`), created once per process. */
 @Injectable()
 export class MetadataSchema {
+  private readonly logger = new Logger(MetadataSchema.name);
   private ready: Promise<void> | undefined;
 
   constructor(@Inject(METADATA_POOL) private readonly pool: Pool) {}
@@ -62,8 +63,15 @@ export class MetadataSchema {
       await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
       await client.query(MIGRATION);
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
-      client.release();
+      const unlocked = await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).then(
+        () => true,
+        (err: Error) => {
+          this.logger.warn(`cannot release the migration lock: ${err.message}`);
+          return false;
+        },
+      );
+      // A pooled session would keep the lock and stall every other process's start: end it.
+      client.release(!unlocked);
     }
   }
 }

@@ -106,6 +106,7 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
 
   /** Rows of tokens that have expired anyway are of no use. */
   private async purge(): Promise<void> {
+    // Best effort: the next purge tries again, and expired rows are never read as revocations.
     await this.pool
       .query(`DELETE FROM sluice.revoked_tokens WHERE expires_at < now() - interval '1 minute'`)
       .catch(() => undefined);

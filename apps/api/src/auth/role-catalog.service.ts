@@ -123,6 +123,7 @@ export class RoleCatalogService implements OnModuleDestroy {
   async close(): Promise<void> {
     const pool = this.pool;
     this.pool = undefined;
+    // Fails only when already ended.
     await pool?.end().catch(() => undefined);
   }
 
@@ -134,6 +135,7 @@ export class RoleCatalogService implements OnModuleDestroy {
         idleTimeoutMillis: 30_000,
         application_name: 'sluice-auth',
       });
+      // An idle connection that dies is replaced on the next use.
       this.pool.on('error', () => undefined);
     }
     return this.pool;

@@ -128,6 +128,7 @@ export class UsersService implements OnModuleInit, MetadataEventListener {
       ],
     );
     this.cache.delete(adminUser);
+    // Best effort: other processes cache a user CACHE_MS at most.
     await this.events.publish({ kind: 'user', username: adminUser }).catch(() => undefined);
     this.logger.log(`admin user "${adminUser}" runs statements as role "${role}"`);
   }

@@ -36,6 +36,7 @@ async function main(argv: string[]): Promise<number> {
   // stdout carries the command's answer: only warnings and errors are logged (to stderr).
   Logger.overrideLogger(['warn', 'error']);
   const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 2 });
+  // An idle connection that dies is replaced on the next query, whose failure is the one reported.
   pool.on('error', () => undefined);
   const schema = new MetadataSchema(pool);
   const events = new MetadataEventsService(pool, config);
@@ -47,6 +48,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   } finally {
     await roles.close();
+    // Fails only when already ended.
     await pool.end().catch(() => undefined);
   }
 }

@@ -135,7 +135,8 @@ export function installRequestChecks(
       return;
     }
     const check = new BodyCheck(json ? limits.maxJsonDepth : undefined);
-    // pipeline: a client that goes away mid-body fails the check stream too.
+    // pipeline: a client that goes away mid-body fails the check stream too, and the parser
+    // reads every error from that stream: the callback has nothing to add.
     done(
       null,
       pipeline(payload, check, () => undefined),

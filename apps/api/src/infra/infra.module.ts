@@ -30,6 +30,7 @@ const metadataPool: Provider = {
   inject: [SLUICE_CONFIG],
   useFactory: (config: SluiceConfig) => {
     const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 4 });
+    // An idle connection that dies is replaced on the next query, whose failure is the one reported.
     pool.on('error', () => undefined);
     return pool;
   },
@@ -46,6 +47,7 @@ const clusterProviders: Provider[] = [
         maxRetriesPerRequest: 1,
         enableAutoPipelining: true,
       });
+      // ioredis reconnects by itself; meanwhile requests get 503 and readiness says why.
       redis.on('error', () => undefined);
       return redis;
     },
@@ -122,6 +124,7 @@ export class InfraModule implements OnApplicationShutdown {
   async onApplicationShutdown(): Promise<void> {
     await this.source.close();
     await this.queue.close();
+    // Shutdown: a connection already closed or down has nothing left to flush.
     await this.redis?.quit().catch(() => undefined);
     await this.pool.end().catch(() => undefined);
   }

@@ -115,6 +115,7 @@ export class ExecuteRequestLog implements OnModuleInit {
       durationMs: Math.round(reply.elapsedTime),
     };
     if (!queryId) return { ...base, outcome: 'rejected' };
+    // The registry out of reach: the line is written from what the response said.
     const record = await this.settled(queryId).catch(() => undefined);
     if (!record || !isFinal(record.state)) {
       return { ...base, outcome: outcomeOfStatus(base.httpStatus, base.vendorCode) };

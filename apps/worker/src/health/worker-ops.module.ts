@@ -21,6 +21,7 @@ import { WorkerReadinessService } from './worker-readiness.service';
           maxRetriesPerRequest: 1,
           connectTimeout: 2_000,
         });
+        // ioredis reconnects by itself; the heartbeat and the probes report an outage.
         redis.on('error', () => undefined);
         return redis;
       },
@@ -35,6 +36,7 @@ export class WorkerOpsModule implements OnApplicationShutdown {
   constructor(@Inject(OPS_REDIS) private readonly redis: Redis) {}
 
   async onApplicationShutdown(): Promise<void> {
+    // Shutdown: a connection already closed or down has nothing left to flush.
     await this.redis.quit().catch(() => undefined);
   }
 }

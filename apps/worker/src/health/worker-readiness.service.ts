@@ -19,6 +19,7 @@ export class WorkerReadinessService implements OnModuleDestroy {
     private readonly pool: QueryPoolService,
   ) {
     this.database = new Pool({ connectionString: config.databaseUrl, max: 1 });
+    // An idle connection that dies is replaced by the next probe, which reports any failure.
     this.database.on('error', () => undefined);
   }
 
@@ -48,6 +49,7 @@ export class WorkerReadinessService implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
+    // Fails only when already ended.
     await this.database.end().catch(() => undefined);
   }
 }

@@ -36,6 +36,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     this.keys = new RedisKeys(config.keyPrefix);
     // BullMQ workers need maxRetriesPerRequest null on their connection.
     this.connection = new Redis(config.redisUrl!, { maxRetriesPerRequest: null });
+    // ioredis reconnects by itself; the BullMQ worker reports the errors ('error' handler below).
     this.connection.on('error', () => undefined);
     this.results = new RedisResultSource(this.connection, this.keys, {
       redisUrl: config.redisUrl!,
@@ -110,6 +111,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       await Promise.all([...this.running].map((id) => this.results.cancel(id)));
       await closing;
     }
+    // Shutdown: a connection already closed or down has nothing left to flush.
     await this.connection.quit().catch(() => undefined);
   }
 }

@@ -58,6 +58,7 @@ export class WorkerMetricsService implements OnModuleDestroy {
   }
 
   async onModuleDestroy(): Promise<void> {
+    // Shutdown: the queue holds no connection of its own (the ops client is quit after it).
     await this.queue.close().catch(() => undefined);
   }
 }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { join } from 'node:path';
 import { Piscina } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
@@ -11,7 +11,7 @@ import { ThreadSettings } from '../tasks/thread.settings';
 
 /** The piscina pool of threads that run statements and encode their results. */
 @Injectable()
-export class QueryPoolService implements OnModuleDestroy {
+export class QueryPoolService implements OnApplicationShutdown {
   private readonly logger = new Logger(QueryPoolService.name);
   private readonly pool: Piscina<ExecuteTask, ExecutionOutcome>;
   private readonly connectionCounts = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
@@ -31,6 +31,7 @@ export class QueryPoolService implements OnModuleDestroy {
       maxEntryBytes: config.maxEntryBytes,
       streamTtlSeconds: config.streamTtlSeconds,
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
+      cancelPollMs: config.cancelPollMs,
     };
     this.pool = new Piscina({
       filename: join(__dirname, '..', 'tasks', 'execute-query.task.js'),
@@ -90,7 +91,12 @@ export class QueryPoolService implements OnModuleDestroy {
     );
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /**
+   * Last phase of shutdown: whoever runs tasks (the worker's processor, standalone's executor)
+   * drains them in onModuleDestroy, and Nest's module order must not decide which comes first —
+   * standalone's executor sits in a global module, destroyed after this one.
+   */
+  async onApplicationShutdown(): Promise<void> {
     await this.pool.destroy();
   }
 }

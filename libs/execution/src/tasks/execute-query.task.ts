@@ -34,6 +34,7 @@ let redis: Redis | undefined;
 function connection(): Redis {
   if (!redis) {
     redis = new Redis(settings.redisUrl!, { maxRetriesPerRequest: 3, enableAutoPipelining: true });
+    // ioredis reconnects by itself; a write that fails meanwhile ends its query with the error.
     redis.on('error', () => undefined);
   }
   return redis;
@@ -60,6 +61,7 @@ function writerFor(task: ExecuteTask): ResultWriter {
     task.job.queryId,
     window,
     settings.streamTtlSeconds,
+    settings.cancelPollMs,
   );
 }
 

@@ -172,6 +172,7 @@ export class QueryRunner {
         const want = capped ? 1 : limit === undefined ? fetch : Math.min(fetch, limit - rows);
         // PostgreSQL produces the next batch while this one is encoded and written.
         prefetch = read(cursor, want);
+        // Awaited below (or in the catch): this only keeps it from counting as unhandled meanwhile.
         prefetch.catch(() => undefined);
         await body.data(batch.length, encoder.rows(batch));
         const next = await prefetch;
@@ -215,6 +216,7 @@ export class QueryRunner {
           broken = true;
         });
       }
+      // The channel itself failed: the api notices the silence, finds the job ended and says so.
       await this.reportFailure(body, encoder, status).catch(() => undefined);
       return { status, rows, bytes: body.bytes };
     } finally {

@@ -16,4 +16,6 @@ export interface ThreadSettings {
   maxEntryBytes: number;
   streamTtlSeconds: number;
   clientIdleTimeoutMs: number;
+  /** How often a running query looks for its cancel in Redis (cluster mode; standalone is told). */
+  cancelPollMs: number;
 }

@@ -31,7 +31,8 @@ export class RedisResultWriter implements ResultWriter {
     queryId: string,
     private readonly window: FlowWindow,
     private readonly ttlSeconds: number,
-    private readonly pollMs = 100,
+    /** How often watch() looks for a cancel and for the consumer's liveness (SLUICE_CANCEL_POLL_MS). */
+    private readonly pollMs: number,
   ) {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
@@ -52,6 +53,7 @@ export class RedisResultWriter implements ResultWriter {
           // The api keeps this key alive while it reads; it expires within seconds of its death.
           else if (Number(result[1][1]) === 0) stop('consumer-gone');
         })
+        // Best effort: the next tick asks again; while Redis is away no cancel can be sent anyway.
         .catch(() => undefined);
     }, this.pollMs);
     const stop = (reason: StopReason) => {

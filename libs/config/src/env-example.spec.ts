@@ -1,0 +1,120 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { SluiceConfig, loadConfig } from './sluice.config';
+
+// A documented variable must do something: libs/config reads it into a setting, and code outside
+// libs/config reads that setting.
+const root = join(__dirname, '..', '..', '..');
+const example = readFileSync(join(root, '.env.example'), 'utf8');
+const documented = [...example.matchAll(/^([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
+
+/** Each variable, the setting it feeds and a valid value other than the default. */
+const FEEDS: Record<string, { setting: keyof SluiceConfig; value: string }> = {
+  DATABASE_URL: { setting: 'databaseUrl', value: 'postgresql://u@db.example:5432/d' },
+  SLUICE_METADATA_DATABASE_URL: {
+    setting: 'metadataDatabaseUrl',
+    value: 'postgresql://u@meta.example:5432/m',
+  },
+  REDIS_URL: { setting: 'redisUrl', value: 'redis://redis.example:6379' },
+  SLUICE_CREDENTIAL_KEY: { setting: 'credentialKey', value: 'k'.repeat(32) },
+  SLUICE_AUTH: { setting: 'authMode', value: 'database' },
+  SLUICE_KEY_PREFIX: { setting: 'keyPrefix', value: 'other' },
+  SLUICE_DATA_DIR: { setting: 'dataDir', value: '/var/lib/sluice' },
+  SLUICE_EMBEDDED_PG_PORT: { setting: 'embeddedPgPort', value: '54400' },
+  PORT: { setting: 'port', value: '9090' },
+  HOST: { setting: 'host', value: '127.0.0.1' },
+  SLUICE_JWT_SECRET: { setting: 'jwtSecret', value: 's'.repeat(32) },
+  SLUICE_JWT_TTL_SECONDS: { setting: 'jwtTtlSeconds', value: '600' },
+  SLUICE_ADMIN_USER: { setting: 'adminUser', value: 'root' },
+  SLUICE_ADMIN_PASSWORD: { setting: 'adminPassword', value: 'secret' },
+  SLUICE_ADMIN_ROLE: { setting: 'adminRole', value: 'admins' },
+  SLUICE_MAX_BODY_BYTES: { setting: 'maxBodyBytes', value: '2048' },
+  SLUICE_MAX_STATEMENT_LENGTH: { setting: 'maxStatementLength', value: '1000' },
+  SLUICE_MAX_PARAMS: { setting: 'maxParams', value: '10' },
+  SLUICE_MAX_PARAM_BYTES: { setting: 'maxParamBytes', value: '100' },
+  SLUICE_MAX_JSON_DEPTH: { setting: 'maxJsonDepth', value: '8' },
+  SLUICE_JWT_REFRESH_WINDOW_SECONDS: { setting: 'jwtRefreshWindowSeconds', value: '600' },
+  SLUICE_LOGIN_MAX_FAILURES: { setting: 'loginMaxFailures', value: '3' },
+  SLUICE_LOGIN_MAX_FAILURES_PER_ADDRESS: { setting: 'loginMaxFailuresPerAddress', value: '0' },
+  SLUICE_LOGIN_LOCKOUT_SECONDS: { setting: 'loginLockoutSeconds', value: '5' },
+  SLUICE_PRODUCER_SILENCE_MS: { setting: 'producerSilenceMs', value: '500' },
+  SLUICE_WORKER_THREADS: { setting: 'workerThreads', value: '3' },
+  SLUICE_TASKS_PER_THREAD: { setting: 'tasksPerThread', value: '2' },
+  SLUICE_PG_POOL_SIZE: { setting: 'pgPoolSize', value: '2' },
+  SLUICE_PG_MAX_CONNECTIONS: { setting: 'pgMaxConnections', value: '5000' },
+  SLUICE_DEFAULT_FETCH_SIZE: { setting: 'defaultFetchSize', value: '10' },
+  SLUICE_WORKER_METRICS_PORT: { setting: 'workerMetricsPort', value: '0' },
+  SLUICE_WORKER_HEARTBEAT_MS: { setting: 'workerHeartbeatMs', value: '1000' },
+  SLUICE_WINDOW_CHUNKS: { setting: 'windowChunks', value: '4' },
+  SLUICE_WINDOW_BYTES: { setting: 'windowBytes', value: '65536' },
+  SLUICE_MAX_ENTRY_BYTES: { setting: 'maxEntryBytes', value: '16384' },
+  SLUICE_CLIENT_IDLE_TIMEOUT_MS: { setting: 'clientIdleTimeoutMs', value: '1000' },
+  SLUICE_STREAM_TTL_SECONDS: { setting: 'streamTtlSeconds', value: '60' },
+  SLUICE_JOB_RETENTION_SECONDS: { setting: 'jobRetentionSeconds', value: '60' },
+  LOG_LEVEL: { setting: 'logLevel', value: 'debug' },
+  SLUICE_STATEMENT_TIMEOUT_MS: { setting: 'statementTimeoutMs', value: '1000' },
+  SLUICE_MAX_STATEMENT_TIMEOUT_MS: { setting: 'maxStatementTimeoutMs', value: '2000' },
+  SLUICE_MAX_QUEUE_WAIT_MS: { setting: 'maxQueueWaitMs', value: '1000' },
+  SLUICE_MAX_QUEUED: { setting: 'maxQueued', value: '10' },
+  SLUICE_MAX_ACTIVE_PER_USER: { setting: 'maxActivePerUser', value: '2' },
+  SLUICE_CANCEL_POLL_MS: { setting: 'cancelPollMs', value: '250' },
+  SLUICE_SHUTDOWN_GRACE_MS: { setting: 'shutdownGraceMs', value: '1000' },
+};
+
+/** The source of everything outside libs/config that runs (specs excluded). */
+function sourceOutsideConfig(): string {
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.spec.ts')) files.push(path);
+    }
+  };
+  walk(join(root, 'apps'));
+  for (const lib of readdirSync(join(root, 'libs'))) {
+    if (lib !== 'config') walk(join(root, 'libs', lib));
+  }
+  return files.map((file) => readFileSync(file, 'utf8')).join('\n');
+}
+
+describe('.env.example', () => {
+  it('lists every variable libs/config reads, and no other', () => {
+    const read = new Set<string>();
+    const env = new Proxy<Record<string, string | undefined>>(
+      {},
+      {
+        get: (_target, name) => {
+          if (typeof name === 'string') read.add(name);
+          return undefined;
+        },
+      },
+    );
+    loadConfig(env);
+    expect([...documented].sort()).toEqual([...read].sort());
+  });
+
+  it('holds values that libs/config accepts', () => {
+    const env = Object.fromEntries(
+      [...example.matchAll(/^([A-Z][A-Z0-9_]*)=(.*)$/gm)].map((m) => [m[1], m[2]]),
+    );
+    expect(() => loadConfig(env)).not.toThrow();
+  });
+
+  it('names the setting each variable feeds', () => {
+    expect(Object.keys(FEEDS).sort()).toEqual([...documented].sort());
+    for (const [variable, { setting, value }] of Object.entries(FEEDS)) {
+      const unset = loadConfig({})[setting];
+      const set = loadConfig({ [variable]: value })[setting];
+      expect({ variable, changed: set !== unset }).toEqual({ variable, changed: true });
+    }
+  });
+
+  it('feeds only settings that code outside libs/config reads', () => {
+    const source = sourceOutsideConfig();
+    const unread = Object.entries(FEEDS)
+      .filter(([, { setting }]) => !new RegExp(`\\.${setting}\\b`).test(source))
+      .map(([variable]) => variable);
+    expect(unread).toEqual([]);
+  });
+});
