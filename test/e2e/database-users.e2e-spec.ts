@@ -218,9 +218,19 @@ describe('database users (SLUICE_AUTH=database)', () => {
       const user = await createUser();
       const res = await login(user.name, user.password);
       expect(res.status).toBe(200);
-      expect(res.json).toMatchObject({ username: user.name, status: { vendor_code: 0 } });
+      // No database named: the answer and the token name DATABASE_URL's, the one it will use.
+      expect(res.json).toMatchObject({
+        username: user.name,
+        database: 'postgres',
+        status: { vendor_code: 0 },
+      });
       const claims = claimsOf(res.json.access_token as string);
-      expect(claims).toMatchObject({ sub: user.name, role: user.name, sid: expect.any(String) });
+      expect(claims).toMatchObject({
+        sub: user.name,
+        role: user.name,
+        db: 'postgres',
+        sid: expect.any(String),
+      });
       const ran = await run(res.json.access_token as string, 'select current_user, session_user');
       expect(ran.status).toBe(200);
       expect(ran.json.data).toEqual([[user.name, user.name]]);
@@ -345,6 +355,8 @@ describe('database users (SLUICE_AUTH=database)', () => {
       expect(res.status).toBe(200);
       const fresh = res.json.access_token as string;
       expect(claimsOf(fresh).sid).toBe(sid);
+      expect(res.json.database).toBe('postgres');
+      expect(claimsOf(fresh).db).toBe('postgres');
       const after = await superuser.query<{ at: Date }>(
         'SELECT expires_at AS at FROM sluice.db_sessions WHERE sid = $1',
         [sid],

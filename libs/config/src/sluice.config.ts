@@ -219,6 +219,12 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   };
 }
 
+/** The database of DATABASE_URL: where a statement runs when neither it nor its token names one. */
+export function defaultDatabase(config: Pick<SluiceConfig, 'databaseUrl'>): string | undefined {
+  if (!config.databaseUrl) return undefined;
+  return decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1)) || undefined;
+}
+
 /** True when no REDIS_URL is set: api and worker run in one process. */
 export function isStandalone(config: SluiceConfig): boolean {
   return config.redisUrl === undefined;

@@ -114,7 +114,11 @@ export class AuthService {
     const subject = this.databaseUsers
       ? { ...(await this.databaseSubject(user.username)), sid: user.session }
       : serviceSubject(await this.enabledUser(user.username));
-    if (user.database !== undefined) await this.requireDatabase(subject.role, user.database);
+    // The default database is not checked here, as at login: every statement is checked anyway.
+    const { database } = user;
+    if (database !== undefined && database !== this.defaultDatabaseFor(user.username)) {
+      await this.requireDatabase(subject.role, database);
+    }
     // The session, and the credential it keeps, lasts as long as its newest token.
     if (this.databaseUsers) {
       const extended =
@@ -174,16 +178,26 @@ export class AuthService {
   /** `Authorization: Basic`: the user (`user` or `user@database`) with this password. */
   async userFromPassword(login: string, password: string, address?: string): Promise<AuthUser> {
     const named = splitLogin(login, undefined);
-    const { username, database } = named;
+    const { username } = named;
     if (this.databaseUsers) {
       const name = await this.verifyDatabaseUser(username, password, named, address);
+      const database = named.database ?? this.defaultDatabaseFor(name);
       const user = authUser(await this.databaseSubject(name), database);
       // The password comes with every request: its session serves the one job of this request.
       const session = await this.sessions.open(name, password, nowSeconds(), { singleUse: true });
       return { ...user, session };
     }
     const user = await this.verify(username, password, address);
+    const database = named.database ?? this.defaultDatabaseFor(username);
     return authUser(serviceSubject(user), database, user.readOnly);
+  }
+
+  /**
+   * The database a login that names none will use: DATABASE_URL's; for a database user without
+   * one, PostgreSQL's own default, the database named like the user.
+   */
+  private defaultDatabaseFor(username: string): string | undefined {
+    return this.roles.defaultDatabase ?? (this.databaseUsers ? username : undefined);
   }
 
   /** Checks a password, counting failures; refuses while the user or address is locked out. */
@@ -221,8 +235,7 @@ export class AuthService {
       throw badCredentials();
     }
     await this.throttle.succeeded(username);
-    // Without one, PostgreSQL takes the database named like the user.
-    const database = login.database ?? this.roles.defaultDatabase ?? username;
+    const database = login.database ?? this.defaultDatabaseFor(username);
     switch (result) {
       case 'ok':
         return username;
@@ -272,12 +285,14 @@ export class AuthService {
     }
   }
 
+  /** An access token; one that names no database names the default one it will use. */
   private async issue(
     user: TokenSubject,
-    database: string | undefined,
+    named: string | undefined,
     authTime: number,
     ttlSeconds: number,
   ): Promise<LoginResponseDto> {
+    const database = named ?? this.defaultDatabaseFor(user.username);
     const claims: TokenClaims = {
       sub: user.username,
       role: user.role,
