@@ -490,6 +490,44 @@ describe('database users (SLUICE_AUTH=database)', () => {
       expect(refused.status).toBe(403);
       expectEnvelope(refused, '42501', -700);
     });
+
+    it('signs in to the admin pages with a cookie of its own session, ended at sign-out', async () => {
+      const admin = await createUser();
+      const user = await createUser();
+      await superuser.query(`GRANT ${admins} TO ${admin.name}`);
+      const signIn = async (who: DbUser) => {
+        const res = await call(baseUrl, 'POST', '/admin/session', {
+          username: who.name,
+          password: who.password,
+        });
+        expect(res.status).toBe(200);
+        const cookie = res.headers.getSetCookie()[0].split(';', 1)[0];
+        return { res, cookie, sid: claimsOf(cookie.split('=')[1]).sid as string };
+      };
+      const signed = await signIn(admin);
+      expect(signed.res.json).toMatchObject({ username: admin.name, admin: true });
+      expect(await sessionRows('sid', signed.sid)).toHaveLength(1);
+      const withCookie = (path: string, method = 'GET') =>
+        call(baseUrl, method, path, undefined, { cookie: signed.cookie });
+      expect((await withCookie('/admin/queues/')).status).toBe(200);
+      expect((await withCookie('/admin/api/queries')).status).toBe(200);
+      // A wrong password is refused by PostgreSQL, as at /v1/login.
+      const wrong = await call(baseUrl, 'POST', '/admin/session', {
+        username: admin.name,
+        password: 'not-the-password',
+      });
+      expect(wrong.status).toBe(401);
+      expect(wrong.headers.get('www-authenticate')).not.toMatch(/basic/i);
+      const plain = await signIn(user);
+      const refused = await call(baseUrl, 'GET', '/admin/queues/', undefined, {
+        cookie: plain.cookie,
+      });
+      expect(refused.status).toBe(403);
+      // Sign-out ends the session: its sealed credential is gone, the cookie no longer works.
+      expect((await withCookie('/admin/session', 'DELETE')).status).toBe(200);
+      expect(await sessionRows('sid', signed.sid)).toHaveLength(0);
+      expect((await withCookie('/admin/queues/')).status).toBe(401);
+    });
   });
 
   // Last: after every other case has logged what it logs.

@@ -23,6 +23,8 @@ export interface SluiceConfig {
   credentialKey?: string;
   jwtSecret?: string;
   jwtTtlSeconds: number;
+  /** Life of the admin pages' sign-in cookie (s): short, and never renewed. */
+  adminSessionSeconds: number;
   adminUser?: string;
   adminPassword?: string;
   adminRole?: string;
@@ -180,6 +182,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     credentialKey,
     jwtSecret,
     jwtTtlSeconds: int(env, 'SLUICE_JWT_TTL_SECONDS', 3600, 60, 30 * 86400),
+    adminSessionSeconds: int(env, 'SLUICE_ADMIN_SESSION_SECONDS', 900, 60, 12 * 3600),
     adminUser,
     adminPassword: adminPassword === '' ? undefined : adminPassword,
     adminRole: str(env, 'SLUICE_ADMIN_ROLE'),
