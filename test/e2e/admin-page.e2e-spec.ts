@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Browser, BrowserContext } from 'playwright-core';
+import { Browser, BrowserContext, Response } from 'playwright-core';
 import { launchChromium } from './support/browser';
 import {
   closeDb,
@@ -16,6 +16,8 @@ import { ROOT } from './support/service';
 /** The query view at /admin, driven in Debian's headless Chromium. */
 
 const ARTIFACTS = join(ROOT, 'test', 'artifacts');
+/** SLUICE_ADMIN_SESSION_SECONDS as the suite runs the service (its default). */
+const SESSION_SECONDS = 900;
 
 let browser: Browser | undefined;
 let context: BrowserContext | undefined;
@@ -94,7 +96,7 @@ describe('AdminPage', () => {
     await tab.screenshot({ path: join(ARTIFACTS, 'admin-page-cancelled.png'), fullPage: true });
   });
 
-  it('refuses a wrong password on the page and keeps the data calls behind a token', async () => {
+  it('refuses a wrong password on the page and keeps the data calls behind the sign-in', async () => {
     const { baseUrl } = e2eEnv();
     // Not the admin: failed logins count towards a lockout.
     const someone = await createUser('e2e_page_wrong');
@@ -106,8 +108,13 @@ describe('AdminPage', () => {
     await tab.click('#signin');
     await tab.locator('#login-error', { hasText: 'invalid username or password' }).waitFor();
     expect(await tab.isHidden('#view')).toBe(true);
-    const status = await tab.evaluate(async () => (await fetch('/v1/queries')).status);
-    expect(status).toBe(401);
+    for (const path of ['/admin/api/queries', '/v1/queries']) {
+      const status = await tab.evaluate(async (url) => (await fetch(url)).status, path);
+      expect(status).toBe(401);
+    }
+    expect((await context!.cookies(`${baseUrl}/admin`)).map((c) => c.name)).not.toContain(
+      'sluice_admin',
+    );
   });
 
   it('shows a user who is not an administrator only their own queries', async () => {
@@ -121,13 +128,15 @@ describe('AdminPage', () => {
     await tab.click('#signin');
     await tab.waitForSelector('#view:not([hidden])');
     expect(await tab.textContent('#who')).toContain('not an administrator');
+    // The dashboard is for administrators: the page does not offer it.
+    expect(await tab.isHidden('#dashboard')).toBe(true);
     await tab.check('#show-finished');
     await tab.locator('#updated', { hasText: 'updated' }).waitFor();
     const owners = await tab.locator('#queries tbody tr td:nth-child(2)').allTextContents();
     expect(owners.every((o) => o === plain.username)).toBe(true);
   });
 
-  it('opens the queue dashboard for an administrator, parameters redacted (cluster), or says standalone mode has none', async () => {
+  it('opens the queue dashboard from the same sign-in, by its link: no Basic prompt, parameters redacted (cluster)', async () => {
     const { baseUrl, adminUser, adminPassword, mode } = e2eEnv();
     const secret = `hunter-${Date.now()}`;
     const ran = await execute(
@@ -136,11 +145,37 @@ describe('AdminPage', () => {
     );
     expect(ran.status).toBe(200);
     const queryId = ran.json.query_id as string;
-    // A browser answers the dashboard's Basic challenge with these.
-    const tab = await page({ httpCredentials: { username: adminUser, password: adminPassword } });
-    const res = await tab.goto(`${baseUrl}/admin/queues/queue/execute?status=completed`);
+
+    // No httpCredentials: a Basic challenge would leave the browser with nothing to answer.
+    const tab = await page();
+    const answers: Response[] = [];
+    tab.on('response', (response) => answers.push(response));
+    await tab.goto(`${baseUrl}/admin`);
+    await tab.fill('#username', adminUser);
+    await tab.fill('#password', adminPassword);
+    await tab.click('#signin');
+    await tab.waitForSelector('#view:not([hidden])');
+    const signedInAt = answers.length;
+
+    const [cookie, ...others] = (await context!.cookies(`${baseUrl}/admin`)).filter(
+      (c) => c.name === 'sluice_admin',
+    );
+    expect(others).toEqual([]);
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/admin' });
+    const lifeLeft = cookie.expires - Date.now() / 1000;
+    expect(lifeLeft).toBeGreaterThan(SESSION_SECONDS - 60);
+    expect(lifeLeft).toBeLessThanOrEqual(SESSION_SECONDS);
+    // Scoped to /admin: the browser keeps it away from the api's own paths.
+    for (const path of ['/', '/v1/queries', '/administrator']) {
+      const sent = (await context!.cookies(`${baseUrl}${path}`)).map((c) => c.name);
+      expect([path, sent]).toEqual([path, []]);
+    }
+    // The page's script cannot read it.
+    expect(await tab.evaluate<string>('document.cookie')).not.toContain('sluice_admin');
+
+    await Promise.all([tab.waitForURL(`${baseUrl}/admin/queues`), tab.click('#dashboard')]);
     if (mode === 'cluster') {
-      expect(res?.status()).toBe(200);
+      await tab.goto(`${baseUrl}/admin/queues/queue/execute?status=completed`);
       // Runs in the page, where `document` is (no DOM types here).
       await tab.waitForFunction((id: string) => {
         const text = (globalThis as unknown as { document: { body: { innerText: string } } })
@@ -150,8 +185,72 @@ describe('AdminPage', () => {
       expect(await tab.textContent('body')).not.toContain(secret);
       await tab.screenshot({ path: join(ARTIFACTS, 'queue-dashboard.png'), fullPage: true });
     } else {
-      expect(res?.status()).toBe(404);
       expect(await tab.textContent('body')).toContain('standalone mode');
     }
+    // Not one Basic challenge in the whole visit, and no 401 at all once signed in.
+    const challenges = await Promise.all(
+      answers.map(async (r) => (await r.allHeaders())['www-authenticate'] ?? ''),
+    );
+    expect(challenges.filter((c) => /basic/i.test(c))).toEqual([]);
+    const refused = answers.slice(signedInAt).filter((r) => r.status() === 401);
+    expect(refused.map((r) => r.url())).toEqual([]);
+    const dashboard = answers.filter((r) => r.url().startsWith(`${baseUrl}/admin/queues`));
+    expect(dashboard.length).toBeGreaterThan(0);
+    // The page, its scripts and its data calls all went through (304: the browser's cache).
+    const statuses = dashboard.map((r) => r.status());
+    if (mode === 'cluster') expect(statuses.filter((st) => st !== 200 && st !== 304)).toEqual([]);
+    else expect(statuses.filter((st) => st !== 404)).toEqual([]);
+  });
+
+  it('sends a browser that is not signed in from the dashboard to the sign-in, without a prompt', async () => {
+    const { baseUrl } = e2eEnv();
+    const tab = await page();
+    const answers: Response[] = [];
+    tab.on('response', (response) => answers.push(response));
+    const res = await tab.goto(`${baseUrl}/admin/queues`);
+    expect(tab.url()).toBe(`${baseUrl}/admin`);
+    expect(res?.status()).toBe(200);
+    await tab.waitForSelector('#login:not([hidden])');
+    expect(answers[0].status()).toBe(303);
+    for (const r of answers) {
+      expect((await r.allHeaders())['www-authenticate'] ?? '').not.toMatch(/basic/i);
+    }
+  });
+
+  it('signs out: the cookie is gone, the dashboard asks for the sign-in again, a copy of the cookie is revoked', async () => {
+    const { baseUrl, adminUser, adminPassword } = e2eEnv();
+    const tab = await page();
+    await tab.goto(`${baseUrl}/admin`);
+    await tab.fill('#username', adminUser);
+    await tab.fill('#password', adminPassword);
+    await tab.click('#signin');
+    await tab.waitForSelector('#view:not([hidden])');
+    const copy = (await context!.cookies(`${baseUrl}/admin`)).find(
+      (c) => c.name === 'sluice_admin',
+    )!;
+    expect(copy).toBeDefined();
+
+    await tab.click('#signout');
+    await tab.waitForSelector('#login:not([hidden])');
+    await eventually(async () =>
+      (await context!.cookies(`${baseUrl}/admin`)).some((c) => c.name === 'sluice_admin')
+        ? undefined
+        : true,
+    );
+    // A reload keeps the browser signed out.
+    await tab.reload();
+    await tab.waitForSelector('#login:not([hidden])');
+    expect(await tab.isHidden('#dashboard')).toBe(true);
+    await tab.goto(`${baseUrl}/admin/queues`);
+    expect(tab.url()).toBe(`${baseUrl}/admin`);
+
+    const replayed = await request(undefined, {
+      method: 'GET',
+      path: '/admin/api/queries',
+      baseUrl,
+      headers: { cookie: `sluice_admin=${copy.value}` },
+    });
+    expect(replayed.status).toBe(401);
+    expect(replayed.json.status.vendor_code).toBe(-303);
   });
 });

@@ -230,6 +230,28 @@ function attackPage(api: string, database: string): string {
 </script>`;
 }
 
+/** The attacker's page against the admin pages: what it can send without a preflight. */
+function adminAttackPage(api: string): string {
+  return `<!doctype html>
+<title>admin attack</title>
+<iframe name="dashboard" src="${api}/admin/queues/api/queues"></iframe>
+<script>
+  const api = ${JSON.stringify(api)};
+  const simple = { mode: 'no-cors', credentials: 'include' };
+  const attempts = [
+    fetch(api + '/admin/api/queries', simple),
+    fetch(api + '/admin/session', simple),
+    fetch(api + '/admin/queues/api/queues', simple),
+    fetch(api + '/admin/session', { ...simple, method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' }),
+    new Promise((settle) => {
+      const frame = document.querySelector('iframe');
+      frame.onload = frame.onerror = settle;
+    }),
+  ];
+  Promise.allSettled(attempts).then(() => setTimeout(() => (document.title = 'done'), 300));
+</script>`;
+}
+
 describe('Cross-site requests (Chromium)', () => {
   let browser: Browser | undefined;
   let context: BrowserContext | undefined;
@@ -242,8 +264,11 @@ describe('Cross-site requests (Chromium)', () => {
     // localhost is another site than the api's 127.0.0.1: the browser says Sec-Fetch-Site: cross-site.
     attackerUrl = `http://localhost:${port}/`;
     const html = attackPage(baseUrl, defaultDatabase);
-    attacker = createServer((_request, response) => {
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
+    const adminHtml = adminAttackPage(baseUrl);
+    attacker = createServer((request, response) => {
+      response
+        .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+        .end(request.url === '/admin-attack' ? adminHtml : html);
     });
     attacker.listen(port, '127.0.0.1');
     await once(attacker, 'listening');
@@ -331,5 +356,64 @@ describe('Cross-site requests (Chromium)', () => {
     );
     expect(status).toBe(200);
     expect(await rows()).toEqual(['control']);
+  });
+
+  it("keeps a foreign page from using the admin pages' sign-in: the browser does not send the cookie, the api refuses", async () => {
+    const { baseUrl, adminUser, adminPassword } = e2eEnv();
+    await context?.close();
+    context = await browser!.newContext();
+    const tab = await context.newPage();
+    await tab.goto(`${baseUrl}/admin`);
+    await tab.fill('#username', adminUser);
+    await tab.fill('#password', adminPassword);
+    await tab.click('#signin');
+    await tab.waitForSelector('#view:not([hidden])');
+    const cookies = await context.cookies(`${baseUrl}/admin`);
+    expect(cookies.map((c) => c.name)).toContain('sluice_admin');
+
+    const sent: Request[] = [];
+    const record = (request: Request) => {
+      if (request.url().startsWith(`${baseUrl}/admin`)) sent.push(request);
+    };
+    const attack = await context.newPage();
+    attack.on('request', record);
+    await attack.goto(`${attackerUrl}admin-attack`);
+    await attack.waitForFunction('document.title === "done"');
+    attack.off('request', record);
+
+    const answers = await Promise.all(
+      sent.map(async (request) => ({
+        request: `${request.method()} ${new URL(request.url()).pathname}`,
+        cookie: (await request.allHeaders()).cookie ?? '',
+        status: (await request.response())?.status(),
+      })),
+    );
+    expect(answers.map((a) => a.request).sort()).toEqual(
+      [
+        'GET /admin/api/queries',
+        'GET /admin/session',
+        'GET /admin/queues/api/queues',
+        'GET /admin/queues/api/queues',
+        'POST /admin/session',
+      ].sort(),
+    );
+    // SameSite=Strict: not one carried the cookie; and none got anything but a refusal.
+    for (const answer of answers) {
+      expect(answer.cookie).not.toContain('sluice_admin');
+      if (answer.status !== undefined) expect([401, 403]).toContain(answer.status);
+    }
+    // A link on the foreign page, followed: a top-level navigation, which SameSite=Lax would let
+    // the cookie ride along on; Strict does not.
+    const [navigation] = await Promise.all([
+      attack.waitForRequest(`${baseUrl}/admin/queues`),
+      attack.evaluate(`location.href = ${JSON.stringify(`${baseUrl}/admin/queues`)}`),
+    ]);
+    const headers = await navigation.allHeaders();
+    expect(headers['sec-fetch-site']).toBe('cross-site');
+    expect(headers.cookie ?? '').not.toContain('sluice_admin');
+    expect((await navigation.response())?.status()).toBe(303);
+    // The browser is still signed in on the service's own page.
+    await tab.reload();
+    await tab.waitForSelector('#view:not([hidden])');
   });
 });

@@ -218,9 +218,19 @@ describe('database users (SLUICE_AUTH=database)', () => {
       const user = await createUser();
       const res = await login(user.name, user.password);
       expect(res.status).toBe(200);
-      expect(res.json).toMatchObject({ username: user.name, status: { vendor_code: 0 } });
+      // No database named: the answer and the token name DATABASE_URL's, the one it will use.
+      expect(res.json).toMatchObject({
+        username: user.name,
+        database: 'postgres',
+        status: { vendor_code: 0 },
+      });
       const claims = claimsOf(res.json.access_token as string);
-      expect(claims).toMatchObject({ sub: user.name, role: user.name, sid: expect.any(String) });
+      expect(claims).toMatchObject({
+        sub: user.name,
+        role: user.name,
+        db: 'postgres',
+        sid: expect.any(String),
+      });
       const ran = await run(res.json.access_token as string, 'select current_user, session_user');
       expect(ran.status).toBe(200);
       expect(ran.json.data).toEqual([[user.name, user.name]]);
@@ -345,6 +355,8 @@ describe('database users (SLUICE_AUTH=database)', () => {
       expect(res.status).toBe(200);
       const fresh = res.json.access_token as string;
       expect(claimsOf(fresh).sid).toBe(sid);
+      expect(res.json.database).toBe('postgres');
+      expect(claimsOf(fresh).db).toBe('postgres');
       const after = await superuser.query<{ at: Date }>(
         'SELECT expires_at AS at FROM sluice.db_sessions WHERE sid = $1',
         [sid],
@@ -477,6 +489,44 @@ describe('database users (SLUICE_AUTH=database)', () => {
       const refused = await dashboard(await tokenOf(user));
       expect(refused.status).toBe(403);
       expectEnvelope(refused, '42501', -700);
+    });
+
+    it('signs in to the admin pages with a cookie of its own session, ended at sign-out', async () => {
+      const admin = await createUser();
+      const user = await createUser();
+      await superuser.query(`GRANT ${admins} TO ${admin.name}`);
+      const signIn = async (who: DbUser) => {
+        const res = await call(baseUrl, 'POST', '/admin/session', {
+          username: who.name,
+          password: who.password,
+        });
+        expect(res.status).toBe(200);
+        const cookie = res.headers.getSetCookie()[0].split(';', 1)[0];
+        return { res, cookie, sid: claimsOf(cookie.split('=')[1]).sid as string };
+      };
+      const signed = await signIn(admin);
+      expect(signed.res.json).toMatchObject({ username: admin.name, admin: true });
+      expect(await sessionRows('sid', signed.sid)).toHaveLength(1);
+      const withCookie = (path: string, method = 'GET') =>
+        call(baseUrl, method, path, undefined, { cookie: signed.cookie });
+      expect((await withCookie('/admin/queues/')).status).toBe(200);
+      expect((await withCookie('/admin/api/queries')).status).toBe(200);
+      // A wrong password is refused by PostgreSQL, as at /v1/login.
+      const wrong = await call(baseUrl, 'POST', '/admin/session', {
+        username: admin.name,
+        password: 'not-the-password',
+      });
+      expect(wrong.status).toBe(401);
+      expect(wrong.headers.get('www-authenticate')).not.toMatch(/basic/i);
+      const plain = await signIn(user);
+      const refused = await call(baseUrl, 'GET', '/admin/queues/', undefined, {
+        cookie: plain.cookie,
+      });
+      expect(refused.status).toBe(403);
+      // Sign-out ends the session: its sealed credential is gone, the cookie no longer works.
+      expect((await withCookie('/admin/session', 'DELETE')).status).toBe(200);
+      expect(await sessionRows('sid', signed.sid)).toHaveLength(0);
+      expect((await withCookie('/admin/queues/')).status).toBe(401);
     });
   });
 

@@ -15,6 +15,7 @@ import {
   login,
   request,
 } from './support/client';
+import { rawExchange, rawRequestText } from './support/raw';
 import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 
 /** Operating Sluice: health, metrics, logs, the queue dashboard, the OpenAPI description. */
@@ -201,15 +202,41 @@ describe('application_name', () => {
 });
 
 describe('queue dashboard', () => {
-  it('refuses an anonymous request with 401 and a Basic challenge a browser can answer', async () => {
+  it('refuses an anonymous request with 401 and no Basic challenge: nothing a browser would prompt for', async () => {
     const res = await request(undefined, { method: 'GET', path: '/admin/queues' });
     expect(res.status).toBe(401);
-    expect(res.headers.get('www-authenticate')).toMatch(/^Basic realm=/);
+    expect(res.headers.get('www-authenticate')).toBe('Bearer realm="sluice admin"');
     expect(res.json).toEqual({
-      status: { reason: 'missing Authorization header', sql_state: '28000', vendor_code: -300 },
+      status: { reason: 'not signed in: sign in on /admin', sql_state: '28000', vendor_code: -300 },
     });
     const api = await request(undefined, { method: 'GET', path: '/admin/queues/api/queues' });
     expect(api.status).toBe(401);
+    expect(api.headers.get('www-authenticate')).not.toMatch(/basic/i);
+  });
+
+  it('sends a browser that opens it without signing in to the admin sign-in page', async () => {
+    // Raw: fetch() would set Sec-Fetch-Mode: cors itself.
+    for (const lines of [
+      ['Sec-Fetch-Mode: navigate', 'Sec-Fetch-Dest: document', 'Accept: text/html'],
+      ['Accept: text/html,application/xhtml+xml'],
+    ]) {
+      const res = await rawExchange(
+        e2eEnv().baseUrl,
+        rawRequestText('GET /admin/queues/queue/execute HTTP/1.1', lines),
+      );
+      expect(res.status).toBe(303);
+      expect(res.head).toMatch(/^location: \/admin\r?$/im);
+      expect(res.head).not.toMatch(/^www-authenticate:/im);
+    }
+    // A frame or a script is answered, not sent elsewhere.
+    const framed = await rawExchange(
+      e2eEnv().baseUrl,
+      rawRequestText('GET /admin/queues HTTP/1.1', [
+        'Sec-Fetch-Mode: navigate',
+        'Sec-Fetch-Dest: iframe',
+      ]),
+    );
+    expect(framed.status).toBe(401);
   });
 
   it('refuses a wrong password and a forged token with 401', async () => {
@@ -222,6 +249,8 @@ describe('queue dashboard', () => {
     });
     expect(wrong.status).toBe(401);
     expect(wrong.json.status.vendor_code).toBe(-304);
+    // Not even after a wrong password: a Basic challenge would make a browser prompt.
+    expect(wrong.headers.get('www-authenticate')).not.toMatch(/basic/i);
     const forged = await request(undefined, {
       method: 'GET',
       path: '/admin/queues',
@@ -229,6 +258,7 @@ describe('queue dashboard', () => {
     });
     expect(forged.status).toBe(401);
     expect(forged.json.status.vendor_code).toBe(-301);
+    expect(forged.headers.get('www-authenticate')).not.toMatch(/basic/i);
   });
 
   it('refuses a user who is not an administrator with 403, by token and by password', async () => {

@@ -142,6 +142,55 @@ describe('POST /v1/token_refresh', () => {
   });
 });
 
+describe('a login that names no database', () => {
+  it('answers, and signs into the token, the default database; token_refresh keeps it', async () => {
+    const { defaultDatabase } = e2eEnv();
+    const u = await user();
+    const res = await freshLogin(u.username, u.password);
+    expect(res.status).toBe(200);
+    expect(res.json.database).toBe(defaultDatabase);
+    const token = res.json.access_token as string;
+    expect(claimsOf(token).db).toBe(defaultDatabase);
+    const refreshed = await post('/v1/token_refresh', token);
+    expect(refreshed.status).toBe(200);
+    expect(refreshed.json.database).toBe(defaultDatabase);
+    const fresh = refreshed.json.access_token as string;
+    expect(claimsOf(fresh).db).toBe(defaultDatabase);
+    const where = await executeAs(fresh, { statement: 'select current_database()' });
+    expect(where.json.data).toEqual([[defaultDatabase]]);
+  });
+
+  it('keeps a named database through token_refresh', async () => {
+    const u = await user();
+    const token = await tokenOf(u, { database: 'postgres' });
+    const refreshed = await post('/v1/token_refresh', token);
+    expect(refreshed.status).toBe(200);
+    expect(refreshed.json.database).toBe('postgres');
+    expect(claimsOf(refreshed.json.access_token as string).db).toBe('postgres');
+  });
+
+  it('gives a token issued without a db claim the default database when it is refreshed', async () => {
+    const u = await user();
+    const now = Math.floor(Date.now() / 1000);
+    const old = signToken(
+      {
+        sub: u.username,
+        role: u.role,
+        jti: randomUUID(),
+        gen: await generationOf(u.username),
+        auth_time: now - 10,
+        iat: now - 10,
+        exp: now + 600,
+      },
+      e2eEnv().jwtSecret,
+    );
+    const res = await post('/v1/token_refresh', old);
+    expect(res.status).toBe(200);
+    expect(res.json.database).toBe(e2eEnv().defaultDatabase);
+    expect(claimsOf(res.json.access_token as string).db).toBe(e2eEnv().defaultDatabase);
+  });
+});
+
 describe('POST /v1/logout', () => {
   it('stops the token on every api process at once, and only that token', async () => {
     const u = await user();

@@ -14,7 +14,11 @@ import { AppModule } from './app.module';
 import { optionsFromQuery } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
 import { describeWire } from './http/openapi.document';
-import { clientErrorHandler, installRequestChecks } from './http/request.checks';
+import {
+  clientErrorHandler,
+  installHeaderChecks,
+  installRequestChecks,
+} from './http/request.checks';
 import { apiLogger } from './logging/log.options';
 import { banner, prepareStandalone } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
@@ -43,6 +47,7 @@ async function bootstrap(): Promise<void> {
     clientErrorHandler,
   });
   // Before Nest and its plugins register anything: ahead of authentication on every route.
+  installHeaderChecks(adapter.getInstance());
   installCrossSiteCheck(adapter.getInstance());
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(settings),

@@ -23,6 +23,8 @@ export interface SluiceConfig {
   credentialKey?: string;
   jwtSecret?: string;
   jwtTtlSeconds: number;
+  /** Life of the admin pages' sign-in cookie (s): short, and never renewed. */
+  adminSessionSeconds: number;
   adminUser?: string;
   adminPassword?: string;
   adminRole?: string;
@@ -180,6 +182,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     credentialKey,
     jwtSecret,
     jwtTtlSeconds: int(env, 'SLUICE_JWT_TTL_SECONDS', 3600, 60, 30 * 86400),
+    adminSessionSeconds: int(env, 'SLUICE_ADMIN_SESSION_SECONDS', 900, 60, 12 * 3600),
     adminUser,
     adminPassword: adminPassword === '' ? undefined : adminPassword,
     adminRole: str(env, 'SLUICE_ADMIN_ROLE'),
@@ -217,6 +220,12 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     cancelPollMs: int(env, 'SLUICE_CANCEL_POLL_MS', 100, 10, 10_000),
     shutdownGraceMs: int(env, 'SLUICE_SHUTDOWN_GRACE_MS', 20_000, 0, 600_000),
   };
+}
+
+/** The database of DATABASE_URL: where a statement runs when neither it nor its token names one. */
+export function defaultDatabase(config: Pick<SluiceConfig, 'databaseUrl'>): string | undefined {
+  if (!config.databaseUrl) return undefined;
+  return decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1)) || undefined;
 }
 
 /** True when no REDIS_URL is set: api and worker run in one process. */

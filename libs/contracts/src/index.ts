@@ -5,6 +5,7 @@ export * from './execute.job';
 export * from './media-types';
 export * from './execute-request.dto';
 export * from './login.dto';
+export * from './admin-session.dto';
 export * from './query.info';
 export * from './user.dto';
 export * from './readiness.report';

@@ -1,4 +1,5 @@
 import { IncomingMessage, request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { login, nextBaseUrl } from './client';
 
 /** Opens POST /v1/execute and hands back the response before its body is read. */
@@ -56,4 +57,72 @@ export function readUntil(
     res.on('error', reject);
     res.on('end', () => reject(new Error('ended before the condition held')));
   });
+}
+
+/** A raw HTTP/1.1 answer: status, head (as received) and body (chunked bodies decoded). */
+export interface RawAnswer {
+  status: number;
+  head: string;
+  body: string;
+  json: any;
+}
+
+function unchunk(body: string): string {
+  let out = '';
+  let rest = body;
+  for (;;) {
+    const eol = rest.indexOf('\r\n');
+    const size = parseInt(rest.slice(0, eol), 16);
+    if (!size) return out;
+    out += rest.slice(eol + 2, eol + 2 + size);
+    rest = rest.slice(eol + 2 + size + 2);
+  }
+}
+
+/**
+ * Sends a request exactly as written — header lines repeated as given, which fetch() would join
+ * — and reads the answer until the server closes (send `Connection: close`).
+ */
+export function rawExchange(baseUrl: string, text: string): Promise<RawAnswer> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => socket.destroy(new Error('no answer in 10 s')), 10_000);
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const all = Buffer.concat(chunks).toString('utf8');
+      const split = all.indexOf('\r\n\r\n');
+      const head = split < 0 ? all : all.slice(0, split);
+      let body = split < 0 ? '' : all.slice(split + 4);
+      if (/^transfer-encoding: chunked/im.test(head)) body = unchunk(body);
+      let json: unknown;
+      try {
+        json = JSON.parse(body);
+      } catch {
+        json = undefined;
+      }
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), head, body, json });
+    });
+    socket.write(text);
+  });
+}
+
+/** A request's text: the request line, `Host` and `Connection: close`, the lines, the body. */
+export function rawRequestText(
+  requestLine: string,
+  headerLines: string[],
+  body = '',
+  host = '127.0.0.1',
+): string {
+  const lines = [requestLine, `Host: ${host}`, 'Connection: close', ...headerLines];
+  if (body !== '' && !headerLines.some((l) => /^content-length:/i.test(l))) {
+    lines.push(`Content-Length: ${Buffer.byteLength(body)}`);
+  }
+  return [...lines, '', body].join('\r\n');
 }

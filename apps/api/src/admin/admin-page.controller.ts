@@ -4,7 +4,8 @@ import { ADMIN_PAGE_CSP, ADMIN_PAGE_HTML } from './admin.page';
 
 /**
  * The query view for administrators. The page itself is public static HTML: it signs in with
- * POST /v1/login and every call it makes for data is authenticated.
+ * POST /admin/session (an HttpOnly cookie scoped to /admin) and every call it makes for data is
+ * authenticated by that cookie.
  */
 @ApiExcludeController()
 @Controller('admin')

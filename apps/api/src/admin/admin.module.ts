@@ -3,14 +3,23 @@ import { JwtModule } from '@nestjs/jwt';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { AuthModule } from '../auth/auth.module';
 import { jwtKey } from '../auth/jwt.key';
+import { QueriesModule } from '../queries/queries.module';
 import { AdminAuthenticatorService } from './admin-authenticator.service';
 import { AdminPageController } from './admin-page.controller';
+import { AdminQueriesController } from './admin-queries.controller';
+import { AdminSessionController } from './admin-session.controller';
+import { AdminSessionGuard } from './admin-session.guard';
+import { AdminSessionService } from './admin-session.service';
 import { QueueDashboardService } from './queue-dashboard.service';
 
-/** The admin area: the query view at /admin and the queue dashboard at /admin/queues. */
+/**
+ * The admin area: the query view at /admin (its sign-in cookie at /admin/session, its data at
+ * /admin/api/queries) and the queue dashboard at /admin/queues.
+ */
 @Module({
   imports: [
     AuthModule,
+    QueriesModule,
     // Tokens are checked as AuthModule checks them: HS256 with the same key.
     JwtModule.registerAsync({
       inject: [SLUICE_CONFIG],
@@ -20,7 +29,12 @@ import { QueueDashboardService } from './queue-dashboard.service';
       }),
     }),
   ],
-  controllers: [AdminPageController],
-  providers: [AdminAuthenticatorService, QueueDashboardService],
+  controllers: [AdminPageController, AdminSessionController, AdminQueriesController],
+  providers: [
+    AdminAuthenticatorService,
+    AdminSessionService,
+    AdminSessionGuard,
+    QueueDashboardService,
+  ],
 })
 export class AdminModule {}

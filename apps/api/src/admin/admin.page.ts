@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 
 // The query view at /admin: one static page, embedded here so that the build carries it. It signs
-// in through POST /v1/login (the token stays in sessionStorage), lists GET /v1/queries every second
-// and cancels with DELETE /v1/queries/{id}. Every value is written with textContent, never as HTML.
+// in through POST /admin/session, which sets an HttpOnly cookie scoped to /admin (the script never
+// holds a credential, and the queue dashboard takes the same cookie), lists GET /admin/api/queries
+// every second and cancels with DELETE /admin/api/queries/{id}. Every value is written with
+// textContent, never as HTML.
 
 const STYLE = `
   [hidden] { display: none !important; }
@@ -32,17 +34,12 @@ const STYLE = `
 const SCRIPT = `
 (() => {
   'use strict';
-  const KEY = 'sluice.admin.token';
   const FINAL = ['succeeded', 'failed', 'cancelled'];
   const $ = (id) => document.getElementById(id);
   let timer;
 
-  const token = () => sessionStorage.getItem(KEY);
-  // A token that does not decode shows no claims; the api still checks it on every call.
-  const claims = (t) => {
-    try { return JSON.parse(atob(t.split('.')[1].replace(/-/g, '+').replace(/_/g, '/'))); }
-    catch { return {}; }
-  };
+  // Earlier versions kept a token here: it goes.
+  sessionStorage.removeItem('sluice.admin.token');
   // A body that is not the status envelope (a proxy's page): show the HTTP status instead.
   const reasonOf = async (res) => {
     try { const body = await res.json(); return body.status.reason; } catch { return res.status + ' ' + res.statusText; }
@@ -61,27 +58,29 @@ const SCRIPT = `
     return td;
   };
 
-  function show(signedIn) {
+  // session: the answer of /admin/session, or null when nobody is signed in.
+  function show(session) {
+    const signedIn = !!session;
+    clearInterval(timer);
     $('login').hidden = signedIn;
     $('view').hidden = !signedIn;
     $('signout').hidden = !signedIn;
+    $('dashboard').hidden = !(signedIn && session.admin);
     if (signedIn) {
-      const c = claims(token());
-      $('who').textContent = 'signed in as ' + c.sub + (c.adm ? ' (administrator)' : ' (not an administrator: your own queries only)');
+      $('who').textContent = 'signed in as ' + session.username + (session.admin ? ' (administrator)' : ' (not an administrator: your own queries only)');
       refresh();
       timer = setInterval(refresh, 1000);
     } else {
-      clearInterval(timer);
       $('who').textContent = '';
     }
   }
 
+  // The cookie goes with every same-origin request under /admin; nothing else is needed.
   async function api(method, path) {
-    const res = await fetch(path, { method, headers: { authorization: 'Bearer ' + token() } });
+    const res = await fetch(path, { method, credentials: 'same-origin' });
     if (res.status === 401) {
-      sessionStorage.removeItem(KEY);
       $('login-error').textContent = 'Your session ended: ' + (await reasonOf(res));
-      show(false);
+      show(null);
       throw new Error('signed out');
     }
     return res;
@@ -90,7 +89,7 @@ const SCRIPT = `
   async function refresh() {
     let list;
     try {
-      const res = await api('GET', '/v1/queries');
+      const res = await api('GET', '/admin/api/queries');
       if (!res.ok) { $('error').textContent = await reasonOf(res); return; }
       list = await res.json();
     } catch (err) {
@@ -138,7 +137,7 @@ const SCRIPT = `
     button.disabled = true;
     button.textContent = 'Cancelling…';
     try {
-      const res = await api('DELETE', '/v1/queries/' + encodeURIComponent(id));
+      const res = await api('DELETE', '/admin/api/queries/' + encodeURIComponent(id));
       if (!res.ok) $('error').textContent = await reasonOf(res);
     } catch (err) {
       if (err.message !== 'signed out') $('error').textContent = err.message;
@@ -149,25 +148,29 @@ const SCRIPT = `
   $('login').addEventListener('submit', async (event) => {
     event.preventDefault();
     $('login-error').textContent = '';
-    const res = await fetch('/v1/login', {
+    const res = await fetch('/admin/session', {
       method: 'POST',
+      credentials: 'same-origin',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ username: $('username').value, password: $('password').value }),
     });
     if (!res.ok) { $('login-error').textContent = await reasonOf(res); return; }
-    sessionStorage.setItem(KEY, (await res.json()).access_token);
     $('password').value = '';
-    show(true);
+    show(await res.json());
   });
-  $('signout').addEventListener('click', () => {
-    const t = token();
-    sessionStorage.removeItem(KEY);
-    // Best effort: the token is gone from this page; if the logout fails it expires by itself.
-    if (t) fetch('/v1/logout', { method: 'POST', headers: { authorization: 'Bearer ' + t } }).catch(() => {});
-    show(false);
+  $('signout').addEventListener('click', async () => {
+    try {
+      const res = await fetch('/admin/session', { method: 'DELETE', credentials: 'same-origin' });
+      if (!res.ok) $('login-error').textContent = await reasonOf(res);
+    } catch (err) {
+      $('login-error').textContent = 'Sluice is not answering: ' + err.message;
+    }
+    show(null);
   });
   $('show-finished').addEventListener('change', refresh);
-  show(!!token());
+  fetch('/admin/session', { credentials: 'same-origin' })
+    .then((res) => (res.ok ? res.json() : null))
+    .then(show, () => show(null));
 })();
 `;
 
@@ -197,7 +200,7 @@ export const ADMIN_PAGE_HTML = `<!doctype html>
 <header>
   <h1>Sluice — queued and running queries</h1>
   <span id="who"></span>
-  <a href="/admin/queues">queue dashboard</a>
+  <a id="dashboard" href="/admin/queues" hidden>queue dashboard</a>
   <button id="signout" type="button" hidden>Sign out</button>
 </header>
 <form id="login" hidden>

@@ -14,6 +14,23 @@ import { redactJobData } from './job-data.redaction';
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/admin/queues';
 
+/** Where a browser that is not signed in is sent: the admin page, which signs in. */
+const SIGN_IN_PAGE = '/admin';
+
+/**
+ * A browser opening a page in its window (a link followed, a URL typed): not a script fetching
+ * data, nor a frame (the admin page may not be framed anyway).
+ */
+function isNavigation(request: FastifyRequest): boolean {
+  if (request.method !== 'GET' && request.method !== 'HEAD') return false;
+  const mode = request.headers['sec-fetch-mode'];
+  if (mode !== undefined) {
+    const dest = request.headers['sec-fetch-dest'];
+    return mode === 'navigate' && (dest === undefined || dest === 'document');
+  }
+  return /\btext\/html\b/.test(request.headers.accept ?? '');
+}
+
 function send(reply: FastifyReply, err: unknown): FastifyReply {
   const { httpStatus, headers, body } = toEnvelope(err);
   return reply.code(httpStatus).headers(headers).type('application/json; charset=utf-8').send(body);
@@ -21,9 +38,11 @@ function send(reply: FastifyReply, err: unknown): FastifyReply {
 
 /**
  * bull-board at /admin/queues, in an encapsulated Fastify plugin whose onRequest hook lets only
- * administrators in (Nest guards do not run for plain Fastify routes). Read-only: a statement must
- * never run twice, so the dashboard cannot retry, add or change jobs. Standalone mode has no BullMQ
- * queue: the same hook guards a 404 envelope that says so.
+ * administrators in (Nest guards do not run for plain Fastify routes): signed in on the admin
+ * page (its cookie), or by Bearer token or Basic password from clients other than browsers. A
+ * browser that is not signed in is sent to the admin page; nothing here ever asks for Basic.
+ * Read-only: a statement must never run twice, so the dashboard cannot retry, add or change jobs.
+ * Standalone mode has no BullMQ queue: the same hook guards a 404 envelope that says so.
  */
 @Injectable()
 export class QueueDashboardService implements OnModuleInit {
@@ -42,6 +61,10 @@ export class QueueDashboardService implements OnModuleInit {
           try {
             await this.authenticator.admin(request);
           } catch (err) {
+            // Not signed in: no password prompt, the admin page's own sign-in instead.
+            if (err instanceof SluiceError && err.http === 401 && isNavigation(request)) {
+              return reply.redirect(SIGN_IN_PAGE, 303);
+            }
             return send(reply, err);
           }
         });

@@ -23,6 +23,8 @@ import { UserRecord, UsersService } from './users.service';
 /** Claims of a Sluice access token. */
 export interface TokenClaims {
   sub: string;
+  /** Only on the admin pages' cookie token (ADMIN_AUDIENCE): never taken as a Bearer token. */
+  aud?: string | string[];
   role: string;
   db?: string;
   adm?: boolean;
@@ -35,6 +37,20 @@ export interface TokenClaims {
   sid?: string;
   /** When the login that began the session happened (s); refreshes keep it. */
   auth_time?: number;
+}
+
+/** Audience of the admin pages' sign-in cookie: a token good under /admin only. */
+export const ADMIN_AUDIENCE = 'sluice-admin';
+
+/** How a token reached the api: as a Bearer token, or in the admin pages' cookie. */
+export type TokenUse = 'bearer' | 'admin-cookie';
+
+/** The admin pages' sign-in: the cookie's token and whom it speaks for. */
+export interface AdminSession {
+  token: string;
+  username: string;
+  isAdmin: boolean;
+  expiresIn: number;
 }
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -89,18 +105,42 @@ export class AuthService {
   }
 
   async login(request: LoginRequestDto, address?: string): Promise<LoginResponseDto> {
-    const login = splitLogin(request.username, request.database);
     const ttl = this.config.jwtTtlSeconds;
+    const { subject, database } = await this.signIn(request, address, ttl);
+    return this.issue(subject, database, nowSeconds(), ttl);
+  }
+
+  /**
+   * The admin pages' sign-in: checked and throttled like a login, answered with a token for the
+   * pages' cookie, short-lived (SLUICE_ADMIN_SESSION_SECONDS) and good under /admin only.
+   */
+  async adminSession(
+    request: { username: string; password: string },
+    address?: string,
+  ): Promise<AdminSession> {
+    const ttl = this.config.adminSessionSeconds;
+    const { subject } = await this.signIn(request, address, ttl);
+    const token = await this.sign(subject, undefined, nowSeconds(), ttl, ADMIN_AUDIENCE);
+    return { token, username: subject.username, isAdmin: subject.isAdmin, expiresIn: ttl };
+  }
+
+  /** Checks a password login; database users get a session that lives `ttl` seconds. */
+  private async signIn(
+    request: LoginRequestDto,
+    address: string | undefined,
+    ttl: number,
+  ): Promise<{ subject: TokenSubject; database?: string }> {
+    const login = splitLogin(request.username, request.database);
     if (this.databaseUsers) {
       const { password } = request;
       const username = await this.verifyDatabaseUser(login.username, password, login, address);
       const subject = await this.databaseSubject(username);
       subject.sid = await this.sessions.open(username, password, nowSeconds() + ttl);
-      return this.issue(subject, login.database, nowSeconds(), ttl);
+      return { subject, database: login.database };
     }
     const user = await this.verify(login.username, request.password, address);
     if (login.database !== undefined) await this.requireDatabase(user.role, login.database);
-    return this.issue(serviceSubject(user), login.database, nowSeconds(), ttl);
+    return { subject: serviceSubject(user), database: login.database };
   }
 
   /** A new token for a valid one, while the session is inside its refresh window. */
@@ -116,7 +156,11 @@ export class AuthService {
     const subject = this.databaseUsers
       ? { ...(await this.databaseSubject(user.username)), sid: user.session }
       : serviceSubject(await this.enabledUser(user.username));
-    if (user.database !== undefined) await this.requireDatabase(subject.role, user.database);
+    // The default database is not checked here, as at login: every statement is checked anyway.
+    const { database } = user;
+    if (database !== undefined && database !== this.defaultDatabaseFor(user.username)) {
+      await this.requireDatabase(subject.role, database);
+    }
     // The session, and the credential it keeps, lasts as long as its newest token.
     if (this.databaseUsers) {
       const extended =
@@ -138,9 +182,15 @@ export class AuthService {
     return { status: okStatus('logged out') };
   }
 
-  /** The user a verified token speaks for; throws when the token may no longer be used. */
-  async userFromClaims(claims: TokenClaims): Promise<AuthUser> {
+  /**
+   * The user a verified token speaks for; throws when the token may no longer be used. The admin
+   * cookie's token is good only as that cookie, and a Bearer token never as the cookie.
+   */
+  async userFromClaims(claims: TokenClaims, use: TokenUse = 'bearer'): Promise<AuthUser> {
     const { sub, jti, gen, sid, exp } = claims;
+    if (claims.aud !== (use === 'admin-cookie' ? ADMIN_AUDIENCE : undefined)) {
+      throw invalidToken('invalid token');
+    }
     // A service user's token has a generation, a database user's a session; never both.
     const marker = this.databaseUsers ? sid : gen;
     if (typeof sub !== 'string' || typeof jti !== 'string' || typeof marker !== 'string') {
@@ -176,16 +226,26 @@ export class AuthService {
   /** `Authorization: Basic`: the user (`user` or `user@database`) with this password. */
   async userFromPassword(login: string, password: string, address?: string): Promise<AuthUser> {
     const named = splitLogin(login, undefined);
-    const { username, database } = named;
+    const { username } = named;
     if (this.databaseUsers) {
       const name = await this.verifyDatabaseUser(username, password, named, address);
+      const database = named.database ?? this.defaultDatabaseFor(name);
       const user = authUser(await this.databaseSubject(name), database);
       // The password comes with every request: its session serves the one job of this request.
       const session = await this.sessions.open(name, password, nowSeconds(), { singleUse: true });
       return { ...user, session };
     }
     const user = await this.verify(username, password, address);
+    const database = named.database ?? this.defaultDatabaseFor(username);
     return authUser(serviceSubject(user), database, user.readOnly);
+  }
+
+  /**
+   * The database a login that names none will use: DATABASE_URL's; for a database user without
+   * one, PostgreSQL's own default, the database named like the user.
+   */
+  private defaultDatabaseFor(username: string): string | undefined {
+    return this.roles.defaultDatabase ?? (this.databaseUsers ? username : undefined);
   }
 
   /** Checks a password, counting failures; refuses while the user or address is locked out. */
@@ -223,8 +283,7 @@ export class AuthService {
       throw badCredentials();
     }
     await this.throttle.succeeded(username);
-    // Without one, PostgreSQL takes the database named like the user.
-    const database = login.database ?? this.roles.defaultDatabase ?? username;
+    const database = login.database ?? this.defaultDatabaseFor(username);
     switch (result) {
       case 'ok':
         return username;
@@ -275,12 +334,30 @@ export class AuthService {
     }
   }
 
+  /** An access token; one that names no database names the default one it will use. */
   private async issue(
+    user: TokenSubject,
+    named: string | undefined,
+    authTime: number,
+    ttlSeconds: number,
+  ): Promise<LoginResponseDto> {
+    const database = named ?? this.defaultDatabaseFor(user.username);
+    return {
+      access_token: await this.sign(user, database, authTime, ttlSeconds),
+      username: user.username,
+      database: database ?? null,
+      expires_in: ttlSeconds,
+      status: okStatus(),
+    };
+  }
+
+  private sign(
     user: TokenSubject,
     database: string | undefined,
     authTime: number,
     ttlSeconds: number,
-  ): Promise<LoginResponseDto> {
+    audience?: string,
+  ): Promise<string> {
     const claims: TokenClaims = {
       sub: user.username,
       role: user.role,
@@ -291,14 +368,8 @@ export class AuthService {
     if (user.sid !== undefined) claims.sid = user.sid;
     if (database !== undefined) claims.db = database;
     if (user.isAdmin) claims.adm = true;
-    const token = await this.jwt.signAsync(claims, { algorithm: 'HS256', expiresIn: ttlSeconds });
-    return {
-      access_token: token,
-      username: user.username,
-      database: database ?? null,
-      expires_in: ttlSeconds,
-      status: okStatus(),
-    };
+    if (audience !== undefined) claims.aud = audience;
+    return this.jwt.signAsync(claims, { algorithm: 'HS256', expiresIn: ttlSeconds });
   }
 }
 

@@ -2,6 +2,7 @@ import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { AuthGuard } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
+import { authorizationProblem } from '../http/request.checks';
 import { challenge, tokenRejection } from './auth.challenge';
 
 /** Maps passport-jwt's outcome to our error catalogue. */
@@ -30,7 +31,11 @@ class PasswordGuard extends AuthGuard('basic') {
   }
 }
 
-/** Accepts `Authorization: Bearer <token>` or `Basic <credentials>`; anything else is 401. */
+/**
+ * Accepts `Authorization: Bearer <token>` or `Basic <credentials>`; anything else is 401, and a
+ * header holding more than one credential is 400 (the header checks refuse it first; this is the
+ * guard's own line, for whatever route is mounted without them).
+ */
 @Injectable()
 export class CredentialsGuard implements CanActivate {
   private readonly bearer = new BearerGuard();
@@ -38,6 +43,8 @@ export class CredentialsGuard implements CanActivate {
 
   canActivate(context: ExecutionContext): Promise<boolean> | boolean {
     const header = context.switchToHttp().getRequest<FastifyRequest>().headers.authorization;
+    const problem = typeof header === 'string' ? authorizationProblem(header) : undefined;
+    if (problem) throw new SluiceError('INVALID_REQUEST', problem);
     const scheme = typeof header === 'string' ? header.split(' ', 1)[0].toLowerCase() : '';
     if (scheme === 'bearer') return this.bearer.canActivate(context) as Promise<boolean>;
     if (scheme === 'basic') return this.basic.canActivate(context) as Promise<boolean>;

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Pool } from 'pg';
 import { LoginRoleProvisioner, ProvisionedLogin } from '@app/access';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 
 /** What the control login (DATABASE_URL) is allowed, as far as role isolation goes. */
 export interface ControlLoginFacts {
@@ -37,8 +37,7 @@ export class RoleCatalogService implements OnModuleDestroy {
 
   /** The database of DATABASE_URL: where statements go when they name none. */
   get defaultDatabase(): string | undefined {
-    if (!this.config.databaseUrl) return undefined;
-    return decodeURIComponent(new URL(this.config.databaseUrl).pathname.slice(1)) || undefined;
+    return defaultDatabase(this.config);
   }
 
   /**

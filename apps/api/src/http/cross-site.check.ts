@@ -54,7 +54,11 @@ function quoted(text: string): string {
  */
 export function crossSiteRefusal(request: CrossSiteRequest): string | undefined {
   if (!actsOnRequest(request.method, request.route)) return undefined;
-  const why = 'cross-site requests may not run or change anything';
+  return foreignOriginRefusal(request, 'cross-site requests may not run or change anything');
+}
+
+/** The judgement of crossSiteRefusal whatever the method: `why`, and what gave the request away. */
+export function foreignOriginRefusal(request: CrossSiteRequest, why: string): string | undefined {
   if (request.secFetchSite !== undefined) {
     const site = request.secFetchSite.trim().toLowerCase();
     if (!OWN_SITES.has(site)) return `${why} (Sec-Fetch-Site: ${quoted(site)})`;
@@ -82,9 +86,23 @@ function forwarded(request: FastifyRequest, name: string): string | undefined {
 }
 
 /** The scheme the client used: a TLS-terminating proxy says so in `X-Forwarded-Proto`. */
-function protocolOf(request: FastifyRequest): string {
+export function protocolOf(request: FastifyRequest): string {
   const proto = forwarded(request, 'x-forwarded-proto')?.toLowerCase();
   return proto === 'http' || proto === 'https' ? proto : request.protocol;
+}
+
+/** What the cross-site judgement looks at, taken from a request. */
+export function crossSiteRequestOf(request: FastifyRequest): CrossSiteRequest {
+  return {
+    method: request.method,
+    route: request.routeOptions.url ?? request.url.split('?', 1)[0],
+    // X-Forwarded-* are taken without trustProxy: a foreign page cannot send them without a
+    // CORS preflight, which the service never grants, so they cannot make its origin ours.
+    protocol: protocolOf(request),
+    host: forwarded(request, 'x-forwarded-host') ?? header(request, 'host'),
+    origin: header(request, 'origin'),
+    secFetchSite: header(request, 'sec-fetch-site'),
+  };
 }
 
 function refuse(reply: FastifyReply, reason: string): void {
@@ -102,16 +120,7 @@ function refuse(reply: FastifyReply, reason: string): void {
  */
 export function installCrossSiteCheck(fastify: FastifyInstance): void {
   fastify.addHook('onRequest', (request, reply, done) => {
-    const reason = crossSiteRefusal({
-      method: request.method,
-      route: request.routeOptions.url ?? request.url.split('?', 1)[0],
-      // X-Forwarded-* are taken without trustProxy: a foreign page cannot send them without a
-      // CORS preflight, which the service never grants, so they cannot make its origin ours.
-      protocol: protocolOf(request),
-      host: forwarded(request, 'x-forwarded-host') ?? header(request, 'host'),
-      origin: header(request, 'origin'),
-      secFetchSite: header(request, 'sec-fetch-site'),
-    });
+    const reason = crossSiteRefusal(crossSiteRequestOf(request));
     if (reason === undefined) done();
     else refuse(reply, reason);
   });

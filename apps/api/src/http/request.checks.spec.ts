@@ -1,6 +1,13 @@
+import Fastify from 'fastify';
 import { Readable } from 'node:stream';
 import { SluiceError } from '@app/contracts';
-import { BodyCheck, jsonDepth } from './request.checks';
+import {
+  BodyCheck,
+  authorizationProblem,
+  headerAmbiguity,
+  installHeaderChecks,
+  jsonDepth,
+} from './request.checks';
 
 async function run(chunks: Buffer[], maxDepth?: number): Promise<Buffer> {
   const out: Buffer[] = [];
@@ -57,5 +64,88 @@ describe('jsonDepth', () => {
     ['{"a":"\\"[[[["}', 1],
   ])('measures %s as %d', (text, depth) => {
     expect(jsonDepth(text)).toBe(depth);
+  });
+});
+
+describe(authorizationProblem.name, () => {
+  it.each([
+    'Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln',
+    'bearer abc.def',
+    'Basic YWxpY2U6cHc=',
+    'BASIC YWxpY2U6cHc=',
+    '  Bearer   abc  ',
+    // Schemes Sluice does not take are the guards' to refuse (401), lists and all.
+    'Digest username="a", realm="b"',
+    'Negotiate',
+    // No credential: a missing token, not two.
+    'Bearer',
+    'Basic ',
+  ])('passes %p', (value) => {
+    expect(authorizationProblem(value)).toBeUndefined();
+  });
+
+  it.each([
+    'Bearer good.token.sig, Bearer forged',
+    'Bearer a,b',
+    'Basic YWxpY2U6cHc=, Basic Ym9iOnB3',
+    'Basic YWxpY2U6cHc=,',
+    'Bearer good.token.sig forged',
+    'Bearer a\tb',
+  ])('refuses %p: it is not exactly one credential', (value) => {
+    expect(authorizationProblem(value)).toMatch(/exactly one credential/);
+  });
+});
+
+describe(headerAmbiguity.name, () => {
+  const base = ['Host', '127.0.0.1', 'Content-Type', 'application/json'];
+
+  it('passes one of each, and repeats of fields that are lists', () => {
+    expect(headerAmbiguity([...base, 'Authorization', 'Bearer x'])).toBeUndefined();
+    expect(headerAmbiguity([...base, 'Accept', 'a/b', 'Accept', 'c/d'])).toBeUndefined();
+    expect(headerAmbiguity([...base, 'Cookie', 'a=1', 'Cookie', 'b=2'])).toBeUndefined();
+  });
+
+  it.each([
+    ['Authorization', 'authorization'],
+    ['Content-Type', 'content-type'],
+    ['Host', 'HOST'],
+    ['Content-Length', 'content-length'],
+  ])('refuses %s twice, whatever the letter case', (first, second) => {
+    const lines = [...base.slice(4), first, 'Bearer a', second, 'Bearer b'];
+    expect(headerAmbiguity(lines)).toBe(`ambiguous request: more than one ${first} header`);
+  });
+
+  it('refuses an Authorization that holds two credentials joined by a proxy', () => {
+    expect(headerAmbiguity([...base, 'Authorization', 'Bearer a, Bearer b'])).toMatch(
+      /^ambiguous request: the Authorization header must hold exactly one credential/,
+    );
+  });
+});
+
+describe(installHeaderChecks.name, () => {
+  it('answers an ambiguous request with 400 in the envelope before the route runs', async () => {
+    const app = Fastify();
+    installHeaderChecks(app);
+    let ran = 0;
+    app.get('/v1/info', () => ({ ran: ++ran }));
+    try {
+      const res = await app.inject({
+        method: 'GET',
+        url: '/v1/info',
+        headers: { authorization: 'Basic YWxpY2U6cHc=, Basic Ym9iOnB3' },
+      });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toEqual({
+        status: {
+          reason: expect.stringMatching(/^ambiguous request/),
+          sql_state: '08P01',
+          vendor_code: -100,
+        },
+      });
+      expect(ran).toBe(0);
+      expect((await app.inject({ method: 'GET', url: '/v1/info' })).statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -1,7 +1,8 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import { Transform, TransformCallback, pipeline } from 'node:stream';
 import { ERROR_CATALOGUE, ErrorCode, SluiceError } from '@app/contracts';
+import { toEnvelope } from './error.envelope';
 
 const QUOTE = 34;
 const BACKSLASH = 92;
@@ -141,6 +142,77 @@ export function installRequestChecks(
       null,
       pipeline(payload, check, () => undefined),
     );
+  });
+}
+
+/**
+ * Header fields a request may carry once. Node keeps the first of two `Authorization`,
+ * `Content-Type` or `Host` lines and drops the rest unseen (it refuses a second `Content-Length`
+ * itself), so a request could be judged on one value while a proxy or log went by the other.
+ */
+const SINGLE_FIELDS = new Map(
+  ['Authorization', 'Content-Type', 'Content-Length', 'Host'].map((name) => [
+    name.toLowerCase(),
+    name,
+  ]),
+);
+
+/** Schemes whose credential is one token68 (RFC 9110 §11.2), never a list. */
+const ONE_TOKEN_SCHEMES = new Set(['bearer', 'basic']);
+const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/**
+ * Why an `Authorization` value of a scheme Sluice reads does not hold exactly one credential
+ * (`Bearer a, Bearer b` as a proxy joins two headers, or trailing words), or undefined. Parsers
+ * downstream take the first token or ignore stray characters, so such a value would pass as the
+ * credential in it that happens to be valid. Other schemes, and a scheme with no credential, are
+ * left to the guards (401).
+ */
+export function authorizationProblem(value: string): string | undefined {
+  const match = /^\s*(\S+)(?:\s+(.+?))?\s*$/s.exec(value);
+  if (!match || !ONE_TOKEN_SCHEMES.has(match[1].toLowerCase())) return undefined;
+  // No credential at all is not ambiguous: the guards answer it (401), as a missing token.
+  if (match[2] === undefined || TOKEN68.test(match[2])) return undefined;
+  return `the Authorization header must hold exactly one credential: "${match[1]} <credential>"`;
+}
+
+/**
+ * Why a request's header lines are ambiguous (a field of SINGLE_FIELDS more than once, or an
+ * `Authorization` that is not one credential), or undefined. `rawHeaders` as Node gives them:
+ * names and values alternating, as received.
+ */
+export function headerAmbiguity(rawHeaders: readonly string[]): string | undefined {
+  const seen = new Set<string>();
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i].toLowerCase();
+    const field = SINGLE_FIELDS.get(name);
+    if (field === undefined) continue;
+    if (seen.has(name)) return `ambiguous request: more than one ${field} header`;
+    seen.add(name);
+    if (name === 'authorization') {
+      const problem = authorizationProblem(rawHeaders[i + 1]);
+      if (problem) return `ambiguous request: ${problem}`;
+    }
+  }
+  return undefined;
+}
+
+function refuse(reply: FastifyReply, err: SluiceError): void {
+  const { httpStatus, headers, body } = toEnvelope(err);
+  void reply.code(httpStatus).headers(headers).type('application/json; charset=utf-8').send(body);
+}
+
+/**
+ * Refuses (400) every request whose headers are ambiguous, in an onRequest hook before any other:
+ * two credentials, two media types or two hosts, one of them picked silently, is how a request
+ * gets judged on one value and acted on by another. Install it on the root instance before any
+ * plugin is registered, like the cross-site check, so that the queue dashboard has it too.
+ */
+export function installHeaderChecks(fastify: FastifyInstance): void {
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const problem = headerAmbiguity(request.raw.rawHeaders);
+    if (problem === undefined) done();
+    else refuse(reply, new SluiceError('INVALID_REQUEST', problem));
   });
 }
 
