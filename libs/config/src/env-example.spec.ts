@@ -28,6 +28,7 @@ const FEEDS: Record<string, { setting: keyof SluiceConfig; value: string }> = {
   SLUICE_ADMIN_USER: { setting: 'adminUser', value: 'root' },
   SLUICE_ADMIN_PASSWORD: { setting: 'adminPassword', value: 'secret' },
   SLUICE_ADMIN_ROLE: { setting: 'adminRole', value: 'admins' },
+  SLUICE_ADMIN_SESSION_SECONDS: { setting: 'adminSessionSeconds', value: '600' },
   SLUICE_MAX_BODY_BYTES: { setting: 'maxBodyBytes', value: '2048' },
   SLUICE_MAX_STATEMENT_LENGTH: { setting: 'maxStatementLength', value: '1000' },
   SLUICE_MAX_PARAMS: { setting: 'maxParams', value: '10' },
