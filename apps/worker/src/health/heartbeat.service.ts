@@ -51,6 +51,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
   async onModuleDestroy(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    // Harmless: a beat left behind goes stale within three beats, and readiness drops then.
     await this.redis.hdel(this.keys.workers, this.id).catch(() => undefined);
   }
 
@@ -72,6 +73,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
   }
 
   private async forgetStale(): Promise<void> {
+    // Tidying only: stale beats count for nobody, and the next worker to start tries again.
     const beats = await this.redis.hgetall(this.keys.workers).catch(() => ({}));
     const stale = Object.entries(beats)
       .filter(([, at]) => Date.now() - Number(at) > FORGET_AFTER_MS)
