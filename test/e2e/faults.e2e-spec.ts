@@ -326,6 +326,18 @@ describe('fault tolerance', () => {
     expect(again.body).toContain('[[42]]');
   }, 60_000);
 
+  it('never takes a busy, silent worker for a dead one: a statement quiet for two lock durations succeeds', async () => {
+    const bearer = await token();
+    expect(liveWorkers()).toHaveLength(1);
+    // The worker's BullMQ lock lives 10 s; the api checks a silent stream every second here.
+    const res = await execute('select pg_sleep(22), 5 as five', bearer);
+    expect(res.status).toBe(200);
+    const body = JSON.parse(res.body) as { data: unknown[][]; status: { sql_state: string } };
+    expect(body.data).toHaveLength(1);
+    expect(body.data[0][1]).toBe(5);
+    expect(body.status.sql_state).toBe('00000');
+  }, 60_000);
+
   it('cancels the statement when the api reading it is killed', async () => {
     const bearer = await token();
     const marker = `kill_api_${randomBytes(3).toString('hex')}`;

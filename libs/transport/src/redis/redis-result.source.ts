@@ -6,7 +6,7 @@ import { RedisResultReader } from './redis-result.reader';
 import { recordFields } from './stream.codec';
 
 /** A reader refreshes its query's alive key this often; the key lives three times as long. */
-export const ALIVE_REFRESH_MS = 2000;
+const ALIVE_REFRESH_MS = 2000;
 
 export interface RedisSourceOptions {
   redisUrl: string;
