@@ -39,6 +39,11 @@ export interface SluiceConfig {
   maxEntryBytes: number;
   streamTtlSeconds: number;
   clientIdleTimeoutMs: number;
+  /**
+   * A result stream silent this long makes the api check that its job's worker still holds it,
+   * and again as often while the silence lasts: a dead worker is noticed within the worker's
+   * BullMQ lockDuration (10 s) plus this.
+   */
   producerSilenceMs: number;
   maxBodyBytes: number;
   jobRetentionSeconds: number;
@@ -196,7 +201,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     maxEntryBytes: int(env, 'SLUICE_MAX_ENTRY_BYTES', 1024 * 1024, 16 * 1024, 64 * 1024 * 1024),
     streamTtlSeconds: int(env, 'SLUICE_STREAM_TTL_SECONDS', 300, 5, 86400),
     clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
-    producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 10_000, 100, 3_600_000),
+    producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),
     maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),
     jwtRefreshWindowSeconds: int(env, 'SLUICE_JWT_REFRESH_WINDOW_SECONDS', 86400, 60, 365 * 86400),

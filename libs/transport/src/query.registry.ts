@@ -36,9 +36,12 @@ export interface QueryRegistry {
   list(limit: number): Promise<QueryRecord[]>;
   /**
    * Counts a new query against its owner's queued-and-running cap: returns how many the owner
-   * had before, or undefined (and does not count it) when the cap is reached.
+   * had before, or undefined (and does not count it) when the cap is reached. Where the count is
+   * shared between processes (Redis), a slot is a lease: it lapses unless `renew` keeps it.
    */
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined>;
+  /** Keeps a query's slot while the query lives; does nothing once the slot is released. */
+  renew(owner: string, queryId: string): Promise<void>;
   /** Stops counting a query against its owner. */
   release(owner: string, queryId: string): Promise<void>;
   close(): Promise<void>;

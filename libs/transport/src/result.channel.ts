@@ -41,14 +41,39 @@ export interface ResultWriter {
   interrupt(reason: StopReason): void;
 }
 
+/** Thrown by a reader's `next()` once the reader is closed (also one pending at the time). */
+export class ReaderClosedError extends Error {
+  constructor() {
+    super('result reader closed');
+    this.name = 'ReaderClosedError';
+  }
+}
+
 /** Consumer side of one query's result channel. */
 export interface ResultReader {
-  /** The next record, in order; resolves with a terminal record at the end. */
+  /**
+   * The next record, in order; resolves with a terminal record at the end. Rejects with
+   * ReaderClosedError once the reader is closed, also when the close came while it waited.
+   */
   next(): Promise<ResultRecord>;
   /** Tells the producer to stop. */
   cancel(): Promise<void>;
-  /** Releases what the reader holds; the channel's data may be dropped. */
+  /**
+   * Releases everything the reader holds (its connection, timers, the channel's data); the one
+   * way out, idempotent: a second call returns the first one's promise.
+   */
   close(): Promise<void>;
+}
+
+/** What the consumer of a reader is asked or told while it reads. */
+export interface ReaderHooks {
+  /** Asked after a quiet spell: is the producer gone (a terminal record) or not (undefined)? */
+  onSilence(): Promise<ResultRecord | undefined>;
+  /**
+   * Called on each keep-alive beat of a reader that has them (Redis: every 2 s while it is open,
+   * never after close), for what must live exactly as long as the reader does.
+   */
+  onBeat?(): void;
 }
 
 export function recordSize(record: ResultRecord): number {
@@ -57,8 +82,8 @@ export function recordSize(record: ResultRecord): number {
 
 /** Opens readers on the consumer side (the api). */
 export interface ResultSource {
-  /** `onSilence` is asked, after a quiet spell, whether the producer is gone (terminal record) or not. */
-  open(queryId: string, onSilence: () => Promise<ResultRecord | undefined>): ResultReader;
+  /** Opens the reader of a query; `hooks.onSilence` decides whether a quiet producer is gone. */
+  open(queryId: string, hooks: ReaderHooks): ResultReader;
   /** Asks the producer of a query to stop, from any api process. */
   cancel(queryId: string): Promise<void>;
   /** Ends a query's channel with a final record (e.g. it was cancelled before a worker took it). */

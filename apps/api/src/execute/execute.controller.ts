@@ -21,7 +21,14 @@ import { CurrentUser } from '../auth/current-user.decorator';
 import { ExecuteQueryPipe } from './execute-query.pipe';
 import { ExecuteService, ExecutionResponse, ResponseOptions } from './execute.service';
 
-function send(reply: FastifyReply, result: ExecutionResponse): FastifyReply {
+/**
+ * Sends an execution's body. Its close() runs on the response's close event, however the
+ * response ends — also before the body's first read, when nothing else would release it.
+ */
+export function send(reply: FastifyReply, result: ExecutionResponse): FastifyReply {
+  const close = () => void result.close();
+  if (reply.raw.destroyed) close();
+  else reply.raw.once('close', close);
   reply
     .code(200)
     .header('content-type', result.contentType)
@@ -39,9 +46,13 @@ function one(value: string | string[] | undefined): string | undefined {
 /** Aborted when the client's connection closes before its response is done. */
 function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  });
+  // Gone already (while the request was authenticated): its close event has been and gone.
+  if (reply.raw.destroyed) controller.abort();
+  else {
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) controller.abort();
+    });
+  }
   return controller.signal;
 }
 

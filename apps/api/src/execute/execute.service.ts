@@ -12,14 +12,16 @@ import {
   httpStatusOf,
   statusOf,
 } from '@app/contracts';
-import { SUPPORTED_FORMATS } from '@app/formats';
+import { SUPPORTED_FORMATS, createEncoder } from '@app/formats';
 import { InvalidParameterError, MissingParameterError, bindPlaceholders } from '@app/sql';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { JobQueue, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
+import { WorkerRosterService } from '../health/worker-roster.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { ExecutionStream, LateFailureTail } from './execution.stream';
 import { ExecutionTracker } from './execution.tracker';
 import { CompressionHeaders, negotiateEncoding } from './encoding.negotiator';
 import { negotiateFormat } from './media.negotiator';
@@ -44,7 +46,15 @@ export interface ExecutionResponse {
   contentType: string;
   contentEncoding?: string;
   body: Readable;
+  /**
+   * Releases what the execution holds (and cancels the query unless it ended); idempotent. The
+   * response's close event must call it: a body destroyed before its first read never runs.
+   */
+  close(): Promise<void>;
 }
+
+/** A worker that took a job and stopped renewing its lock is gone: what its client is told. */
+const WORKER_LOST_REASON = 'the worker running the query stopped; the query was not retried';
 
 /**
  * Validates and binds a statement, queues it, and turns the query's result channel into the
@@ -60,6 +70,7 @@ export class ExecuteService {
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly policy: ExecutePolicyService,
+    private readonly workers: WorkerRosterService,
   ) {}
 
   async execute(
@@ -85,6 +96,7 @@ export class ExecuteService {
     // Limits, role changes and CONNECT on the database: refused before anything is queued.
     await this.policy.check(request, user);
     const bound = this.bind(request);
+    await this.requireWorker();
     const queryId = randomUUID();
     const now = Date.now();
     const priority = await this.admit(user.username, queryId);
@@ -110,7 +122,11 @@ export class ExecuteService {
       priority,
       enqueuedAt: now,
     };
-    const reader = this.results.open(queryId, this.producerWatch(job));
+    const reader = this.results.open(queryId, {
+      onSilence: this.producerWatch(job),
+      // The owner's slot lives as long as this reader does (and lapses soon after a lost release).
+      onBeat: () => tracker.keepSlot(),
+    });
     try {
       await this.registry.create({
         queryId,
@@ -125,7 +141,7 @@ export class ExecuteService {
       });
       await this.queue.enqueue(job);
     } catch (err) {
-      await reader.close().catch(() => undefined);
+      await this.release(queryId, reader);
       this.logger.error(`query ${queryId}: could not enqueue: ${(err as Error).message}`);
       const error = new SluiceError('UNAVAILABLE', 'the query queue is not reachable');
       await tracker.end(error.toStatus());
@@ -142,7 +158,7 @@ export class ExecuteService {
         first = await this.firstRecord(job, reader, options.signal);
       }
     } catch (err) {
-      await reader.close().catch(() => undefined);
+      await this.release(queryId, reader);
       const status =
         err instanceof ClientGoneError
           ? statusOf('CANCELLED', 'client went away')
@@ -155,17 +171,71 @@ export class ExecuteService {
     }
     if (first.kind === 'error') {
       // Ended before any byte of a body: answer with the envelope and the error's own code.
-      await reader.close().catch(() => undefined);
+      await this.release(queryId, reader);
       await tracker.end(first.status);
       return this.failure(queryId, first.status);
     }
+    const stream = new ExecutionStream(
+      queryId,
+      [...early, first],
+      reader,
+      tracker,
+      this.lateFailureTail(job),
+    );
     return {
       queryId,
       contentEncoding: encoding?.name,
       contentType: TEXT_FORMATS.has(format)
         ? `${MEDIA_TYPES[format]}; charset=utf-8`
         : MEDIA_TYPES[format],
-      body: Readable.from(this.body([...early, first], reader, tracker), { objectMode: false }),
+      body: stream.body,
+      close: () => stream.close(),
+    };
+  }
+
+  /** No worker alive (no fresh heartbeat): 503 at once rather than a wait for the queue limit. */
+  private async requireWorker(): Promise<void> {
+    if ((await this.workers.alive()).length === 0) throw this.noWorker();
+  }
+
+  private noWorker(): SluiceError {
+    return new SluiceError(
+      'UNAVAILABLE',
+      `no worker is available to run the query (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
+      undefined,
+      { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) },
+    );
+  }
+
+  /** Releases a reader on a path where no body was started. */
+  private async release(queryId: string, reader: ResultReader): Promise<void> {
+    await reader.close().catch((err: Error) =>
+      // Repaired by Redis: the alive key lapses within seconds, the stream at its TTL.
+      this.logger.warn(`query ${queryId}: could not release its result reader: ${err.message}`),
+    );
+  }
+
+  /**
+   * How a body that started ends when the api finds the failure itself (the worker was lost): a
+   * JSON or NDJSON body gets its status in-band, as the worker would have written it — unless it
+   * is compressed (the worker's compressor held the state) or its last entry was not a whole
+   * chunk (a chunk larger than an entry is split over several, all but the last exactly
+   * SLUICE_MAX_ENTRY_BYTES long). Any other body is aborted.
+   */
+  private lateFailureTail(job: ExecuteJobData): LateFailureTail {
+    const { format } = job;
+    if (job.encoding || (format !== 'json' && format !== 'ndjson')) return () => null;
+    const encoder = createEncoder(format, {
+      queryId: job.queryId,
+      layout: job.layout,
+      columns: [],
+    });
+    // Where a whole chunk of each format ends: a line; the data array's opening or a row.
+    const wholeEnds = format === 'ndjson' ? ['\n'] : ['[', ']', '}'];
+    return (status, lastSent) => {
+      const last = String.fromCharCode(lastSent[lastSent.length - 1] ?? 0);
+      if (lastSent.length >= this.config.maxEntryBytes || !wholeEnds.includes(last)) return null;
+      return encoder.end(status, true);
     };
   }
 
@@ -231,9 +301,12 @@ export class ExecuteService {
 
   /** Stops a query whose client is gone: unqueue it, or tell its worker. */
   private async stop(queryId: string, reader: ResultReader): Promise<void> {
-    if (!(await this.queue.removeQueued(queryId).catch(() => false))) {
-      await reader.cancel().catch(() => undefined);
-    }
+    // Not removed (or not known): it may be running, so the cancel below covers it.
+    if (await this.queue.removeQueued(queryId).catch(() => false)) return;
+    await reader.cancel().catch((err: Error) =>
+      // Repaired by the caller's close(): the worker stops once the reader's alive key is gone.
+      this.logger.warn(`query ${queryId}: could not send its cancel: ${err.message}`),
+    );
   }
 
   private failure(queryId: string, status: Status): never {
@@ -254,71 +327,43 @@ export class ExecuteService {
     }
   }
 
-  /** Yields the body bytes record by record; a failure the format cannot carry aborts it. */
-  private async *body(
-    first: ResultRecord[],
-    reader: ResultReader,
-    tracker: ExecutionTracker,
-  ): AsyncGenerator<Buffer> {
-    const already = first.slice(1);
-    let record = first[0];
-    let finished = false;
-    try {
-      for (;;) {
-        tracker.sent(record);
-        switch (record.kind) {
-          case 'head':
-          case 'data':
-            if (record.bytes.length > 0) yield record.bytes;
-            break;
-          case 'end':
-            await tracker.end(record.status);
-            finished = true;
-            if (record.abort) throw new Error(`query failed mid-stream: ${record.status.reason}`);
-            if (record.bytes.length > 0) yield record.bytes;
-            return;
-          case 'error':
-            await tracker.end(record.status);
-            finished = true;
-            throw new Error(`query failed mid-stream: ${record.status.reason}`);
-        }
-        record = already.shift() ?? (await reader.next());
-      }
-    } finally {
-      // Reached when the client went away, too: stop the producer.
-      if (!finished) {
-        await reader.cancel().catch(() => undefined);
-        await tracker.end(statusOf('CANCELLED', 'client went away'));
-      }
-      await reader.close().catch(() => undefined);
-    }
-  }
-
   /** Asked when a stream goes quiet: is the job still queued or running, and in time? */
   private producerWatch(job: ExecuteJobData): () => Promise<ResultRecord | undefined> {
     let endedOnce = false;
     return async () => {
       const state = await this.queue.state(job.queryId);
-      if (state === 'queued') {
-        if (job.startBy === undefined || Date.now() <= job.startBy) return undefined;
-        if (await this.queue.removeQueued(job.queryId)) {
-          return {
-            kind: 'error',
-            status: statusOf('TIME_LIMIT', 'query waited too long in the queue'),
-          };
+      switch (state) {
+        case 'queued': {
+          // Past its latest start, or no worker left to take it (the last one died after it was
+          // queued): it will not run, so it need not wait for the queue limit.
+          const late = job.startBy !== undefined && Date.now() > job.startBy;
+          if (!late && (await this.workers.alive()).length > 0) return undefined;
+          if (!(await this.queue.removeQueued(job.queryId))) return undefined;
+          const status = late
+            ? statusOf('TIME_LIMIT', 'query waited too long in the queue')
+            : this.noWorker().toStatus();
+          return { kind: 'error', status };
         }
-        return undefined;
+        case 'active':
+          // A worker holds the job and renews its hold: running, however long it is quiet.
+          return undefined;
+        case 'lost':
+          // Its worker died, and no other worker may be left to notice: end the query now. It is
+          // never run again: the next worker's stalled check fails the job (maxStalledCount 0)
+          // without handing it to the processor, and attempts 1 allows no retry.
+          this.logger.warn(`query ${job.queryId}: the worker that took it is gone`);
+          return { kind: 'error', status: statusOf('WORKER_LOST', WORKER_LOST_REASON) };
+        default:
+          // The job ended; its final record may have been written just after our last read.
+          if (!endedOnce) {
+            endedOnce = true;
+            return undefined;
+          }
+          this.logger.warn(
+            `query ${job.queryId}: job is ${state} but its stream ended without a status`,
+          );
+          return { kind: 'error', status: statusOf('WORKER_LOST') };
       }
-      if (state === 'active') return undefined;
-      // The job ended; its final record may have been written just after our last read.
-      if (!endedOnce) {
-        endedOnce = true;
-        return undefined;
-      }
-      this.logger.warn(
-        `query ${job.queryId}: job is ${state} but its stream ended without a status`,
-      );
-      return { kind: 'error', status: statusOf('WORKER_LOST') };
     };
   }
 }

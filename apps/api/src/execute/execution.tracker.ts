@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { ResultRecord, Status } from '@app/contracts';
 import { finalState } from '@app/execution';
-import { QueryRegistry } from '@app/transport';
+import { QueryRegistry, SLOT_LEASE_MS } from '@app/transport';
 
 const PROGRESS_EVERY_MS = 500;
 /** A query that ends sooner is never shown as streaming: one registry write saved per query. */
@@ -10,7 +10,8 @@ const logger = new Logger('ExecutionTracker');
 
 /**
  * Keeps one query's entry in the registry up to date from the api's side: streaming once its
- * body starts, rows and bytes sent (every half second), the final state, and the owner's slot.
+ * body starts, rows and bytes sent (every half second), the final state, and the owner's slot
+ * (renewed while the query's reader is open, released at the end).
  */
 export class ExecutionTracker {
   rows = 0;
@@ -18,6 +19,8 @@ export class ExecutionTracker {
   private written = false;
   private done = false;
   private timer: NodeJS.Timeout | undefined;
+  private renewing = false;
+  private renewFailed = false;
 
   constructor(
     private readonly registry: QueryRegistry,
@@ -33,6 +36,30 @@ export class ExecutionTracker {
     this.schedule();
   }
 
+  /**
+   * Keeps the owner's slot while the query lives (called on each beat of its reader). A failed
+   * renewal is logged once and repaired by the next beat; if none comes, the slot lapses.
+   */
+  keepSlot(): void {
+    if (this.done || this.renewing) return;
+    this.renewing = true;
+    this.registry
+      .renew(this.owner, this.queryId)
+      .then(
+        () => {
+          if (this.renewFailed) logger.log(`query ${this.queryId}: user slot renewed again`);
+          this.renewFailed = false;
+        },
+        (err: Error) => {
+          if (!this.renewFailed) {
+            logger.warn(`query ${this.queryId}: could not renew the user slot: ${err.message}`);
+          }
+          this.renewFailed = true;
+        },
+      )
+      .finally(() => (this.renewing = false));
+  }
+
   /** Records the end, once. */
   async end(status: Status): Promise<void> {
     if (this.done) return;
@@ -40,8 +67,15 @@ export class ExecutionTracker {
     clearTimeout(this.timer);
     await this.registry
       .finish(this.queryId, finalState(status), status, { rows: this.rows, bytes: this.bytes })
-      .catch((err: Error) => logger.warn(`query ${this.queryId}: ${err.message}`));
-    await this.registry.release(this.owner, this.queryId).catch(() => undefined);
+      .catch((err: Error) =>
+        logger.warn(`query ${this.queryId}: could not record its end: ${err.message}`),
+      );
+    await this.registry.release(this.owner, this.queryId).catch((err: Error) =>
+      // Repaired without us: nothing renews the slot any more, so it lapses by itself.
+      logger.warn(
+        `query ${this.queryId}: could not release ${this.owner}'s slot (${err.message}); it lapses within ${SLOT_LEASE_MS / 1000} s`,
+      ),
+    );
   }
 
   /** One write per half second at most, the first after 100 ms (short queries never need one). */

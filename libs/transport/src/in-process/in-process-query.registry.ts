@@ -52,6 +52,11 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve(before);
   }
 
+  /** Nothing to renew: one process, in memory, where a release cannot get lost. */
+  renew(): Promise<void> {
+    return Promise.resolve();
+  }
+
   release(owner: string, queryId: string): Promise<void> {
     const set = this.active.get(owner);
     set?.delete(queryId);

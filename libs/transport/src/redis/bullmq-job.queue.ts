@@ -34,6 +34,20 @@ export class BullmqJobQueue implements JobQueue {
   }
 
   async state(queryId: string): Promise<JobState> {
+    // Taken jobs first, in one MULTI: whether BullMQ lists the job as active, and whether the
+    // worker that took it still holds its lock. Read together, so that a job that finishes
+    // between two reads (BullMQ deletes the lock as it moves the job on) is never taken for lost.
+    const [listed, locked] = (
+      (await this.connection
+        .multi()
+        .lpos(this.queue.keys.active, queryId)
+        .exists(this.lockKey(queryId))
+        .exec()) ?? []
+    ).map(([err, value]) => {
+      if (err) throw err;
+      return value as number | null;
+    });
+    if (listed !== null && listed !== undefined) return locked ? 'active' : 'lost';
     const state = await this.queue.getJobState(queryId);
     switch (state) {
       case 'waiting':
@@ -42,6 +56,7 @@ export class BullmqJobQueue implements JobQueue {
       case 'waiting-children':
         return 'queued';
       case 'active':
+        // Taken since the read above: BullMQ sets the lock in the same script.
         return 'active';
       case 'completed':
         return 'completed';
@@ -80,6 +95,17 @@ export class BullmqJobQueue implements JobQueue {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * The key of the lock a worker holds on a job while it runs it: set with a TTL of the worker's
+   * lockDuration when it takes the job and renewed every lockDuration / 2, so it is gone within
+   * one lockDuration of the worker's death, whether or not another worker is left to run BullMQ's
+   * stalled-job check. BullMQ has no public call for it; its layout (`<prefix>:<queue>:<id>:lock`)
+   * is pinned by bullmq-job.queue.spec.ts, which fails if a BullMQ upgrade changes it.
+   */
+  private lockKey(queryId: string): string {
+    return `${this.queue.toKey(queryId)}:lock`;
   }
 
   async close(): Promise<void> {

@@ -13,19 +13,37 @@ if ARGV[1] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return 1`;
 
 /**
- * Counts a query against its owner in one round trip (KEYS[1] = the owner's set; ARGV = stale
- * before, cap, now, query id, ttl): the count before, or -1 when the cap is reached.
+ * Counts a query against its owner in one round trip (KEYS[1] = the owner's set, scored by each
+ * slot's deadline; ARGV = now, cap, deadline, query id, lease ms): drops the slots past their
+ * deadline, then returns the count before, or -1 when the cap is reached.
  */
 const ADMIT = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 local before = redis.call('ZCARD', KEYS[1])
 if before >= tonumber(ARGV[2]) then return -1 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return before`;
+
+/**
+ * Pushes a slot's deadline forward, only while the slot is still there (KEYS[1] = the owner's
+ * set; ARGV = deadline, query id, lease ms): a beat that comes after the release adds nothing.
+ */
+const RENEW = `
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1`;
 
 /** Longest a query's record lives while it has not finished. */
 const OPEN_TTL_SECONDS = 24 * 3600;
+
+/**
+ * How long a user's query slot lasts without renewal (ms). The api that reads the query renews
+ * it every 2 s (with its alive key), so a release that failed (a Redis blip) or an api that died
+ * costs its owner the slot for this long, not a day.
+ */
+export const SLOT_LEASE_MS = 15_000;
 
 /**
  * The query registry in Redis: one hash per query (its keys share the query's hash tag), an
@@ -36,6 +54,7 @@ export class RedisQueryRegistry implements QueryRegistry {
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
     private readonly retentionSeconds: number,
+    private readonly leaseMs = SLOT_LEASE_MS,
   ) {}
 
   async create(record: QueryRecord): Promise<void> {
@@ -100,13 +119,24 @@ export class RedisQueryRegistry implements QueryRegistry {
       ADMIT,
       1,
       this.keys.userActive(owner),
-      String(now - OPEN_TTL_SECONDS * 1000),
-      String(cap),
       String(now),
+      String(cap),
+      String(now + this.leaseMs),
       queryId,
-      String(OPEN_TTL_SECONDS),
+      String(this.leaseMs),
     )) as number;
     return before < 0 ? undefined : before;
+  }
+
+  async renew(owner: string, queryId: string): Promise<void> {
+    await this.redis.eval(
+      RENEW,
+      1,
+      this.keys.userActive(owner),
+      String(Date.now() + this.leaseMs),
+      queryId,
+      String(this.leaseMs),
+    );
   }
 
   async release(owner: string, queryId: string): Promise<void> {

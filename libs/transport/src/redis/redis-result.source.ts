@@ -1,11 +1,11 @@
 import Redis from 'ioredis';
 import { ResultRecord } from '@app/contracts';
-import { ResultReader, ResultSource } from '../result.channel';
+import { ReaderHooks, ResultReader, ResultSource } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisResultReader } from './redis-result.reader';
 import { recordFields } from './stream.codec';
 
-/** The api refreshes a query's alive key this often; it lives three times as long. */
+/** A reader refreshes its query's alive key this often; the key lives three times as long. */
 const ALIVE_REFRESH_MS = 2000;
 
 export interface RedisSourceOptions {
@@ -16,13 +16,24 @@ export interface RedisSourceOptions {
   maxIdle?: number;
 }
 
+/** What a source holds right now (for tests and metrics). */
+export interface ResultSourceStats {
+  /** Readers opened and not yet closed. */
+  open: number;
+  /** Blocking connections, in use or idle. */
+  connections: number;
+  idle: number;
+}
+
 /**
  * Hands out stream readers. Each reader blocks on a connection of its own (XREAD BLOCK), taken
- * from a pool of such connections; no reader relies on a multi-key XREAD across queries.
+ * from a pool of such connections and given back when the reader closes; no reader relies on a
+ * multi-key XREAD across queries.
  */
 export class RedisResultSource implements ResultSource {
   private readonly idle: Redis[] = [];
   private readonly all = new Set<Redis>();
+  private readonly readers = new Set<ResultReader>();
 
   constructor(
     private readonly shared: Redis,
@@ -30,32 +41,37 @@ export class RedisResultSource implements ResultSource {
     private readonly options: RedisSourceOptions,
   ) {}
 
-  open(queryId: string, onSilence: () => Promise<ResultRecord | undefined>): ResultReader {
+  /** The name the blocking connections carry in CLIENT LIST. */
+  get connectionName(): string {
+    return `${this.keys.prefix}:reader`;
+  }
+
+  get stats(): ResultSourceStats {
+    return { open: this.readers.size, connections: this.all.size, idle: this.idle.length };
+  }
+
+  open(queryId: string, hooks: ReaderHooks): ResultReader {
     const blocking = this.acquire();
-    const reader = new RedisResultReader(blocking, this.shared, this.keys, queryId, {
-      blockMs: Math.min(1000, this.options.silenceMs),
-      silenceMs: this.options.silenceMs,
-      onSilence,
-      ttlSeconds: this.options.ttlSeconds,
-    });
-    const aliveKey = this.keys.alive(queryId);
-    const beat = () =>
-      this.shared.set(aliveKey, '1', 'PX', ALIVE_REFRESH_MS * 3).catch(() => undefined);
-    void beat();
-    const heartbeat = setInterval(() => void beat(), ALIVE_REFRESH_MS);
-    const close = reader.close.bind(reader);
-    let released = false;
-    reader.close = async () => {
-      if (!released) {
-        released = true;
-        clearInterval(heartbeat);
-        await this.shared.del(aliveKey).catch(() => undefined);
+    const reader: RedisResultReader = new RedisResultReader(
+      blocking,
+      this.shared,
+      this.keys,
+      queryId,
+      hooks,
+      {
+        blockMs: Math.min(1000, this.options.silenceMs),
+        silenceMs: this.options.silenceMs,
+        ttlSeconds: this.options.ttlSeconds,
+        beatMs: ALIVE_REFRESH_MS,
+      },
+      (connection, busy) => {
+        this.readers.delete(reader);
         // A connection still blocked in XREAD would delay its next user: drop it instead.
-        if (reader.reading) this.drop(blocking);
-        else this.release(blocking);
-      }
-      await close();
-    };
+        if (busy) this.drop(connection);
+        else this.release(connection);
+      },
+    );
+    this.readers.add(reader);
     return reader;
   }
 
@@ -73,6 +89,8 @@ export class RedisResultSource implements ResultSource {
   }
 
   async close(): Promise<void> {
+    // Shutting down: a reader whose keys cannot be deleted now leaves them to their TTLs.
+    await Promise.allSettled([...this.readers].map((reader) => reader.close()));
     await Promise.all([...this.all].map((c) => c.quit().catch(() => c.disconnect())));
     this.all.clear();
     this.idle.length = 0;
@@ -82,7 +100,11 @@ export class RedisResultSource implements ResultSource {
     const conn = this.idle.pop();
     if (conn && conn.status === 'ready') return conn;
     if (conn) this.drop(conn);
-    const created = new Redis(this.options.redisUrl, { maxRetriesPerRequest: 2 });
+    const created = new Redis(this.options.redisUrl, {
+      maxRetriesPerRequest: 2,
+      connectionName: this.connectionName,
+    });
+    // Its failures reach the reader through the commands it sends; the event itself adds nothing.
     created.on('error', () => undefined);
     this.all.add(created);
     return created;

@@ -1,0 +1,100 @@
+import { once } from 'node:events';
+import { MessageChannel, MessagePort } from 'node:worker_threads';
+import { ResultRecord } from '@app/contracts';
+import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { ReaderClosedError } from '../result.channel';
+import { InProcessResultChannel } from './in-process-result.channel';
+import { RecordMessage } from './port.messages';
+
+/** The in-process reader's one way out: the same promises as the Redis reader's. */
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const quiet = { onSilence: () => Promise.resolve(undefined) };
+
+let tracker: TimerTracker;
+let channel: InProcessResultChannel;
+
+beforeEach(() => {
+  tracker = trackTimers();
+  channel = new InProcessResultChannel(5000);
+});
+
+afterEach(async () => {
+  tracker.stop();
+  await channel.close();
+});
+
+function post(port: MessagePort, record: ResultRecord) {
+  port.postMessage({ type: 'record', record } satisfies RecordMessage);
+}
+
+describe('InProcessResultChannel readers', () => {
+  it('hands records over in order', async () => {
+    const reader = channel.open('q1', quiet);
+    const { port1, port2 } = new MessageChannel();
+    channel.attach('q1', port1);
+    post(port2, { kind: 'head', columns: [], bytes: Buffer.from('h') });
+    post(port2, {
+      kind: 'end',
+      status: { reason: 'OK', sql_state: '00000', vendor_code: 0 },
+      bytes: Buffer.from('e'),
+    });
+    expect((await reader.next()).kind).toBe('head');
+    expect((await reader.next()).kind).toBe('end');
+    await reader.close();
+    port2.close();
+    expect(channel.stats).toEqual({ open: 0, gone: 0 });
+    expect(tracker.pending()).toBe(0);
+  });
+
+  it('stops a waiting next() at once, clears its silence timer and closes the producer port', async () => {
+    const reader = channel.open('q2', quiet);
+    const { port1, port2 } = new MessageChannel();
+    channel.attach('q2', port1);
+    const pending = reader.next();
+    await sleep(20);
+    expect(tracker.pending()).toBe(1);
+    const producerGone = once(port2, 'close');
+    const started = Date.now();
+    await reader.close();
+    await expect(pending).rejects.toBeInstanceOf(ReaderClosedError);
+    expect(Date.now() - started).toBeLessThan(100);
+    await producerGone;
+    expect(tracker.pending()).toBe(0);
+    expect(channel.stats).toEqual({ open: 0, gone: 0 });
+  });
+
+  it('stops a next() that was asking onSilence, and asks no more', async () => {
+    channel = new InProcessResultChannel(30);
+    let answer!: (verdict: ResultRecord | undefined) => void;
+    let asked = 0;
+    const reader = channel.open('q3', {
+      onSilence: () => {
+        asked += 1;
+        return new Promise((resolve) => (answer = resolve));
+      },
+    });
+    const pending = reader.next();
+    while (asked === 0) await sleep(5);
+    await reader.close();
+    answer(undefined);
+    await expect(pending).rejects.toBeInstanceOf(ReaderClosedError);
+    await sleep(100);
+    expect(asked).toBe(1);
+    expect(tracker.pending()).toBe(0);
+  });
+
+  it('is idempotent, and stops a producer that attaches after its reader closed', async () => {
+    const reader = channel.open('q4', quiet);
+    const first = reader.close();
+    expect(reader.close()).toBe(first);
+    await first;
+    await expect(reader.next()).rejects.toBeInstanceOf(ReaderClosedError);
+    expect(channel.stats).toEqual({ open: 0, gone: 1 });
+    const { port1, port2 } = new MessageChannel();
+    const producerGone = once(port2, 'close');
+    channel.attach('q4', port1);
+    await producerGone;
+    expect(channel.stats).toEqual({ open: 0, gone: 0 });
+    expect(tracker.pending()).toBe(0);
+  });
+});

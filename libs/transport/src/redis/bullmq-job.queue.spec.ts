@@ -1,0 +1,142 @@
+import { Job, Worker } from 'bullmq';
+import Redis from 'ioredis';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
+import { RedisKeys } from '../redis.keys';
+import { BullmqJobQueue } from './bullmq-job.queue';
+
+/**
+ * The adapter's `state()` against a real Redis and real BullMQ workers. It reads BullMQ's job lock
+ * key, which BullMQ does not expose: the first test fails if a BullMQ upgrade moves that key (a
+ * busy, live worker would then be reported `lost`).
+ */
+const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let redis: Redis;
+let keys: RedisKeys;
+let queue: BullmqJobQueue;
+const workers: Worker[] = [];
+const connections: Redis[] = [];
+
+function job(): ExecuteJobData {
+  return { queryId: randomUUID(), text: 'select 1', username: 'u' } as ExecuteJobData;
+}
+
+/** A BullMQ worker of this test's queue; its processor runs until `release` is called. */
+function worker(
+  options: { lockDuration: number; skipLockRenewal?: boolean; stalledInterval?: number },
+  onJob: (job: Job) => Promise<void>,
+): Worker {
+  const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  connections.push(connection);
+  const w = new Worker(EXECUTE_QUEUE, onJob, {
+    connection,
+    prefix: keys.bullPrefix,
+    maxStalledCount: 0,
+    stalledInterval: options.stalledInterval ?? 30_000,
+    lockDuration: options.lockDuration,
+    skipLockRenewal: options.skipLockRenewal,
+  });
+  // A worker whose lock lapsed fails to finish its job: expected here.
+  w.on('error', () => undefined);
+  workers.push(w);
+  return w;
+}
+
+async function until(check: () => Promise<boolean>, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
+    await sleep(20);
+  }
+}
+
+beforeEach(() => {
+  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  keys = new RedisKeys(`jobq-spec-${randomBytes(4).toString('hex')}`);
+  queue = new BullmqJobQueue(redis, keys, 60);
+});
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.close(true)));
+  connections.splice(0).forEach((c) => c.disconnect());
+  await queue.queue.obliterate({ force: true });
+  await queue.close();
+  await redis.quit();
+});
+
+jest.setTimeout(20_000);
+
+describe('BullmqJobQueue.state', () => {
+  it('keeps a busy job of a live worker active past several lock durations, then completed', async () => {
+    const queued = job();
+    let finish!: () => void;
+    const running = new Promise<void>((resolve) => (finish = resolve));
+    let started = false;
+    worker({ lockDuration: 400 }, async () => {
+      started = true;
+      await running;
+    });
+    expect(await queue.state(queued.queryId)).toBe('unknown');
+    await queue.enqueue(queued);
+    await until(() => Promise.resolve(started), 5000);
+    // The lock is renewed every 200 ms and lives 400 ms: read it for three lock durations.
+    const seen = new Set<string>();
+    for (const end = Date.now() + 1200; Date.now() < end; await sleep(25)) {
+      seen.add(await queue.state(queued.queryId));
+    }
+    expect([...seen]).toEqual(['active']);
+    // The key state() reads is where BullMQ keeps the lock: set while the worker holds the job.
+    expect(await redis.exists(`${keys.bullPrefix}:${EXECUTE_QUEUE}:${queued.queryId}:lock`)).toBe(
+      1,
+    );
+    finish();
+    await until(async () => (await queue.state(queued.queryId)) === 'completed', 5000);
+  });
+
+  it('reports a queued job as queued', async () => {
+    const queued = job();
+    await queue.enqueue(queued);
+    expect(await queue.state(queued.queryId)).toBe('queued');
+  });
+
+  it('reports a job whose worker stopped renewing its lock as lost, with no other worker alive', async () => {
+    const taken = job();
+    let started = false;
+    // A worker that takes the job and then, as far as Redis can tell, dies: its lock lapses.
+    worker({ lockDuration: 300, skipLockRenewal: true }, async () => {
+      started = true;
+      await new Promise(() => undefined);
+    });
+    await queue.enqueue(taken);
+    await until(() => Promise.resolve(started), 5000);
+    expect(await queue.state(taken.queryId)).toBe('active');
+    const lostAt = Date.now();
+    await until(async () => (await queue.state(taken.queryId)) === 'lost', 3000);
+    expect(Date.now() - lostAt).toBeLessThan(1000);
+  });
+
+  it('never hands a lost job to another worker: its stalled check fails it (maxStalledCount 0)', async () => {
+    const taken = job();
+    let runs = 0;
+    // Every worker checks for stalled jobs as often (BullMQ skips a check while another's runs).
+    const dead = worker({ lockDuration: 300, skipLockRenewal: true, stalledInterval: 200 }, () => {
+      runs += 1;
+      return new Promise(() => undefined);
+    });
+    await queue.enqueue(taken);
+    await until(() => Promise.resolve(runs === 1), 5000);
+    await until(async () => (await queue.state(taken.queryId)) === 'lost', 3000);
+    // The dead worker takes nothing more (as if its process were gone).
+    await dead.pause(true);
+    worker({ lockDuration: 300, stalledInterval: 200 }, () => {
+      runs += 1;
+      return Promise.resolve();
+    });
+    await until(async () => (await queue.state(taken.queryId)) === 'failed', 5000);
+    const failed = await queue.queue.getJob(taken.queryId);
+    expect(failed?.failedReason).toBe('job stalled more than allowable limit');
+    expect(runs).toBe(1);
+  });
+});

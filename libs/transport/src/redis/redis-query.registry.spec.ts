@@ -1,0 +1,67 @@
+import Redis from 'ioredis';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { RedisKeys } from '../redis.keys';
+import { RedisQueryRegistry } from './redis-query.registry';
+
+/**
+ * A user's query slots against a real Redis: each is a lease that the reading api renews, so a
+ * release that never happened (a Redis blip, a dead api) costs the slot for one lease, not a day.
+ */
+const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const LEASE_MS = 400;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+let redis: Redis;
+let keys: RedisKeys;
+let registry: RedisQueryRegistry;
+
+beforeEach(() => {
+  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  keys = new RedisKeys(`registry-spec-${randomBytes(4).toString('hex')}`);
+  registry = new RedisQueryRegistry(redis, keys, 60, LEASE_MS);
+});
+
+afterEach(async () => {
+  await redis.del(keys.userActive('alice'));
+  await redis.quit();
+});
+
+describe('RedisQueryRegistry slots', () => {
+  it('counts slots up to the cap and gives them back on release', async () => {
+    const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+    expect(await registry.admit('alice', a, 2)).toBe(0);
+    expect(await registry.admit('alice', b, 2)).toBe(1);
+    expect(await registry.admit('alice', c, 2)).toBeUndefined();
+    await registry.release('alice', a);
+    expect(await registry.admit('alice', c, 2)).toBe(1);
+  });
+
+  it('lets a slot that was never released lapse after its lease', async () => {
+    const lost = randomUUID();
+    expect(await registry.admit('alice', lost, 1)).toBe(0);
+    expect(await registry.admit('alice', randomUUID(), 1)).toBeUndefined();
+    await sleep(LEASE_MS + 100);
+    expect(await registry.admit('alice', randomUUID(), 1)).toBe(0);
+  });
+
+  it('keeps a renewed slot past its first lease', async () => {
+    const living = randomUUID();
+    expect(await registry.admit('alice', living, 1)).toBe(0);
+    for (let i = 0; i < 4; i++) {
+      await sleep(LEASE_MS / 2);
+      await registry.renew('alice', living);
+    }
+    expect(await registry.admit('alice', randomUUID(), 1)).toBeUndefined();
+    // The key itself lives as long as its latest slot.
+    expect(await redis.pttl(keys.userActive('alice'))).toBeGreaterThan(LEASE_MS / 2);
+  });
+
+  it('does not bring a released slot back with a late renewal', async () => {
+    const done = randomUUID();
+    expect(await registry.admit('alice', done, 1)).toBe(0);
+    await registry.release('alice', done);
+    await registry.renew('alice', done);
+    expect(await redis.zscore(keys.userActive('alice'), done)).toBeNull();
+    expect(await registry.admit('alice', randomUUID(), 1)).toBe(0);
+  });
+});
