@@ -284,6 +284,7 @@ describe('fault tolerance', () => {
     const res = await pending;
     expect(Date.now() - killedAt).toBeLessThan(15_000);
     expect(res.status).toBe(503);
+    expect(res.headers['retry-after']).toMatch(/^\d+$/);
     const envelope = JSON.parse(res.body) as { query_id: string; status: object };
     expect(envelope.status).toEqual({
       reason: expect.stringContaining('worker') as string,

@@ -203,7 +203,7 @@ export class ExecuteService {
       'UNAVAILABLE',
       `no worker is available to run the query (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
       undefined,
-      { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) },
+      this.retryAfter(),
     );
   }
 
@@ -310,7 +310,14 @@ export class ExecuteService {
   }
 
   private failure(queryId: string, status: Status): never {
-    throw new ExecutionFailedError(queryId, httpStatusOf(status), status);
+    const http = httpStatusOf(status);
+    // Every 503 says when to try again: about when a new worker's first heartbeat would show.
+    const headers: Record<string, string> = http === 503 ? this.retryAfter() : {};
+    throw new ExecutionFailedError(queryId, http, status, headers);
+  }
+
+  private retryAfter(): Record<string, string> {
+    return { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) };
   }
 
   private bind(request: Readonly<ExecuteRequestDto>) {

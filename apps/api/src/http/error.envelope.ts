@@ -99,7 +99,7 @@ export function toEnvelope(err: unknown): EnvelopeReply {
   if (err instanceof ExecutionFailedError) {
     return {
       httpStatus: err.httpStatus,
-      headers: {},
+      headers: err.headers,
       body: { query_id: err.queryId, status: err.status },
     };
   }

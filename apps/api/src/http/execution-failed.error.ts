@@ -6,6 +6,7 @@ export class ExecutionFailedError extends Error {
     readonly queryId: string,
     readonly httpStatus: number,
     readonly status: Status,
+    readonly headers: Record<string, string> = {},
   ) {
     super(status.reason);
     this.name = 'ExecutionFailedError';
