@@ -148,6 +148,19 @@ describe('user management over HTTP', () => {
     expect((await adminCall('GET', `/v1/users/${u.username}`)).json.admin).toBe(false);
   });
 
+  it('takes a Basic password with colons in it whole (RFC 7617: the name ends at the first colon)', async () => {
+    const u = await user();
+    const password = `a:b:${u.password}`;
+    expect((await adminCall('PATCH', `/v1/users/${u.username}`, { password })).status).toBe(200);
+    const statement = { statement: 'select current_user as who' };
+    const base = e2eEnv().baseUrl;
+    const whole = await call(base, 'POST', '/v1/execute', statement, basic(u.username, password));
+    expect(whole.status).toBe(200);
+    // Only the part before the second colon: a wrong password, not a partial match.
+    const cut = await call(base, 'POST', '/v1/execute', statement, basic(u.username, 'a:b'));
+    expectEnvelope(cut, '28P01', -304);
+  });
+
   it('makes a user an administrator with PATCH, effective at once', async () => {
     const u = await user();
     const token = await tokenOf(u);

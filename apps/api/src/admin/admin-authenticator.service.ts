@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
+import { parse } from 'basic-auth';
 import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
 import { tokenRejection } from '../auth/auth.challenge';
@@ -101,7 +102,7 @@ export class AdminAuthenticatorService {
     const scheme = (space < 0 ? header : header.slice(0, space)).toLowerCase();
     const value = space < 0 ? '' : header.slice(space + 1).trim();
     if (scheme === 'bearer') return this.bearer(value);
-    if (scheme === 'basic') return this.basic(value, address);
+    if (scheme === 'basic') return this.basic(header, address);
     throw new SluiceError('AUTH_REQUIRED', 'unsupported authorization scheme');
   }
 
@@ -115,12 +116,11 @@ export class AdminAuthenticatorService {
     return this.auth.userFromClaims(claims);
   }
 
-  private basic(encoded: string, address: string): Promise<AuthUser> {
-    const decoded = Buffer.from(encoded, 'base64').toString('utf8');
-    const colon = decoded.indexOf(':');
-    if (colon < 0) {
+  private basic(header: string, address: string): Promise<AuthUser> {
+    const credentials = parse(header);
+    if (!credentials) {
       throw new SluiceError('BAD_CREDENTIALS', 'invalid username or password');
     }
-    return this.auth.userFromPassword(decoded.slice(0, colon), decoded.slice(colon + 1), address);
+    return this.auth.userFromPassword(credentials.name, credentials.pass, address);
   }
 }
