@@ -100,6 +100,7 @@ export class ArrowColumnBuilder {
   readonly field: Field;
   private readonly kind: PgValueKind;
   private readonly list: boolean;
+  private readonly toJson: ((text: string) => string) | undefined;
 
   constructor(
     name: string,
@@ -108,6 +109,7 @@ export class ArrowColumnBuilder {
   ) {
     this.kind = column.kind;
     this.list = column.list;
+    this.toJson = column.toJson;
     const element = arrowField('item', column.kind);
     this.field = column.list
       ? new Field(name, new List(element), true)
@@ -210,8 +212,11 @@ export class ArrowColumnBuilder {
         let bytes = Buffer.allocUnsafe(1024);
         let at = 0;
         const text = this.kind !== 'bytea';
+        // Composites and hstore: their to_json() text, made before the loop every column shares.
+        const toJson = this.toJson;
+        const strings = toJson ? values.map((v) => (v === null ? v : toJson(v))) : values;
         for (let i = 0; i < n; i++) {
-          const v = values[i];
+          const v = strings[i];
           if (v !== null) {
             const room = text ? utf8Room(v) : v.length;
             if (at + room > bytes.length) {

@@ -1,6 +1,11 @@
 import { Data, Table, Vector, tableFromIPC } from 'apache-arrow';
 import { ArrowEncoder } from './arrow.encoder';
-import { FIXTURE_CASES, FIXTURE_COLUMNS } from './pg-text.fixture';
+import {
+  FIXTURE_CASES,
+  FIXTURE_COLUMNS,
+  OBJECT_JSON_CASES,
+  OBJECT_JSON_COLUMNS,
+} from './pg-text.fixture';
 import { EncoderColumn, TextRow } from './result.encoder';
 
 const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
@@ -88,6 +93,20 @@ describe(ArrowEncoder.name, () => {
     expect(u?.metadata.get('ARROW:extension:name')).toBe('arrow.uuid');
     const jb = table.schema.fields.find((f) => f.name === 'jb');
     expect(jb?.metadata.get('ARROW:extension:name')).toBe('arrow.json');
+  });
+
+  it('carries composites, hstore and arrays of them as JSON: their to_json() text', () => {
+    const table = tableFromIPC(
+      encode(OBJECT_JSON_COLUMNS, [OBJECT_JSON_CASES.map(([text]) => text)]).body,
+    );
+    OBJECT_JSON_COLUMNS.forEach((c, i) => {
+      expect(values(table, c.name, false)).toEqual(OBJECT_JSON_CASES.map(([, want]) => want[i]));
+    });
+    const fields = new Map(table.schema.fields.map((f) => [f.name, f]));
+    expect(String(fields.get('p')?.type)).toBe('Utf8');
+    expect(fields.get('p')?.metadata.get('ARROW:extension:name')).toBe('arrow.json');
+    expect(fields.get('h')?.metadata.get('ARROW:extension:name')).toBe('arrow.json');
+    expect(String(fields.get('ps')?.type)).toBe('List<Utf8>');
   });
 
   it('frames the stream: schema first, one message per chunk, end-of-stream marker last', () => {

@@ -49,7 +49,12 @@ export class ArrowEncoder implements ResultEncoder {
 
   constructor(options: EncoderOptions) {
     this.builders = options.columns.map(
-      (c) => new ArrowColumnBuilder(c.name, pgColumnKind(c.oid, c.type), pgArrayDelimiter(c.oid)),
+      (c) =>
+        new ArrowColumnBuilder(
+          c.name,
+          pgColumnKind(c.oid, c.type, c.objectJson),
+          pgArrayDelimiter(c.oid),
+        ),
     );
     this.schema = new Schema(this.builders.map((b) => b.field));
     this.struct = new Struct(this.schema.fields);

@@ -165,6 +165,20 @@ describe(CsvEncoder.name, () => {
     expect(Buffer.from(body, 'utf8').toString('utf8')).toBe(body);
   });
 
+  it("writes composites, records and hstore in PostgreSQL's text form, as COPY … CSV does", () => {
+    // The columnar formats carry these as JSON; CSV keeps the text form, as for arrays.
+    const asJson = { list: false, element: () => '{}' };
+    const columns = [
+      { ...column('row', 90010, 'pair'), objectJson: asJson },
+      { ...column('array', 90011, 'pair[]'), objectJson: { ...asJson, list: true } },
+      column('record', 2249, 'record'),
+      { ...column('pair', 90010, 'pair'), objectJson: asJson },
+    ];
+    const body = encode(columns, [['(1,"a ""b"", c")', '{"(2,x)"}', null, '(,)']]);
+    // What PostgreSQL's COPY (FORMAT csv, HEADER) writes for the same values.
+    expect(body).toBe('row,array,record,pair\r\n"(1,""a """"b"""", c"")","{""(2,x)""}",,"(,)"\r\n');
+  });
+
   it('encodes several chunks that concatenate into one document', () => {
     const columns = [column('a'), column('b', BOOL_OID, 'boolean')];
     const rows: TextRow[] = Array.from({ length: 7 }, (_, i) => [

@@ -102,6 +102,7 @@ export interface EncodedChunk {
 export class ParquetColumnWriter {
   private readonly kind: PgValueKind;
   private readonly list: boolean;
+  private readonly toJson: ((text: string) => string) | undefined;
   private readonly delimiter: string;
   private readonly maxDef: number;
   private readonly element: SchemaElement;
@@ -134,6 +135,7 @@ export class ParquetColumnWriter {
   ) {
     this.kind = column.kind;
     this.list = column.list;
+    this.toJson = column.toJson;
     this.delimiter = delimiter;
     this.maxDef = column.list ? 3 : 1;
     const schema = parquetSchema(name, column);
@@ -259,8 +261,10 @@ export class ParquetColumnWriter {
       }
       case 'text':
       case 'json': {
-        this.ensure(4 + utf8Room(text));
-        const n = writeUtf8(this.buf, text, this.len + 4);
+        // Set only for json columns of composites and hstore, whose text is not JSON yet.
+        const value = this.toJson === undefined ? text : this.toJson(text);
+        this.ensure(4 + utf8Room(value));
+        const n = writeUtf8(this.buf, value, this.len + 4);
         this.view.setUint32(this.len, n, true);
         this.len += 4 + n;
         return;

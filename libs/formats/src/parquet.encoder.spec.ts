@@ -2,7 +2,12 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { FileMetaData } from 'hyparquet';
 import { ParquetEncoder, ParquetEncoderSettings } from './parquet.encoder';
-import { FIXTURE_CASES, FIXTURE_COLUMNS } from './pg-text.fixture';
+import {
+  FIXTURE_CASES,
+  FIXTURE_COLUMNS,
+  OBJECT_JSON_CASES,
+  OBJECT_JSON_COLUMNS,
+} from './pg-text.fixture';
 import { EncoderColumn, TextRow } from './result.encoder';
 
 const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
@@ -154,6 +159,19 @@ describe(ParquetEncoder.name, () => {
       name: 'i8',
       type: 'bigint',
     });
+  });
+
+  it('carries composites, hstore and arrays of them as JSON: their to_json() text', () => {
+    const { file } = encode(OBJECT_JSON_COLUMNS, [OBJECT_JSON_CASES.map(([text]) => text)]);
+    const got = readBack(file);
+    expect(got.rows.map((row) => OBJECT_JSON_COLUMNS.map((c) => row[c.name]))).toEqual(
+      OBJECT_JSON_CASES.map(([, want]) => want),
+    );
+    const byName = new Map(got.meta.schema.map((e) => [e.name, e]));
+    expect(byName.get('p')?.logical_type).toEqual({ type: 'JSON' });
+    expect(byName.get('h')?.logical_type).toEqual({ type: 'JSON' });
+    expect(byName.get('ps')?.logical_type).toEqual({ type: 'LIST' });
+    expect(byName.get('element')?.logical_type).toEqual({ type: 'JSON' });
   });
 
   it('writes a row group when one is full and nothing in between, and forgets it', () => {

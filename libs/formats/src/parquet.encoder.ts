@@ -57,7 +57,7 @@ export class ParquetEncoder implements ResultEncoder {
     const names = uniqueNames(options.columns.map((c) => c.name));
     const { pageBytes, codec, level } = this.settings;
     const writerSettings = { pageBytes, codec, level };
-    const kinds = options.columns.map((c) => pgColumnKind(c.oid, c.type));
+    const kinds = options.columns.map((c) => pgColumnKind(c.oid, c.type, c.objectJson));
     this.writers = options.columns.map(
       (c, i) =>
         new ParquetColumnWriter(names[i], kinds[i], pgArrayDelimiter(c.oid), writerSettings),

@@ -29,6 +29,8 @@ export type PgValueKind =
 export interface PgColumnKind {
   kind: PgValueKind;
   list: boolean;
+  /** For a `json` column whose text is not JSON yet (a composite, hstore): makes it JSON. */
+  toJson?: (text: string) => string;
 }
 
 export const DATE_INFINITY = 2147483647;
@@ -79,8 +81,17 @@ const ARRAY_ELEMENTS: ReadonlyMap<number, number> = new Map([
   [1028, 26],
 ]);
 
-/** The value kind of a column: anything not listed (numeric, interval, enums…) is text. */
-export function pgColumnKind(oid: number, typeName: string): PgColumnKind {
+/**
+ * The value kind of a column: anything not listed (numeric, interval, enums…) is text, except
+ * values that to_json() makes objects of (`objectJson`: composites, hstore), which are JSON as
+ * json and jsonb are — PostgreSQL's text form of them is no format a reader knows.
+ */
+export function pgColumnKind(
+  oid: number,
+  typeName: string,
+  objectJson?: { list: boolean; element: (text: string) => string },
+): PgColumnKind {
+  if (objectJson) return { kind: 'json', list: objectJson.list, toJson: objectJson.element };
   const element = ARRAY_ELEMENTS.get(oid);
   if (element !== undefined) return { kind: SCALAR_KINDS.get(element) ?? 'text', list: true };
   if (typeName.endsWith('[]')) return { kind: 'text', list: true };

@@ -1,3 +1,4 @@
+import { TypeCatalog } from '@app/sql';
 import { EncoderColumn, TextRow } from './result.encoder';
 
 /**
@@ -174,4 +175,72 @@ export const FIXTURE_CASES: [TextRow, unknown[]][] = [
     ],
   ],
   [FIXTURE_COLUMNS.map(() => null), FIXTURE_COLUMNS.map(() => null)],
+];
+
+// A composite `pair (n int, label text)`, hstore and arrays of them, as the worker's type catalog
+// describes them: columns whose to_json() is an object, carried as JSON by the columnar formats.
+const PAIR_TYPES = new TypeCatalog();
+PAIR_TYPES.add([
+  { oid: 23, name: 'integer', typtype: 'b', category: 'N', elem: 0, baseType: 0, delim: ',' },
+  { oid: 25, name: 'text', typtype: 'b', category: 'S', elem: 0, baseType: 0, delim: ',' },
+  {
+    oid: 90010,
+    name: 'pair',
+    typtype: 'c',
+    category: 'C',
+    elem: 0,
+    baseType: 0,
+    delim: ',',
+    attributes: [
+      { name: 'n', type: 23 },
+      { name: 'label', type: 25 },
+    ],
+  },
+  { oid: 90011, name: 'pair[]', typtype: 'b', category: 'A', elem: 90010, baseType: 0, delim: ',' },
+  {
+    oid: 90020,
+    name: 'hstore',
+    typtype: 'b',
+    category: 'U',
+    elem: 0,
+    baseType: 0,
+    delim: ',',
+    jsonCast: 'hstore',
+  },
+]);
+
+function objectColumn(name: string, type: string, oid: number): EncoderColumn {
+  return {
+    name,
+    type,
+    oid,
+    json: PAIR_TYPES.jsonEncoder(oid),
+    objectJson: PAIR_TYPES.objectJson(oid),
+  };
+}
+
+export const OBJECT_JSON_COLUMNS: EncoderColumn[] = [
+  objectColumn('p', 'pair', 90010),
+  objectColumn('ps', 'pair[]', 90011),
+  objectColumn('h', 'hstore', 90020),
+];
+
+/** Text as PostgreSQL prints it, and the to_json() text each value (element) must come out as. */
+export const OBJECT_JSON_CASES: [TextRow, unknown[]][] = [
+  [
+    ['(1,"a ""b"", c")', '{"(2,x)",NULL,"(,)"}', '"k"=>"v", "n"=>NULL'],
+    [
+      '{"n":1,"label":"a \\"b\\", c"}',
+      ['{"n":2,"label":"x"}', null, '{"n":null,"label":null}'],
+      '{"k": "v", "n": null}',
+    ],
+  ],
+  [
+    ['(,)', '{}', ''],
+    ['{"n":null,"label":null}', [], '{}'],
+  ],
+  [
+    [null, null, null],
+    [null, null, null],
+  ],
 ];

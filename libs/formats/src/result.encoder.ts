@@ -8,6 +8,12 @@ export interface EncoderColumn extends Column {
   oid: number;
   /** Turns a non-null text value into JSON text (to_json-exact). */
   json: (text: string) => string;
+  /**
+   * Set when to_json() makes an object of the column's values, or of its elements for an array
+   * (composites, hstore): the columnar formats then carry them as JSON, made by `element` from
+   * one value's (element's) text.
+   */
+  objectJson?: { list: boolean; element: (text: string) => string };
 }
 
 export interface EncoderOptions {

@@ -17,6 +17,11 @@ const DOMAIN_ARRAY = `pg_temp.sluice_darr_${SUFFIX}`;
 const DOMAIN_BOX = `pg_temp.sluice_dbox_${SUFFIX}`;
 const DOMAIN_TSTZ = `pg_temp.sluice_dtstz_${SUFFIX}`;
 const ENUM = `pg_temp.sluice_enum_${SUFFIX}`;
+const INNER = `pg_temp.sluice_inner_${SUFFIX}`;
+const OUTER = `pg_temp.sluice_outer_${SUFFIX}`;
+const EMPTY = `pg_temp.sluice_empty_${SUFFIX}`;
+const ONE = `pg_temp.sluice_one_${SUFFIX}`;
+const ROWS = `pg_temp.sluice_rows_${SUFFIX}`;
 
 interface Case {
   /** SQL type the literals are cast to. */
@@ -360,6 +365,41 @@ const CASES: Record<string, Case> = {
     values: [`ARRAY['{1,2}'::${DOMAIN_ARRAY}, '{3}', '{}', NULL]`],
   },
   'NULL of unknown type as text': { type: 'text', values: ['NULL'] },
+  'composite: nested, arrays, NULLs, quotes, backslashes, commas, a domain': {
+    type: OUTER,
+    values: [
+      `row(row(1, ${e('back\\slash "and" quote, (comma)')}, 1.50)::${INNER}, '{1,2}',
+        ARRAY[row(2, NULL, NULL)::${INNER}, NULL], '2024-01-02 03:04:05+00', '{"k": [1]}',
+        true, '\\x0102', 7, ${e('line\nnext\ttab é 😀')})`,
+      `row(row(1, ${e('a\\b')}, NULL)::${INNER}, NULL, '{}', NULL, NULL, false, NULL, NULL, '')`,
+      `row(NULL, '{{1,2},{3,4}}', ARRAY[row(NULL, '', '-0.5')::${INNER}, row(NULL, ' ', NULL)::${INNER}], 'infinity', 'null',
+        NULL, '\\x', NULL, 'NULL')`,
+    ],
+  },
+  'composite: numbers that are no JSON numbers, dates, timestamps': {
+    type: OUTER,
+    settings: { TimeZone: 'Asia/Kolkata' },
+    values: [
+      `row(row(1, 'x', 'NaN')::${INNER}, NULL, NULL, '1800-06-01 12:00:00+00', NULL, NULL, NULL, NULL, NULL)`,
+    ],
+  },
+  'array of composites': {
+    type: `${INNER}[]`,
+    values: [
+      `ARRAY[row(1, 'a,b', NULL)::${INNER}, row(2, '(x)', 3)::${INNER}, NULL]`,
+      `'{}'`,
+      `ARRAY[row(NULL, NULL, NULL)::${INNER}]`,
+    ],
+  },
+  'composite without attributes': { type: EMPTY, values: ['row()'] },
+  'composite of one text attribute': {
+    type: ONE,
+    values: ['row(NULL)', `row('')`, `row('NULL')`, `row(' ')`, `row('()')`, `row('"')`],
+  },
+  'table row type with a dropped column': {
+    type: ROWS,
+    values: [`row(1, 'kept')`, `row(NULL, NULL)`],
+  },
 };
 
 async function setSession(client: Client, settings: Record<string, string>): Promise<void> {
@@ -388,15 +428,30 @@ describe('jsonValueEncoder', () => {
     await client.query(`CREATE DOMAIN ${DOMAIN_BOX} AS box`);
     await client.query(`CREATE DOMAIN ${DOMAIN_TSTZ} AS timestamptz`);
     await client.query(`CREATE TYPE ${ENUM} AS ENUM ('happy', 'with "quote" \\ and, comma', '😀')`);
+    await client.query(`CREATE TYPE ${INNER} AS (a int, "b c" text, d numeric)`);
+    await client.query(
+      `CREATE TYPE ${OUTER} AS (i ${INNER}, arr int[], ia ${INNER}[], t timestamptz, j jsonb,
+        b bool, "by" bytea, dom ${DOMAIN_INT}, "tab\tname" text)`,
+    );
+    await client.query(`CREATE TYPE ${EMPTY} AS ()`);
+    await client.query(`CREATE TYPE ${ONE} AS (v text)`);
+    await client.query(`CREATE TABLE ${ROWS} (id int, gone text, name text)`);
+    await client.query(`ALTER TABLE ${ROWS} DROP COLUMN gone`);
   });
 
   afterAll(async () => {
-    // No client when beforeAll could not connect: that failure is the one reported.
-    await client?.query(
-      `DROP DOMAIN IF EXISTS ${DOMAIN_DOMAIN}, ${DOMAIN_INT}, ${DOMAIN_NUMERIC}, ${DOMAIN_ARRAY}, ${DOMAIN_BOX}, ${DOMAIN_TSTZ}`,
-    );
-    await client?.query(`DROP TYPE IF EXISTS ${ENUM}`);
-    await client?.end();
+    // No client when beforeAll could not connect: that failure is the one reported. Temporary
+    // objects otherwise: they go with the session anyway, whatever fails here.
+    try {
+      await client?.query(`DROP TABLE IF EXISTS ${ROWS}`);
+      await client?.query(`DROP TYPE IF EXISTS ${OUTER}, ${INNER}, ${EMPTY}, ${ONE}`);
+      await client?.query(
+        `DROP DOMAIN IF EXISTS ${DOMAIN_DOMAIN}, ${DOMAIN_INT}, ${DOMAIN_NUMERIC}, ${DOMAIN_ARRAY}, ${DOMAIN_BOX}, ${DOMAIN_TSTZ}`,
+      );
+      await client?.query(`DROP TYPE IF EXISTS ${ENUM}`);
+    } finally {
+      await client?.end();
+    }
   });
 
   beforeEach(async () => {
@@ -476,15 +531,39 @@ describe('jsonValueEncoder', () => {
     expect(own.jsonEncoder(oid)(String(result.rows[0][0]))).toBe('[1]');
   });
 
-  it('encodes a composite as a JSON string of its text form (known gap: to_json gives an object)', async () => {
-    const result = await client.query<[string]>({
-      text: `SELECT row(1, 'a b')`,
+  it('encodes an anonymous record as a JSON string of its text form: its names and types are not in the result', async () => {
+    const result = await client.query<[string, string]>({
+      text: `SELECT row(1, 'a b'), s FROM (SELECT 1 AS x, 'a' AS y) s`,
       rowMode: 'array',
       types: RAW_TEXT,
     });
-    const oid = result.fields[0].dataTypeID;
-    await loadTypes(client, catalog, [oid]);
-    expect(catalog.jsonEncoder(oid)(result.rows[0][0])).toBe('"(1,\\"a b\\")"');
+    const oids = result.fields.map((f) => f.dataTypeID);
+    expect(oids).toEqual([2249, 2249]);
+    await loadTypes(client, catalog, oids);
+    expect(catalog.jsonEncoder(2249)(result.rows[0][0])).toBe('"(1,\\"a b\\")"');
+    // to_json() says {"f1":1,"f2":"a b"} and {"x":1,"y":"a"}: the same text, other names.
+    expect(catalog.jsonEncoder(2249)(result.rows[0][1])).toBe('"(1,a)"');
+  });
+
+  it('sees a composite altered under the same oid once it loads it again', async () => {
+    const type = `pg_temp.sluice_altered_${SUFFIX}`;
+    await client.query(`CREATE TYPE ${type} AS (a int)`);
+    const oid = Number(
+      (await client.query<{ oid: string }>(`SELECT '${type}'::regtype::oid AS oid`)).rows[0].oid,
+    );
+    const own = new TypeCatalog();
+    await loadTypes(client, own, [oid]);
+    expect(own.loadedComposites([oid])).toEqual([oid]);
+    expect(own.jsonEncoder(oid)('(1)')).toBe('{"a":1}');
+    await client.query(`ALTER TYPE ${type} ADD ATTRIBUTE b text`);
+    await client.query(`ALTER TYPE ${type} RENAME ATTRIBUTE a TO c`);
+    // Stale attributes: a value of the new shape stays a string rather than take wrong names.
+    expect(own.jsonEncoder(oid)('(1,x)')).toBe('"(1,x)"');
+    const rows = await client.query<Record<string, unknown>>(TYPE_INFO_SQL, [[oid]]);
+    own.add(rows.rows.map(rowToTypeInfo), [oid]);
+    await loadTypes(client, own, [oid]);
+    expect(own.jsonEncoder(oid)('(1,x)')).toBe('{"c":1,"b":"x"}');
+    await client.query(`DROP TYPE ${type}`);
   });
 });
 
@@ -501,5 +580,106 @@ describe('jsonValueEncoder without type info', () => {
 
   it('encodes an unknown type as a JSON string', () => {
     expect(jsonValueEncoder(999999, none)('{1,2}')).toBe('"{1,2}"');
+  });
+});
+
+describe('jsonValueEncoder for hstore (its cast to json)', () => {
+  let client: Client;
+  let hstore = '';
+  let ownSchema: string | undefined;
+  const catalog = new TypeCatalog();
+  const WITH_HSTORE = `pg_temp.sluice_with_hstore_${SUFFIX}`;
+  const DOMAIN_HSTORE = `pg_temp.sluice_dhstore_${SUFFIX}`;
+
+  beforeAll(async () => {
+    client = await connectTestDatabase();
+    // An extension lives once per database: use the one there, or install it in a schema of ours.
+    const found = await client.query<{ schema: string }>(
+      `SELECT extnamespace::regnamespace::text AS schema FROM pg_extension WHERE extname = 'hstore'`,
+    );
+    if (found.rows.length === 0) {
+      ownSchema = `sluice_hstore_${SUFFIX}`;
+      await client.query(`CREATE SCHEMA ${ownSchema}`);
+      await client.query(`CREATE EXTENSION hstore SCHEMA ${ownSchema}`);
+    }
+    hstore = `${ownSchema ?? found.rows[0].schema}.hstore`;
+    await client.query(`CREATE TYPE ${WITH_HSTORE} AS (k int, h ${hstore}, hs ${hstore}[])`);
+    await client.query(`CREATE DOMAIN ${DOMAIN_HSTORE} AS ${hstore}`);
+  });
+
+  afterAll(async () => {
+    try {
+      await client.query(`DROP TYPE IF EXISTS ${WITH_HSTORE}`);
+      await client.query(`DROP DOMAIN IF EXISTS ${DOMAIN_HSTORE}`);
+      if (ownSchema) await client.query(`DROP SCHEMA ${ownSchema} CASCADE`);
+    } finally {
+      await client.end();
+    }
+  });
+
+  const VALUES = [
+    `''`,
+    `'a=>b'`,
+    e(`"x y"=>"", z=>NULL, "\\\\"=>"\\"", "é😀"=>"tab\there", "NULL"=>"NULL"`),
+  ];
+
+  it.each([
+    ['hstore', () => hstore, VALUES],
+    ['hstore[]', () => `${hstore}[]`, [`ARRAY[${VALUES.join(', ')}, NULL]`, `'{}'`]],
+    ['domain over hstore', () => DOMAIN_HSTORE, VALUES],
+    [
+      'composite with hstore fields',
+      () => WITH_HSTORE,
+      [`row(1, ${VALUES[2]}, ARRAY[${VALUES[1]}, NULL])`, `row(2, NULL, NULL)`],
+    ],
+  ])('matches to_json() for %s', async (_title, type, values) => {
+    const rows = values.map((value) => `((${value})::${type()})`).join(', ');
+    const result = await client.query<[string, string]>({
+      text: `SELECT v, to_json(v)::text FROM (VALUES ${rows}) t(v)`,
+      rowMode: 'array',
+      types: RAW_TEXT,
+    });
+    const oid = result.fields[0].dataTypeID;
+    await loadTypes(client, catalog, [oid]);
+    const encode = catalog.jsonEncoder(oid);
+    expect(result.rows.map(([text]) => [text, text === null ? null : encode(text)])).toEqual(
+      result.rows,
+    );
+    expect(result.rows).toHaveLength(values.length);
+  });
+
+  it('knows hstore by its cast, and carries it as JSON in the columnar formats', async () => {
+    const oid = Number(
+      (await client.query<{ oid: string }>(`SELECT '${hstore}'::regtype::oid AS oid`)).rows[0].oid,
+    );
+    await loadTypes(client, catalog, [oid]);
+    const info = (await client.query<Record<string, unknown>>(TYPE_INFO_SQL, [[oid]])).rows.map(
+      rowToTypeInfo,
+    )[0];
+    expect(info.jsonCast).toBe('hstore');
+    expect(catalog.objectJson(oid)?.list).toBe(false);
+    expect(catalog.objectJson(oid)?.element('"a"=>"1"')).toBe('{"a": "1"}');
+  });
+
+  it('leaves another cast to json to the server: the value stays a JSON string', async () => {
+    const type = `pg_temp.sluice_cast_enum_${SUFFIX}`;
+    await client.query(`CREATE TYPE ${type} AS ENUM ('on', 'off')`);
+    await client.query(
+      `CREATE FUNCTION pg_temp.sluice_cast_${SUFFIX}(${type}) RETURNS json
+         LANGUAGE sql IMMUTABLE AS $$ SELECT json_build_object('state', $1::text) $$`,
+    );
+    await client.query(
+      `CREATE CAST (${type} AS json) WITH FUNCTION pg_temp.sluice_cast_${SUFFIX}(${type})`,
+    );
+    const result = await client.query<[string, string]>({
+      text: `SELECT v, to_json(v)::text FROM (VALUES ('on'::${type})) t(v)`,
+      rowMode: 'array',
+      types: RAW_TEXT,
+    });
+    expect(result.rows[0]).toEqual(['on', '{"state" : "on"}']);
+    const own = new TypeCatalog();
+    await loadTypes(client, own, [result.fields[0].dataTypeID]);
+    expect(own.jsonEncoder(result.fields[0].dataTypeID)('on')).toBe('"on"');
+    await client.query(`DROP TYPE ${type} CASCADE`);
   });
 });

@@ -21,7 +21,13 @@ const ANYCOMPATIBLEARRAY_OID = 5078;
 
 // Domains over domains are legal; the cap only guards against a corrupt lookup looping.
 const MAX_DOMAIN_DEPTH = 32;
+// PostgreSQL refuses a composite that contains itself; the cap guards against a corrupt lookup.
+const MAX_NESTING = 32;
 
+const LPAREN = 0x28;
+const RPAREN = 0x29;
+const COMMA = 0x2c;
+const SPACE = 0x20;
 const LBRACE = 0x7b;
 const RBRACE = 0x7d;
 const LBRACKET = 0x5b;
@@ -141,6 +147,108 @@ function encodeVectorText(text: string, element: JsonValueEncoder): string {
   return out + ']';
 }
 
+/**
+ * A composite's text form (record_out: `(1,"a b",,"x ""q"" \\ y")`) as to_json() prints it:
+ * `{"name":value,…}` with every field encoded for its own type and an empty field as null. In a
+ * field, `""` within quotes is one quote and a backslash keeps the next character (record_in).
+ * A value whose field count differs from the type's (the type was altered after its attributes
+ * were loaded) stays a JSON string rather than be put under the wrong names.
+ */
+function compositeEncoder(names: string[], fields: JsonValueEncoder[]): JsonValueEncoder {
+  const keys = names.map((name, i) => (i === 0 ? '{' : ',') + JSON.stringify(name) + ':');
+  const n = fields.length;
+  return (text) => {
+    if (text.charCodeAt(0) !== LPAREN) return encodeString(text);
+    // '()' is also the text of one NULL field: the type tells which.
+    if (n === 0) return text === '()' ? '{}' : encodeString(text);
+    let out = '';
+    let i = 1;
+    let k = 0;
+    const end = text.length;
+    for (;;) {
+      // One field: up to an unquoted ',' or ')'.
+      let value = '';
+      let from = i;
+      let quoted = false;
+      let inQuotes = false;
+      for (; i < end; i++) {
+        const c = text.charCodeAt(i);
+        if (c === BACKSLASH) {
+          value += text.slice(from, i);
+          from = ++i; // keep the escaped character
+        } else if (c === QUOTE) {
+          value += text.slice(from, i);
+          if (inQuotes && text.charCodeAt(i + 1) === QUOTE) {
+            from = ++i; // '""' inside quotes is one '"'
+          } else {
+            inQuotes = !inQuotes;
+            quoted = true;
+            from = i + 1;
+          }
+        } else if (!inQuotes && (c === COMMA || c === RPAREN)) {
+          break;
+        }
+      }
+      if (i >= end || k >= n) return encodeString(text);
+      value += text.slice(from, i);
+      out += keys[k];
+      out += !quoted && value.length === 0 ? 'null' : fields[k](value);
+      k++;
+      if (text.charCodeAt(i) === RPAREN) break;
+      i++;
+    }
+    if (k !== n || i !== end - 1) return encodeString(text);
+    return out + '}';
+  };
+}
+
+// Where hstoreToken stopped; saves returning an object per token.
+let tokenEnd = 0;
+
+/** Reads the '"…"' token of hstore text that starts at `at` (backslash escapes). */
+function hstoreToken(text: string, at: number): string {
+  let value = '';
+  let from = at + 1;
+  let i = from;
+  for (; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === BACKSLASH) {
+      value += text.slice(from, i);
+      from = ++i; // keep the escaped character
+    } else if (c === QUOTE) {
+      break;
+    }
+  }
+  tokenEnd = i + 1;
+  return value + text.slice(from, i);
+}
+
+/**
+ * hstore's text form (`"a"=>"1", "b"=>NULL`) as its cast to json, hstore_to_json(), prints it:
+ * `{"a": "1", "b": null}` — every value a string, a space after ':' and ','. Keys come in
+ * hstore's own order, which its text form keeps.
+ */
+const encodeHstore: JsonValueEncoder = (text) => {
+  let out = '';
+  let i = text.indexOf('"');
+  while (i >= 0) {
+    const key = hstoreToken(text, i);
+    let j = text.indexOf('=>', tokenEnd);
+    if (j < 0) return encodeString(text);
+    for (j += 2; text.charCodeAt(j) === SPACE; j++);
+    out += (out.length === 0 ? '{' : ', ') + JSON.stringify(key) + ': ';
+    if (text.charCodeAt(j) === QUOTE) {
+      out += JSON.stringify(hstoreToken(text, j));
+      j = tokenEnd;
+    } else {
+      out += 'null'; // NULL, the only unquoted value
+      j += 4;
+    }
+    i = text.indexOf('"', j);
+  }
+  return out.length === 0 ? '{}' : out + '}';
+};
+
 function arrayEncoder(element: JsonValueEncoder, delim: string): JsonValueEncoder {
   const delimCode = delim.length === 1 ? delim.charCodeAt(0) : 0x2c;
   return (text) => encodeArrayText(text, element, delimCode);
@@ -157,14 +265,18 @@ function resolveDomain(oid: number, lookup: (oid: number) => PgTypeInfo | undefi
 }
 
 /**
- * Builds the encoder for values of type `oid`, following json.c's json_categorize_type:
- * domains resolve to their base type, then numbers, bool, date/timestamp(tz), json/jsonb and
- * arrays get their own form; every other type (composites included) becomes a JSON string.
+ * Builds the encoder for values of type `oid`, following json_categorize_type: domains resolve
+ * to their base type, then numbers, bool, date/timestamp(tz), json/jsonb, arrays and composites
+ * get their own form, and hstore its cast to json; every other type becomes a JSON string. So do
+ * anonymous records (`record`: their field names and types are not in the result) and types
+ * with another cast to json (its function runs only in the server).
  */
 export function jsonValueEncoder(
   oid: number,
   lookup: (oid: number) => PgTypeInfo | undefined,
+  depth = 0,
 ): JsonValueEncoder {
+  if (depth > MAX_NESTING) return encodeString;
   const base = resolveDomain(oid, lookup);
   switch (base) {
     case BOOL_OID:
@@ -192,9 +304,30 @@ export function jsonValueEncoder(
       return arrayEncoder(encodeString, ',');
   }
   const info = lookup(base);
-  if (info !== undefined && info.elem !== 0) {
-    const element = jsonValueEncoder(info.elem, lookup);
+  if (info === undefined) return encodeString;
+  if (info.elem !== 0) {
+    const element = jsonValueEncoder(info.elem, lookup, depth + 1);
     return arrayEncoder(element, lookup(info.elem)?.delim ?? ',');
   }
+  if (info.typtype === 'c' && info.attributes !== undefined) {
+    return compositeEncoder(
+      info.attributes.map((a) => a.name),
+      info.attributes.map((a) => jsonValueEncoder(a.type, lookup, depth + 1)),
+    );
+  }
+  if (info.jsonCast === 'hstore') return encodeHstore;
   return encodeString;
+}
+
+/**
+ * Whether to_json() makes an object of values of type `oid` (a composite, hstore): the columnar
+ * formats carry those as JSON, PostgreSQL's text form of them being no format a reader knows.
+ */
+export function isObjectJson(
+  oid: number,
+  lookup: (oid: number) => PgTypeInfo | undefined,
+): boolean {
+  const info = lookup(resolveDomain(oid, lookup));
+  if (info === undefined || info.elem !== 0) return false;
+  return (info.typtype === 'c' && info.attributes !== undefined) || info.jsonCast === 'hstore';
 }

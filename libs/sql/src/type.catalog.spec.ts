@@ -17,6 +17,18 @@ const DOMAIN = info(90001, 'positive', { typtype: 'd', baseType: 23 });
 const DOMAIN_ARRAY = info(90002, 'positive[]', { category: 'A', elem: 90001 });
 const BOX = info(603, 'box', { category: 'G', delim: ';' });
 const BOX_ARRAY = info(1020, 'box[]', { category: 'A', elem: 603, delim: ';' });
+const TEXT = info(25, 'text', { category: 'S' });
+const PAIR = info(90010, 'pair', {
+  typtype: 'c',
+  category: 'C',
+  attributes: [
+    { name: 'n', type: 90001 },
+    { name: 'tags', type: 1007 },
+  ],
+});
+const PAIR_ARRAY = info(90011, 'pair[]', { category: 'A', elem: 90010 });
+const HSTORE = info(90020, 'hstore', { category: 'U', jsonCast: 'hstore' });
+const HSTORE_ARRAY = info(90021, 'hstore[]', { category: 'A', elem: 90020 });
 
 describe(TypeCatalog.name, () => {
   it('reports unknown oids once each and ignores 0', () => {
@@ -79,6 +91,49 @@ describe(TypeCatalog.name, () => {
     expect(encoder('{1,NULL}')).toBe('[1,null]');
   });
 
+  it('reports attribute types of composites, recursively', () => {
+    const catalog = new TypeCatalog();
+    expect(catalog.missing([90011])).toEqual([90011]);
+    catalog.add([PAIR_ARRAY]);
+    expect(catalog.missing([90011])).toEqual([90010]);
+    catalog.add([PAIR]);
+    expect(catalog.missing([90011])).toEqual([90001, 1007]);
+    catalog.add([DOMAIN, INT4_ARRAY]);
+    expect(catalog.missing([90011])).toEqual([23]);
+    catalog.add([INT4]);
+    expect(catalog.jsonEncoder(90011)('{"(1,\\"{2,3}\\")",NULL,"(,)"}')).toBe(
+      '[{"n":1,"tags":[2,3]},null,{"n":null,"tags":null}]',
+    );
+  });
+
+  it('lists the loaded composites a result refers to, and none for ordinary columns', () => {
+    const catalog = new TypeCatalog();
+    catalog.add([PAIR_ARRAY, PAIR, DOMAIN, INT4_ARRAY, INT4, TEXT]);
+    expect(catalog.loadedComposites([90011, 25])).toEqual([90010]);
+    expect(catalog.loadedComposites([23, 25, 1007])).toEqual([]);
+  });
+
+  it('rebuilds the encoders of a composite whose attributes changed', () => {
+    const catalog = new TypeCatalog();
+    catalog.add([PAIR, DOMAIN, INT4_ARRAY, INT4, TEXT]);
+    expect(catalog.jsonEncoder(90010)('(1,{})')).toBe('{"n":1,"tags":[]}');
+    catalog.add([{ ...PAIR, attributes: [{ name: 'label', type: 25 }] }], [90010]);
+    expect(catalog.jsonEncoder(90010)('(1)')).toBe('{"label":"1"}');
+  });
+
+  it('tells the columnar formats which columns to carry as JSON', () => {
+    const catalog = new TypeCatalog();
+    catalog.add([PAIR_ARRAY, PAIR, DOMAIN, INT4_ARRAY, INT4, TEXT, HSTORE, HSTORE_ARRAY]);
+    expect(catalog.objectJson(90010)?.list).toBe(false);
+    expect(catalog.objectJson(90011)?.list).toBe(true);
+    expect(catalog.objectJson(90011)?.element('(1,{})')).toBe('{"n":1,"tags":[]}');
+    expect(catalog.objectJson(90021)?.element('"k"=>NULL')).toBe('{"k": null}');
+    expect(catalog.objectJson(1007)).toBeUndefined();
+    expect(catalog.objectJson(25)).toBeUndefined();
+    // An anonymous record is not one: its text is all there is of it.
+    expect(catalog.objectJson(2249)).toBeUndefined();
+  });
+
   it('does not cache an encoder built before its element type was loaded', () => {
     const catalog = new TypeCatalog();
     catalog.add([BOX_ARRAY]);
@@ -107,6 +162,25 @@ describe(rowToTypeInfo.name, () => {
 
   it('maps a row of parsed values', () => {
     expect(rowToTypeInfo({ ...DOMAIN })).toEqual(DOMAIN);
+  });
+
+  it('maps the attributes of a composite, as parsed json or as its text', () => {
+    const row = { oid: 90010, name: 'pair', typtype: 'c', category: 'C', elem: 0, baseType: 0 };
+    const attributes = [
+      ['n', 90001],
+      ['tags', 1007],
+    ];
+    const expected = { ...PAIR, delim: ',' };
+    expect(rowToTypeInfo({ ...row, delim: ',', attributes })).toEqual(expected);
+    expect(rowToTypeInfo({ ...row, attributes: JSON.stringify(attributes) })).toEqual(expected);
+    expect(rowToTypeInfo({ ...row, attributes: [] }).attributes).toEqual([]);
+    expect(() => rowToTypeInfo({ ...row, attributes: [['x']] })).toThrow(TypeError);
+  });
+
+  it('maps a cast to json', () => {
+    expect(rowToTypeInfo({ ...HSTORE }).jsonCast).toBe('hstore');
+    expect(rowToTypeInfo({ ...HSTORE, jsonCast: 'other' }).jsonCast).toBe('other');
+    expect(rowToTypeInfo({ ...HSTORE, jsonCast: null }).jsonCast).toBeUndefined();
   });
 
   it('rejects a row without an oid', () => {

@@ -1,4 +1,16 @@
-import { jsonValueEncoder, type JsonValueEncoder } from './json-value.encoder';
+import { isObjectJson, jsonValueEncoder, type JsonValueEncoder } from './json-value.encoder';
+
+/** One attribute of a composite type. */
+export interface PgAttribute {
+  name: string;
+  type: number;
+}
+
+/**
+ * A user-defined type's cast to json, which to_json() applies: hstore's (reproduced here) or
+ * another function's (which only the server can run).
+ */
+export type PgJsonCast = 'hstore' | 'other';
 
 /** One pg_type row, as much of it as naming and JSON encoding need. */
 export interface PgTypeInfo {
@@ -15,12 +27,19 @@ export interface PgTypeInfo {
   baseType: number;
   /** Element delimiter used in the text form of arrays of this type (';' for box). */
   delim: string;
+  /** A composite's attributes in order (dropped ones left out); undefined for other types. */
+  attributes?: PgAttribute[];
+  /** A function cast to json that to_json() would use (user-defined types only). */
+  jsonCast?: PgJsonCast;
 }
 
 /**
  * SQL that loads PgTypeInfo rows for $1::oid[]; columns named so that rowToTypeInfo can map them.
  * Every name is schema-qualified so a user's search_path cannot shadow it; format_type() still
- * qualifies types that are not visible on the current search_path.
+ * qualifies types that are not visible on the current search_path. A cast to json counts as
+ * to_json() counts it: a function cast from a type with an oid past the built-in ones
+ * (FirstNormalObjectId, 16384). hstore's is known by its C function, which only a superuser
+ * can have created.
  */
 export const TYPE_INFO_SQL = `SELECT t.oid::pg_catalog.int8 AS "oid",
   pg_catalog.format_type(t.oid, NULL) AS "name",
@@ -29,7 +48,24 @@ export const TYPE_INFO_SQL = `SELECT t.oid::pg_catalog.int8 AS "oid",
   CASE WHEN t.typsubscript OPERATOR(pg_catalog.=) 'pg_catalog.array_subscript_handler'::pg_catalog.regproc
     THEN t.typelem ELSE 0 END::pg_catalog.int8 AS "elem",
   t.typbasetype::pg_catalog.int8 AS "baseType",
-  t.typdelim::pg_catalog.text AS "delim"
+  t.typdelim::pg_catalog.text AS "delim",
+  CASE WHEN t.typtype OPERATOR(pg_catalog.=) 'c' THEN COALESCE(
+    (SELECT pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, a.atttypid::pg_catalog.int8)
+        ORDER BY a.attnum)
+       FROM pg_catalog.pg_attribute a
+      WHERE a.attrelid OPERATOR(pg_catalog.=) t.typrelid
+        AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped),
+    '[]'::pg_catalog.json) END AS "attributes",
+  (SELECT CASE WHEN l.lanname OPERATOR(pg_catalog.=) 'c'
+        AND p.prosrc OPERATOR(pg_catalog.=) 'hstore_to_json'
+        AND p.probin OPERATOR(pg_catalog.~) '(^|/)hstore$' THEN 'hstore' ELSE 'other' END
+     FROM pg_catalog.pg_cast c
+     JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) c.castfunc
+     JOIN pg_catalog.pg_language l ON l.oid OPERATOR(pg_catalog.=) p.prolang
+    WHERE c.castsource OPERATOR(pg_catalog.=) t.oid
+      AND c.casttarget OPERATOR(pg_catalog.=) 'pg_catalog.json'::pg_catalog.regtype
+      AND c.castmethod OPERATOR(pg_catalog.=) 'f'
+      AND t.oid OPERATOR(pg_catalog.>=) 16384) AS "jsonCast"
 FROM pg_catalog.pg_type t
 WHERE t.oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])`;
 
@@ -39,7 +75,7 @@ export function rowToTypeInfo(row: Record<string, unknown>): PgTypeInfo {
   if (!Number.isInteger(oid) || oid <= 0) {
     throw new TypeError(`type info row has no valid oid: ${String(row.oid)}`);
   }
-  return {
+  const info: PgTypeInfo = {
     oid,
     name: String(row.name),
     typtype: String(row.typtype),
@@ -48,6 +84,23 @@ export function rowToTypeInfo(row: Record<string, unknown>): PgTypeInfo {
     baseType: Number(row.baseType ?? 0) || 0,
     delim: typeof row.delim === 'string' ? row.delim : ',',
   };
+  const attributes = attributesOf(row.attributes);
+  if (attributes !== undefined) info.attributes = attributes;
+  if (row.jsonCast === 'hstore' || row.jsonCast === 'other') info.jsonCast = row.jsonCast;
+  return info;
+}
+
+/** `[[name, type oid], …]` (json, parsed or as text) → attributes; undefined when absent. */
+function attributesOf(value: unknown): PgAttribute[] | undefined {
+  if (value === null || value === undefined) return undefined;
+  const list: unknown = typeof value === 'string' ? JSON.parse(value) : value;
+  if (!Array.isArray(list)) throw new TypeError('type info row has malformed attributes');
+  return list.map((entry: unknown) => {
+    if (!Array.isArray(entry) || typeof entry[0] !== 'string' || !(Number(entry[1]) > 0)) {
+      throw new TypeError('type info row has a malformed attribute');
+    }
+    return { name: entry[0], type: Number(entry[1]) };
+  });
 }
 
 /**
@@ -63,7 +116,7 @@ export class TypeCatalog {
   private asked = new Set<number>();
   private readonly lookup = (oid: number): PgTypeInfo | undefined => this.infos.get(oid);
 
-  /** Oids (and, recursively, element/base types of known ones) not yet loaded. */
+  /** Oids (and, recursively, element, base and attribute types of known ones) not yet loaded. */
   missing(oids: readonly number[]): number[] {
     const out = this.unresolved(oids);
     for (const oid of out) this.asked.add(oid);
@@ -99,6 +152,32 @@ export class TypeCatalog {
     return this.infos.get(oid)?.name ?? '???';
   }
 
+  /**
+   * For the columnar formats: when to_json() makes an object of this type's values (composites,
+   * hstore) or of its elements, the to_json() encoder of one value (element) and whether the type
+   * is an array; undefined for every other type.
+   */
+  objectJson(oid: number): { list: boolean; element: JsonValueEncoder } | undefined {
+    if (isObjectJson(oid, this.lookup)) return { list: false, element: this.jsonEncoder(oid) };
+    const elem = this.infos.get(oid)?.elem ?? 0;
+    if (elem !== 0 && isObjectJson(elem, this.lookup)) {
+      return { list: true, element: this.jsonEncoder(elem) };
+    }
+    return undefined;
+  }
+
+  /**
+   * The composite types among `oids` and what they refer to that are loaded already: their
+   * attributes may have changed since (ALTER TABLE, ALTER TYPE) under the same oid.
+   */
+  loadedComposites(oids: readonly number[]): number[] {
+    const out: number[] = [];
+    this.walk(oids, (info) => {
+      if (info.typtype === 'c') out.push(info.oid);
+    });
+    return out;
+  }
+
   /** The to_json() encoder for values of type `oid`; cached once its types are all loaded. */
   jsonEncoder(oid: number): JsonValueEncoder {
     const cached = this.encoders.get(oid);
@@ -110,20 +189,33 @@ export class TypeCatalog {
 
   private unresolved(oids: readonly number[]): number[] {
     const out: number[] = [];
+    this.walk(oids, undefined, (oid) => {
+      if (!this.absent.has(oid)) out.push(oid);
+    });
+    return out;
+  }
+
+  /** Visits the loaded types reachable from `oids` (elements, base types, attributes). */
+  private walk(
+    oids: readonly number[],
+    loaded?: (info: PgTypeInfo) => void,
+    unknown?: (oid: number) => void,
+  ): void {
     const seen = new Set<number>();
     const visit = (oid: number): void => {
       if (!(oid > 0) || seen.has(oid)) return;
       seen.add(oid);
       const info = this.infos.get(oid);
-      if (info !== undefined) {
-        visit(info.elem);
-        visit(info.baseType);
-      } else if (!this.absent.has(oid)) {
-        out.push(oid);
+      if (info === undefined) {
+        unknown?.(oid);
+        return;
       }
+      loaded?.(info);
+      visit(info.elem);
+      visit(info.baseType);
+      if (info.attributes !== undefined) for (const a of info.attributes) visit(a.type);
     };
     for (const oid of oids) visit(oid);
-    return out;
   }
 }
 
@@ -134,6 +226,8 @@ function sameInfo(a: PgTypeInfo, b: PgTypeInfo): boolean {
     a.category === b.category &&
     a.elem === b.elem &&
     a.baseType === b.baseType &&
-    a.delim === b.delim
+    a.delim === b.delim &&
+    a.jsonCast === b.jsonCast &&
+    JSON.stringify(a.attributes) === JSON.stringify(b.attributes)
   );
 }

@@ -13,6 +13,7 @@ import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { ExecuteController, send } from './execute.controller';
 import { ExecuteService, ExecutionResponse } from './execute.service';
+import { testRedisUrl } from '@test/settings';
 
 /**
  * Whatever way a response ends, its execution's reader is released — its blocking Redis
@@ -20,7 +21,6 @@ import { ExecuteService, ExecutionResponse } from './execute.service';
  * Fastify, real Redis, the real ExecuteService and controller; this test plays the worker by
  * writing the query's stream records itself.
  */
-const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const user: AuthUser = { username: 'closer', role: 'r', isAdmin: false, readOnly: false };
 const body: ExecuteRequestDto = { statement: 'select 1' };
@@ -103,17 +103,17 @@ function post(accept = NDJSON): { req: ClientRequest; response: Promise<Incoming
 }
 
 beforeAll(async () => {
-  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   keys = new RedisKeys(`close-spec-${randomBytes(4).toString('hex')}`);
   config = loadConfig({
-    REDIS_URL,
+    testRedisUrl,
     SLUICE_KEY_PREFIX: keys.prefix,
     SLUICE_PRODUCER_SILENCE_MS: '5000',
   });
   queue = new BullmqJobQueue(redis, keys, 60);
   registry = new RedisQueryRegistry(redis, keys, 60);
   source = new RedisResultSource(redis, keys, {
-    redisUrl: REDIS_URL,
+    redisUrl: testRedisUrl,
     silenceMs: config.producerSilenceMs,
     ttlSeconds: 60,
   });

@@ -1,4 +1,4 @@
-import { gunzipSync } from 'node:zlib';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { ExecuteJobData, ResultRecord, okStatus } from '@app/contracts';
 import { ResultWriter } from '@app/transport';
 import { BodyWriter } from './body.writer';
@@ -64,6 +64,16 @@ describe(BodyWriter.name, () => {
     await body.data(1, Buffer.from('rows,'));
     await body.end(okStatus(), Buffer.from('end'));
     expect(gunzipSync(bytesOf(out.records)).toString()).toBe('head,rows,end');
+  });
+
+  it('holds a compressed head until the first rows, yet counts the body as started', async () => {
+    const out = new RecordingWriter();
+    const body = new BodyWriter(out, job({ name: 'br', level: 9 }), 1 << 20);
+    await body.head([], Buffer.from('{"data":['));
+    expect(bytesOf(out.records).length).toBe(0);
+    expect(body.started).toBe(true);
+    await body.end({ reason: 'boom', sql_state: '22012', vendor_code: -520 }, Buffer.from(']}'));
+    expect(brotliDecompressSync(bytesOf(out.records)).toString()).toBe('{"data":[]}');
   });
 
   it('has not started while it has sent no byte, so that a failure gets the envelope', async () => {

@@ -10,6 +10,8 @@ export class BodyWriter {
   private readonly compressor: ChunkCompressor | undefined;
   /** Body bytes written so far (after compression). */
   bytes = 0;
+  /** Some of the body was handed over: written, or held by the compressor until the first rows. */
+  private begun = false;
   /** Records held back to go out with the final status in one round trip. */
   private held: ResultRecord[] | undefined;
 
@@ -22,7 +24,7 @@ export class BodyWriter {
   }
 
   get started(): boolean {
-    return this.bytes > 0;
+    return this.begun;
   }
 
   /**
@@ -46,7 +48,8 @@ export class BodyWriter {
   }
 
   async head(columns: Column[], chunk: Buffer): Promise<void> {
-    const bytes = await this.compress(chunk);
+    // The compressor picks its setting on the first rows, so it holds the head until they come.
+    const bytes = await this.compress(chunk, true);
     const max = this.maxEntryBytes;
     this.bytes += bytes.length;
     await this.write({ kind: 'head', columns, bytes: bytes.subarray(0, max) });
@@ -96,9 +99,11 @@ export class BodyWriter {
     await this.writer.write({ kind: 'error', status });
   }
 
-  private compress(chunk: Buffer): Promise<Buffer> | Buffer {
+  private compress(chunk: Buffer, head = false): Promise<Buffer> | Buffer {
     // Nothing to say yet: not even the compressor's header, so that the body has not started.
-    if (!this.compressor || chunk.length === 0) return chunk;
-    return this.compressor.push(chunk);
+    if (chunk.length === 0) return chunk;
+    this.begun = true;
+    if (!this.compressor) return chunk;
+    return head ? this.compressor.hold(chunk) : this.compressor.push(chunk);
   }
 }

@@ -27,22 +27,39 @@ export class DatabaseHandle {
     this.pool.on('error', () => undefined);
   }
 
-  /** Loads type info for the given OIDs (and what they refer to), one load at a time. */
+  /**
+   * Loads type info for the given OIDs (and what they refer to), one load at a time. Composite
+   * types among them that were loaded before are loaded again: ALTER TABLE and ALTER TYPE change
+   * their attributes under the same oid. Results without composites cost no query once loaded.
+   */
   async ensureTypes(oids: number[]): Promise<void> {
-    if (this.catalog.missing(oids).length === 0) return;
+    if (
+      this.catalog.missing(oids).length === 0 &&
+      this.catalog.loadedComposites(oids).length === 0
+    ) {
+      return;
+    }
     const run = this.catalogQueue.then(async () => {
+      const stale = this.catalog.loadedComposites(oids);
+      if (stale.length > 0) await this.load(stale);
       let missing = this.catalog.missing(oids);
       while (missing.length > 0) {
-        const { rows } = await this.pool.query<Record<string, unknown>>(TYPE_INFO_SQL, [missing]);
-        this.catalog.add(rows.map(rowToTypeInfo));
+        await this.load(missing);
         const next = this.catalog.missing(oids);
-        if (next.length === missing.length) break;
+        // Each round reaches new types (an array's element, a composite's attributes); a loaded
+        // oid never comes back as missing (absent if it had no row), so a repeat means no progress.
+        if (next.some((oid) => missing.includes(oid))) break;
         missing = next;
       }
     });
     // The caller gets the failure; the next load must not inherit it.
     this.catalogQueue = run.catch(() => undefined);
     await run;
+  }
+
+  private async load(oids: number[]): Promise<void> {
+    const { rows } = await this.pool.query<Record<string, unknown>>(TYPE_INFO_SQL, [oids]);
+    this.catalog.add(rows.map(rowToTypeInfo), oids);
   }
 
   /**

@@ -157,6 +157,7 @@ export class QueryRunner {
         type: db.catalog.name(f.dataTypeID),
         oid: f.dataTypeID,
         json: db.catalog.jsonEncoder(f.dataTypeID),
+        objectJson: db.catalog.objectJson(f.dataTypeID),
       }));
       const plainColumns = columns.map(({ name, type }) => ({ name, type }));
       encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });

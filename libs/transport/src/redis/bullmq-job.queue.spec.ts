@@ -4,13 +4,13 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
 import { RedisKeys } from '../redis.keys';
 import { BullmqJobQueue } from './bullmq-job.queue';
+import { testRedisUrl } from '@test/settings';
 
 /**
  * The adapter's `state()` against a real Redis and real BullMQ workers. It reads BullMQ's job lock
  * key, which BullMQ does not expose: the first test fails if a BullMQ upgrade moves that key (a
  * busy, live worker would then be reported `lost`).
  */
-const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let redis: Redis;
@@ -28,7 +28,7 @@ function worker(
   options: { lockDuration: number; skipLockRenewal?: boolean; stalledInterval?: number },
   onJob: (job: Job) => Promise<void>,
 ): Worker {
-  const connection = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const connection = new Redis(testRedisUrl, { maxRetriesPerRequest: null });
   connections.push(connection);
   const w = new Worker(EXECUTE_QUEUE, onJob, {
     connection,
@@ -53,7 +53,7 @@ async function until(check: () => Promise<boolean>, ms: number): Promise<void> {
 }
 
 beforeEach(() => {
-  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   keys = new RedisKeys(`jobq-spec-${randomBytes(4).toString('hex')}`);
   queue = new BullmqJobQueue(redis, keys, 60);
 });

@@ -2,12 +2,12 @@ import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { RedisKeys } from '../redis.keys';
 import { RedisQueryRegistry } from './redis-query.registry';
+import { testRedisUrl } from '@test/settings';
 
 /**
  * A user's query slots against a real Redis: each is a lease that the reading api renews, so a
  * release that never happened (a Redis blip, a dead api) costs the slot for one lease, not a day.
  */
-const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const LEASE_MS = 400;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -16,7 +16,7 @@ let keys: RedisKeys;
 let registry: RedisQueryRegistry;
 
 beforeEach(() => {
-  redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   keys = new RedisKeys(`registry-spec-${randomBytes(4).toString('hex')}`);
   registry = new RedisQueryRegistry(redis, keys, 60, LEASE_MS);
 });

@@ -6,13 +6,13 @@ import { RedisKeys } from '../redis.keys';
 import { RedisResultSource } from './redis-result.source';
 import { recordFields } from './stream.codec';
 import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { testRedisUrl } from '@test/settings';
 
 /**
  * A reader's one way out, against a real Redis: whatever the reader is doing when close() comes,
  * its keep-alive timer, its blocking connection and its keys are released, and a pending next()
  * stops at once instead of reading on a connection that went back to the pool.
  */
-const REDIS_URL = process.env.E2E_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let shared: Redis;
@@ -24,7 +24,11 @@ let source: RedisResultSource;
  * that what a test counts is the reader's doing, not a connection still being set up.
  */
 async function warmSource(silenceMs: number): Promise<void> {
-  source = new RedisResultSource(shared, keys, { redisUrl: REDIS_URL, silenceMs, ttlSeconds: 60 });
+  source = new RedisResultSource(shared, keys, {
+    redisUrl: testRedisUrl,
+    silenceMs,
+    ttlSeconds: 60,
+  });
   const queryId = randomUUID();
   const reader = source.open(queryId, { onSilence: () => Promise.resolve(undefined) });
   await source.abort(queryId, {
@@ -70,7 +74,7 @@ async function until(check: () => Promise<boolean> | boolean, ms: number): Promi
 }
 
 beforeEach(async () => {
-  shared = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  shared = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   await shared.ping();
   tracker = trackTimers();
   keys = new RedisKeys(`reader-spec-${randomBytes(4).toString('hex')}`);
