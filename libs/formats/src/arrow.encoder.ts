@@ -1,31 +1,37 @@
 import { Status } from '@app/contracts';
-import { Data, RecordBatch, RecordBatchStreamWriter, Schema, Struct, makeData } from 'apache-arrow';
-import type { ArrayBufferViewInput } from 'apache-arrow/util/buffer';
+import {
+  AsyncByteQueue,
+  Data,
+  RecordBatch,
+  RecordBatchStreamWriter,
+  Schema,
+  Struct,
+  makeData,
+} from 'apache-arrow';
 import { ArrowColumnBuilder } from './arrow-column.builder';
 import { pgArrayDelimiter, pgColumnKind } from './pg-text.decoder';
 import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
 
 /**
- * apache-arrow's stream writer, with its output taken synchronously message by message instead of
- * through its async byte queue.
+ * The sink of apache-arrow's stream writer (`reset(sink)` takes an AsyncByteQueue as its own),
+ * kept as a plain list: the writer's output is taken synchronously message by message instead of
+ * through the queue's async iterator.
  */
-class MessageWriter extends RecordBatchStreamWriter {
+class MessageSink extends AsyncByteQueue {
   private parts: Uint8Array[] = [];
   private size = 0;
 
-  protected override _write(chunk: ArrayBufferViewInput): this {
-    if (!this._started) return this;
+  override write(chunk: Parameters<AsyncByteQueue['write']>[0]): void {
     // The writer hands over typed arrays: message headers, padding, body buffers.
     if (!ArrayBuffer.isView(chunk)) throw new Error('unexpected chunk from the Arrow writer');
-    if (chunk.byteLength > 0) {
-      this.parts.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-      this.size += chunk.byteLength;
-      this._position += chunk.byteLength;
-    }
-    return this;
+    if (chunk.byteLength === 0) return;
+    this.parts.push(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    this.size += chunk.byteLength;
   }
 
+  /** What the writer wrote since the last take; at least one byte, or the writer has changed. */
   take(): Buffer {
+    if (this.size === 0) throw new Error('the Arrow writer wrote nothing synchronously');
     const out = Buffer.concat(this.parts, this.size);
     this.parts = [];
     this.size = 0;
@@ -45,7 +51,8 @@ export class ArrowEncoder implements ResultEncoder {
   private readonly builders: ArrowColumnBuilder[];
   private readonly schema: Schema;
   private readonly struct: Struct;
-  private readonly writer = new MessageWriter({ autoDestroy: false });
+  private readonly sink = new MessageSink();
+  private readonly writer = new RecordBatchStreamWriter({ autoDestroy: false });
 
   constructor(options: EncoderOptions) {
     this.builders = options.columns.map(
@@ -61,8 +68,8 @@ export class ArrowEncoder implements ResultEncoder {
   }
 
   head(): Buffer {
-    this.writer.reset(undefined, this.schema);
-    return this.writer.take();
+    this.writer.reset(this.sink, this.schema);
+    return this.sink.take();
   }
 
   rows(rows: TextRow[]): Buffer {
@@ -75,7 +82,7 @@ export class ArrowEncoder implements ResultEncoder {
       children,
     });
     this.writer.write(new RecordBatch(this.schema, struct));
-    return this.writer.take();
+    return this.sink.take();
   }
 
   end(_status: Status, failed: boolean): Buffer | null {

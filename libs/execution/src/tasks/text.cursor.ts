@@ -15,6 +15,12 @@ type ParseMessage = Parameters<Connection['parse']>[0];
 /**
  * A pg-cursor that sends parameter types in its Parse message (pg-cursor sends none) and keeps
  * the command tag, with type parsing off and rows as arrays.
+ *
+ * pg-cursor has no public way to do either, so this reaches into it (submit, `_result`, `state`,
+ * the commandComplete hook): it is pinned to one exact version in package.json, and
+ * text.cursor.spec.ts fails on any of these behaviours when it changes. Casting the placeholders
+ * in the SQL instead (`($1::int4)`) would need no patch but is not the same statement: PostgreSQL
+ * names a cast column after its type, so `select {n}` would answer `int4`, not `?column?`.
  */
 export class TextCursor extends Cursor<(string | null)[]> {
   commandTag: string | undefined;

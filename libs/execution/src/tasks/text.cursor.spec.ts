@@ -1,0 +1,114 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Client } from 'pg';
+import { connectTestDatabase } from '@test/settings';
+import { TextCursor } from './text.cursor';
+
+const OID_BOOL = 16;
+const OID_INT8 = 20;
+const OID_INT4 = 23;
+const OID_TEXT = 25;
+const OID_JSONB = 3802;
+
+/**
+ * TextCursor leans on pg-cursor's internals (its Parse message, `_result`, `state`, the
+ * commandComplete hook), so pg-cursor is pinned to one version and these specs say loudly what
+ * an upgrade broke.
+ */
+describe(TextCursor.name, () => {
+  let client: Client;
+
+  beforeAll(async () => {
+    client = await connectTestDatabase();
+  });
+
+  afterAll(async () => {
+    await client.end();
+  });
+
+  function open(text: string, values: (string | null)[] = [], types: number[] = []): TextCursor {
+    return client.query(new TextCursor(text, values, types));
+  }
+
+  it('is built against the pg-cursor version package.json pins exactly', () => {
+    const root = join(__dirname, '../../../..');
+    const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    const installed = JSON.parse(
+      readFileSync(join(dirname(require.resolve('pg-cursor')), 'package.json'), 'utf8'),
+    ) as { version: string };
+    expect(manifest.dependencies['pg-cursor']).toBe(installed.version);
+  });
+
+  it('sends the parameter types in the Parse message', async () => {
+    // Untyped, `$1` alone could not be typed and `->>` would be ambiguous: PostgreSQL refuses both.
+    const cursor = open(
+      "select $1 as i, pg_typeof($2)::text as big, $3 as b, $4->>'k' as k",
+      ['7', '9007199254740991', 'true', '{"k":"v"}'],
+      [OID_INT4, OID_INT8, OID_BOOL, OID_JSONB],
+    );
+    expect(await cursor.read(10)).toEqual([['7', 'bigint', 't', 'v']]);
+    expect(cursor.fields.map((f) => f.dataTypeID)).toEqual([
+      OID_INT4,
+      OID_TEXT,
+      OID_BOOL,
+      OID_TEXT,
+    ]);
+    await cursor.close();
+  });
+
+  it('leaves a parameter of type 0 to PostgreSQL to infer, like a literal', async () => {
+    const cursor = open('select $1::int + 1 as n, $2::text as t', ['41', null], [0, 0]);
+    expect(await cursor.read(10)).toEqual([['42', null]]);
+    await cursor.close();
+  });
+
+  it('knows the columns after the first read, also when there is no row', async () => {
+    const cursor = open("select 1 as a, 'x'::text as b where false");
+    expect(await cursor.read(10)).toEqual([]);
+    expect(cursor.fields.map((f) => [f.name, f.dataTypeID])).toEqual([
+      ['a', OID_INT4],
+      ['b', OID_TEXT],
+    ]);
+    await cursor.close();
+  });
+
+  it('keeps the command tag of statements with and without rows', async () => {
+    const tag = async (text: string): Promise<[string | undefined, number]> => {
+      const cursor = open(text);
+      while ((await cursor.read(10)).length > 0);
+      await cursor.close();
+      return [cursor.commandTag, cursor.fields.length];
+    };
+    expect(await tag('create temp table text_cursor_spec (n int)')).toEqual(['CREATE TABLE', 0]);
+    expect(await tag('insert into text_cursor_spec values (1), (2), (3)')).toEqual([
+      'INSERT 0 3',
+      0,
+    ]);
+    expect(await tag('select n from text_cursor_spec')).toEqual(['SELECT 3', 1]);
+    expect(await tag('drop table text_cursor_spec')).toEqual(['DROP TABLE', 0]);
+  });
+
+  it('is open while the portal is suspended, not once it is read to the end or closed', async () => {
+    const cursor = open('select g from generate_series(1, 3) g');
+    expect(cursor.open).toBe(true);
+    expect(await cursor.read(2)).toEqual([['1'], ['2']]);
+    expect(cursor.open).toBe(true);
+    await cursor.close();
+    expect(cursor.open).toBe(false);
+
+    const whole = open('select g from generate_series(1, 3) g');
+    expect(await whole.read(10)).toHaveLength(3);
+    expect(await whole.read(10)).toEqual([]);
+    expect(whole.open).toBe(false);
+  });
+
+  it('is not open after the statement failed, and the connection takes the next query', async () => {
+    const cursor = open('select 1 / (g - 2) from generate_series(1, 3) g');
+    await expect(cursor.read(10)).rejects.toMatchObject({ code: '22012' });
+    expect(cursor.open).toBe(false);
+    const next = await client.query('select 42 as n');
+    expect(next.rows).toEqual([{ n: 42 }]);
+  });
+});
