@@ -19,11 +19,20 @@ import {
   QueryRegistry,
   RedisKeys,
   RedisQueryRegistry,
+  RedisResultSink,
   RedisResultSource,
+  ResultSink,
   ResultSource,
 } from '@app/transport';
 import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
-import { JOB_QUEUE, METADATA_POOL, QUERY_REGISTRY, REDIS, RESULT_SOURCE } from './tokens';
+import {
+  JOB_QUEUE,
+  METADATA_POOL,
+  QUERY_REGISTRY,
+  REDIS,
+  RESULT_SINK,
+  RESULT_SOURCE,
+} from './tokens';
 
 const metadataPool: Provider = {
   provide: METADATA_POOL,
@@ -74,6 +83,12 @@ const clusterProviders: Provider[] = [
         ttlSeconds: config.streamTtlSeconds,
       }),
   },
+  {
+    provide: RESULT_SINK,
+    inject: [SLUICE_CONFIG, REDIS],
+    useFactory: (config: SluiceConfig, redis: Redis): ResultSink =>
+      new RedisResultSink(redis, new RedisKeys(config.keyPrefix), config.streamTtlSeconds),
+  },
 ];
 
 /** Standalone mode: the same two ports, in memory, and the thread pool in this process. */
@@ -96,11 +111,12 @@ const standaloneProviders: Provider[] = [
   },
   { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
   { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },
+  { provide: RESULT_SINK, useExisting: InProcessResultChannel },
   { provide: REDIS, useValue: undefined },
   StandaloneExecutionService,
 ];
 
-/** The api's connections: metadata PostgreSQL, the job queue and the result source. */
+/** The api's connections: metadata PostgreSQL, the job queue, the result source and sink. */
 @Global()
 @Module({})
 export class InfraModule implements OnApplicationShutdown {
@@ -110,7 +126,7 @@ export class InfraModule implements OnApplicationShutdown {
       module: InfraModule,
       imports: standalone ? [ExecutionModule] : [],
       providers: [metadataPool, ...(standalone ? standaloneProviders : clusterProviders)],
-      exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE, QUERY_REGISTRY],
+      exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE, RESULT_SINK, QUERY_REGISTRY],
     };
   }
 

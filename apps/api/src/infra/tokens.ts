@@ -3,4 +3,5 @@ export const METADATA_POOL = Symbol('METADATA_POOL');
 export const REDIS = Symbol('REDIS');
 export const JOB_QUEUE = Symbol('JOB_QUEUE');
 export const RESULT_SOURCE = Symbol('RESULT_SOURCE');
+export const RESULT_SINK = Symbol('RESULT_SINK');
 export const QUERY_REGISTRY = Symbol('QUERY_REGISTRY');
