@@ -26,6 +26,7 @@ import {
 } from '@app/transport';
 import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
 import {
+  DASHBOARD_QUEUE,
   JOB_QUEUE,
   METADATA_POOL,
   QUERY_REGISTRY,
@@ -62,10 +63,17 @@ const clusterProviders: Provider[] = [
     },
   },
   {
-    provide: JOB_QUEUE,
+    provide: BullmqJobQueue,
     inject: [SLUICE_CONFIG, REDIS],
-    useFactory: (config: SluiceConfig, redis: Redis): JobQueue =>
+    useFactory: (config: SluiceConfig, redis: Redis) =>
       new BullmqJobQueue(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
+  },
+  { provide: JOB_QUEUE, useExisting: BullmqJobQueue },
+  // bull-board reads BullMQ itself: it gets the adapter's queue here, where the adapter is chosen.
+  {
+    provide: DASHBOARD_QUEUE,
+    inject: [BullmqJobQueue],
+    useFactory: (queue: BullmqJobQueue) => queue.queue,
   },
   {
     provide: QUERY_REGISTRY,
@@ -113,6 +121,7 @@ const standaloneProviders: Provider[] = [
   { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },
   { provide: RESULT_SINK, useExisting: InProcessResultChannel },
   { provide: REDIS, useValue: undefined },
+  { provide: DASHBOARD_QUEUE, useValue: undefined },
   StandaloneExecutionService,
 ];
 
@@ -126,7 +135,15 @@ export class InfraModule implements OnApplicationShutdown {
       module: InfraModule,
       imports: standalone ? [ExecutionModule] : [],
       providers: [metadataPool, ...(standalone ? standaloneProviders : clusterProviders)],
-      exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE, RESULT_SINK, QUERY_REGISTRY],
+      exports: [
+        METADATA_POOL,
+        REDIS,
+        JOB_QUEUE,
+        RESULT_SOURCE,
+        RESULT_SINK,
+        QUERY_REGISTRY,
+        DASHBOARD_QUEUE,
+      ],
     };
   }
 
