@@ -552,7 +552,11 @@ describe('a deployment of its own', () => {
     });
     expect(res.status).toBe(200);
     await res.text();
-    const after = await scrape(urls.worker);
+    // BullMQ marks the job completed a moment after the client has its last byte.
+    const after = await eventually(async () => {
+      const text = await scrape(urls.worker);
+      return sample(text, 'sluice_queue_jobs', { state: 'completed' }) >= 1 ? text : undefined;
+    });
     expect(sample(after, 'sluice_pool_tasks_completed_total')).toBeGreaterThan(
       sample(before, 'sluice_pool_tasks_completed_total'),
     );

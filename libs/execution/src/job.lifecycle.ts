@@ -1,13 +1,6 @@
 import { Logger } from '@nestjs/common';
-import {
-  ERROR_CATALOGUE,
-  ExecuteJobData,
-  QueryState,
-  ResultRecord,
-  Status,
-  statusOf,
-} from '@app/contracts';
-import { QueryRegistry } from '@app/transport';
+import { ERROR_CATALOGUE, ExecuteJobData, QueryState, Status, statusOf } from '@app/contracts';
+import { QueryRegistry, ResultSink } from '@app/transport';
 import { ExecutionOutcome } from './tasks/query.runner';
 
 /** Tries to write a query's end to the registry before giving up (0.5 s, then 1 s apart). */
@@ -22,18 +15,22 @@ export function finalState(status: Status): QueryState {
 
 /**
  * What a worker records around each job, whichever transport it runs on: the queue-wait limit
- * before it starts, `running` when it does, the final state when it ends.
+ * before it starts, `running` when it does, the final state when it ends. A job that ends with no
+ * writer of its own (it never started, or its task died) is ended through the sink.
  */
 export class JobLifecycle {
   private readonly logger = new Logger(JobLifecycle.name);
 
-  constructor(private readonly registry: QueryRegistry) {}
+  constructor(
+    private readonly registry: QueryRegistry,
+    private readonly sink: ResultSink,
+  ) {}
 
   /** False (and the query is ended) when the job waited past its latest start. */
-  async start(job: ExecuteJobData, end: (record: ResultRecord) => Promise<void>): Promise<boolean> {
+  async start(job: ExecuteJobData): Promise<boolean> {
     if (job.startBy !== undefined && Date.now() > job.startBy) {
       const status = statusOf('TIME_LIMIT', 'query waited too long in the queue');
-      await end({ kind: 'error', status });
+      await this.sink.end(job.queryId, { kind: 'error', status });
       await this.ended(job, status);
       return false;
     }
@@ -48,11 +45,19 @@ export class JobLifecycle {
     await this.ended(job, outcome.status, { rows: outcome.rows, bytes: outcome.bytes });
   }
 
+  /** The job may not run (its user's session ended while it waited): end the stream, record it. */
+  async refused(job: ExecuteJobData, status: Status): Promise<ExecutionOutcome> {
+    await this.sink.end(job.queryId, { kind: 'error', status });
+    const outcome = { status, rows: 0, bytes: 0 };
+    await this.finish(job, outcome);
+    return outcome;
+  }
+
   /** The pool itself failed: end the stream so that the client learns, and record it. */
-  async crashed(job: ExecuteJobData, end: (record: ResultRecord) => Promise<void>): Promise<void> {
+  async crashed(job: ExecuteJobData): Promise<void> {
     const status = statusOf('INTERNAL');
     // The channel itself may be what failed: the api then notices the silence and ends the query.
-    await end({ kind: 'error', status }).catch(() => undefined);
+    await this.sink.end(job.queryId, { kind: 'error', status }).catch(() => undefined);
     await this.ended(job, status);
   }
 

@@ -6,6 +6,7 @@ export * from './redis/redis-result.writer';
 export * from './redis/redis-result.reader';
 export * from './redis/bullmq-job.queue';
 export * from './redis/redis-result.source';
+export * from './redis/redis-result.sink';
 export * from './in-process/port.messages';
 export * from './in-process/port-result.writer';
 export * from './in-process/in-process-result.channel';

@@ -7,6 +7,15 @@ import { ExecuteJobData } from '@app/contracts';
  */
 export type JobState = 'queued' | 'active' | 'lost' | 'completed' | 'failed' | 'unknown';
 
+/** Jobs in the queue by state; a state the queue does not keep is absent. */
+export type JobCounts = {
+  waiting: number;
+  active: number;
+  delayed?: number;
+  completed?: number;
+  failed?: number;
+};
+
 /** Producer side of the execution queue. */
 export interface JobQueue {
   enqueue(job: ExecuteJobData): Promise<void>;
@@ -16,6 +25,8 @@ export interface JobQueue {
   position(queryId: string): Promise<number | undefined>;
   /** Jobs waiting, all users together. */
   waitingCount(): Promise<number>;
+  /** The queue's depth by state, all users together (for metrics). */
+  counts(): Promise<JobCounts>;
   /** Removes a job that no worker took yet; false when it is already running or gone. */
   removeQueued(queryId: string): Promise<boolean>;
   close(): Promise<void>;

@@ -86,7 +86,20 @@ export interface ResultSource {
   open(queryId: string, hooks: ReaderHooks): ResultReader;
   /** Asks the producer of a query to stop, from any api process. */
   cancel(queryId: string): Promise<void>;
-  /** Ends a query's channel with a final record (e.g. it was cancelled before a worker took it). */
-  abort(queryId: string, record: ResultRecord): Promise<void>;
   close(): Promise<void>;
+}
+
+/**
+ * The producer side of every query's channel, for those who start, run or drop jobs without
+ * holding a query's ResultWriter: the worker's main thread, standalone's executor, and the api when
+ * it removes a job that no worker took.
+ */
+export interface ResultSink {
+  /**
+   * Ends a query's channel with a terminal record when no writer will: its job never ran (waited
+   * too long, its session ended, removed from the queue) or the task that ran it died.
+   */
+  end(queryId: string, record: ResultRecord): Promise<void>;
+  /** Tells the producer of a running query to stop, as a consumer's cancel does (shutdown). */
+  cancel(queryId: string): Promise<void>;
 }

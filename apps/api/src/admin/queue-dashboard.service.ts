@@ -3,11 +3,11 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
+import type { Queue } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ExecuteJobData, SluiceError } from '@app/contracts';
-import { BullmqJobQueue, JobQueue } from '@app/transport';
 import { toEnvelope } from '../http/error.envelope';
-import { JOB_QUEUE } from '../infra/tokens';
+import { DASHBOARD_QUEUE } from '../infra/tokens';
 import { AdminAuthenticatorService } from './admin-authenticator.service';
 import { redactJobData } from './job-data.redaction';
 
@@ -49,12 +49,12 @@ export class QueueDashboardService implements OnModuleInit {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     private readonly authenticator: AdminAuthenticatorService,
-    @Inject(JOB_QUEUE) private readonly queue: JobQueue,
+    @Inject(DASHBOARD_QUEUE) private readonly queue: Queue<ExecuteJobData> | undefined,
   ) {}
 
   onModuleInit(): void {
     const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
-    const queue = this.queue instanceof BullmqJobQueue ? this.queue.queue : undefined;
+    const queue = this.queue;
     void fastify.register(
       async (scope: FastifyInstance) => {
         scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {

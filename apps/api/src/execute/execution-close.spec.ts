@@ -6,7 +6,13 @@ import { ClientRequest, IncomingMessage, request as httpRequest } from 'node:htt
 import { AddressInfo } from 'node:net';
 import { ExecuteRequestDto, ResultRecord, okStatus } from '@app/contracts';
 import { SluiceConfig, loadConfig } from '@app/config';
-import { BullmqJobQueue, RedisKeys, RedisQueryRegistry, RedisResultSource } from '@app/transport';
+import {
+  BullmqJobQueue,
+  RedisKeys,
+  RedisQueryRegistry,
+  RedisResultSink,
+  RedisResultSource,
+} from '@app/transport';
 import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
@@ -34,6 +40,7 @@ let config: SluiceConfig;
 let queue: BullmqJobQueue;
 let registry: RedisQueryRegistry;
 let source: RedisResultSource;
+let sink: RedisResultSink;
 let service: ExecuteService;
 let app: FastifyInstance;
 let baseUrl: string;
@@ -64,9 +71,9 @@ async function queuedQuery(): Promise<string> {
   return id!;
 }
 
-/** Plays the worker: appends a record to the query's stream. */
+/** Plays the worker: appends a record to the query's stream (no flow control). */
 function write(queryId: string, record: ResultRecord): Promise<void> {
-  return source.abort(queryId, record);
+  return sink.end(queryId, record);
 }
 
 const head = (): ResultRecord => ({
@@ -117,6 +124,7 @@ beforeAll(async () => {
     silenceMs: config.producerSilenceMs,
     ttlSeconds: 60,
   });
+  sink = new RedisResultSink(redis, keys, 60);
   const policy = { check: () => Promise.resolve() } as unknown as ExecutePolicyService;
   service = new ExecuteService(
     queue,

@@ -19,11 +19,21 @@ import {
   QueryRegistry,
   RedisKeys,
   RedisQueryRegistry,
+  RedisResultSink,
   RedisResultSource,
+  ResultSink,
   ResultSource,
 } from '@app/transport';
 import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
-import { JOB_QUEUE, METADATA_POOL, QUERY_REGISTRY, REDIS, RESULT_SOURCE } from './tokens';
+import {
+  DASHBOARD_QUEUE,
+  JOB_QUEUE,
+  METADATA_POOL,
+  QUERY_REGISTRY,
+  REDIS,
+  RESULT_SINK,
+  RESULT_SOURCE,
+} from './tokens';
 
 const metadataPool: Provider = {
   provide: METADATA_POOL,
@@ -53,10 +63,17 @@ const clusterProviders: Provider[] = [
     },
   },
   {
-    provide: JOB_QUEUE,
+    provide: BullmqJobQueue,
     inject: [SLUICE_CONFIG, REDIS],
-    useFactory: (config: SluiceConfig, redis: Redis): JobQueue =>
+    useFactory: (config: SluiceConfig, redis: Redis) =>
       new BullmqJobQueue(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
+  },
+  { provide: JOB_QUEUE, useExisting: BullmqJobQueue },
+  // bull-board reads BullMQ itself: it gets the adapter's queue here, where the adapter is chosen.
+  {
+    provide: DASHBOARD_QUEUE,
+    inject: [BullmqJobQueue],
+    useFactory: (queue: BullmqJobQueue) => queue.queue,
   },
   {
     provide: QUERY_REGISTRY,
@@ -73,6 +90,12 @@ const clusterProviders: Provider[] = [
         silenceMs: config.producerSilenceMs,
         ttlSeconds: config.streamTtlSeconds,
       }),
+  },
+  {
+    provide: RESULT_SINK,
+    inject: [SLUICE_CONFIG, REDIS],
+    useFactory: (config: SluiceConfig, redis: Redis): ResultSink =>
+      new RedisResultSink(redis, new RedisKeys(config.keyPrefix), config.streamTtlSeconds),
   },
 ];
 
@@ -96,11 +119,13 @@ const standaloneProviders: Provider[] = [
   },
   { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
   { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },
+  { provide: RESULT_SINK, useExisting: InProcessResultChannel },
   { provide: REDIS, useValue: undefined },
+  { provide: DASHBOARD_QUEUE, useValue: undefined },
   StandaloneExecutionService,
 ];
 
-/** The api's connections: metadata PostgreSQL, the job queue and the result source. */
+/** The api's connections: metadata PostgreSQL, the job queue, the result source and sink. */
 @Global()
 @Module({})
 export class InfraModule implements OnApplicationShutdown {
@@ -110,7 +135,15 @@ export class InfraModule implements OnApplicationShutdown {
       module: InfraModule,
       imports: standalone ? [ExecutionModule] : [],
       providers: [metadataPool, ...(standalone ? standaloneProviders : clusterProviders)],
-      exports: [METADATA_POOL, REDIS, JOB_QUEUE, RESULT_SOURCE, QUERY_REGISTRY],
+      exports: [
+        METADATA_POOL,
+        REDIS,
+        JOB_QUEUE,
+        RESULT_SOURCE,
+        RESULT_SINK,
+        QUERY_REGISTRY,
+        DASHBOARD_QUEUE,
+      ],
     };
   }
 

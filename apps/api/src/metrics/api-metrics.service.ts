@@ -3,18 +3,15 @@ import { ModuleRef } from '@nestjs/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
-import { BullmqJobQueue, JobQueue, QueryRegistry } from '@app/transport';
+import { JobQueue } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
-import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
+import { JOB_QUEUE } from '../infra/tokens';
 import { ExecuteSummary } from '../logging/execute.summary';
 
 /** Seconds: from a few milliseconds to the longest statement time limit worth telling apart. */
 const SECONDS_BUCKETS = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800,
 ];
-
-/** Standalone mode's queue lists only this many recent queries when counting running ones. */
-const RECENT_QUERIES = 500;
 
 /**
  * Prometheus metrics of an api process: queue depth by state, queries by outcome, duration and
@@ -35,7 +32,6 @@ export class ApiMetricsService {
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
-    @Inject(QUERY_REGISTRY) private readonly registryOfQueries: QueryRegistry,
     private readonly roster: WorkerRosterService,
     moduleRef: ModuleRef,
   ) {
@@ -86,8 +82,8 @@ export class ApiMetricsService {
       registers,
       collect: () =>
         this.quietly('queue depth', async () => {
-          for (const [state, count] of Object.entries(await this.queueDepth())) {
-            depth.set({ state }, count);
+          for (const [state, count] of Object.entries(await this.queue.counts())) {
+            if (count !== undefined) depth.set({ state }, count);
           }
         }),
     });
@@ -112,32 +108,6 @@ export class ApiMetricsService {
     if (summary.queueWaitMs !== undefined) this.queueWait.observe(summary.queueWaitMs / 1000);
     if (summary.rows > 0) this.rows.inc(summary.rows);
     if (summary.bytes > 0) this.bytes.inc(summary.bytes);
-  }
-
-  /** BullMQ's own counts in cluster mode; the in-process queue's in standalone mode. */
-  private async queueDepth(): Promise<Record<string, number>> {
-    if (this.queue instanceof BullmqJobQueue) {
-      const counts = await this.queue.queue.getJobCounts(
-        'wait',
-        'prioritized',
-        'active',
-        'delayed',
-        'completed',
-        'failed',
-      );
-      return {
-        waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
-        active: counts.active ?? 0,
-        delayed: counts.delayed ?? 0,
-        completed: counts.completed ?? 0,
-        failed: counts.failed ?? 0,
-      };
-    }
-    const recent = await this.registryOfQueries.list(RECENT_QUERIES);
-    return {
-      waiting: await this.queue.waitingCount(),
-      active: recent.filter((q) => q.state === 'running' || q.state === 'streaming').length,
-    };
   }
 
   /** A collector that fails leaves its last values and logs; /metrics still answers. */

@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { FINAL_STATES, QueryInfo, SluiceError, statusOf } from '@app/contracts';
-import { JobQueue, QueryRecord, QueryRegistry, ResultSource } from '@app/transport';
+import { JobQueue, QueryRecord, QueryRegistry, ResultSink, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
-import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
 
 const LIST_LIMIT = 500;
 
@@ -13,6 +13,7 @@ export class QueriesService {
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
+    @Inject(RESULT_SINK) private readonly sink: ResultSink,
   ) {}
 
   async list(user: AuthUser): Promise<QueryInfo[]> {
@@ -32,7 +33,7 @@ export class QueriesService {
     const status = statusOf('CANCELLED', `cancelled by ${user.username}`);
     if (await this.queue.removeQueued(queryId)) {
       // Nobody will run it: end its channel so that the waiting client gets the status.
-      await this.results.abort(queryId, { kind: 'error', status });
+      await this.sink.end(queryId, { kind: 'error', status });
       await this.registry.finish(queryId, 'cancelled', status);
       await this.registry.release(record.owner, queryId);
     } else {

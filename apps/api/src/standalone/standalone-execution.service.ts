@@ -6,7 +6,7 @@ import {
   OnModuleDestroy,
 } from '@nestjs/common';
 import { MessageChannel } from 'node:worker_threads';
-import { ExecuteJobData, ResultRecord } from '@app/contracts';
+import { ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { JobLifecycle, QueryPoolService, SessionLoginResolver } from '@app/execution';
 import { InProcessJobQueue, InProcessResultChannel, QueryRegistry } from '@app/transport';
@@ -27,7 +27,7 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
     @Inject(QUERY_REGISTRY) registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {
-    this.lifecycle = new JobLifecycle(registry);
+    this.lifecycle = new JobLifecycle(registry, channel);
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -43,13 +43,11 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   }
 
   private async run(job: ExecuteJobData): Promise<void> {
-    const end = (record: ResultRecord) => this.channel.abort(job.queryId, record);
-    if (!(await this.lifecycle.start(job, end))) return;
+    if (!(await this.lifecycle.start(job))) return;
     const { login, refused } = await this.logins.resolve(job);
     if (refused) {
       // The user's session ended while the query waited: it never runs.
-      await end({ kind: 'error', status: refused });
-      await this.lifecycle.finish(job, { status: refused, rows: 0, bytes: 0 });
+      await this.lifecycle.refused(job, refused);
       return;
     }
     const { port1, port2 } = new MessageChannel();
@@ -58,7 +56,7 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
       await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login }));
     } catch (err) {
       this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(job, end);
+      await this.lifecycle.crashed(job);
       throw err;
     }
   }

@@ -7,7 +7,7 @@ import {
 } from '@nestjs/common';
 import { Job, Worker } from 'bullmq';
 import Redis from 'ioredis';
-import { EXECUTE_QUEUE, ExecuteJobData, ResultRecord } from '@app/contracts';
+import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
   ExecutionOutcome,
@@ -15,7 +15,7 @@ import {
   QueryPoolService,
   SessionLoginResolver,
 } from '@app/execution';
-import { RedisKeys, RedisQueryRegistry, RedisResultSource } from '@app/transport';
+import { RedisKeys, RedisQueryRegistry, RedisResultSink, ResultSink } from '@app/transport';
 
 /** Takes execution jobs off the BullMQ queue and runs each in the thread pool. */
 @Injectable()
@@ -23,7 +23,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   private readonly logger = new Logger(ExecuteProcessor.name);
   private readonly keys: RedisKeys;
   private readonly connection: Redis;
-  private readonly results: RedisResultSource;
+  private readonly sink: ResultSink;
   private readonly lifecycle: JobLifecycle;
   private readonly running = new Set<string>();
   private worker: Worker<ExecuteJobData, ExecutionOutcome | undefined> | undefined;
@@ -38,13 +38,10 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     this.connection = new Redis(config.redisUrl!, { maxRetriesPerRequest: null });
     // ioredis reconnects by itself; the BullMQ worker reports the errors ('error' handler below).
     this.connection.on('error', () => undefined);
-    this.results = new RedisResultSource(this.connection, this.keys, {
-      redisUrl: config.redisUrl!,
-      silenceMs: config.producerSilenceMs,
-      ttlSeconds: config.streamTtlSeconds,
-    });
+    this.sink = new RedisResultSink(this.connection, this.keys, config.streamTtlSeconds);
     this.lifecycle = new JobLifecycle(
       new RedisQueryRegistry(this.connection, this.keys, config.jobRetentionSeconds),
+      this.sink,
     );
   }
 
@@ -74,24 +71,18 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     job: Job<ExecuteJobData, ExecutionOutcome | undefined>,
   ): Promise<ExecutionOutcome | undefined> {
     const data = job.data;
-    const end = (record: ResultRecord) => this.results.abort(data.queryId, record);
-    if (!(await this.lifecycle.start(data, end))) return undefined;
+    if (!(await this.lifecycle.start(data))) return undefined;
     this.running.add(data.queryId);
     try {
       const { login, refused } = await this.logins.resolve(data);
-      if (refused) {
-        // The user's session ended while the query waited: it never runs.
-        await end({ kind: 'error', status: refused });
-        const outcome = { status: refused, rows: 0, bytes: 0 };
-        await this.lifecycle.finish(data, outcome);
-        return outcome;
-      }
+      // The user's session ended while the query waited: it never runs.
+      if (refused) return await this.lifecycle.refused(data, refused);
       const outcome = await this.pool.run(data, { login });
       await this.lifecycle.finish(data, outcome);
       return outcome;
     } catch (err) {
       this.logger.error(`query ${data.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(data, end);
+      await this.lifecycle.crashed(data);
       throw err;
     } finally {
       this.running.delete(data.queryId);
@@ -108,7 +99,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       this.logger.warn(
         `cancelling ${this.running.size} queries still running after the grace period`,
       );
-      await Promise.all([...this.running].map((id) => this.results.cancel(id)));
+      await Promise.all([...this.running].map((id) => this.sink.cancel(id)));
       await closing;
     }
     // Shutdown: a connection already closed or down has nothing left to flush.

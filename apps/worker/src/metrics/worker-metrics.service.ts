@@ -1,11 +1,9 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { Queue } from 'bullmq';
 import type Redis from 'ioredis';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { EXECUTE_QUEUE } from '@app/contracts';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
-import { RedisKeys } from '@app/transport';
+import { BullmqJobQueue, JobQueue, RedisKeys } from '@app/transport';
 import { OPS_REDIS } from '../health/ops.tokens';
 
 /**
@@ -16,17 +14,18 @@ import { OPS_REDIS } from '../health/ops.tokens';
 export class WorkerMetricsService implements OnModuleDestroy {
   readonly registry = new Registry();
   private readonly logger = new Logger(WorkerMetricsService.name);
-  private readonly queue: Queue;
+  private readonly queue: JobQueue;
 
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
     @Inject(OPS_REDIS) redis: Redis,
     pool: QueryPoolService,
   ) {
-    this.queue = new Queue(EXECUTE_QUEUE, {
-      connection: redis,
-      prefix: new RedisKeys(config.keyPrefix).bullPrefix,
-    });
+    this.queue = new BullmqJobQueue(
+      redis,
+      new RedisKeys(config.keyPrefix),
+      config.jobRetentionSeconds,
+    );
     this.registry.setDefaultLabels({ app: 'worker' });
     collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
@@ -37,17 +36,8 @@ export class WorkerMetricsService implements OnModuleDestroy {
       registers,
       collect: async () => {
         try {
-          const counts = await this.queue.getJobCounts(
-            'wait',
-            'prioritized',
-            'active',
-            'delayed',
-            'completed',
-            'failed',
-          );
-          depth.set({ state: 'waiting' }, (counts.wait ?? 0) + (counts.prioritized ?? 0));
-          for (const state of ['active', 'delayed', 'completed', 'failed']) {
-            depth.set({ state }, counts[state] ?? 0);
+          for (const [state, count] of Object.entries(await this.queue.counts())) {
+            if (count !== undefined) depth.set({ state }, count);
           }
         } catch (err) {
           this.logger.warn(`metrics: queue depth unavailable: ${(err as Error).message}`);

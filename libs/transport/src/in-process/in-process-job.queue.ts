@@ -1,5 +1,5 @@
 import { ExecuteJobData } from '@app/contracts';
-import { JobQueue, JobState } from '../job.queue';
+import { JobCounts, JobQueue, JobState } from '../job.queue';
 
 /** Runs one job; resolves when it is done. */
 export type JobHandler = (job: ExecuteJobData) => Promise<void>;
@@ -45,6 +45,11 @@ export class InProcessJobQueue implements JobQueue {
 
   waitingCount(): Promise<number> {
     return Promise.resolve(this.waiting.length);
+  }
+
+  /** Only what this queue keeps: finished jobs are forgotten after their retention. */
+  counts(): Promise<JobCounts> {
+    return Promise.resolve({ waiting: this.waiting.length, active: this.running });
   }
 
   removeQueued(queryId: string): Promise<boolean> {

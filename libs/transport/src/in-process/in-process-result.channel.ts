@@ -1,6 +1,12 @@
 import type { MessagePort } from 'node:worker_threads';
 import { ResultRecord } from '@app/contracts';
-import { ReaderClosedError, ReaderHooks, ResultReader, ResultSource } from '../result.channel';
+import {
+  ReaderClosedError,
+  ReaderHooks,
+  ResultReader,
+  ResultSink,
+  ResultSource,
+} from '../result.channel';
 import { ControlMessage, RecordMessage, reviveRecord } from './port.messages';
 
 interface Channel {
@@ -85,9 +91,10 @@ class InProcessReader implements ResultReader {
 
 /**
  * The result channel of standalone mode: records come from a piscina thread over a MessagePort
- * and wait in memory (at most a window of them) until the reader takes them.
+ * and wait in memory (at most a window of them) until the reader takes them. One object is both
+ * sides: the source the api reads from and the sink the executor ends queries with.
  */
-export class InProcessResultChannel implements ResultSource {
+export class InProcessResultChannel implements ResultSource, ResultSink {
   private readonly channels = new Map<string, Channel>();
   /** Queries whose reader closed before their producer attached, with when (epoch ms). */
   private readonly gone = new Map<string, number>();
@@ -136,7 +143,7 @@ export class InProcessResultChannel implements ResultSource {
     return Promise.resolve();
   }
 
-  abort(queryId: string, record: ResultRecord): Promise<void> {
+  end(queryId: string, record: ResultRecord): Promise<void> {
     this.push(queryId, record);
     return Promise.resolve();
   }

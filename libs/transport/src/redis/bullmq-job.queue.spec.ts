@@ -140,3 +140,51 @@ describe('BullmqJobQueue.state', () => {
     expect(runs).toBe(1);
   });
 });
+
+/**
+ * `position()` reads how BullMQ keeps waiting jobs (its `wait` list and `prioritized` sorted set),
+ * which BullMQ does not expose cheaply: these fail if a BullMQ upgrade changes that layout or the
+ * order in which workers take jobs.
+ */
+describe('BullmqJobQueue.position', () => {
+  /** Plain jobs (no priority: BullMQ's wait list) and prioritized ones, interleaved. */
+  async function enqueueMixed(): Promise<string[]> {
+    const ids: string[] = [];
+    for (const priority of [undefined, 2, 1, undefined, 3, 1, undefined]) {
+      const queued = { ...job(), priority };
+      await queue.enqueue(queued);
+      ids.push(queued.queryId);
+    }
+    return ids;
+  }
+
+  it("keeps its waiting jobs where position() reads them: BullMQ's wait list and prioritized set", async () => {
+    await enqueueMixed();
+    expect(await redis.type(queue.queue.keys.wait)).toBe('list');
+    expect(await redis.type(queue.queue.keys.prioritized)).toBe('zset');
+    expect(queue.queue.keys.wait).toBe(`${keys.bullPrefix}:${EXECUTE_QUEUE}:wait`);
+  });
+
+  it("agrees with BullMQ's own order of waiting jobs (getRanges, oldest first)", async () => {
+    const ids = await enqueueMixed();
+    const order = await queue.queue.getRanges(['waiting', 'prioritized'], 0, -1, true);
+    expect([...order].sort()).toEqual([...ids].sort());
+    for (const id of ids) expect(await queue.position(id)).toBe(order.indexOf(id));
+  });
+
+  it('gives the order in which a worker then takes the jobs', async () => {
+    const ids = await enqueueMixed();
+    const positions = await Promise.all(ids.map((id) => queue.position(id)));
+    const expected = ids.map((id, i) => ({ id, at: positions[i]! })).sort((a, b) => a.at - b.at);
+    const taken: string[] = [];
+    worker({ lockDuration: 30_000 }, (j) => {
+      taken.push((j.data as ExecuteJobData).queryId);
+      return Promise.resolve();
+    });
+    await until(() => Promise.resolve(taken.length === ids.length), 5000);
+    expect(taken).toEqual(expected.map((e) => e.id));
+    // Plain jobs first, oldest first; then prioritized ones by priority, oldest first.
+    expect(expected.map((e) => e.at)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(taken).toEqual([ids[0], ids[3], ids[6], ids[2], ids[5], ids[1], ids[4]]);
+  });
+});

@@ -1,15 +1,12 @@
 import { Queue } from 'bullmq';
 import type Redis from 'ioredis';
 import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
-import { JobQueue, JobState } from '../job.queue';
+import { JobCounts, JobQueue, JobState } from '../job.queue';
 import { RedisKeys } from '../redis.keys';
 
 /** The execution queue on BullMQ; the job id is the query id. */
 export class BullmqJobQueue implements JobQueue {
   readonly queue: Queue<ExecuteJobData>;
-
-  private readonly waitKey: string;
-  private readonly prioritizedKey: string;
 
   constructor(
     private readonly connection: Redis,
@@ -17,8 +14,6 @@ export class BullmqJobQueue implements JobQueue {
     private readonly retentionSeconds: number,
   ) {
     this.queue = new Queue<ExecuteJobData>(EXECUTE_QUEUE, { connection, prefix: keys.bullPrefix });
-    this.waitKey = `${keys.bullPrefix}:${EXECUTE_QUEUE}:wait`;
-    this.prioritizedKey = `${keys.bullPrefix}:${EXECUTE_QUEUE}:prioritized`;
   }
 
   async enqueue(job: ExecuteJobData): Promise<void> {
@@ -67,15 +62,26 @@ export class BullmqJobQueue implements JobQueue {
     }
   }
 
+  /**
+   * BullMQ has no call for a waiting job's place; its public `getRanges` hands over every waiting
+   * id, once per query listed. So this reads, in one MULTI, how BullMQ keeps waiting jobs: plain
+   * ones in the `wait` list (pushed left, taken right), prioritized ones in the `prioritized`
+   * sorted set (lowest score taken first), plain ones taken before any prioritized one. The key
+   * names are BullMQ's own (`queue.keys`); the layout is pinned by bullmq-job.queue.spec.ts, which
+   * fails if a BullMQ upgrade changes it (against getRanges and the order a worker takes jobs).
+   */
   async position(queryId: string): Promise<number | undefined> {
+    const { wait, prioritized } = this.queue.keys;
     const result = await this.connection
       .multi()
-      .zrank(this.prioritizedKey, queryId)
-      .lpos(this.waitKey, queryId)
-      .llen(this.waitKey)
+      .zrank(prioritized, queryId)
+      .lpos(wait, queryId)
+      .llen(wait)
       .exec();
-    const [rank, lpos, llen] = (result ?? []).map(([, v]) => v as number | null);
-    // Workers take plain waiting jobs (pushed left, taken right) before prioritized ones.
+    const [rank, lpos, llen] = (result ?? []).map(([err, value]) => {
+      if (err) throw err;
+      return value as number | null;
+    });
     if (lpos !== null && lpos !== undefined) return (llen ?? 0) - lpos - 1;
     if (rank !== null && rank !== undefined) return (llen ?? 0) + rank;
     return undefined;
@@ -83,6 +89,24 @@ export class BullmqJobQueue implements JobQueue {
 
   async waitingCount(): Promise<number> {
     return this.queue.getJobCountByTypes('waiting', 'prioritized');
+  }
+
+  async counts(): Promise<JobCounts> {
+    const counts = await this.queue.getJobCounts(
+      'wait',
+      'prioritized',
+      'active',
+      'delayed',
+      'completed',
+      'failed',
+    );
+    return {
+      waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
+      active: counts.active ?? 0,
+      delayed: counts.delayed ?? 0,
+      completed: counts.completed ?? 0,
+      failed: counts.failed ?? 0,
+    };
   }
 
   async removeQueued(queryId: string): Promise<boolean> {

@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { ResultRecord } from '@app/contracts';
 import { ReaderClosedError, ReaderHooks } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { RedisResultSink } from './redis-result.sink';
 import { RedisResultSource } from './redis-result.source';
 import { recordFields } from './stream.codec';
 import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
@@ -31,7 +32,7 @@ async function warmSource(silenceMs: number): Promise<void> {
   });
   const queryId = randomUUID();
   const reader = source.open(queryId, { onSilence: () => Promise.resolve(undefined) });
-  await source.abort(queryId, {
+  await new RedisResultSink(shared, keys, 60).end(queryId, {
     kind: 'error',
     status: { reason: 'x', sql_state: 'XX000', vendor_code: -103 },
   });

@@ -1,9 +1,7 @@
 import Redis from 'ioredis';
-import { ResultRecord } from '@app/contracts';
 import { ReaderHooks, ResultReader, ResultSource } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisResultReader } from './redis-result.reader';
-import { recordFields } from './stream.codec';
 
 /** A reader refreshes its query's alive key this often; the key lives three times as long. */
 const ALIVE_REFRESH_MS = 2000;
@@ -77,15 +75,6 @@ export class RedisResultSource implements ResultSource {
 
   async cancel(queryId: string): Promise<void> {
     await this.shared.set(this.keys.cancel(queryId), '1', 'EX', this.options.ttlSeconds);
-  }
-
-  async abort(queryId: string, record: ResultRecord): Promise<void> {
-    const key = this.keys.out(queryId);
-    await this.shared
-      .multi()
-      .xadd(key, '*', ...recordFields(record))
-      .expire(key, this.options.ttlSeconds)
-      .exec();
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,151 @@
+import { Worker } from 'bullmq';
+import Redis from 'ioredis';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
+import { testRedisUrl } from '@test/settings';
+import { InProcessJobQueue } from './in-process/in-process-job.queue';
+import { JobCounts, JobQueue } from './job.queue';
+import { RedisKeys } from './redis.keys';
+import { BullmqJobQueue } from './redis/bullmq-job.queue';
+
+/**
+ * The JobQueue operations the api's users need (a queued query's place, the depth for metrics),
+ * the same cases over both adapters; BullMQ against a real Redis (E2E_REDIS_URL) and real workers.
+ */
+interface Adapter {
+  queue: JobQueue;
+  /** Starts taking jobs, one at a time, each handled by `onJob`. */
+  consume(onJob: (queryId: string) => Promise<void>): void;
+  close(): Promise<void>;
+}
+
+function bullmqAdapter(): Adapter {
+  const redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
+  const keys = new RedisKeys(`jobq-port-spec-${randomBytes(4).toString('hex')}`);
+  const queue = new BullmqJobQueue(redis, keys, 60);
+  let worker: Worker | undefined;
+  let connection: Redis | undefined;
+  return {
+    queue,
+    consume: (onJob) => {
+      connection = new Redis(testRedisUrl, { maxRetriesPerRequest: null });
+      worker = new Worker<ExecuteJobData>(EXECUTE_QUEUE, (job) => onJob(job.data.queryId), {
+        connection,
+        prefix: keys.bullPrefix,
+        concurrency: 1,
+      });
+    },
+    close: async () => {
+      await worker?.close(true);
+      connection?.disconnect();
+      await queue.queue.obliterate({ force: true });
+      await queue.close();
+      await redis.quit();
+    },
+  };
+}
+
+function inProcessAdapter(): Adapter {
+  const queue = new InProcessJobQueue(60);
+  return {
+    queue,
+    consume: (onJob) => queue.consume((job) => onJob(job.queryId), 1),
+    close: () => queue.close(),
+  };
+}
+
+function job(priority: number): ExecuteJobData {
+  return { queryId: randomUUID(), text: 'select 1', username: 'u', priority } as ExecuteJobData;
+}
+
+async function until(check: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** The queue's counts once `settled` holds, or the last ones read after 5 s. */
+async function countsWhen(queue: JobQueue, settled: (counts: JobCounts) => boolean) {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const counts = await queue.counts();
+    if (settled(counts) || Date.now() > deadline) return counts;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+jest.setTimeout(20_000);
+
+describe.each([
+  ['BullmqJobQueue', bullmqAdapter],
+  ['InProcessJobQueue', inProcessAdapter],
+])('%s as JobQueue', (_name, make: () => Adapter) => {
+  let adapter: Adapter;
+
+  beforeEach(() => {
+    adapter = make();
+  });
+
+  afterEach(() => adapter.close());
+
+  it('gives each waiting job its place: the order in which jobs are then taken', async () => {
+    // Per-user fairness priorities: users' first queries (1) before their second ones (2), …
+    const jobs = [2, 1, 3, 1, 2, 1].map(job);
+    for (const j of jobs) await adapter.queue.enqueue(j);
+    const positions = await Promise.all(jobs.map((j) => adapter.queue.position(j.queryId)));
+    expect([...positions].sort((a, b) => a! - b!)).toEqual([0, 1, 2, 3, 4, 5]);
+    const byPosition = jobs
+      .map((j, i) => ({ id: j.queryId, at: positions[i]! }))
+      .sort((a, b) => a.at - b.at)
+      .map((j) => j.id);
+    const taken: string[] = [];
+    adapter.consume((queryId) => {
+      taken.push(queryId);
+      return Promise.resolve();
+    });
+    await until(() => taken.length === jobs.length, 10_000);
+    expect(taken).toEqual(byPosition);
+  });
+
+  it('has no place for a job that runs, nor for one it never had', async () => {
+    const running = job(1);
+    const waiting = job(1);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started = false;
+    await adapter.queue.enqueue(running);
+    await adapter.queue.enqueue(waiting);
+    adapter.consume(async (queryId) => {
+      if (queryId !== running.queryId) return;
+      started = true;
+      await held;
+    });
+    await until(() => started, 5000);
+    expect(await adapter.queue.position(running.queryId)).toBeUndefined();
+    expect(await adapter.queue.position(waiting.queryId)).toBe(0);
+    expect(await adapter.queue.position(randomUUID())).toBeUndefined();
+    release();
+  });
+
+  it('counts waiting and running jobs, and nothing once they are done', async () => {
+    const first = job(1);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let done = 0;
+    for (const j of [first, job(1), job(2)]) await adapter.queue.enqueue(j);
+    expect(await adapter.queue.counts()).toMatchObject({ waiting: 3, active: 0 });
+    adapter.consume(async (queryId) => {
+      if (queryId === first.queryId) await held;
+      done += 1;
+    });
+    const running = await countsWhen(adapter.queue, (c) => c.active > 0);
+    expect(running).toMatchObject({ waiting: 2, active: 1 });
+    expect(await adapter.queue.waitingCount()).toBe(2);
+    release();
+    await until(() => done === 3, 5000);
+    const after = await countsWhen(adapter.queue, (c) => c.active === 0);
+    expect(after).toMatchObject({ waiting: 0, active: 0 });
+  });
+});
