@@ -122,11 +122,6 @@ export class DatabaseRegistry {
     void handle?.close();
   }
 
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.handles.values()].map((h) => h.close()));
-    this.handles.clear();
-  }
-
   private evictOne(): void {
     const first = this.handles.keys().next();
     if (!first.done) this.forget(first.value || undefined);
