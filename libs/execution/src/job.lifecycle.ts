@@ -30,10 +30,13 @@ export class JobLifecycle {
   constructor(private readonly registry: QueryRegistry) {}
 
   /** False (and the query is ended) when the job waited past its latest start. */
-  async start(job: ExecuteJobData, end: (record: ResultRecord) => Promise<void>): Promise<boolean> {
+  async start(
+    job: ExecuteJobData,
+    abortResult: (record: ResultRecord) => Promise<void>,
+  ): Promise<boolean> {
     if (job.startBy !== undefined && Date.now() > job.startBy) {
       const status = statusOf('TIME_LIMIT', 'query waited too long in the queue');
-      await end({ kind: 'error', status });
+      await abortResult({ kind: 'error', status });
       await this.ended(job, status);
       return false;
     }
@@ -49,10 +52,13 @@ export class JobLifecycle {
   }
 
   /** The pool itself failed: end the stream so that the client learns, and record it. */
-  async crashed(job: ExecuteJobData, end: (record: ResultRecord) => Promise<void>): Promise<void> {
+  async crashed(
+    job: ExecuteJobData,
+    abortResult: (record: ResultRecord) => Promise<void>,
+  ): Promise<void> {
     const status = statusOf('INTERNAL');
     // The channel itself may be what failed: the api then notices the silence and ends the query.
-    await end({ kind: 'error', status }).catch(() => undefined);
+    await abortResult({ kind: 'error', status }).catch(() => undefined);
     await this.ended(job, status);
   }
 

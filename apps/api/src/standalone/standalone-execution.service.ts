@@ -43,12 +43,12 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   }
 
   private async run(job: ExecuteJobData): Promise<void> {
-    const end = (record: ResultRecord) => this.channel.abort(job.queryId, record);
-    if (!(await this.lifecycle.start(job, end))) return;
+    const abortResult = (record: ResultRecord) => this.channel.abort(job.queryId, record);
+    if (!(await this.lifecycle.start(job, abortResult))) return;
     const { login, refused } = await this.logins.resolve(job);
     if (refused) {
       // The user's session ended while the query waited: it never runs.
-      await end({ kind: 'error', status: refused });
+      await abortResult({ kind: 'error', status: refused });
       await this.lifecycle.finish(job, { status: refused, rows: 0, bytes: 0 });
       return;
     }
@@ -58,7 +58,7 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
       await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login }));
     } catch (err) {
       this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(job, end);
+      await this.lifecycle.crashed(job, abortResult);
       throw err;
     }
   }

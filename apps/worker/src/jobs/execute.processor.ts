@@ -74,14 +74,14 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     job: Job<ExecuteJobData, ExecutionOutcome | undefined>,
   ): Promise<ExecutionOutcome | undefined> {
     const data = job.data;
-    const end = (record: ResultRecord) => this.results.abort(data.queryId, record);
-    if (!(await this.lifecycle.start(data, end))) return undefined;
+    const abortResult = (record: ResultRecord) => this.results.abort(data.queryId, record);
+    if (!(await this.lifecycle.start(data, abortResult))) return undefined;
     this.running.add(data.queryId);
     try {
       const { login, refused } = await this.logins.resolve(data);
       if (refused) {
         // The user's session ended while the query waited: it never runs.
-        await end({ kind: 'error', status: refused });
+        await abortResult({ kind: 'error', status: refused });
         const outcome = { status: refused, rows: 0, bytes: 0 };
         await this.lifecycle.finish(data, outcome);
         return outcome;
@@ -91,7 +91,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       return outcome;
     } catch (err) {
       this.logger.error(`query ${data.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(data, end);
+      await this.lifecycle.crashed(data, abortResult);
       throw err;
     } finally {
       this.running.delete(data.queryId);
