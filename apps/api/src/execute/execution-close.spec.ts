@@ -7,7 +7,7 @@ import { AddressInfo } from 'node:net';
 import { ExecuteRequestDto, ResultRecord, okStatus } from '@app/contracts';
 import { SluiceConfig, loadConfig } from '@app/config';
 import { BullmqJobQueue, RedisKeys, RedisQueryRegistry, RedisResultSource } from '@app/transport';
-import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';

@@ -5,7 +5,7 @@ import { ReaderClosedError, ReaderHooks } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisResultSource } from './redis-result.source';
 import { recordFields } from './stream.codec';
-import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { testRedisUrl } from '@test/settings';
 
 /**
