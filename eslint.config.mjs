@@ -1,6 +1,50 @@
 // @ts-check
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
+
+/**
+ * Module boundaries: an app or a lib is its `src/` folder. A lib is imported by its name
+ * (`@app/sql`), never by a file inside it nor by a path; nothing climbs out of its own `src/` with
+ * `../` (so apps never import each other, and libs never import apps or reach into another lib),
+ * and nothing takes a path from the root (`apps/…`, `libs/…`: tsconfig's baseUrl would allow it).
+ * no-restricted-imports sees only the specifier, so how many `../` leave `src/` is set per depth.
+ */
+const UNITS = ['apps', 'libs'];
+const foldersIn = (dir) =>
+  readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => join(dir, e.name));
+/** How deep folders go below a `src/` (0: src/ itself). */
+const depthBelow = (dir) => Math.max(0, ...foldersIn(dir).map((d) => 1 + depthBelow(d)));
+const maxDepth = Math.max(
+  ...UNITS.flatMap((u) => foldersIn(join(import.meta.dirname, u))).map((d) =>
+    depthBelow(join(d, 'src')),
+  ),
+);
+const boundaries = Array.from({ length: maxDepth + 1 }, (_, depth) => ({
+  files: UNITS.map((u) => `${u}/*/src/${'*/'.repeat(depth)}*.ts`),
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          {
+            regex: `^(\\.\\./){${depth + 1}}`,
+            message:
+              'leaves this app or lib: import a lib by its name (@app/…); apps never import each other.',
+          },
+          {
+            regex: '^@app/[^/]+/',
+            message: 'import a lib by its name (@app/…), not a file inside it.',
+          },
+          { regex: '^(apps|libs|test|bench)/', message: 'no paths from the repository root.' },
+        ],
+      },
+    ],
+  },
+}));
 
 export default tseslint.config(
   { ignores: ['dist/', '.dist-*/', 'node_modules/', 'coverage/', '.data/', 'test/artifacts/', 'bench/**/*.mjs', '*.config.js', '*.config.mjs'] },
@@ -27,4 +71,5 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'off',
     },
   },
+  ...boundaries,
 );

@@ -15,6 +15,8 @@ const moduleNameMapper = {
   '^@app/(.*)$': '<rootDir>/libs/$1/src',
   // Where the tests find PostgreSQL and Redis, for unit specs beside the code as well.
   '^@test/settings$': '<rootDir>/test/settings',
+  // Helpers of the tests themselves, for specs beside the code (which may not climb out with ../).
+  '^@test/support/(.*)$': '<rootDir>/test/support/$1',
 };
 
 module.exports = {

@@ -150,17 +150,20 @@ function isBc(text: string): boolean {
   return text.endsWith(' BC');
 }
 
-// Where parseDateAt stopped; saves returning an object per value.
-let dateEnd = 0;
+/** Where the year that starts a date's text ends, at its first '-': 4 digits, more after 9999. */
+function yearEnd(text: string): number {
+  if (text.charCodeAt(4) === 45) return 4;
+  let i = 5;
+  while (text.charCodeAt(i) !== 45) i++;
+  return i;
+}
 
-/** Parses `Y…Y-MM-DD` at 0 (year of 4+ digits); sets dateEnd; ignores the BC suffix. */
-function parseDays(text: string, bc: boolean): number {
+/** Parses `Y…Y-MM-DD` at 0, the year ending at `y` (see yearEnd); ignores the BC suffix. */
+function parseDays(text: string, y: number, bc: boolean): number {
   let year = 0;
-  let i = 0;
-  for (let c = text.charCodeAt(0); c !== 45; c = text.charCodeAt(++i)) year = year * 10 + c - 48;
+  for (let i = 0; i < y; i++) year = year * 10 + text.charCodeAt(i) - 48;
   if (bc) year = 1 - year;
-  dateEnd = i + 7;
-  return daysFromCivil(year, two(text, i + 1), two(text, i + 4));
+  return daysFromCivil(year, two(text, y + 1), two(text, y + 4));
 }
 
 /** date → days since 1970-01-01; ±infinity → ±(2^31 − 1). */
@@ -168,27 +171,29 @@ export function decodeDate(text: string): number {
   const c = text.charCodeAt(0);
   if (c === 105) return DATE_INFINITY; // 'infinity'
   if (c === 45) return DATE_MINUS_INFINITY; // '-infinity'
-  return parseDays(text, isBc(text));
+  return parseDays(text, yearEnd(text), isBc(text));
 }
 
 // Largest |seconds| whose microseconds (plus a fraction) are still an exact double.
 const SAFE_SECONDS = 9_007_199_253;
 
-/** Reads `.f…` at `at` (up to 6 digits); returns µs and sets fracEnd. */
-let fracEnd = 0;
-function parseFraction(text: string, at: number): number {
-  if (text.charCodeAt(at) !== 46) {
-    fracEnd = at;
-    return 0;
-  }
+/** Where a fraction `.f…` at `at` ends; `at` itself when there is none. */
+function fractionEnd(text: string, at: number): number {
+  if (text.charCodeAt(at) !== 46) return at;
+  let i = at + 1;
+  let c = text.charCodeAt(i);
+  while (c >= 48 && c <= 57) c = text.charCodeAt(++i);
+  return i;
+}
+
+/** The fraction `.f…` from `at` to `end` (see fractionEnd; up to 6 digits) in µs. */
+function parseFraction(text: string, at: number, end: number): number {
   let micros = 0;
   let scale = 100000;
-  let i = at + 1;
-  for (let c = text.charCodeAt(i); c >= 48 && c <= 57; c = text.charCodeAt(++i)) {
-    micros += (c - 48) * scale;
+  for (let i = at + 1; i < end; i++) {
+    micros += (text.charCodeAt(i) - 48) * scale;
     scale /= 10;
   }
-  fracEnd = i;
   return Math.round(micros);
 }
 
@@ -206,13 +211,15 @@ export function decodeTimestampMicros(text: string): number | bigint {
   const c = text.charCodeAt(0);
   if (c === 105) return TIMESTAMP_INFINITY;
   if (c === 45) return TIMESTAMP_MINUS_INFINITY;
-  const days = parseDays(text, isBc(text));
-  const t = dateEnd; // 'HH:MM:SS' starts after the space
+  const y = yearEnd(text);
+  const days = parseDays(text, y, isBc(text));
+  const t = y + 7; // 'HH:MM:SS' starts after '-MM-DD '
   let seconds = days * 86400 + two(text, t) * 3600 + two(text, t + 3) * 60 + two(text, t + 6);
-  const fraction = parseFraction(text, t + 8);
-  const sign = text.charCodeAt(fracEnd);
+  const zone = fractionEnd(text, t + 8);
+  const fraction = parseFraction(text, t + 8, zone);
+  const sign = text.charCodeAt(zone);
   if (sign === 43 || sign === 45) {
-    let i = fracEnd + 1;
+    let i = zone + 1;
     let offset = two(text, i) * 3600;
     if (text.charCodeAt(i + 2) === 58) {
       offset += two(text, i + 3) * 60;
@@ -232,7 +239,8 @@ export function decodeTimestamp(text: string): bigint {
 /** time → µs since midnight ('24:00:00' is 86 400 000 000). */
 export function decodeTime(text: string): number {
   const seconds = two(text, 0) * 3600 + two(text, 3) * 60 + two(text, 6);
-  return seconds * 1_000_000 + parseFraction(text, 8);
+  // A time's text ends with its fraction, if it has one.
+  return seconds * 1_000_000 + parseFraction(text, 8, text.length);
 }
 
 function hex(c: number): number {

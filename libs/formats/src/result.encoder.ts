@@ -33,6 +33,4 @@ export interface ResultEncoder {
   end(status: Status, failed: boolean): Buffer | null;
 }
 
-export type EncoderFactory = (options: EncoderOptions) => ResultEncoder;
-
 export type { ResultFormat };

@@ -1,4 +1,5 @@
 export * from './placeholder.binder';
+export * from './type.info';
 export * from './type.catalog';
 export * from './json-value.encoder';
 export * from './role-change.detector';

@@ -1,7 +1,8 @@
 import { Client, type CustomTypesConfig } from 'pg';
 import { connectTestDatabase } from '@test/settings';
 import { jsonValueEncoder } from './json-value.encoder';
-import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo, type PgTypeInfo } from './type.catalog';
+import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from './type.catalog';
+import type { PgTypeInfo } from './type.info';
 
 // Every value arrives as PostgreSQL's text output, as in the worker.
 const RAW_TEXT = {

@@ -1,4 +1,4 @@
-import type { PgTypeInfo } from './type.catalog';
+import type { PgTypeInfo } from './type.info';
 
 /** Turns one non-null text value into JSON text equal to PostgreSQL's to_json(). */
 export type JsonValueEncoder = (text: string) => string;

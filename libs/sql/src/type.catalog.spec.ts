@@ -1,4 +1,5 @@
-import { TypeCatalog, rowToTypeInfo, type PgTypeInfo } from './type.catalog';
+import { TypeCatalog, rowToTypeInfo } from './type.catalog';
+import type { PgTypeInfo } from './type.info';
 
 const info = (oid: number, name: string, extra: Partial<PgTypeInfo> = {}): PgTypeInfo => ({
   oid,

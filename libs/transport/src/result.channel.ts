@@ -33,8 +33,6 @@ export interface ResultWriter {
   write(record: ResultRecord): Promise<void>;
   /** Appends the last records of a result at once (one round trip), without waiting. */
   writeFinal(records: ResultRecord[]): Promise<void>;
-  /** True once the consumer asked to stop. */
-  isCancelled(): Promise<boolean>;
   /** Calls `onStop` (once) when the consumer cancels or is gone; returns a function that stops watching. */
   watch(onStop: (reason: StopReason) => void): () => void;
   /** Makes a pending or later non-final write fail with ProducerStoppedError(reason). */

@@ -39,7 +39,8 @@ export function send(reply: FastifyReply, result: ExecutionResponse): FastifyRep
   return reply.send(result.body);
 }
 
-function one(value: string | string[] | undefined): string | undefined {
+/** A header sent more than once, as the one comma-separated list it stands for (RFC 9110 §5.3). */
+function joinRepeated(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
@@ -65,9 +66,9 @@ function responseOptions(
   return {
     signal: clientGone(reply),
     accept: headers.accept,
-    acceptEncoding: one(headers['accept-encoding']),
-    preferredEncoding: one(headers['preferred-encoding']),
-    preferredLevel: one(headers['preferred-compression-level']),
+    acceptEncoding: joinRepeated(headers['accept-encoding']),
+    preferredEncoding: joinRepeated(headers['preferred-encoding']),
+    preferredLevel: joinRepeated(headers['preferred-compression-level']),
     database,
   };
 }

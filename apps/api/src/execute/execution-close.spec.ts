@@ -13,7 +13,7 @@ import {
   RedisResultSink,
   RedisResultSource,
 } from '@app/transport';
-import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';

@@ -25,12 +25,12 @@ export class ExecutionStream {
 
   constructor(
     readonly queryId: string,
-    first: ResultRecord[],
+    readAhead: ResultRecord[],
     private readonly reader: ResultReader,
     private readonly tracker: ExecutionTracker,
     private readonly lateFailure: LateFailureTail,
   ) {
-    this.body = Readable.from(this.records(first), { objectMode: false });
+    this.body = Readable.from(this.records(readAhead), { objectMode: false });
   }
 
   close(): Promise<void> {
@@ -54,9 +54,12 @@ export class ExecutionStream {
     );
   }
 
-  /** Yields the body bytes record by record; a failure the format cannot carry aborts it. */
-  private async *records(first: ResultRecord[]): AsyncGenerator<Buffer> {
-    const pending = [...first];
+  /**
+   * Yields the body bytes record by record, starting with `readAhead` (the records read before
+   * the response was committed to); a failure the format cannot carry aborts it.
+   */
+  private async *records(readAhead: ResultRecord[]): AsyncGenerator<Buffer> {
+    const pending = [...readAhead];
     let lastSent: Buffer = Buffer.alloc(0);
     try {
       for (;;) {

@@ -17,9 +17,6 @@ class RecordingWriter implements ResultWriter {
     this.records.push(...records);
     return Promise.resolve();
   }
-  isCancelled(): Promise<boolean> {
-    return Promise.resolve(false);
-  }
   watch(): () => void {
     return () => undefined;
   }

@@ -13,7 +13,8 @@ const MAX_DATABASES = 64;
 export class DatabaseHandle {
   readonly catalog = new TypeCatalog();
   private readonly pool: Pool;
-  private catalogQueue: Promise<unknown> = Promise.resolve();
+  /** The type load under way or the last one done: the next one starts after it, never beside it. */
+  private lastTypeLoad: Promise<unknown> = Promise.resolve();
 
   constructor(url: string) {
     this.pool = new Pool({
@@ -39,7 +40,7 @@ export class DatabaseHandle {
     ) {
       return;
     }
-    const run = this.catalogQueue.then(async () => {
+    const run = this.lastTypeLoad.then(async () => {
       const stale = this.catalog.loadedComposites(oids);
       if (stale.length > 0) await this.load(stale);
       let missing = this.catalog.missing(oids);
@@ -53,7 +54,7 @@ export class DatabaseHandle {
       }
     });
     // The caller gets the failure; the next load must not inherit it.
-    this.catalogQueue = run.catch(() => undefined);
+    this.lastTypeLoad = run.catch(() => undefined);
     await run;
   }
 
@@ -120,11 +121,6 @@ export class DatabaseRegistry {
     const handle = this.handles.get(key);
     this.handles.delete(key);
     void handle?.close();
-  }
-
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.handles.values()].map((h) => h.close()));
-    this.handles.clear();
   }
 
   private evictOne(): void {

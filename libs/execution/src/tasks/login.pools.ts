@@ -40,11 +40,6 @@ export class LoginPools {
     return n;
   }
 
-  /** Pools this thread keeps. */
-  get poolCount(): number {
-    return this.pools.size;
-  }
-
   async connect(login: PgLogin, database: string | undefined): Promise<PoolClient> {
     const key = this.keyOf(login, database);
     for (;;) {
@@ -65,10 +60,6 @@ export class LoginPools {
     const key = this.keyOf(login, database);
     const pool = this.pools.get(key);
     if (pool) void this.close(key, pool);
-  }
-
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.pools.entries()].map(([key, pool]) => this.close(key, pool)));
   }
 
   private hasRoom(): boolean {

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { MessageChannel, MessagePort } from 'node:worker_threads';
 import { ResultRecord } from '@app/contracts';
-import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { ReaderClosedError } from '../result.channel';
 import { InProcessResultChannel } from './in-process-result.channel';
 import { RecordMessage } from './port.messages';

@@ -118,11 +118,6 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     if (channel.cancelled) port.postMessage({ type: 'cancel' } satisfies ControlMessage);
   }
 
-  /** Ends a query's channel from the main thread (its producer failed). */
-  fail(queryId: string, record: ResultRecord): void {
-    this.push(queryId, record);
-  }
-
   open(queryId: string, hooks: ReaderHooks): ResultReader {
     this.sweep();
     return new InProcessReader(this.channel(queryId), hooks, this.silenceMs, () =>

@@ -81,10 +81,6 @@ export class PortResultWriter implements ResultWriter {
     for (const record of records) await this.write(record);
   }
 
-  isCancelled(): Promise<boolean> {
-    return Promise.resolve(this.cancelled);
-  }
-
   private settle(taken: number): void {
     while (this.taken < taken && this.sizes.length > 0) {
       this.bytesInFlight -= this.sizes.shift()!;

@@ -6,7 +6,7 @@ import { RedisKeys } from '../redis.keys';
 import { RedisResultSink } from './redis-result.sink';
 import { RedisResultSource } from './redis-result.source';
 import { recordFields } from './stream.codec';
-import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { testRedisUrl } from '@test/settings';
 
 /**

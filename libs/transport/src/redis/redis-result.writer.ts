@@ -101,10 +101,6 @@ export class RedisResultWriter implements ResultWriter {
     for (const [err] of result) if (err) throw err;
   }
 
-  async isCancelled(): Promise<boolean> {
-    return (await this.redis.exists(this.cancelKey)) > 0;
-  }
-
   /** Drops the entries the consumer has taken, given the stream's current length. */
   private settle(length: number): void {
     while (this.inFlight.length > length) this.inFlightBytes -= this.inFlight.shift()!;
