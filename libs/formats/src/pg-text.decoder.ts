@@ -8,6 +8,11 @@
  * to NULL, so that they stay distinct from a missing value.
  */
 
+import { builtins, type builtinsTypes } from 'pg-types';
+
+// PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
+const OID: Readonly<Record<builtinsTypes, number>> = builtins;
+
 /** What a column's values become in the columnar formats. */
 export type PgValueKind =
   | 'int16'
@@ -33,52 +38,60 @@ export interface PgColumnKind {
   toJson?: (text: string) => string;
 }
 
+// `name` is left out of pg-types' builtins (it has a typelem, for subscripting).
+const NAME_OID = 19;
+// box[], whose elements are separated by ';' (box's typdelim).
+const BOX_ARRAY_OID = 1020;
+
 export const DATE_INFINITY = 2147483647;
 export const DATE_MINUS_INFINITY = -2147483647;
 export const TIMESTAMP_INFINITY = 9223372036854775807n;
 export const TIMESTAMP_MINUS_INFINITY = -9223372036854775807n;
 
 const SCALAR_KINDS: ReadonlyMap<number, PgValueKind> = new Map<number, PgValueKind>([
-  [21, 'int16'],
-  [23, 'int32'],
-  [20, 'int64'],
-  [700, 'float32'],
-  [701, 'float64'],
-  [16, 'bool'],
-  [114, 'json'],
-  [3802, 'json'],
-  [1082, 'date'],
-  [1083, 'time'],
-  [1114, 'timestamp'],
-  [1184, 'timestamptz'],
-  [2950, 'uuid'],
-  [17, 'bytea'],
+  [OID.INT2, 'int16'],
+  [OID.INT4, 'int32'],
+  [OID.INT8, 'int64'],
+  [OID.FLOAT4, 'float32'],
+  [OID.FLOAT8, 'float64'],
+  [OID.BOOL, 'bool'],
+  [OID.JSON, 'json'],
+  [OID.JSONB, 'json'],
+  [OID.DATE, 'date'],
+  [OID.TIME, 'time'],
+  [OID.TIMESTAMP, 'timestamp'],
+  [OID.TIMESTAMPTZ, 'timestamptz'],
+  [OID.UUID, 'uuid'],
+  [OID.BYTEA, 'bytea'],
 ]);
 
-/** Array type OID → element type OID, for the common built-in types. */
-const ARRAY_ELEMENTS: ReadonlyMap<number, number> = new Map([
-  [1005, 21],
-  [1007, 23],
-  [1016, 20],
-  [1021, 700],
-  [1022, 701],
-  [1231, 1700],
-  [1000, 16],
-  [1009, 25],
-  [1015, 1043],
-  [1014, 1042],
-  [1002, 18],
-  [1003, 19],
-  [1182, 1082],
-  [1183, 1083],
-  [1115, 1114],
-  [1185, 1184],
-  [1187, 1186],
-  [2951, 2950],
-  [199, 114],
-  [3807, 3802],
-  [1001, 17],
-  [1028, 26],
+/**
+ * Array type OID → element type OID, for the common built-in types. pg-types names only the
+ * element types; the array types' OIDs are as fixed (pg_type.dat) but have no names there.
+ */
+const ARRAY_ELEMENTS: ReadonlyMap<number, number> = new Map<number, number>([
+  [1005, OID.INT2],
+  [1007, OID.INT4],
+  [1016, OID.INT8],
+  [1021, OID.FLOAT4],
+  [1022, OID.FLOAT8],
+  [1231, OID.NUMERIC],
+  [1000, OID.BOOL],
+  [1009, OID.TEXT],
+  [1015, OID.VARCHAR],
+  [1014, OID.BPCHAR],
+  [1002, OID.CHAR],
+  [1003, NAME_OID],
+  [1182, OID.DATE],
+  [1183, OID.TIME],
+  [1115, OID.TIMESTAMP],
+  [1185, OID.TIMESTAMPTZ],
+  [1187, OID.INTERVAL],
+  [2951, OID.UUID],
+  [199, OID.JSON],
+  [3807, OID.JSONB],
+  [1001, OID.BYTEA],
+  [1028, OID.OID],
 ]);
 
 /**
@@ -100,7 +113,7 @@ export function pgColumnKind(
 
 /** The element delimiter of an array type's text form (`;` for box, `,` for all others). */
 export function pgArrayDelimiter(oid: number): string {
-  return oid === 1020 ? ';' : ',';
+  return oid === BOX_ARRAY_OID ? ';' : ',';
 }
 
 /** int2 / int4. */
