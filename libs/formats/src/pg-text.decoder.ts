@@ -9,6 +9,7 @@
  */
 
 import { builtins, type builtinsTypes } from 'pg-types';
+import { parse as parseArrayText } from 'postgres-array';
 import decodeByteaText from 'postgres-bytea';
 
 // PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
@@ -305,70 +306,24 @@ export function writeBytea(buf: Buffer, text: string, at: number): number {
 /** An array's text form, parsed: nested for more than one dimension; NULL elements are null. */
 export type PgArray = (string | null | PgArray)[];
 
+// box's text holds commas, so box[] alone among the built-in arrays separates its elements by
+// ';', which postgres-array does not read. Box text has no quotes, braces, ';', spaces or
+// backslashes, so each element can be quoted as it stands and the delimiter made ','.
+const BOX_ELEMENT = /[^{};]+/g;
+
+function commaDelimitedBoxes(text: string): string {
+  const body = text.charCodeAt(0) === 91 ? text.slice(text.indexOf('=') + 1) : text; // '[lo:hi]='
+  return body.replace(BOX_ELEMENT, (e) => (e === 'NULL' ? e : '"' + e + '"')).replaceAll(';', ',');
+}
+
 /**
- * Parses an array literal as PostgreSQL prints it: `{1,2,NULL}`, `{"a,b","c\"d"}`,
- * `{{1,2},{3,4}}`, `[0:1]={7,8}` (bounds are dropped). Elements stay text.
+ * Parses an array literal as PostgreSQL prints it (postgres-array): `{1,2,NULL}`,
+ * `{"a,b","c\"d"}`, `{{1,2},{3,4}}`, `[0:1]={7,8}` (bounds are dropped). Elements stay text.
+ * `delimiter` is pgArrayDelimiter's: ',' or, for box[], ';'.
  */
 export function parseArray(text: string, delimiter = ','): PgArray {
-  let i = text.charCodeAt(0) === 91 ? text.indexOf('=') + 1 : 0; // '[lo:hi]=' prefix
-  const delim = delimiter.charCodeAt(0);
-  const root: PgArray = [];
-  const stack: PgArray[] = [];
-  let current = root;
-  i++; // the outer '{'
-  while (i < text.length) {
-    const c = text.charCodeAt(i);
-    if (c === 123) {
-      // '{'
-      const inner: PgArray = [];
-      current.push(inner);
-      stack.push(current);
-      current = inner;
-      i++;
-    } else if (c === 125) {
-      // '}'
-      const outer = stack.pop();
-      if (outer === undefined) break;
-      current = outer;
-      i++;
-    } else if (c === delim || c === 32) {
-      i++;
-    } else if (c === 34) {
-      // '"…"', with backslash escapes
-      let value = '';
-      let from = ++i;
-      for (;;) {
-        const q = text.charCodeAt(i);
-        if (q === 34) break;
-        if (q === 92) {
-          value += text.substring(from, i);
-          from = ++i; // keep the escaped character
-        }
-        i++;
-        if (i > text.length) throw new Error('unterminated quoted array element');
-      }
-      current.push(value + text.substring(from, i));
-      i++;
-    } else {
-      let value = '';
-      let from = i;
-      let escaped = false;
-      for (;;) {
-        const u = text.charCodeAt(i);
-        if (u === delim || u === 125 || Number.isNaN(u)) break;
-        if (u === 92) {
-          value += text.substring(from, i);
-          from = ++i;
-          escaped = true;
-        }
-        i++;
-      }
-      value += text.substring(from, i);
-      const isNull = !escaped && value.length === 4 && value.toUpperCase() === 'NULL';
-      current.push(isNull ? null : value);
-    }
-  }
-  return root;
+  // Typed string[] by the library, it returns nested lists for more dimensions, null for NULL.
+  return parseArrayText(delimiter === ';' ? commaDelimitedBoxes(text) : text);
 }
 
 /** The elements of a (possibly multi-dimensional) array in row-major order. */
