@@ -7,7 +7,7 @@
 //
 //   node bench/pg-text-libraries.mjs
 //
-// `hand-written` is a verbatim copy of what libs/formats and libs/sql had before issue 12, kept
+// `hand-written` is a copy of what libs/formats and libs/sql had before issue 12 (helpers inlined), kept
 // here so the comparison can be re-run; `sluice` is what dist/ has now (`npm run build` first).
 // Figures and the choice they led to: PG-TEXT.md.
 import { createRequire } from 'node:module';
