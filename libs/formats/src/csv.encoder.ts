@@ -1,8 +1,10 @@
 import { Status } from '@app/contracts';
+import { builtins, type builtinsTypes } from 'pg-types';
 import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
 
-// RowDescription reports a domain's base type, so this also covers domains over boolean.
-const BOOL_OID = 16;
+// PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
+const OID: Readonly<Record<builtinsTypes, number>> = builtins;
+
 const CRLF = '\r\n';
 const SPACE = 32;
 const SPECIAL = /[",\r\n]/;
@@ -36,7 +38,8 @@ export class CsvEncoder implements ResultEncoder {
   private readonly bool: boolean[];
 
   constructor(private readonly options: EncoderOptions) {
-    this.bool = options.columns.map((c) => c.oid === BOOL_OID);
+    // RowDescription reports a domain's base type, so this also covers domains over boolean.
+    this.bool = options.columns.map((c) => c.oid === OID.BOOL);
   }
 
   head(): Buffer {

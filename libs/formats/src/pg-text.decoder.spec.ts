@@ -242,6 +242,20 @@ describe('pg-text decoders', () => {
     expect(parseArray('{(1,2),(3,4);(5,6),(7,8)}', ';')).toEqual(['(1,2),(3,4)', '(5,6),(7,8)']);
   });
 
+  it('parses box arrays, whose delimiter is ";"', async () => {
+    const got = await rows(
+      `select v, array_to_json(v::text[])::text from ${values('box[]', [
+        q('{(1,2),(3,4);NULL;(-1.5,1e+20),(Infinity,-Infinity)}'),
+        q('{{(1,1),(0,0);(2,2),(1,1)};{NULL;(3,3),(2,2)}}'),
+        q('[0:0]={(5,6),(7,8)}'),
+        q('{}'),
+      ])}`,
+    );
+    for (const [text, json] of got) {
+      expect([text, parseArray(text as string, ';')]).toEqual([text, JSON.parse(json as string)]);
+    }
+  });
+
   it('maps column types to value kinds', () => {
     expect(pgColumnKind(1184, 'timestamp with time zone')).toEqual({
       kind: 'timestamptz',

@@ -8,6 +8,13 @@
  * to NULL, so that they stay distinct from a missing value.
  */
 
+import { builtins, type builtinsTypes } from 'pg-types';
+import { parse as parseArrayText } from 'postgres-array';
+import decodeByteaText from 'postgres-bytea';
+
+// PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
+const OID: Readonly<Record<builtinsTypes, number>> = builtins;
+
 /** What a column's values become in the columnar formats. */
 export type PgValueKind =
   | 'int16'
@@ -33,52 +40,60 @@ export interface PgColumnKind {
   toJson?: (text: string) => string;
 }
 
+// `name` is left out of pg-types' builtins (it has a typelem, for subscripting).
+const NAME_OID = 19;
+// box[], whose elements are separated by ';' (box's typdelim).
+const BOX_ARRAY_OID = 1020;
+
 export const DATE_INFINITY = 2147483647;
 export const DATE_MINUS_INFINITY = -2147483647;
 export const TIMESTAMP_INFINITY = 9223372036854775807n;
 export const TIMESTAMP_MINUS_INFINITY = -9223372036854775807n;
 
 const SCALAR_KINDS: ReadonlyMap<number, PgValueKind> = new Map<number, PgValueKind>([
-  [21, 'int16'],
-  [23, 'int32'],
-  [20, 'int64'],
-  [700, 'float32'],
-  [701, 'float64'],
-  [16, 'bool'],
-  [114, 'json'],
-  [3802, 'json'],
-  [1082, 'date'],
-  [1083, 'time'],
-  [1114, 'timestamp'],
-  [1184, 'timestamptz'],
-  [2950, 'uuid'],
-  [17, 'bytea'],
+  [OID.INT2, 'int16'],
+  [OID.INT4, 'int32'],
+  [OID.INT8, 'int64'],
+  [OID.FLOAT4, 'float32'],
+  [OID.FLOAT8, 'float64'],
+  [OID.BOOL, 'bool'],
+  [OID.JSON, 'json'],
+  [OID.JSONB, 'json'],
+  [OID.DATE, 'date'],
+  [OID.TIME, 'time'],
+  [OID.TIMESTAMP, 'timestamp'],
+  [OID.TIMESTAMPTZ, 'timestamptz'],
+  [OID.UUID, 'uuid'],
+  [OID.BYTEA, 'bytea'],
 ]);
 
-/** Array type OID → element type OID, for the common built-in types. */
-const ARRAY_ELEMENTS: ReadonlyMap<number, number> = new Map([
-  [1005, 21],
-  [1007, 23],
-  [1016, 20],
-  [1021, 700],
-  [1022, 701],
-  [1231, 1700],
-  [1000, 16],
-  [1009, 25],
-  [1015, 1043],
-  [1014, 1042],
-  [1002, 18],
-  [1003, 19],
-  [1182, 1082],
-  [1183, 1083],
-  [1115, 1114],
-  [1185, 1184],
-  [1187, 1186],
-  [2951, 2950],
-  [199, 114],
-  [3807, 3802],
-  [1001, 17],
-  [1028, 26],
+/**
+ * Array type OID → element type OID, for the common built-in types. pg-types names only the
+ * element types; the array types' OIDs are as fixed (pg_type.dat) but have no names there.
+ */
+const ARRAY_ELEMENTS: ReadonlyMap<number, number> = new Map<number, number>([
+  [1005, OID.INT2],
+  [1007, OID.INT4],
+  [1016, OID.INT8],
+  [1021, OID.FLOAT4],
+  [1022, OID.FLOAT8],
+  [1231, OID.NUMERIC],
+  [1000, OID.BOOL],
+  [1009, OID.TEXT],
+  [1015, OID.VARCHAR],
+  [1014, OID.BPCHAR],
+  [1002, OID.CHAR],
+  [1003, NAME_OID],
+  [1182, OID.DATE],
+  [1183, OID.TIME],
+  [1115, OID.TIMESTAMP],
+  [1185, OID.TIMESTAMPTZ],
+  [1187, OID.INTERVAL],
+  [2951, OID.UUID],
+  [199, OID.JSON],
+  [3807, OID.JSONB],
+  [1001, OID.BYTEA],
+  [1028, OID.OID],
 ]);
 
 /**
@@ -100,7 +115,7 @@ export function pgColumnKind(
 
 /** The element delimiter of an array type's text form (`;` for box, `,` for all others). */
 export function pgArrayDelimiter(oid: number): string {
-  return oid === 1020 ? ';' : ',';
+  return oid === BOX_ARRAY_OID ? ';' : ',';
 }
 
 /** int2 / int4. */
@@ -259,26 +274,7 @@ export function decodeUuid(text: string, out: Uint8Array = new Uint8Array(16), a
 }
 
 /** bytea in hex (`\x…`, the default bytea_output) or escape format → bytes. */
-export function decodeBytea(text: string): Buffer {
-  if (text.charCodeAt(0) === 92 && text.charCodeAt(1) === 120) {
-    return Buffer.from(text.substring(2), 'hex');
-  }
-  const out = Buffer.allocUnsafe(text.length);
-  let n = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c !== 92) {
-      out[n++] = c;
-    } else if (text.charCodeAt(i + 1) === 92) {
-      out[n++] = 92;
-      i++;
-    } else {
-      out[n++] = (digit(text, i + 1) << 6) | (digit(text, i + 2) << 3) | digit(text, i + 3);
-      i += 3;
-    }
-  }
-  return out.subarray(0, n);
-}
+export const decodeBytea: (text: string) => Buffer = decodeByteaText;
 
 type RawWrite = (this: Buffer, text: string, offset: number) => number;
 // Buffer#utf8Write and #hexWrite skip write()'s argument parsing: a quarter of the time it takes
@@ -305,7 +301,10 @@ export function writeUtf8(buf: Buffer, text: string, at: number): number {
   return utf8Write.call(buf, text, at);
 }
 
-/** Writes a bytea's bytes at `at` (room for text.length bytes must be there); the byte count. */
+/**
+ * Writes a bytea's bytes at `at` (room for text.length bytes must be there); the byte count. Hex,
+ * the default, goes straight into `buf`: no Buffer per value (bench/PG-TEXT.md: twice as fast).
+ */
 export function writeBytea(buf: Buffer, text: string, at: number): number {
   return text.charCodeAt(0) === 92 && text.charCodeAt(1) === 120
     ? hexWrite.call(buf, text.substring(2), at)
@@ -315,70 +314,24 @@ export function writeBytea(buf: Buffer, text: string, at: number): number {
 /** An array's text form, parsed: nested for more than one dimension; NULL elements are null. */
 export type PgArray = (string | null | PgArray)[];
 
+// box's text holds commas, so box[] alone among the built-in arrays separates its elements by
+// ';', which postgres-array does not read. Box text has no quotes, braces, ';', spaces or
+// backslashes, so each element can be quoted as it stands and the delimiter made ','.
+const BOX_ELEMENT = /[^{};]+/g;
+
+function commaDelimitedBoxes(text: string): string {
+  const body = text.charCodeAt(0) === 91 ? text.slice(text.indexOf('=') + 1) : text; // '[lo:hi]='
+  return body.replace(BOX_ELEMENT, (e) => (e === 'NULL' ? e : '"' + e + '"')).replaceAll(';', ',');
+}
+
 /**
- * Parses an array literal as PostgreSQL prints it: `{1,2,NULL}`, `{"a,b","c\"d"}`,
- * `{{1,2},{3,4}}`, `[0:1]={7,8}` (bounds are dropped). Elements stay text.
+ * Parses an array literal as PostgreSQL prints it (postgres-array): `{1,2,NULL}`,
+ * `{"a,b","c\"d"}`, `{{1,2},{3,4}}`, `[0:1]={7,8}` (bounds are dropped). Elements stay text.
+ * `delimiter` is pgArrayDelimiter's: ',' or, for box[], ';'.
  */
 export function parseArray(text: string, delimiter = ','): PgArray {
-  let i = text.charCodeAt(0) === 91 ? text.indexOf('=') + 1 : 0; // '[lo:hi]=' prefix
-  const delim = delimiter.charCodeAt(0);
-  const root: PgArray = [];
-  const stack: PgArray[] = [];
-  let current = root;
-  i++; // the outer '{'
-  while (i < text.length) {
-    const c = text.charCodeAt(i);
-    if (c === 123) {
-      // '{'
-      const inner: PgArray = [];
-      current.push(inner);
-      stack.push(current);
-      current = inner;
-      i++;
-    } else if (c === 125) {
-      // '}'
-      const outer = stack.pop();
-      if (outer === undefined) break;
-      current = outer;
-      i++;
-    } else if (c === delim || c === 32) {
-      i++;
-    } else if (c === 34) {
-      // '"…"', with backslash escapes
-      let value = '';
-      let from = ++i;
-      for (;;) {
-        const q = text.charCodeAt(i);
-        if (q === 34) break;
-        if (q === 92) {
-          value += text.substring(from, i);
-          from = ++i; // keep the escaped character
-        }
-        i++;
-        if (i > text.length) throw new Error('unterminated quoted array element');
-      }
-      current.push(value + text.substring(from, i));
-      i++;
-    } else {
-      let value = '';
-      let from = i;
-      let escaped = false;
-      for (;;) {
-        const u = text.charCodeAt(i);
-        if (u === delim || u === 125 || Number.isNaN(u)) break;
-        if (u === 92) {
-          value += text.substring(from, i);
-          from = ++i;
-          escaped = true;
-        }
-        i++;
-      }
-      value += text.substring(from, i);
-      const isNull = !escaped && value.length === 4 && value.toUpperCase() === 'NULL';
-      current.push(isNull ? null : value);
-    }
-  }
-  return root;
+  // Typed string[] by the library, it returns nested lists for more dimensions, null for NULL.
+  return parseArrayText(delimiter === ';' ? commaDelimitedBoxes(text) : text);
 }
 
 /** The elements of a (possibly multi-dimensional) array in row-major order. */

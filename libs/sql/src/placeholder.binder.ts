@@ -1,3 +1,8 @@
+import { builtins, type builtinsTypes } from 'pg-types';
+
+// PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
+const OID: Readonly<Record<builtinsTypes, number>> = builtins;
+
 /** A statement ready for the extended query protocol: no value is ever part of `text`. */
 export interface BoundStatement {
   /** SQL text with each placeholder replaced by $1..$n */
@@ -34,11 +39,6 @@ export class InvalidParameterError extends Error {
 }
 
 const OID_UNKNOWN = 0;
-const OID_BOOL = 16;
-const OID_INT8 = 20;
-const OID_INT4 = 23;
-const OID_NUMERIC = 1700;
-const OID_JSONB = 3802;
 
 const INT4_MIN = -2147483648;
 const INT4_MAX = 2147483647;
@@ -327,7 +327,7 @@ function encodeValue(name: string, value: unknown): Encoded {
     case 'string':
       return { value, type: OID_UNKNOWN };
     case 'boolean':
-      return { value: value ? 'true' : 'false', type: OID_BOOL };
+      return { value: value ? 'true' : 'false', type: OID.BOOL };
     case 'number':
       return { value: numberText(name, value), type: numberType(value) };
     case 'bigint':
@@ -335,7 +335,7 @@ function encodeValue(name: string, value: unknown): Encoded {
     case 'object':
       if (value === null) return { value: null, type: OID_UNKNOWN };
       if (Array.isArray(value)) return encodeArray(name, value);
-      if (isPlainObject(value)) return { value: jsonText(name, value), type: OID_JSONB };
+      if (isPlainObject(value)) return { value: jsonText(name, value), type: OID.JSONB };
       throw new InvalidParameterError(name, 'only JSON values can be parameters');
     default:
       throw new InvalidParameterError(name, `a ${typeof value} cannot be a parameter`);
@@ -344,14 +344,14 @@ function encodeValue(name: string, value: unknown): Encoded {
 
 // Types a number the way PostgreSQL types the same numeric literal.
 function numberType(value: number): number {
-  if (!Number.isInteger(value)) return OID_NUMERIC;
-  if (value >= INT4_MIN && value <= INT4_MAX) return OID_INT4;
-  return Number.isSafeInteger(value) ? OID_INT8 : OID_NUMERIC;
+  if (!Number.isInteger(value)) return OID.NUMERIC;
+  if (value >= INT4_MIN && value <= INT4_MAX) return OID.INT4;
+  return Number.isSafeInteger(value) ? OID.INT8 : OID.NUMERIC;
 }
 
 function bigintType(value: bigint): number {
-  if (value >= INT4_MIN && value <= INT4_MAX) return OID_INT4;
-  return value >= INT8_MIN && value <= INT8_MAX ? OID_INT8 : OID_NUMERIC;
+  if (value >= INT4_MIN && value <= INT4_MAX) return OID.INT4;
+  return value >= INT8_MIN && value <= INT8_MAX ? OID.INT8 : OID.NUMERIC;
 }
 
 function numberText(name: string, value: number): string {
@@ -371,7 +371,7 @@ function jsonText(name: string, value: unknown): string {
 }
 
 function encodeArray(name: string, value: unknown[]): Encoded {
-  if (containsObject(value)) return { value: jsonText(name, value), type: OID_JSONB };
+  if (containsObject(value)) return { value: jsonText(name, value), type: OID.JSONB };
   const shape: number[] = [];
   for (let level: unknown = value; Array.isArray(level); level = level[0]) {
     if (shape.length === MAX_ARRAY_DIMS) {

@@ -1,38 +1,60 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type Redis from 'ioredis';
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  type RateLimiterAbstract,
+} from 'rate-limiter-flexible';
 import { SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { REDIS } from '../infra/tokens';
-import { AttemptStore } from './attempt.store';
-import { MemoryAttemptStore } from './memory-attempt.store';
-import { RedisAttemptStore } from './redis-attempt.store';
 
 /**
  * Slows down password guessing: after `SLUICE_LOGIN_MAX_FAILURES` failed logins for one user
  * name, or `SLUICE_LOGIN_MAX_FAILURES_PER_ADDRESS` from one client address, every further
  * attempt (right password or not) is refused with 429 and Retry-After until the window of
- * `SLUICE_LOGIN_LOCKOUT_SECONDS` that began with the first failure is over. Counts live in Redis
- * when there is one (shared by all api processes), in memory otherwise (standalone: one process).
+ * `SLUICE_LOGIN_LOCKOUT_SECONDS` that began with the first failure is over. Counted by
+ * rate-limiter-flexible: in Redis when there is one (shared by all api processes), in memory
+ * otherwise (standalone: one process).
  */
 @Injectable()
 export class LoginThrottleService {
   private readonly logger = new Logger(LoginThrottleService.name);
-  private readonly store: AttemptStore;
+  private readonly perUser: RateLimiterAbstract;
+  private readonly perAddress: RateLimiterAbstract | undefined;
 
   constructor(
-    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    @Inject(SLUICE_CONFIG) config: SluiceConfig,
     @Inject(REDIS) redis: Redis | undefined,
   ) {
-    this.store = redis ? new RedisAttemptStore(redis, config.keyPrefix) : new MemoryAttemptStore();
+    // A fixed window from a key's first failure: failures are counted with penalty(), which
+    // never refuses, and the limit is checked by check() before the password is.
+    const limiter = (points: number): RateLimiterAbstract => {
+      // Keys `<prefix>:login:{user:…}`: under the deployment's prefix, one slot per key.
+      const options = {
+        keyPrefix: `${config.keyPrefix}:login`,
+        points,
+        duration: config.loginLockoutSeconds,
+      };
+      return redis
+        ? new RateLimiterRedis({ ...options, storeClient: redis })
+        : new RateLimiterMemory(options);
+    };
+    this.perUser = limiter(config.loginMaxFailures);
+    const perAddress = config.loginMaxFailuresPerAddress;
+    this.perAddress = perAddress > 0 ? limiter(perAddress) : undefined;
   }
 
   /** Refuses with 429 when the user name or the address has failed too often. */
   async check(username: string | undefined, address: string | undefined): Promise<void> {
     let waitMs = 0;
     try {
-      for (const [key, limit] of this.keys(username, address)) {
-        const { failures, resetInMs } = await this.store.get(key);
-        if (failures >= limit) waitMs = Math.max(waitMs, resetInMs, 1);
+      for (const [limiter, key] of this.keys(username, address)) {
+        const count = await limiter.get(key);
+        // msBeforeNext ≤ 0: the memory store's window is over, its timer not run yet.
+        if (count !== null && count.msBeforeNext > 0 && count.consumedPoints >= limiter.points) {
+          waitMs = Math.max(waitMs, count.msBeforeNext);
+        }
       }
     } catch (err) {
       // Counting is a brake, not a gate: an unreachable store must not stop every login.
@@ -52,9 +74,7 @@ export class LoginThrottleService {
 
   async failed(username: string | undefined, address: string | undefined): Promise<void> {
     await Promise.all(
-      this.keys(username, address).map(([key]) =>
-        this.store.add(key, this.config.loginLockoutSeconds),
-      ),
+      this.keys(username, address).map(([limiter, key]) => limiter.penalty(key, 1)),
     ).catch((err: unknown) =>
       this.logger.warn(`cannot count a failed login: ${(err as Error).message}`),
     );
@@ -63,14 +83,21 @@ export class LoginThrottleService {
   /** A good password clears the user name's count (not the address's: others may share it). */
   async succeeded(username: string): Promise<void> {
     // Best effort: the count ends with its window anyway (SLUICE_LOGIN_LOCKOUT_SECONDS).
-    await this.store.clear(`user:${username}`).catch(() => undefined);
+    await this.perUser.delete(userKey(username)).catch(() => undefined);
   }
 
-  private keys(username: string | undefined, address: string | undefined): [string, number][] {
-    const keys: [string, number][] = [];
-    if (username !== undefined) keys.push([`user:${username}`, this.config.loginMaxFailures]);
-    const perAddress = this.config.loginMaxFailuresPerAddress;
-    if (address !== undefined && perAddress > 0) keys.push([`addr:${address}`, perAddress]);
+  private keys(
+    username: string | undefined,
+    address: string | undefined,
+  ): [RateLimiterAbstract, string][] {
+    const keys: [RateLimiterAbstract, string][] = [];
+    if (username !== undefined) keys.push([this.perUser, userKey(username)]);
+    if (address !== undefined && this.perAddress) keys.push([this.perAddress, `{addr:${address}}`]);
     return keys;
   }
+}
+
+// In braces: the Redis Cluster hash tag, as each key is used alone.
+function userKey(username: string): string {
+  return `{user:${username}}`;
 }

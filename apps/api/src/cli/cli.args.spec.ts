@@ -46,6 +46,15 @@ describe('parseCli', () => {
     [['users', 'add', 'alice', '--role'], /--role needs/],
     [['users', 'frob'], /unknown users command/],
     [['groups', 'list'], /unknown command/],
+    [['users', 'add', 'alice', '--role', 'r', '--admin=yes'], /unknown option --admin=yes/],
+    [['users', 'add', 'alice', '--role', 'r', '--', '--admin'], /unknown option --$/],
+    [['users', 'set', 'alice', '--passwordx'], /never from the command line/],
+    [['users', 'set', 'alice', '--enable', '--disabled'], /conflicting options for enabled/],
+    [['users', 'list', '--frob'], /unknown option --frob/],
+    [['users', 'list', 'alice'], /unexpected argument alice/],
+    [['users', 'remove', 'alice', 'bob'], /unexpected argument bob/],
+    [['users', 'remove', 'alice', '-f'], /unknown option -f/],
+    [['users'], /users needs a command/],
   ])('refuses %j', (argv, message) => {
     expect(() => parseCli(argv)).toThrow(UsageError);
     expect(() => parseCli(argv)).toThrow(message);

@@ -1,3 +1,5 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
 /** What the command line asks for. */
 export type CliCommand =
   | { kind: 'help' }
@@ -44,52 +46,90 @@ Connects like the api: DATABASE_URL and SLUICE_METADATA_DATABASE_URL, or without
 embedded PostgreSQL of standalone mode (which must be running: npm start).
 Passwords are never taken from the command line: pipe them in, or type them when asked.`;
 
+// The flags that set one of a user's booleans, and the value each sets.
 const FLAGS = {
-  '--admin': ['admin', true],
-  '--no-admin': ['admin', false],
-  '--read-only': ['readOnly', true],
-  '--no-read-only': ['readOnly', false],
-  '--enable': ['enabled', true],
-  '--disable': ['enabled', false],
-  '--disabled': ['enabled', false],
+  admin: ['admin', true],
+  'no-admin': ['admin', false],
+  'read-only': ['readOnly', true],
+  'no-read-only': ['readOnly', false],
+  enable: ['enabled', true],
+  disable: ['enabled', false],
+  disabled: ['enabled', false],
 } as const;
 
 type Flags = { admin?: boolean; readOnly?: boolean; enabled?: boolean };
 
-/** Options after the user name: --role <role>, the boolean flags, and (set) --password. */
-function options(args: string[], allowPassword: boolean) {
-  const flags: Flags = {};
-  let role: string | undefined;
-  let password = false;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg.startsWith('--password')) {
-      if (arg !== '--password') {
-        throw new UsageError('passwords are read from stdin, never from the command line');
-      }
-      if (!allowPassword) throw new UsageError('users add always reads the password from stdin');
-      password = true;
-    } else if (arg === '--role' || arg.startsWith('--role=')) {
-      role = arg === '--role' ? args[++i] : arg.slice('--role='.length);
-      if (role === undefined || role === '') throw new UsageError('--role needs a role name');
-    } else if (Object.hasOwn(FLAGS, arg)) {
-      const [name, value] = FLAGS[arg as keyof typeof FLAGS];
-      if (flags[name] !== undefined && flags[name] !== value) {
-        throw new UsageError(`conflicting options for ${name}`);
-      }
-      flags[name] = value;
-    } else {
-      throw new UsageError(`unknown option ${arg}`);
-    }
-  }
-  return { flags, role, password };
+const OPTIONS = {
+  role: { type: 'string' },
+  password: { type: 'boolean' },
+  json: { type: 'boolean' },
+  ...Object.fromEntries(Object.keys(FLAGS).map((name) => [name, { type: 'boolean' }])),
+} satisfies ParseArgsConfig['options'];
+
+interface Args {
+  positionals: string[];
+  flags: Flags;
+  role?: string;
+  password: boolean;
+  json: boolean;
 }
 
-function userName(args: string[], command: string): string {
-  const name = args[0];
-  if (name === undefined || name.startsWith('-')) {
-    throw new UsageError(`users ${command} needs a user name`);
+/**
+ * Reads a command's arguments with util.parseArgs, not strict so that each refusal gets its own
+ * message; `allowed` are the options the command takes. Refuses in argument order.
+ */
+function read(args: string[], allowed: readonly string[]): Args {
+  const { tokens } = parseArgs({
+    args,
+    options: OPTIONS,
+    allowPositionals: true,
+    strict: false,
+    tokens: true,
+  });
+  const out: Args = { positionals: [], flags: {}, password: false, json: false };
+  for (const token of tokens) {
+    if (token.kind === 'positional') {
+      out.positionals.push(token.value);
+      continue;
+    }
+    const arg = args[token.index];
+    if (token.kind === 'option-terminator') throw new UsageError(`unknown option ${arg}`);
+    const { name, value } = token;
+    // Before any message that could echo it: a password given inline is never printed back.
+    if (name.startsWith('password') && (name !== 'password' || value !== undefined)) {
+      throw new UsageError('passwords are read from stdin, never from the command line');
+    }
+    if (name === 'password' && !allowed.includes(name)) {
+      throw new UsageError('users add always reads the password from stdin');
+    }
+    if (!allowed.includes(name)) throw new UsageError(`unknown option ${arg}`);
+    if (name === 'role') {
+      if (value === undefined || value === '') throw new UsageError('--role needs a role name');
+      out.role = value;
+    } else if (value !== undefined) {
+      throw new UsageError(`unknown option ${arg}`); // a flag given a value: --admin=yes
+    } else if (name === 'password') {
+      out.password = true;
+    } else if (name === 'json') {
+      out.json = true;
+    } else {
+      const [field, set] = FLAGS[name as keyof typeof FLAGS];
+      if (out.flags[field] !== undefined && out.flags[field] !== set) {
+        throw new UsageError(`conflicting options for ${field}`);
+      }
+      out.flags[field] = set;
+    }
   }
+  return out;
+}
+
+const USER_FLAGS = Object.keys(FLAGS);
+
+/** The user name, the one argument that is not an option; nothing else is. */
+function userName(args: Args, command: string): string {
+  const [name, extra] = args.positionals;
+  if (name === undefined) throw new UsageError(`users ${command} needs a user name`);
+  if (extra !== undefined) throw new UsageError(`unexpected argument ${extra}`);
   return name;
 }
 
@@ -103,13 +143,16 @@ export function parseCli(argv: string[]): CliCommand {
   switch (command) {
     case 'list':
     case 'ls': {
-      const extra = rest.filter((a) => a !== '--json');
-      if (extra.length > 0) throw new UsageError(`unknown option ${extra[0]}`);
-      return { kind: 'users-list', json: rest.includes('--json') };
+      const args = read(rest, ['json']);
+      if (args.positionals.length > 0) {
+        throw new UsageError(`unexpected argument ${args.positionals[0]}`);
+      }
+      return { kind: 'users-list', json: args.json };
     }
     case 'add': {
-      const username = userName(rest, 'add');
-      const { flags, role } = options(rest.slice(1), false);
+      const args = read(rest, ['role', ...USER_FLAGS]);
+      const username = userName(args, 'add');
+      const { flags, role } = args;
       if (role === undefined) throw new UsageError('users add needs --role <role>');
       return {
         kind: 'users-add',
@@ -121,19 +164,17 @@ export function parseCli(argv: string[]): CliCommand {
       };
     }
     case 'set': {
-      const username = userName(rest, 'set');
-      const { flags, role, password } = options(rest.slice(1), true);
+      const args = read(rest, ['role', 'password', ...USER_FLAGS]);
+      const username = userName(args, 'set');
+      const { flags, role, password } = args;
       if (role === undefined && !password && Object.keys(flags).length === 0) {
         throw new UsageError('users set needs something to change');
       }
       return { kind: 'users-set', username, role, ...flags, password };
     }
     case 'remove':
-    case 'rm': {
-      const username = userName(rest, 'remove');
-      if (rest.length > 1) throw new UsageError(`unexpected argument ${rest[1]}`);
-      return { kind: 'users-remove', username };
-    }
+    case 'rm':
+      return { kind: 'users-remove', username: userName(read(rest, []), 'remove') };
     default:
       throw new UsageError(command ? `unknown users command ${command}` : 'users needs a command');
   }
