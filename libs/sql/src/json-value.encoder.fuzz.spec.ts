@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { parse } from 'postgres-array';
 import { jsonValueEncoder } from './json-value.encoder';
-import type { PgTypeInfo } from './type.catalog';
+import type { PgTypeInfo } from './type.info';
 
 // The JSON encoder keeps its own one-pass reader of array text, 1.3–1.8× faster than
 // postgres-array's parse() plus a join (bench/PG-TEXT.md); these properties hold it to the
