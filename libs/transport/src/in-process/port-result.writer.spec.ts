@@ -12,7 +12,7 @@ import { PortResultWriter } from './port-result.writer';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const quiet = { onSilence: () => Promise.resolve(undefined) };
 /** Long enough for a message to cross the channel and its answer to come back. */
-const ROUND_TRIP_MS = 30;
+const ROUND_TRIP_MS = 80;
 
 const data = (n: number, size = 10): ResultRecord => ({
   kind: 'data',

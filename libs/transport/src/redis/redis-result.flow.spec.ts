@@ -14,7 +14,7 @@ import { RedisResultWriter } from './redis-result.writer';
  */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Long enough for a writer's poll (backing off to 50 ms) to see what changed. */
-const SETTLE_MS = 150;
+const SETTLE_MS = 200;
 
 const data = (n: number, size = 10): ResultRecord => ({
   kind: 'data',
