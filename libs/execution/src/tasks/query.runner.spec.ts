@@ -176,6 +176,26 @@ describe(QueryRunner.name, () => {
     await reader.close();
   });
 
+  it('does not run a statement whose reader cancelled before it started', async () => {
+    const job = jobOf(LONG_SLEEP);
+    const reader = channel.open(job.queryId, { onSilence: () => Promise.resolve(undefined) });
+    await reader.cancel();
+    const { port1, port2 } = new MessageChannel();
+    channel.attach(job.queryId, port1);
+    const writer = new PortResultWriter(port2, {
+      chunks: 4,
+      bytes: 1 << 20,
+      idleTimeoutMs: 10_000,
+    });
+    await sleep(50); // the cancel crosses the port
+    const startedAt = Date.now();
+    const outcome = await runner.run(job, writer, login);
+    expect(Date.now() - startedAt).toBeLessThan(1_000);
+    expect(outcome).toMatchObject({ rows: 0, status: CANCELLED });
+    expect(await drain(reader)).toEqual([{ kind: 'error', status: outcome.status }]);
+    await reader.close();
+  });
+
   describe('stops a statement running in PostgreSQL', () => {
     it('when the reader cancels', async () => {
       const job = jobOf(LONG_SLEEP);
