@@ -1,0 +1,167 @@
+import { Logger } from '@nestjs/common';
+import { ResultRecord, okStatus, statusOf } from '@app/contracts';
+import { InProcessQueryRegistry } from '@app/transport';
+import { ExecutionTracker } from './execution.tracker';
+
+/** The tracker's writes to the registry, timed with jest's clock over the in-process registry. */
+const data = (rows: number, size = 10): ResultRecord => ({
+  kind: 'data',
+  rows,
+  bytes: Buffer.alloc(size),
+});
+
+let registry: InProcessQueryRegistry;
+let tracker: ExecutionTracker;
+let updates: { at: number; changes: unknown }[];
+
+beforeEach(async () => {
+  jest.useFakeTimers({ now: 0 });
+  registry = new InProcessQueryRegistry(60);
+  updates = [];
+  const update = registry.update.bind(registry);
+  jest.spyOn(registry, 'update').mockImplementation((queryId, changes) => {
+    updates.push({ at: Date.now(), changes });
+    return update(queryId, changes);
+  });
+  await registry.create({
+    queryId: 'q1',
+    owner: 'ann',
+    state: 'running',
+    format: 'json',
+    statement: 'select 1',
+    createdAt: 0,
+    rows: 0,
+    bytes: 0,
+  });
+  expect(await registry.admit('ann', 'q1', 1)).toBe(0);
+  tracker = new ExecutionTracker(registry, 'q1', 'ann');
+});
+
+afterEach(() => {
+  jest.useRealTimers();
+  jest.restoreAllMocks();
+});
+
+describe(ExecutionTracker.name, () => {
+  it('never shows a query that ends within 100 ms as streaming', async () => {
+    tracker.sent({ kind: 'head', columns: [], bytes: Buffer.alloc(5) });
+    tracker.sent(data(3));
+    await jest.advanceTimersByTimeAsync(99);
+    await tracker.end(okStatus());
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(updates).toEqual([]);
+    expect(await registry.get('q1')).toMatchObject({ state: 'succeeded', rows: 3, bytes: 15 });
+  });
+
+  it('shows the query streaming, with what was sent, 100 ms after its first record', async () => {
+    await jest.advanceTimersByTimeAsync(1_000);
+    tracker.sent({ kind: 'head', columns: [], bytes: Buffer.alloc(5) });
+    tracker.sent(data(2, 20));
+    await jest.advanceTimersByTimeAsync(99);
+    expect(updates).toEqual([]);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(updates).toEqual([{ at: 1_100, changes: { state: 'streaming', rows: 2, bytes: 25 } }]);
+    expect(await registry.get('q1')).toMatchObject({ state: 'streaming', rows: 2, bytes: 25 });
+  });
+
+  it('writes progress at most every 500 ms however often records come, and none while idle', async () => {
+    // A record every 10 ms for 2 s.
+    for (let t = 0; t < 2_000; t += 10) {
+      tracker.sent(data(1));
+      await jest.advanceTimersByTimeAsync(10);
+    }
+    expect(updates.map((u) => u.at)).toEqual([100, 600, 1_100, 1_600]);
+    // The last write counts what had been sent by then; nothing comes, so nothing is written.
+    expect(updates[3].changes).toEqual({ state: 'streaming', rows: 160, bytes: 1_600 });
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(updates).toHaveLength(5);
+    expect(updates[4]).toEqual({
+      at: 2_100,
+      changes: { state: 'streaming', rows: 200, bytes: 2_000 },
+    });
+    // The next record after a quiet spell waits its half second: it is not the first any more.
+    tracker.sent(data(1));
+    await jest.advanceTimersByTimeAsync(499);
+    expect(updates).toHaveLength(5);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(updates).toHaveLength(6);
+  });
+
+  it('does not count an error record as sent', async () => {
+    tracker.sent({ kind: 'error', status: statusOf('INTERNAL') });
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(updates).toEqual([]);
+    expect([tracker.rows, tracker.bytes]).toEqual([0, 0]);
+  });
+
+  it('records the end once, with its final state and counts, and writes no progress after it', async () => {
+    const finish = jest.spyOn(registry, 'finish');
+    tracker.sent(data(4, 40));
+    const cancelled = statusOf('CANCELLED', 'client went away');
+    await Promise.all([tracker.end(cancelled), tracker.end(okStatus())]);
+    await tracker.end(statusOf('INTERNAL'));
+    tracker.sent(data(1));
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(finish.mock.calls).toEqual([['q1', 'cancelled', cancelled, { rows: 4, bytes: 40 }]]);
+    expect(updates).toEqual([]);
+    expect(await registry.get('q1')).toMatchObject({ state: 'cancelled', status: cancelled });
+  });
+
+  it('schedules no progress write for a record counted after the end', async () => {
+    await tracker.end(okStatus());
+    tracker.sent(data(1));
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(updates).toEqual([]);
+  });
+
+  it.each([
+    ['succeeded', okStatus()],
+    ['failed', statusOf('INTERNAL')],
+    ['failed', statusOf('TIME_LIMIT', 'statement time limit exceeded')],
+  ])('records the final state %s', async (state, status) => {
+    await tracker.end(status);
+    expect(await registry.get('q1')).toMatchObject({ state, status });
+  });
+
+  it("keeps the owner's slot until the end, then gives it back", async () => {
+    const renew = jest.spyOn(registry, 'renew');
+    tracker.keepSlot();
+    await jest.advanceTimersByTimeAsync(0);
+    expect(renew.mock.calls).toEqual([['ann', 'q1']]);
+    expect(await registry.admit('ann', 'q2', 1)).toBeUndefined();
+    await tracker.end(okStatus());
+    expect(await registry.admit('ann', 'q2', 1)).toBe(0);
+    // A beat that comes after the end renews nothing.
+    tracker.keepSlot();
+    expect(renew).toHaveBeenCalledTimes(1);
+  });
+
+  it('renews one slot at a time, and again after a renewal that failed', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    let answer!: (failure?: Error) => void;
+    const renew = jest.spyOn(registry, 'renew').mockImplementation(
+      () =>
+        new Promise<void>((resolve, reject) => {
+          answer = (failure) => (failure ? reject(failure) : resolve());
+        }),
+    );
+    tracker.keepSlot();
+    tracker.keepSlot(); // the first is still on its way
+    expect(renew).toHaveBeenCalledTimes(1);
+    answer(new Error('connection lost'));
+    await jest.advanceTimersByTimeAsync(0);
+    tracker.keepSlot();
+    expect(renew).toHaveBeenCalledTimes(2);
+    answer(new Error('connection lost'));
+    await jest.advanceTimersByTimeAsync(0);
+    // Logged once however many renewals fail in a row.
+    expect(warn).toHaveBeenCalledTimes(1);
+  });
+
+  it('gives the slot back even when the end cannot be recorded, and does not throw', async () => {
+    jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    jest.spyOn(registry, 'finish').mockRejectedValue(new Error('connection lost'));
+    await expect(tracker.end(okStatus())).resolves.toBeUndefined();
+    expect(await registry.admit('ann', 'q2', 1)).toBe(0);
+  });
+});

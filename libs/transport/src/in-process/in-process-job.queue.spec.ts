@@ -1,0 +1,91 @@
+import { ExecuteJobData } from '@app/contracts';
+import { InProcessJobQueue } from './in-process-job.queue';
+
+/** The queue of standalone mode: dispatch order, concurrency and the states it reports. */
+const job = (queryId: string, priority?: number) =>
+  ({ queryId, priority, enqueuedAt: 0 }) as ExecuteJobData;
+
+/** A handler whose jobs run until the test finishes them. */
+function controlledHandler() {
+  const started: string[] = [];
+  const finishers = new Map<string, (failed?: boolean) => void>();
+  const handler = (data: ExecuteJobData) =>
+    new Promise<void>((resolve, reject) => {
+      started.push(data.queryId);
+      finishers.set(data.queryId, (failed) => (failed ? reject(new Error('x')) : resolve()));
+    });
+  const finish = async (queryId: string, failed = false) => {
+    finishers.get(queryId)!(failed);
+    await new Promise((resolve) => setImmediate(resolve));
+  };
+  return { handler, started, finish };
+}
+
+let queue: InProcessJobQueue;
+
+beforeEach(() => {
+  queue = new InProcessJobQueue(60);
+});
+
+afterEach(async () => {
+  await queue.close();
+});
+
+describe(InProcessJobQueue.name, () => {
+  it('runs jobs by priority, first come first served within one, at most `concurrency` at once', async () => {
+    const { handler, started, finish } = controlledHandler();
+    await queue.enqueue(job('a', 2));
+    await queue.enqueue(job('b', 1));
+    await queue.enqueue(job('c', 2));
+    await queue.enqueue(job('d', 1));
+    await queue.enqueue(job('e'));
+    expect([
+      await queue.position('b'),
+      await queue.position('d'),
+      await queue.position('e'),
+    ]).toEqual([0, 1, 2]);
+    queue.consume(handler, 2);
+    expect(started).toEqual(['b', 'd']);
+    expect(await queue.waitingCount()).toBe(3);
+    expect(await queue.position('e')).toBe(0);
+    expect(await queue.position('b')).toBeUndefined();
+    await finish('d');
+    expect(started).toEqual(['b', 'd', 'e']);
+    await finish('b');
+    await finish('e');
+    expect(started).toEqual(['b', 'd', 'e', 'a', 'c']);
+  });
+
+  it('reports each job queued, active, then completed or failed', async () => {
+    const { handler, finish } = controlledHandler();
+    await queue.enqueue(job('ok'));
+    await queue.enqueue(job('bad'));
+    await queue.enqueue(job('later'));
+    expect(await queue.state('ok')).toBe('queued');
+    queue.consume(handler, 2);
+    expect(await queue.state('ok')).toBe('active');
+    expect(await queue.state('later')).toBe('queued');
+    await finish('ok');
+    await finish('bad', true);
+    expect(await queue.state('ok')).toBe('completed');
+    expect(await queue.state('bad')).toBe('failed');
+    expect(await queue.state('nobody')).toBe('unknown');
+  });
+
+  it('removes a job still queued, and not one that runs', async () => {
+    const { handler, started } = controlledHandler();
+    await queue.enqueue(job('a'));
+    await queue.enqueue(job('b'));
+    queue.consume(handler, 1);
+    expect(await queue.removeQueued('a')).toBe(false);
+    expect(await queue.removeQueued('b')).toBe(true);
+    expect(await queue.state('b')).toBe('unknown');
+    expect(await queue.waitingCount()).toBe(0);
+    expect(started).toEqual(['a']);
+  });
+
+  it('takes no job once closed', async () => {
+    await queue.close();
+    await expect(queue.enqueue(job('a'))).rejects.toThrow('queue is closed');
+  });
+});

@@ -1,0 +1,234 @@
+import Redis from 'ioredis';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { ResultRecord, okStatus, statusOf } from '@app/contracts';
+import { testRedisUrl } from '@test/settings';
+import { FlowWindow, ProducerStoppedError, ResultReader, StopReason } from '../result.channel';
+import { RedisKeys } from '../redis.keys';
+import { RedisResultSource } from './redis-result.source';
+import { RedisResultWriter } from './redis-result.writer';
+
+/**
+ * Flow control of cluster mode against a real Redis: a RedisResultWriter appends to a query's
+ * stream, the source's reader takes what it reads. The reader deletes the entries it took when
+ * it goes back for more (its next() after the last one it holds): only then is there room.
+ */
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Long enough for a writer's poll (backing off to 50 ms) to see what changed. */
+const SETTLE_MS = 200;
+
+const data = (n: number, size = 10): ResultRecord => ({
+  kind: 'data',
+  rows: n,
+  bytes: Buffer.alloc(size, n),
+});
+const end = (): ResultRecord => ({ kind: 'end', status: okStatus(), bytes: Buffer.from('e') });
+
+async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await sleep(SETTLE_MS);
+  return done;
+}
+
+async function stoppedWith(promise: Promise<unknown>): Promise<StopReason> {
+  const err = await promise.then(
+    () => {
+      throw new Error('the write went through');
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ProducerStoppedError);
+  return (err as ProducerStoppedError).reason;
+}
+
+let redis: Redis;
+let keys: RedisKeys;
+let source: RedisResultSource;
+
+beforeEach(async () => {
+  redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
+  await redis.ping();
+  keys = new RedisKeys(`flow-spec-${randomBytes(4).toString('hex')}`);
+  source = new RedisResultSource(redis, keys, {
+    redisUrl: testRedisUrl,
+    silenceMs: 5_000,
+    ttlSeconds: 60,
+  });
+});
+
+afterEach(async () => {
+  await source.close();
+  const left = await redis.keys(`${keys.prefix}*`);
+  if (left.length > 0) await redis.del(...left);
+  await redis.quit();
+});
+
+function open(window: Partial<FlowWindow> = {}): {
+  queryId: string;
+  reader: ResultReader;
+  writer: RedisResultWriter;
+} {
+  const queryId = randomUUID();
+  const reader = source.open(queryId, { onSilence: () => Promise.resolve(undefined) });
+  const writer = new RedisResultWriter(
+    redis,
+    keys,
+    queryId,
+    { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000, ...window },
+    60,
+    20,
+  );
+  return { queryId, reader, writer };
+}
+
+describe('RedisResultWriter flow control', () => {
+  it('waits while a full window of chunks is unread, and goes on when the consumer reads', async () => {
+    const { reader, writer } = open({ chunks: 3 });
+    for (let n = 1; n <= 3; n++) await writer.write(data(n));
+    const fourth = writer.write(data(4));
+    expect(await settled(fourth)).toBe(false);
+    // The reader holds all three now; they are deleted when it asks for the fourth.
+    for (let n = 1; n <= 3; n++) expect(await reader.next()).toMatchObject({ rows: n });
+    expect(await settled(fourth)).toBe(false);
+    const next = reader.next();
+    expect(await settled(fourth)).toBe(true);
+    expect(await next).toMatchObject({ rows: 4 });
+    await reader.close();
+  });
+
+  it('waits while a full window of bytes is unread, whatever the count of chunks', async () => {
+    const { reader, writer } = open({ chunks: 100, bytes: 1000 });
+    await writer.write(data(1, 436));
+    expect(await settled(writer.write(data(2, 436)))).toBe(true);
+    const third = writer.write(data(3, 10));
+    expect(await settled(third)).toBe(false);
+    await reader.next();
+    await reader.next();
+    const next = reader.next();
+    expect(await settled(third)).toBe(true);
+    expect(await next).toMatchObject({ rows: 3 });
+    await reader.close();
+  });
+
+  it('stops with client-idle when the consumer takes nothing for the idle timeout', async () => {
+    const { reader, writer } = open({ chunks: 2, idleTimeoutMs: 300 });
+    await writer.write(data(1));
+    await writer.write(data(2));
+    const started = Date.now();
+    expect(await stoppedWith(writer.write(data(3)))).toBe('client-idle');
+    const waited = Date.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(290);
+    expect(waited).toBeLessThan(1_500);
+    await reader.close();
+  });
+
+  it('does not stop a producer whose consumer keeps reading, however slowly', async () => {
+    // Each read deletes the record before it: the writer gets room every 100 ms.
+    const { reader, writer } = open({ chunks: 1, idleTimeoutMs: 300 });
+    const writing = (async () => {
+      for (let n = 1; n <= 5; n++) await writer.write(data(n));
+    })();
+    const rows: number[] = [];
+    for (let n = 1; n <= 5; n++) {
+      await sleep(100);
+      const record = await reader.next();
+      rows.push(record.kind === 'data' ? record.rows : -1);
+    }
+    await writing;
+    expect(rows).toEqual([1, 2, 3, 4, 5]);
+    await reader.close();
+  });
+
+  it('stops a waiting producer with cancelled when the reader cancels, and tells its watcher', async () => {
+    const { reader, writer } = open({ chunks: 1 });
+    const onStop = jest.fn();
+    const unwatch = writer.watch(onStop);
+    await writer.write(data(1));
+    const waiting = writer.write(data(2));
+    expect(await settled(waiting)).toBe(false);
+    const started = Date.now();
+    await reader.cancel();
+    expect(await stoppedWith(waiting)).toBe('cancelled');
+    expect(Date.now() - started).toBeLessThan(500);
+    await sleep(SETTLE_MS);
+    expect(onStop.mock.calls).toEqual([['cancelled']]);
+    unwatch();
+    // Later writes fail once written; the final record still goes.
+    expect(await stoppedWith(writer.write(data(3)))).toBe('cancelled');
+    await writer.write(end());
+    await reader.close();
+  });
+
+  it('tells its watcher consumer-gone when the reader closes', async () => {
+    const { reader, writer } = open();
+    const onStop = jest.fn();
+    writer.watch(onStop);
+    await writer.write(data(1));
+    await sleep(SETTLE_MS);
+    expect(onStop).not.toHaveBeenCalled();
+    await reader.close();
+    await sleep(SETTLE_MS);
+    expect(onStop.mock.calls).toEqual([['consumer-gone']]);
+  });
+
+  it('fails a waiting and every later non-final write with the reason it was interrupted for', async () => {
+    const { reader, writer } = open({ chunks: 1 });
+    await writer.write(data(1));
+    const waiting = writer.write(data(2));
+    expect(await settled(waiting)).toBe(false);
+    writer.interrupt('timeout');
+    writer.interrupt('shutdown');
+    expect(await stoppedWith(waiting)).toBe('timeout');
+    expect(await stoppedWith(writer.write(data(3)))).toBe('timeout');
+    const status = statusOf('TIME_LIMIT', 'statement time limit exceeded');
+    await writer.write({ kind: 'end', status, bytes: Buffer.alloc(0) });
+    expect(await reader.next()).toMatchObject({ kind: 'data', rows: 1 });
+    expect(await reader.next()).toMatchObject({ kind: 'end', status });
+    await reader.close();
+  });
+
+  it('never makes a final record wait, however full the window', async () => {
+    const { reader, writer } = open({ chunks: 1, bytes: 100, idleTimeoutMs: 60_000 });
+    await writer.write(data(1));
+    expect(await settled(writer.writeFinal([data(2), end()]))).toBe(true);
+    expect(await settled(writer.write(end()))).toBe(true);
+    expect(await settled(writer.write({ kind: 'error', status: statusOf('INTERNAL') }))).toBe(true);
+    await reader.close();
+  });
+
+  it('hands over records in the order written, bytes intact, through the terminal one', async () => {
+    const { reader, writer } = open({ chunks: 100 });
+    const head: ResultRecord = {
+      kind: 'head',
+      columns: [{ name: 'n', type: 'integer' }],
+      bytes: Buffer.from('head'),
+    };
+    await writer.write(head);
+    for (let n = 1; n <= 6; n++) await writer.write(data(n, n));
+    await writer.writeFinal([data(7, 7), end()]);
+    const got: ResultRecord[] = [];
+    for (;;) {
+      const record = await reader.next();
+      got.push(record);
+      if (record.kind === 'end') break;
+    }
+    // The stream codec spells out the end's abort flag.
+    const last = { ...end(), abort: false };
+    expect(got).toEqual([head, ...[1, 2, 3, 4, 5, 6, 7].map((n) => data(n, n)), last]);
+    await reader.close();
+  });
+});
+
+describe('RedisResultSource.abort', () => {
+  it('ends a query with the record given, before any producer came', async () => {
+    const queryId = randomUUID();
+    const reader = source.open(queryId, { onSilence: () => Promise.resolve(undefined) });
+    const status = statusOf('CANCELLED', 'query cancelled');
+    await source.abort(queryId, { kind: 'error', status });
+    expect(await reader.next()).toEqual({ kind: 'error', status });
+    await reader.close();
+  });
+});
