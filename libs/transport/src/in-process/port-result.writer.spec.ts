@@ -1,6 +1,6 @@
 import { MessageChannel } from 'node:worker_threads';
 import { ResultRecord, okStatus, statusOf } from '@app/contracts';
-import { TimerTracker, trackTimers } from '../../../../test/support/active-timers';
+import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { FlowWindow, ProducerStoppedError, ResultReader, StopReason } from '../result.channel';
 import { InProcessResultChannel } from './in-process-result.channel';
 import { PortResultWriter } from './port-result.writer';
@@ -271,14 +271,6 @@ describe('the in-process channel, writer to reader', () => {
     await sleep(ROUND_TRIP_MS);
     expect(onStop).not.toHaveBeenCalled();
     expect(channel.stats).toEqual({ open: 0, gone: 0 });
-  });
-
-  it('ends a channel with the record given to abort(), before any producer came', async () => {
-    const reader = channel.open('aborted', quiet);
-    const status = statusOf('CANCELLED', 'query cancelled');
-    await channel.abort('aborted', { kind: 'error', status });
-    expect(await reader.next()).toEqual({ kind: 'error', status });
-    await reader.close();
   });
 
   it('returns the verdict of onSilence when the producer stays quiet', async () => {

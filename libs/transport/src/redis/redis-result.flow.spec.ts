@@ -221,14 +221,3 @@ describe('RedisResultWriter flow control', () => {
     await reader.close();
   });
 });
-
-describe('RedisResultSource.abort', () => {
-  it('ends a query with the record given, before any producer came', async () => {
-    const queryId = randomUUID();
-    const reader = source.open(queryId, { onSilence: () => Promise.resolve(undefined) });
-    const status = statusOf('CANCELLED', 'query cancelled');
-    await source.abort(queryId, { kind: 'error', status });
-    expect(await reader.next()).toEqual({ kind: 'error', status });
-    await reader.close();
-  });
-});
