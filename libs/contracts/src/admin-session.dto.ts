@@ -1,20 +1,9 @@
-import { ApiProperty } from '@nestjs/swagger';
-import { IsNotEmpty, IsString, MaxLength } from 'class-validator';
+import { ApiProperty, OmitType } from '@nestjs/swagger';
+import { LoginRequestDto } from './login.dto';
 import { Status } from './status';
 
-/** Body of POST /admin/session: the admin page's sign-in. */
-export class AdminSignInDto {
-  @ApiProperty()
-  @IsString()
-  @IsNotEmpty()
-  @MaxLength(128)
-  username!: string;
-
-  @ApiProperty()
-  @IsString()
-  @MaxLength(1024)
-  password!: string;
-}
+/** Body of POST /admin/session: the admin page's sign-in (a login without a database). */
+export class AdminSignInDto extends OmitType(LoginRequestDto, ['database'] as const) {}
 
 /** Answer of POST and GET /admin/session: who the admin cookie signs in, and for how long. */
 export class AdminSessionDto {
