@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
 import { HealthModule } from '../health/health.module';
+import { AdmissionService } from './admission.service';
 import { ExecuteController } from './execute.controller';
 import { ExecuteService } from './execute.service';
 
@@ -8,6 +9,6 @@ import { ExecuteService } from './execute.service';
   // HealthModule: which workers are alive (no worker: 503 at once rather than a queue wait).
   imports: [AuthModule, HealthModule],
   controllers: [ExecuteController],
-  providers: [ExecuteService],
+  providers: [AdmissionService, ExecuteService],
 })
 export class ExecuteModule {}

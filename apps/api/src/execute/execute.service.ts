@@ -18,9 +18,9 @@ import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { JobQueue, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
-import { WorkerRosterService } from '../health/worker-roster.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { AdmissionService } from './admission.service';
 import { ExecutionStream, LateFailureTail } from './execution.stream';
 import { ExecutionTracker } from './execution.tracker';
 import { CompressionHeaders, negotiateEncoding } from './encoding.negotiator';
@@ -70,7 +70,7 @@ export class ExecuteService {
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly policy: ExecutePolicyService,
-    private readonly workers: WorkerRosterService,
+    private readonly admission: AdmissionService,
   ) {}
 
   async execute(
@@ -96,10 +96,9 @@ export class ExecuteService {
     // Limits, role changes and CONNECT on the database: refused before anything is queued.
     await this.policy.check(request, user);
     const bound = this.bind(request);
-    await this.requireWorker();
     const queryId = randomUUID();
     const now = Date.now();
-    const priority = await this.admit(user.username, queryId);
+    const priority = await this.admission.admit(user.username, queryId);
     const tracker = new ExecutionTracker(this.registry, queryId, user.username);
     const job: ExecuteJobData = {
       queryId,
@@ -193,20 +192,6 @@ export class ExecuteService {
     };
   }
 
-  /** No worker alive (no fresh heartbeat): 503 at once rather than a wait for the queue limit. */
-  private async requireWorker(): Promise<void> {
-    if ((await this.workers.alive()).length === 0) throw this.noWorker();
-  }
-
-  private noWorker(): SluiceError {
-    return new SluiceError(
-      'UNAVAILABLE',
-      `no worker is available to run the query (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
-      undefined,
-      this.retryAfter(),
-    );
-  }
-
   /** Releases a reader on a path where no body was started. */
   private async release(queryId: string, reader: ResultReader): Promise<void> {
     await reader.close().catch((err: Error) =>
@@ -237,39 +222,6 @@ export class ExecuteService {
       if (lastSent.length >= this.config.maxEntryBytes || !wholeEnds.includes(last)) return null;
       return encoder.end(status, true);
     };
-  }
-
-  /** Admission: the global queue cap and the user's cap; returns the job's dispatch priority. */
-  private async admit(username: string, queryId: string): Promise<number> {
-    const retryAfter = { 'Retry-After': '1' };
-    if ((await this.waiting()) >= this.config.maxQueued) {
-      throw new SluiceError(
-        'QUEUE_FULL',
-        'the query queue is full; retry later',
-        undefined,
-        retryAfter,
-      );
-    }
-    const before = await this.registry.admit(username, queryId, this.config.maxActivePerUser);
-    if (before === undefined) {
-      throw new SluiceError(
-        'QUEUE_FULL',
-        `you have ${this.config.maxActivePerUser} queries queued or running; retry when one ends`,
-        undefined,
-        retryAfter,
-      );
-    }
-    return before + 1;
-  }
-
-  private waitingSeen = { count: 0, at: 0 };
-
-  /** Jobs waiting, all users together; read at most every 100 ms (the cap need not be exact). */
-  private async waiting(): Promise<number> {
-    if (Date.now() - this.waitingSeen.at > 100) {
-      this.waitingSeen = { count: await this.queue.waitingCount(), at: Date.now() };
-    }
-    return this.waitingSeen.count;
   }
 
   /** The statement's time limit: the request's, capped by the maximum, or the server default. */
@@ -311,13 +263,9 @@ export class ExecuteService {
 
   private failure(queryId: string, status: Status): never {
     const http = httpStatusOf(status);
-    // Every 503 says when to try again: about when a new worker's first heartbeat would show.
-    const headers: Record<string, string> = http === 503 ? this.retryAfter() : {};
+    // Every 503 says when to try again.
+    const headers: Record<string, string> = http === 503 ? this.admission.retryAfter() : {};
     throw new ExecutionFailedError(queryId, http, status, headers);
-  }
-
-  private retryAfter(): Record<string, string> {
-    return { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) };
   }
 
   private bind(request: Readonly<ExecuteRequestDto>) {
@@ -344,11 +292,11 @@ export class ExecuteService {
           // Past its latest start, or no worker left to take it (the last one died after it was
           // queued): it will not run, so it need not wait for the queue limit.
           const late = job.startBy !== undefined && Date.now() > job.startBy;
-          if (!late && (await this.workers.alive()).length > 0) return undefined;
+          if (!late && (await this.admission.workerAlive())) return undefined;
           if (!(await this.queue.removeQueued(job.queryId))) return undefined;
           const status = late
             ? statusOf('TIME_LIMIT', 'query waited too long in the queue')
-            : this.noWorker().toStatus();
+            : this.admission.noWorker().toStatus();
           return { kind: 'error', status };
         }
         case 'active':

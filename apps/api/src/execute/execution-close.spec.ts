@@ -18,6 +18,7 @@ import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { ExecuteController, send } from './execute.controller';
+import { AdmissionService } from './admission.service';
 import { ExecuteService, ExecutionResponse } from './execute.service';
 import { testRedisUrl } from '@test/settings';
 
@@ -132,7 +133,7 @@ beforeAll(async () => {
     registry,
     config,
     policy,
-    new WorkerRosterService(config, redis),
+    new AdmissionService(queue, registry, config, new WorkerRosterService(config, redis)),
   );
   const controller = new ExecuteController(service);
   app = Fastify();

@@ -1,0 +1,77 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { SluiceError } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { JobQueue, QueryRegistry } from '@app/transport';
+import { WorkerRosterService } from '../health/worker-roster.service';
+import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
+
+/** How long a reading of the queue's depth is used again: the global cap need not be exact. */
+const QUEUE_DEPTH_TTL_MS = 100;
+
+/**
+ * Whether a statement may be queued at all: a worker must be alive to run it, the queue must
+ * have room (SLUICE_MAX_QUEUED), and its user a free slot (SLUICE_MAX_ACTIVE_PER_USER).
+ */
+@Injectable()
+export class AdmissionService {
+  private queueDepth = { count: 0, at: 0 };
+
+  constructor(
+    @Inject(JOB_QUEUE) private readonly queue: JobQueue,
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    private readonly workers: WorkerRosterService,
+  ) {}
+
+  /** Takes a slot of the user's for the query; returns the job's dispatch priority. */
+  async admit(username: string, queryId: string): Promise<number> {
+    // No worker alive (no fresh heartbeat): 503 at once rather than a wait for the queue limit.
+    if (!(await this.workerAlive())) throw this.noWorker();
+    const retryAfter = { 'Retry-After': '1' };
+    if ((await this.waiting()) >= this.config.maxQueued) {
+      throw new SluiceError(
+        'QUEUE_FULL',
+        'the query queue is full; retry later',
+        undefined,
+        retryAfter,
+      );
+    }
+    const before = await this.registry.admit(username, queryId, this.config.maxActivePerUser);
+    if (before === undefined) {
+      throw new SluiceError(
+        'QUEUE_FULL',
+        `you have ${this.config.maxActivePerUser} queries queued or running; retry when one ends`,
+        undefined,
+        retryAfter,
+      );
+    }
+    // Per-user fairness: a user's n-th concurrent query waits behind everyone's first.
+    return before + 1;
+  }
+
+  async workerAlive(): Promise<boolean> {
+    return (await this.workers.alive()).length > 0;
+  }
+
+  noWorker(): SluiceError {
+    return new SluiceError(
+      'UNAVAILABLE',
+      `no worker is available to run the query (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
+      undefined,
+      this.retryAfter(),
+    );
+  }
+
+  /** When to try again after a 503: about when a new worker's first heartbeat would show. */
+  retryAfter(): Record<string, string> {
+    return { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) };
+  }
+
+  /** Jobs waiting, all users together. */
+  private async waiting(): Promise<number> {
+    if (Date.now() - this.queueDepth.at > QUEUE_DEPTH_TTL_MS) {
+      this.queueDepth = { count: await this.queue.waitingCount(), at: Date.now() };
+    }
+    return this.queueDepth.count;
+  }
+}
