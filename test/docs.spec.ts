@@ -427,7 +427,7 @@ describe('docs/api.md', () => {
     for (const name of set) expect(responseHeaders.toLowerCase()).toContain(`\`${name}\``);
     // Set elsewhere: the challenge of every 401, and the wait of every 429.
     expect(read('apps/api/src/auth/auth.challenge.ts')).toContain("'WWW-Authenticate'");
-    expect(read('apps/api/src/execute/execute.service.ts')).toContain("'Retry-After'");
+    expect(read('apps/api/src/execute/admission.service.ts')).toContain("'Retry-After'");
     expect(responseHeaders).toContain('`WWW-Authenticate`');
     expect(responseHeaders).toContain('`Retry-After`');
     expect(requestHeaders).toContain('`Authorization`');

@@ -1,4 +1,12 @@
-import { HttpResult, closeDb, createUser, dropUser, e2eEnv, login } from './support/client';
+import {
+  HttpResult,
+  closeDb,
+  createUser,
+  dropUser,
+  e2eEnv,
+  eventually,
+  login,
+} from './support/client';
 import { rawExchange, rawRequestText } from './support/raw';
 import { basic, call, claimsOf, expectEnvelope } from './support/users';
 
@@ -271,9 +279,13 @@ describe('AdminSession', () => {
     expect(out.headers.getSetCookie()).toEqual([
       'sluice_admin=; Path=/admin; Max-Age=0; HttpOnly; SameSite=Strict',
     ]);
-    // Replayed after sign-out (a copy taken before): revoked everywhere.
+    // Replayed after sign-out (a copy taken before): revoked everywhere — at once on the api that
+    // signed out, within moments on the others (PostgreSQL's NOTIFY).
     for (const baseUrl of baseUrls) {
-      const res = await withCookie(cookie, 'GET', '/admin/api/queries', {}, baseUrl);
+      const res = await eventually(async () => {
+        const r = await withCookie(cookie, 'GET', '/admin/api/queries', {}, baseUrl);
+        return r.status === 200 ? undefined : r;
+      }, 2_000);
       expect(res.status).toBe(401);
       expectEnvelope(res, '28000', -303);
       expectNoBasic(res);
