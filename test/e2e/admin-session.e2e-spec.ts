@@ -138,6 +138,22 @@ describe('AdminSession', () => {
     }
   });
 
+  it('refuses a sign-in body that is not {username, password} with 400 and no cookie', async () => {
+    const { adminUser, adminPassword, baseUrl } = e2eEnv();
+    for (const body of [
+      { username: adminUser },
+      { password: adminPassword },
+      // A login's database has no place here: the admin pages pick none.
+      { username: adminUser, password: adminPassword, database: 'postgres' },
+      { username: adminUser, password: adminPassword, admin: true },
+    ]) {
+      const res = await call(baseUrl, 'POST', '/admin/session', body);
+      expect([body, res.status]).toEqual([body, 400]);
+      expect(res.json.status.vendor_code).toBe(-100);
+      expect(res.headers.getSetCookie()).toEqual([]);
+    }
+  });
+
   it('refuses a wrong password like /v1/login (401), with no Basic challenge and no cookie', async () => {
     const someone = await createUser('e2e_adm_wrong');
     users.push(someone.username);
