@@ -3,6 +3,8 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { importX } from 'eslint-plugin-import-x';
+import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 
 /**
  * Module boundaries: an app or a lib is its `src/` folder. A lib is imported by its name
@@ -70,6 +72,18 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-call': 'off',
       '@typescript-eslint/no-explicit-any': 'off',
     },
+  },
+  {
+    // No import circle: what a module sees at load time must not depend on who imported first.
+    files: ['apps/**/*.ts', 'libs/**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      // Without these the rule reads no .ts file's imports, and finds no circle.
+      'import-x/extensions': ['.ts'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/resolver-next': [createTypeScriptImportResolver({ project: 'tsconfig.json' })],
+    },
+    rules: { 'import-x/no-cycle': 'error' },
   },
   ...boundaries,
 );
