@@ -601,6 +601,9 @@ describe('a deployment of its own', () => {
         rows: 1,
         bytes: expect.any(Number),
         duration_ms: expect.any(Number),
+        // From the record the query's end left in the registry: when the worker started it.
+        queue_wait_ms: expect.any(Number),
+        run_ms: expect.any(Number),
       });
       expect(
         lines(proc).filter((l) => l.query_id === ids[which] && l.msg === 'execute'),
@@ -616,6 +619,48 @@ describe('a deployment of its own', () => {
       (l) => l.msg === 'execute statement' && l.query_id === ids.debug,
     );
     expect(statement).toMatchObject({ level: 20, statement: body.statement });
+  });
+
+  it('logs how each query ended: failed with its SQLSTATE, cancelled when the client left', async () => {
+    const credentials = basic(admin.user, admin.password);
+    const post = (statement: string, signal?: AbortSignal) =>
+      fetch(`${urls.info}/v1/execute`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: credentials },
+        // A row a batch: the first is sent while the others are still being read.
+        body: JSON.stringify({ statement, fetch_size: 1 }),
+        signal,
+      });
+    const failed = await post('select 1/0');
+    const failedId = ((await failed.json()) as { query_id: string }).query_id;
+    // A stream the client leaves after its first bytes.
+    const leaving = new AbortController();
+    const left = await post(
+      'select g, pg_sleep(0.1) from generate_series(1, 100) g',
+      leaving.signal,
+    );
+    expect(left.status).toBe(200);
+    const leftId = left.headers.get('x-query-id')!;
+    await left.body!.getReader().read();
+    leaving.abort();
+    const lineOf = (queryId: string) =>
+      eventually(async () =>
+        Promise.resolve(
+          info
+            .output()
+            .split('\n')
+            .filter((l) => l.startsWith('{'))
+            .map((l) => JSON.parse(l) as Record<string, any>)
+            .find((l) => l.msg === 'execute' && l.query_id === queryId),
+        ),
+      );
+    expect(await lineOf(failedId)).toMatchObject({
+      outcome: 'failed',
+      http_status: failed.status,
+      sql_state: '22012',
+      rows: 0,
+    });
+    expect(await lineOf(leftId)).toMatchObject({ outcome: 'cancelled', http_status: 200 });
   });
 
   it('is not ready as soon as its only worker stops', async () => {

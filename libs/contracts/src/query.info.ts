@@ -1,9 +1,38 @@
+import { ERROR_CATALOGUE } from './error.catalogue';
 import { Status } from './status';
 
 /** Where a query is in its life. */
 export type QueryState = 'queued' | 'running' | 'streaming' | 'succeeded' | 'failed' | 'cancelled';
 
 export const FINAL_STATES: readonly QueryState[] = ['succeeded', 'failed', 'cancelled'];
+
+/**
+ * Where a query may go from each state: queued → running → streaming → a final state, any step
+ * may be skipped (a short query is never shown streaming), and a final state is final — of two
+ * processes ending one query, the first wins. Streaming to streaming carries progress.
+ */
+export const QUERY_TRANSITIONS: Readonly<Record<QueryState, readonly QueryState[]>> = {
+  queued: ['running', 'streaming', ...FINAL_STATES],
+  running: ['streaming', ...FINAL_STATES],
+  streaming: ['streaming', ...FINAL_STATES],
+  succeeded: [],
+  failed: [],
+  cancelled: [],
+};
+
+/** The states a query may be in to move to `to`. */
+export function statesBefore(to: QueryState): QueryState[] {
+  return (Object.keys(QUERY_TRANSITIONS) as QueryState[]).filter((from) =>
+    QUERY_TRANSITIONS[from].includes(to),
+  );
+}
+
+/** The final state a status stands for. */
+export function finalState(status: Status): QueryState {
+  if (status.vendor_code === 0) return 'succeeded';
+  if (status.vendor_code === ERROR_CATALOGUE.CANCELLED.vendorCode) return 'cancelled';
+  return 'failed';
+}
 
 /** What GET /v1/queries/{query_id} shows of a query. */
 export interface QueryInfo {

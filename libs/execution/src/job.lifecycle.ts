@@ -1,17 +1,7 @@
-import { Logger } from '@nestjs/common';
-import { ERROR_CATALOGUE, ExecuteJobData, QueryState, Status, statusOf } from '@app/contracts';
-import { QueryRegistry, ResultSink } from '@app/transport';
+import { ExecuteJobData, Status, finalState, statusOf } from '@app/contracts';
+import { ResultSink } from '@app/transport';
+import { QueryLifecycle, QueryRef } from './query.lifecycle';
 import { ExecutionOutcome } from './tasks/query.runner';
-
-/** Tries to write a query's end to the registry before giving up (0.5 s, then 1 s apart). */
-const RECORD_ATTEMPTS = 3;
-
-/** The final state a status stands for. */
-export function finalState(status: Status): QueryState {
-  if (status.vendor_code === 0) return 'succeeded';
-  if (status.vendor_code === ERROR_CATALOGUE.CANCELLED.vendorCode) return 'cancelled';
-  return 'failed';
-}
 
 /**
  * What a worker records around each job, whichever transport it runs on: the queue-wait limit
@@ -19,10 +9,8 @@ export function finalState(status: Status): QueryState {
  * writer of its own (it never started, or its task died) is ended through the sink.
  */
 export class JobLifecycle {
-  private readonly logger = new Logger(JobLifecycle.name);
-
   constructor(
-    private readonly registry: QueryRegistry,
+    private readonly lifecycle: QueryLifecycle,
     private readonly sink: ResultSink,
   ) {}
 
@@ -34,10 +22,7 @@ export class JobLifecycle {
       await this.ended(job, status);
       return false;
     }
-    // Shown as queued until it ends: the final state, written in ended(), is the one that counts.
-    await this.registry
-      .update(job.queryId, { state: 'running', startedAt: Date.now() })
-      .catch(() => undefined);
+    await this.lifecycle.transition(queryOf(job), 'running', { startedAt: Date.now() });
     return true;
   }
 
@@ -66,33 +51,10 @@ export class JobLifecycle {
     status: Status,
     progress?: { rows: number; bytes: number },
   ): Promise<void> {
-    await this.retried(job, 'record its final state', () =>
-      this.registry.finish(job.queryId, finalState(status), status, progress),
-    );
-    await this.retried(job, "free its owner's slot", () =>
-      this.registry.release(job.username, job.queryId),
-    );
+    await this.lifecycle.transition(queryOf(job), finalState(status), { status, ...progress });
   }
+}
 
-  /**
-   * A query's end must reach the registry: else it shows as running, and its slot counts against
-   * SLUICE_MAX_ACTIVE_PER_USER until the registry prunes it (a day). A Redis blip is retried.
-   */
-  private async retried(
-    job: ExecuteJobData,
-    what: string,
-    write: () => Promise<void>,
-  ): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await write();
-      } catch (err) {
-        if (attempt === RECORD_ATTEMPTS) {
-          this.logger.error(`query ${job.queryId}: cannot ${what}: ${(err as Error).message}`);
-          return;
-        }
-        await new Promise((resolve) => setTimeout(resolve, attempt * 500));
-      }
-    }
-  }
+function queryOf(job: ExecuteJobData): QueryRef {
+  return { queryId: job.queryId, owner: job.username };
 }

@@ -16,21 +16,20 @@ export interface QueryRecord {
   status?: Status;
 }
 
+/** What a transition may record besides the state. */
+export type QueryFacts = Partial<Pick<QueryRecord, 'startedAt' | 'rows' | 'bytes' | 'status'>>;
+
 /** Shared knowledge of queries across every api and worker process. */
 export interface QueryRegistry {
+  /** A new query, queued. */
   create(record: QueryRecord): Promise<void>;
-  /** Running, streaming and progress; ignored once the query has a final state. */
-  update(
-    queryId: string,
-    changes: Partial<Pick<QueryRecord, 'state' | 'startedAt' | 'rows' | 'bytes'>>,
-  ): Promise<void>;
-  /** Sets the final state, unless another process already did. */
-  finish(
-    queryId: string,
-    state: QueryState,
-    status: Status,
-    progress?: { rows: number; bytes: number },
-  ): Promise<void>;
+  /**
+   * Moves a query to `to` with what is known of it then, in one step, if QUERY_TRANSITIONS allows
+   * it from the state the query is in (else nothing changes: of two processes ending a query, the
+   * first wins). A final state also stamps `finishedAt` and starts the record's retention. Returns
+   * the record as it is afterwards, whoever moved it; undefined if there is none.
+   */
+  transition(queryId: string, to: QueryState, facts?: QueryFacts): Promise<QueryRecord | undefined>;
   get(queryId: string): Promise<QueryRecord | undefined>;
   /** Most recent first. */
   list(limit: number): Promise<QueryRecord[]>;

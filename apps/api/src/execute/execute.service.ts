@@ -15,11 +15,12 @@ import {
 import { SUPPORTED_FORMATS, createEncoder } from '@app/formats';
 import { InvalidParameterError, MissingParameterError, bindPlaceholders } from '@app/sql';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { JobQueue, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
+import { QueryLifecycle } from '@app/execution';
+import { JobQueue, ResultReader, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { JOB_QUEUE, RESULT_SOURCE } from '../infra/tokens';
 import { AdmissionService } from './admission.service';
 import { ExecutionStream, LateFailureTail } from './execution.stream';
 import { ExecutionTracker } from './execution.tracker';
@@ -67,7 +68,7 @@ export class ExecuteService {
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
-    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    private readonly lifecycle: QueryLifecycle,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly policy: ExecutePolicyService,
     private readonly admission: AdmissionService,
@@ -99,7 +100,7 @@ export class ExecuteService {
     const queryId = randomUUID();
     const now = Date.now();
     const priority = await this.admission.admit(user.username, queryId);
-    const tracker = new ExecutionTracker(this.registry, queryId, user.username);
+    const tracker = new ExecutionTracker(this.lifecycle, queryId, user.username);
     const job: ExecuteJobData = {
       queryId,
       text: bound.text,
@@ -127,7 +128,7 @@ export class ExecuteService {
       onBeat: () => tracker.keepSlot(),
     });
     try {
-      await this.registry.create({
+      await this.lifecycle.begin({
         queryId,
         owner: user.username,
         state: 'queued',

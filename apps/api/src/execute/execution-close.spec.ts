@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { ClientRequest, IncomingMessage, request as httpRequest } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { ExecuteRequestDto, ResultRecord, okStatus } from '@app/contracts';
+import { QueryLifecycle } from '@app/execution';
 import { SluiceConfig, loadConfig } from '@app/config';
 import {
   BullmqJobQueue,
@@ -130,7 +131,7 @@ beforeAll(async () => {
   service = new ExecuteService(
     queue,
     source,
-    registry,
+    new QueryLifecycle(registry),
     config,
     policy,
     new AdmissionService(queue, registry, config, new WorkerRosterService(config, redis)),

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { ResultRecord, okStatus, statusOf } from '@app/contracts';
+import { QueryLifecycle } from '@app/execution';
 import { InProcessQueryRegistry } from '@app/transport';
 import { ExecutionTracker } from './execution.tracker';
 
@@ -18,10 +19,11 @@ beforeEach(async () => {
   jest.useFakeTimers({ now: 0 });
   registry = new InProcessQueryRegistry(60);
   updates = [];
-  const update = registry.update.bind(registry);
-  jest.spyOn(registry, 'update').mockImplementation((queryId, changes) => {
-    updates.push({ at: Date.now(), changes });
-    return update(queryId, changes);
+  const transition = registry.transition.bind(registry);
+  jest.spyOn(registry, 'transition').mockImplementation((queryId, to, facts) => {
+    // The steps on the way; the end is checked on its own.
+    if (to === 'streaming') updates.push({ at: Date.now(), changes: { state: to, ...facts } });
+    return transition(queryId, to, facts);
   });
   await registry.create({
     queryId: 'q1',
@@ -34,7 +36,7 @@ beforeEach(async () => {
     bytes: 0,
   });
   expect(await registry.admit('ann', 'q1', 1)).toBe(0);
-  tracker = new ExecutionTracker(registry, 'q1', 'ann');
+  tracker = new ExecutionTracker(new QueryLifecycle(registry), 'q1', 'ann');
 });
 
 afterEach(() => {
@@ -95,14 +97,16 @@ describe(ExecutionTracker.name, () => {
   });
 
   it('records the end once, with its final state and counts, and writes no progress after it', async () => {
-    const finish = jest.spyOn(registry, 'finish');
+    const transition = jest.spyOn(registry, 'transition');
     tracker.sent(data(4, 40));
     const cancelled = statusOf('CANCELLED', 'client went away');
     await Promise.all([tracker.end(cancelled), tracker.end(okStatus())]);
     await tracker.end(statusOf('INTERNAL'));
     tracker.sent(data(1));
     await jest.advanceTimersByTimeAsync(5_000);
-    expect(finish.mock.calls).toEqual([['q1', 'cancelled', cancelled, { rows: 4, bytes: 40 }]]);
+    expect(transition.mock.calls).toEqual([
+      ['q1', 'cancelled', { status: cancelled, rows: 4, bytes: 40 }],
+    ]);
     expect(updates).toEqual([]);
     expect(await registry.get('q1')).toMatchObject({ state: 'cancelled', status: cancelled });
   });
@@ -159,9 +163,11 @@ describe(ExecutionTracker.name, () => {
   });
 
   it('gives the slot back even when the end cannot be recorded, and does not throw', async () => {
-    jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-    jest.spyOn(registry, 'finish').mockRejectedValue(new Error('connection lost'));
-    await expect(tracker.end(okStatus())).resolves.toBeUndefined();
+    jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    jest.spyOn(registry, 'transition').mockRejectedValue(new Error('connection lost'));
+    const ending = tracker.end(okStatus());
+    await jest.advanceTimersByTimeAsync(2_000); // its retries
+    await expect(ending).resolves.toBeUndefined();
     expect(await registry.admit('ann', 'q2', 1)).toBe(0);
   });
 });

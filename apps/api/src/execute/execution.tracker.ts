@@ -1,7 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { ResultRecord, Status } from '@app/contracts';
-import { finalState } from '@app/execution';
-import { QueryRegistry, SLOT_LEASE_MS } from '@app/transport';
+import { ResultRecord, Status, finalState } from '@app/contracts';
+import { QueryLifecycle, QueryRef } from '@app/execution';
 
 const PROGRESS_EVERY_MS = 500;
 /** A query that ends sooner is never shown as streaming: one registry write saved per query. */
@@ -22,11 +21,15 @@ export class ExecutionTracker {
   private renewing = false;
   private renewFailed = false;
 
+  private readonly query: QueryRef;
+
   constructor(
-    private readonly registry: QueryRegistry,
+    private readonly lifecycle: QueryLifecycle,
     private readonly queryId: string,
-    private readonly owner: string,
-  ) {}
+    owner: string,
+  ) {
+    this.query = { queryId, owner };
+  }
 
   /** Counts a record handed to the client; the registry hears of it soon after, not each time. */
   sent(record: ResultRecord): void {
@@ -43,8 +46,8 @@ export class ExecutionTracker {
   keepSlot(): void {
     if (this.done || this.renewing) return;
     this.renewing = true;
-    this.registry
-      .renew(this.owner, this.queryId)
+    this.lifecycle
+      .keepSlot(this.query)
       .then(
         () => {
           if (this.renewFailed) logger.log(`query ${this.queryId}: user slot renewed again`);
@@ -60,22 +63,16 @@ export class ExecutionTracker {
       .finally(() => (this.renewing = false));
   }
 
-  /** Records the end, once. */
+  /** Records the end, once (and frees the owner's slot). */
   async end(status: Status): Promise<void> {
     if (this.done) return;
     this.done = true;
     clearTimeout(this.timer);
-    await this.registry
-      .finish(this.queryId, finalState(status), status, { rows: this.rows, bytes: this.bytes })
-      .catch((err: Error) =>
-        logger.warn(`query ${this.queryId}: could not record its end: ${err.message}`),
-      );
-    await this.registry.release(this.owner, this.queryId).catch((err: Error) =>
-      // Repaired without us: nothing renews the slot any more, so it lapses by itself.
-      logger.warn(
-        `query ${this.queryId}: could not release ${this.owner}'s slot (${err.message}); it lapses within ${SLOT_LEASE_MS / 1000} s`,
-      ),
-    );
+    await this.lifecycle.transition(this.query, finalState(status), {
+      status,
+      rows: this.rows,
+      bytes: this.bytes,
+    });
   }
 
   /** One write per half second at most, the first after 100 ms (short queries never need one). */
@@ -85,9 +82,10 @@ export class ExecutionTracker {
       () => {
         this.timer = undefined;
         this.written = true;
-        this.registry
-          .update(this.queryId, { state: 'streaming', rows: this.rows, bytes: this.bytes })
-          .catch((err: Error) => logger.warn(`query ${this.queryId}: ${err.message}`));
+        void this.lifecycle.transition(this.query, 'streaming', {
+          rows: this.rows,
+          bytes: this.bytes,
+        });
       },
       this.written ? PROGRESS_EVERY_MS : STREAMING_AFTER_MS,
     );

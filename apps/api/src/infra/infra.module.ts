@@ -9,7 +9,7 @@ import {
 import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
-import { ExecutionModule } from '@app/execution';
+import { ExecutionModule, QueryLifecycle } from '@app/execution';
 import {
   BullmqJobQueue,
   InProcessJobQueue,
@@ -125,6 +125,13 @@ const standaloneProviders: Provider[] = [
   StandaloneExecutionService,
 ];
 
+/** The api's writer of query states; the request log asks it for each query's end. */
+const queryLifecycle: Provider = {
+  provide: QueryLifecycle,
+  inject: [QUERY_REGISTRY],
+  useFactory: (registry: QueryRegistry) => new QueryLifecycle(registry, true),
+};
+
 /** The api's connections: metadata PostgreSQL, the job queue, the result source and sink. */
 @Global()
 @Module({})
@@ -134,7 +141,11 @@ export class InfraModule implements OnApplicationShutdown {
     return {
       module: InfraModule,
       imports: standalone ? [ExecutionModule] : [],
-      providers: [metadataPool, ...(standalone ? standaloneProviders : clusterProviders)],
+      providers: [
+        metadataPool,
+        ...(standalone ? standaloneProviders : clusterProviders),
+        queryLifecycle,
+      ],
       exports: [
         METADATA_POOL,
         REDIS,
@@ -142,6 +153,7 @@ export class InfraModule implements OnApplicationShutdown {
         RESULT_SOURCE,
         RESULT_SINK,
         QUERY_REGISTRY,
+        QueryLifecycle,
         DASHBOARD_QUEUE,
       ],
     };

@@ -4,15 +4,16 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { ERROR_CATALOGUE, ErrorEnvelope, FINAL_STATES, QueryState } from '@app/contracts';
-import { QueryRecord, QueryRegistry } from '@app/transport';
+import { QueryLifecycle } from '@app/execution';
 import { AuthUser } from '../auth/auth-user';
-import { QUERY_REGISTRY } from '../infra/tokens';
 import { ApiMetricsService } from '../metrics/api-metrics.service';
 import { ExecuteOutcome, ExecuteSummary } from './execute.summary';
 
-/** How long to wait for a query's final state after its response closed (ms). */
-const SETTLE_MS = 3_000;
-const SETTLE_STEP_MS = 100;
+/**
+ * Longest wait for a query's end after its response closed (ms): the api records it as the
+ * response ends, or just after when the client left; this bounds a registry that is slow.
+ */
+const SETTLE_MS = 5_000;
 
 /** What a request carried that the summary needs, kept until its response closes. */
 interface Pending {
@@ -55,7 +56,7 @@ export class ExecuteRequestLog implements OnModuleInit {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
-    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    private readonly lifecycle: QueryLifecycle,
     private readonly metrics: ApiMetricsService,
     @InjectPinoLogger('ExecuteRequest') private readonly log: PinoLogger,
   ) {
@@ -115,8 +116,8 @@ export class ExecuteRequestLog implements OnModuleInit {
       durationMs: Math.round(reply.elapsedTime),
     };
     if (!queryId) return { ...base, outcome: 'rejected' };
-    // The registry out of reach: the line is written from what the response said.
-    const record = await this.settled(queryId).catch(() => undefined);
+    // The end this api recorded, as the registry holds it (whoever ended the query first).
+    const record = await this.lifecycle.ended(queryId, SETTLE_MS);
     if (!record || !isFinal(record.state)) {
       return { ...base, outcome: outcomeOfStatus(base.httpStatus, base.vendorCode) };
     }
@@ -136,16 +137,6 @@ export class ExecuteRequestLog implements OnModuleInit {
           ? record.finishedAt - record.startedAt
           : undefined,
     };
-  }
-
-  /** The query's record once it has its final state (the response may close just before). */
-  private async settled(queryId: string): Promise<QueryRecord | undefined> {
-    const deadline = Date.now() + SETTLE_MS;
-    for (;;) {
-      const record = await this.registry.get(queryId);
-      if (!record || isFinal(record.state) || Date.now() > deadline) return record;
-      await new Promise((resolve) => setTimeout(resolve, SETTLE_STEP_MS));
-    }
   }
 
   private write(summary: ExecuteSummary, request: FastifyRequest): void {

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { FINAL_STATES, QueryInfo, SluiceError, statusOf } from '@app/contracts';
+import { QueryLifecycle } from '@app/execution';
 import { JobQueue, QueryRecord, QueryRegistry, ResultSink, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
@@ -14,6 +15,7 @@ export class QueriesService {
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
     @Inject(RESULT_SINK) private readonly sink: ResultSink,
+    private readonly lifecycle: QueryLifecycle,
   ) {}
 
   async list(user: AuthUser): Promise<QueryInfo[]> {
@@ -34,8 +36,7 @@ export class QueriesService {
     if (await this.queue.removeQueued(queryId)) {
       // Nobody will run it: end its channel so that the waiting client gets the status.
       await this.sink.end(queryId, { kind: 'error', status });
-      await this.registry.finish(queryId, 'cancelled', status);
-      await this.registry.release(record.owner, queryId);
+      await this.lifecycle.transition({ queryId, owner: record.owner }, 'cancelled', { status });
     } else {
       await this.results.cancel(queryId);
     }

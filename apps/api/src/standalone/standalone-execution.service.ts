@@ -8,7 +8,12 @@ import {
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { JobLifecycle, QueryPoolService, SessionLoginResolver } from '@app/execution';
+import {
+  JobLifecycle,
+  QueryLifecycle,
+  QueryPoolService,
+  SessionLoginResolver,
+} from '@app/execution';
 import { InProcessJobQueue, InProcessResultChannel, QueryRegistry } from '@app/transport';
 import { QUERY_REGISTRY } from '../infra/tokens';
 
@@ -27,7 +32,8 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
     @Inject(QUERY_REGISTRY) registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {
-    this.lifecycle = new JobLifecycle(registry, channel);
+    // Its own writer: the ends the api's request log waits for are the api's.
+    this.lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel);
   }
 
   async onApplicationBootstrap(): Promise<void> {

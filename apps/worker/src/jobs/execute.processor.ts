@@ -12,6 +12,7 @@ import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
   ExecutionOutcome,
   JobLifecycle,
+  QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
 } from '@app/execution';
@@ -40,7 +41,9 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     this.connection.on('error', () => undefined);
     this.sink = new RedisResultSink(this.connection, this.keys, config.streamTtlSeconds);
     this.lifecycle = new JobLifecycle(
-      new RedisQueryRegistry(this.connection, this.keys, config.jobRetentionSeconds),
+      new QueryLifecycle(
+        new RedisQueryRegistry(this.connection, this.keys, config.jobRetentionSeconds),
+      ),
       this.sink,
     );
   }

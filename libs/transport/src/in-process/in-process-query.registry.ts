@@ -1,5 +1,5 @@
-import { FINAL_STATES, QueryState, Status } from '@app/contracts';
-import { QueryRecord, QueryRegistry } from '../query.registry';
+import { FINAL_STATES, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
+import { QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
 
 /** The query registry of standalone mode: one process knows everything. */
 export class InProcessQueryRegistry implements QueryRegistry {
@@ -13,24 +13,20 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve();
   }
 
-  update(queryId: string, changes: Partial<QueryRecord>): Promise<void> {
-    const record = this.records.get(queryId);
-    if (record && !FINAL_STATES.includes(record.state)) Object.assign(record, changes);
-    return Promise.resolve();
-  }
-
-  finish(
+  transition(
     queryId: string,
-    state: QueryState,
-    status: Status,
-    progress?: { rows: number; bytes: number },
-  ): Promise<void> {
+    to: QueryState,
+    facts: QueryFacts = {},
+  ): Promise<QueryRecord | undefined> {
     const record = this.records.get(queryId);
-    if (record && !FINAL_STATES.includes(record.state)) {
-      Object.assign(record, { state, status, finishedAt: Date.now() }, progress ?? {});
-      setTimeout(() => this.records.delete(queryId), this.retentionSeconds * 1000).unref();
+    if (record && QUERY_TRANSITIONS[record.state].includes(to)) {
+      Object.assign(record, facts, { state: to });
+      if (FINAL_STATES.includes(to)) {
+        record.finishedAt = Date.now();
+        setTimeout(() => this.records.delete(queryId), this.retentionSeconds * 1000).unref();
+      }
     }
-    return Promise.resolve();
+    return Promise.resolve(record ? { ...record } : undefined);
   }
 
   get(queryId: string): Promise<QueryRecord | undefined> {

@@ -1,16 +1,21 @@
 import type Redis from 'ioredis';
-import { QueryState, Status } from '@app/contracts';
-import { QueryRecord, QueryRegistry } from '../query.registry';
+import { FINAL_STATES, QueryState, Status, statesBefore } from '@app/contracts';
+import { QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 
-/** Sets fields only while the query has no final state (KEYS[1] = meta; ARGV = field, value, …). */
-const UPDATE_UNLESS_FINAL = `
+/**
+ * Moves a query if its state is one it may move from (KEYS[1] = meta; ARGV = the states it may be
+ * in, as `,a,b,`; the retention in seconds, 0 to keep the TTL; field, value, …), and returns the
+ * hash as it is then.
+ */
+const TRANSITION = `
 local state = redis.call('HGET', KEYS[1], 'state')
-if not state then return 0 end
-if state == 'succeeded' or state == 'failed' or state == 'cancelled' then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-if ARGV[1] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return 1`;
+if not state then return {} end
+if string.find(ARGV[1], ',' .. state .. ',', 1, true) then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+  if ARGV[2] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+end
+return redis.call('HGETALL', KEYS[1])`;
 
 /**
  * Counts a query against its owner in one round trip (KEYS[1] = the owner's set, scored by each
@@ -68,28 +73,24 @@ export class RedisQueryRegistry implements QueryRegistry {
       .exec();
   }
 
-  async update(queryId: string, changes: Partial<QueryRecord>): Promise<void> {
-    const fields = Object.entries(toHash(changes)).flat();
-    if (fields.length === 0) return;
-    await this.redis.eval(UPDATE_UNLESS_FINAL, 1, this.keys.meta(queryId), '0', ...fields);
-  }
-
-  async finish(
+  async transition(
     queryId: string,
-    state: QueryState,
-    status: Status,
-    progress?: { rows: number; bytes: number },
-  ): Promise<void> {
-    const fields = Object.entries(
-      toHash({ state, status, finishedAt: Date.now(), ...progress }),
-    ).flat();
-    await this.redis.eval(
-      UPDATE_UNLESS_FINAL,
+    to: QueryState,
+    facts: QueryFacts = {},
+  ): Promise<QueryRecord | undefined> {
+    const final = FINAL_STATES.includes(to);
+    const fields = toHash({ ...facts, state: to, finishedAt: final ? Date.now() : undefined });
+    const hash = (await this.redis.eval(
+      TRANSITION,
       1,
       this.keys.meta(queryId),
-      String(this.retentionSeconds || 1),
-      ...fields,
-    );
+      `,${statesBefore(to).join(',')},`,
+      final ? String(this.retentionSeconds || 1) : '0',
+      ...Object.entries(fields).flat(),
+    )) as string[];
+    const record: Record<string, string> = {};
+    for (let i = 0; i + 1 < hash.length; i += 2) record[hash[i]] = hash[i + 1];
+    return fromHash(record);
   }
 
   async get(queryId: string): Promise<QueryRecord | undefined> {

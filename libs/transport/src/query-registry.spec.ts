@@ -1,0 +1,121 @@
+import Redis from 'ioredis';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { QueryState, okStatus, statusOf } from '@app/contracts';
+import { InProcessQueryRegistry } from './in-process/in-process-query.registry';
+import { QueryRecord, QueryRegistry } from './query.registry';
+import { RedisKeys } from './redis.keys';
+import { RedisQueryRegistry } from './redis/redis-query.registry';
+import { testRedisUrl } from '@test/settings';
+
+/** Both registries move a query the same way: along QUERY_TRANSITIONS, the first end winning. */
+const RETENTION_SECONDS = 60;
+
+let redis: Redis;
+let keys: RedisKeys;
+
+beforeAll(() => {
+  redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
+  keys = new RedisKeys(`transition-spec-${randomBytes(4).toString('hex')}`);
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+const adapters: [string, () => QueryRegistry][] = [
+  ['in-process', () => new InProcessQueryRegistry(RETENTION_SECONDS)],
+  ['Redis', () => new RedisQueryRegistry(redis, keys, RETENTION_SECONDS)],
+];
+
+describe.each(adapters)('%s registry transitions', (_name, make) => {
+  let registry: QueryRegistry;
+  let queryId: string;
+
+  async function queued(): Promise<QueryRecord> {
+    const record: QueryRecord = {
+      queryId,
+      owner: 'ann',
+      state: 'queued',
+      format: 'json',
+      statement: 'select 1',
+      createdAt: Date.now(),
+      rows: 0,
+      bytes: 0,
+    };
+    await registry.create(record);
+    return record;
+  }
+
+  beforeEach(() => {
+    registry = make();
+    queryId = randomUUID();
+  });
+
+  it('moves a query forward with its facts, and returns it as it is then', async () => {
+    const created = await queued();
+    expect(await registry.transition(queryId, 'running', { startedAt: 7 })).toEqual({
+      ...created,
+      state: 'running',
+      startedAt: 7,
+    });
+    await registry.transition(queryId, 'streaming', { rows: 1, bytes: 10 });
+    const ended = await registry.transition(queryId, 'succeeded', {
+      status: okStatus('SELECT 2'),
+      rows: 2,
+    });
+    expect(ended).toMatchObject({ state: 'succeeded', startedAt: 7, rows: 2, bytes: 10 });
+    expect(ended?.status).toEqual(okStatus('SELECT 2'));
+    expect(ended?.finishedAt).toBeGreaterThanOrEqual(created.createdAt);
+    expect(await registry.get(queryId)).toEqual(ended);
+  });
+
+  it.each<[QueryState, QueryState]>([
+    ['running', 'queued'],
+    ['streaming', 'running'],
+    ['streaming', 'queued'],
+  ])('does not move a query back from %s to %s', async (at, back) => {
+    await queued();
+    await registry.transition(queryId, at);
+    expect((await registry.transition(queryId, back))?.state).toBe(at);
+  });
+
+  it('keeps the first final state, whoever ends the query after', async () => {
+    await queued();
+    const cancelled = statusOf('CANCELLED', 'cancelled by ann');
+    const first = await registry.transition(queryId, 'cancelled', { status: cancelled });
+    for (const to of ['succeeded', 'failed', 'streaming', 'running'] as const) {
+      expect(
+        await registry.transition(queryId, to, { status: statusOf('INTERNAL'), rows: 5 }),
+      ).toEqual(first);
+    }
+    expect(first).toMatchObject({ state: 'cancelled', status: cancelled, rows: 0 });
+  });
+
+  it('knows no query it was never told of', async () => {
+    expect(await registry.transition(queryId, 'running')).toBeUndefined();
+    expect(await registry.get(queryId)).toBeUndefined();
+  });
+});
+
+describe('Redis registry retention', () => {
+  it('keeps an ended query for the retention, an open one for a day', async () => {
+    const registry = new RedisQueryRegistry(redis, keys, RETENTION_SECONDS);
+    const queryId = randomUUID();
+    await registry.create({
+      queryId,
+      owner: 'ann',
+      state: 'queued',
+      format: 'json',
+      statement: 'select 1',
+      createdAt: Date.now(),
+      rows: 0,
+      bytes: 0,
+    });
+    await registry.transition(queryId, 'running');
+    expect(await redis.ttl(keys.meta(queryId))).toBeGreaterThan(RETENTION_SECONDS * 10);
+    await registry.transition(queryId, 'failed', { status: statusOf('INTERNAL') });
+    const ttl = await redis.ttl(keys.meta(queryId));
+    expect(ttl).toBeGreaterThan(RETENTION_SECONDS - 5);
+    expect(ttl).toBeLessThanOrEqual(RETENTION_SECONDS);
+  });
+});
