@@ -105,7 +105,8 @@ export class QueryRunner {
   async run(job: ExecuteJobData, writer: ResultWriter, login?: PgLogin): Promise<ExecutionOutcome> {
     const db = this.databases.get(job.database);
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
-    // Cancels, client loss and time limits stop the statement where it is: in PostgreSQL or waiting.
+    // A cancel, the client's loss and the time limit all stop the statement through this, where it
+    // is: in PostgreSQL or waiting for the client. Whatever the end, release() comes last.
     const statement = new StatementLife(db, applicationNameOf(job.queryId), writer, job.timeoutMs);
     let encoder: ResultEncoder | undefined;
     let rows = 0;
