@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg';
+import type { FieldDef, PoolClient } from 'pg';
 import { LoginRoleError, LoginRoleProvisioner, PgLogin } from '@app/access';
 import {
   ExecuteJobData,
@@ -13,6 +13,8 @@ import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { BodyWriter } from './body.writer';
 import { DatabaseHandle, DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
+import { isPgError } from './pg.error';
+import { StatementLife } from './statement.life';
 import { TextCursor } from './text.cursor';
 
 /** What a finished execution reports back to the job processor. */
@@ -49,15 +51,6 @@ export function beginSql(job: ExecuteJobData): string {
   ];
   if (job.schema !== undefined) parts.push(`SET LOCAL search_path TO ${quoteIdent(job.schema)}`);
   return parts.join('; ');
-}
-
-interface PgError {
-  message: string;
-  code?: string;
-}
-
-function isPgError(err: unknown): err is PgError {
-  return typeof err === 'object' && err !== null && typeof (err as PgError).code === 'string';
 }
 
 function stopStatus(reason: StopReason): Status {
@@ -110,61 +103,32 @@ export class QueryRunner {
    * the job's role, which is created or repaired here when PostgreSQL does not accept it.
    */
   async run(job: ExecuteJobData, writer: ResultWriter, login?: PgLogin): Promise<ExecutionOutcome> {
-    let client: PoolClient | undefined;
-    let cursor: TextCursor | undefined;
-    let prefetch: Promise<TextRow[]> | undefined;
-    let encoder: ResultEncoder | undefined;
-    let inTransaction = false;
-    let broken = false;
-    let rows = 0;
-    const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
     const db = this.databases.get(job.database);
-    // Cancels, client loss and time limits stop the statement where it is: in PostgreSQL or waiting.
-    let stopped: StopReason | undefined;
-    let inStatement = false;
-    const stop = (reason: StopReason) => {
-      if (stopped) return;
-      stopped = reason;
-      writer.interrupt(reason);
-      if (inStatement) void this.cancel(db, client, job);
-    };
-    const unwatch = writer.watch(stop);
-    const deadline = job.timeoutMs ? setTimeout(() => stop('timeout'), job.timeoutMs) : undefined;
-    const read = async (from: TextCursor, n: number): Promise<TextRow[]> => {
-      if (stopped) throw new ProducerStoppedError(stopped);
-      inStatement = true;
-      try {
-        return await from.read(n);
-      } finally {
-        inStatement = false;
-      }
-    };
+    const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
+    // A cancel, the client's loss and the time limit all stop the statement through this, where it
+    // is: in PostgreSQL or waiting for the client. Whatever the end, release() comes last.
+    const statement = new StatementLife(db, applicationNameOf(job.queryId), writer, job.timeoutMs);
+    let encoder: ResultEncoder | undefined;
+    let rows = 0;
     try {
-      client = await this.connect(job, db, login);
-      await client.query(beginSql(job));
-      inTransaction = true;
-      cursor = client.query(new TextCursor(job.text, job.values, job.types));
+      const cursor = await statement.start(
+        await this.connect(job, db, login),
+        beginSql(job),
+        new TextCursor(job.text, job.values, job.types),
+      );
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
-      let batch: TextRow[] = await read(
-        cursor,
-        limit === undefined ? fetch : Math.min(fetch, limit),
-      );
+      const firstAsked = limit === undefined ? fetch : Math.min(fetch, limit);
+      let batch: TextRow[] = await statement.read(firstAsked);
       const fields = cursor.fields;
-      await db.ensureTypes(fields.map((f) => f.dataTypeID));
-      const columns: EncoderColumn[] = fields.map((f) => ({
-        name: f.name,
-        type: db.catalog.name(f.dataTypeID),
-        oid: f.dataTypeID,
-        json: db.catalog.jsonEncoder(f.dataTypeID),
-        objectJson: db.catalog.objectJson(f.dataTypeID),
-      }));
-      const plainColumns = columns.map(({ name, type }) => ({ name, type }));
+      const columns = await this.columnsOf(db, fields);
       encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });
       // A first batch short of what was asked for is the whole result.
-      const firstAsked = limit === undefined ? fetch : Math.min(fetch, limit);
       if (batch.length < firstAsked) body.holdUntilEnd();
-      await body.head(plainColumns, encoder.head());
+      await body.head(
+        columns.map(({ name, type }) => ({ name, type })),
+        encoder.head(),
+      );
       let truncated = false;
       while (batch.length > 0) {
         rows += batch.length;
@@ -172,23 +136,19 @@ export class QueryRunner {
         const capped = limit !== undefined && rows >= limit;
         const want = capped ? 1 : limit === undefined ? fetch : Math.min(fetch, limit - rows);
         // PostgreSQL produces the next batch while this one is encoded and written.
-        prefetch = read(cursor, want);
-        // Awaited below (or in the catch): this only keeps it from counting as unhandled meanwhile.
+        const prefetch = statement.read(want);
+        // Awaited below, or by abandon() while still in flight: this only keeps it from counting
+        // as unhandled meanwhile.
         prefetch.catch(() => undefined);
         await body.data(batch.length, encoder.rows(batch));
         const next = await prefetch;
-        prefetch = undefined;
         if (capped) {
           truncated = next.length > 0;
           break;
         }
         batch = next;
       }
-      await cursor.close();
-      if (stopped) throw new ProducerStoppedError(stopped);
-      await client.query('COMMIT');
-      inTransaction = false;
-      unwatch();
+      await statement.commit();
       const tag = cursor.commandTag;
       const reason = fields.length > 0 || !tag ? 'OK' : tag;
       const status = okStatus(
@@ -198,37 +158,26 @@ export class QueryRunner {
       await body.end(status, encoder.end(status, false) ?? Buffer.alloc(0));
       return { status, rows, bytes: body.bytes };
     } catch (err) {
-      unwatch();
-      const status = failureStatus(err, stopped);
-      broken = !isPgError(err) && !(err instanceof ProducerStoppedError);
-      // A read still on its way must land before the portal can be closed: cut it short.
-      if (prefetch) {
-        if (inStatement) await this.cancel(db, client, job);
-        await prefetch.catch(() => undefined); // its failure is the one being reported
-      }
-      // A suspended portal holds the connection: nothing else runs on it until it is closed.
-      if (cursor?.open) {
-        await cursor.close().catch(() => {
-          broken = true;
-        });
-      }
-      if (client && inTransaction && !broken) {
-        await client.query('ROLLBACK').catch(() => {
-          broken = true;
-        });
-      }
+      const status = failureStatus(err, statement.stopReason);
+      await statement.abandon(err);
       // The channel itself failed: the api notices the silence, finds the job ended and says so.
       await this.reportFailure(body, encoder, status).catch(() => undefined);
       return { status, rows, bytes: body.bytes };
     } finally {
-      unwatch();
-      if (deadline) clearTimeout(deadline);
-      if (client) {
-        // Session state a statement may have changed (SET, LISTEN, temp tables) must not leak.
-        if (!broken) await client.query('DISCARD ALL').catch(() => (broken = true));
-        client.release(broken);
-      }
+      await statement.release();
     }
+  }
+
+  /** The encoder's columns: names, type names and how each type becomes JSON. */
+  private async columnsOf(db: DatabaseHandle, fields: FieldDef[]): Promise<EncoderColumn[]> {
+    await db.ensureTypes(fields.map((f) => f.dataTypeID));
+    return fields.map((f) => ({
+      name: f.name,
+      type: db.catalog.name(f.dataTypeID),
+      oid: f.dataTypeID,
+      json: db.catalog.jsonEncoder(f.dataTypeID),
+      objectJson: db.catalog.objectJson(f.dataTypeID),
+    }));
   }
 
   private async connect(
@@ -278,18 +227,6 @@ export class QueryRunner {
     client.release(true);
     this.logins.forget(login, database);
     throw new SluiceError('LOGIN_REFUSED', `the database no longer lets "${login.user}" log in`);
-  }
-
-  /** Cancels this query's statement, and no other that its connection may have moved on to. */
-  private async cancel(
-    db: DatabaseHandle,
-    client: PoolClient | undefined,
-    job: ExecuteJobData,
-  ): Promise<void> {
-    const pid = (client as { processID?: number } | undefined)?.processID;
-    if (!pid) return;
-    // A failed cancel leaves the statement to its time limit, its client check or its end.
-    await db.cancelStatement(pid, applicationNameOf(job.queryId)).catch(() => false);
   }
 
   private async reportFailure(

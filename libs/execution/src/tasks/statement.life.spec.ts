@@ -1,0 +1,140 @@
+import type { PoolClient } from 'pg';
+import type { TextRow } from '@app/formats';
+import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
+import { DatabaseHandle } from './database.registry';
+import { StatementLife } from './statement.life';
+import { TextCursor } from './text.cursor';
+
+/**
+ * The order of what StatementLife asks of its connection, over fakes that record it. That the
+ * real PostgreSQL and result channel end up clean is query.runner.spec.ts's part.
+ */
+const APP = 'sluice:life-spec';
+const PID = 4242;
+
+/** A portal whose reads stay in flight until answered, or cut short by a cancel. */
+class FakeCursor {
+  open = true;
+  private pending: { resolve(rows: TextRow[]): void; reject(err: Error): void } | undefined;
+
+  read(): Promise<TextRow[]> {
+    return new Promise((resolve, reject) => (this.pending = { resolve, reject }));
+  }
+
+  answer(rows: TextRow[]): void {
+    this.pending?.resolve(rows);
+  }
+
+  cancelled(): void {
+    const err = Object.assign(new Error('canceling statement due to user request'), {
+      code: '57014',
+    });
+    this.pending?.reject(err);
+  }
+
+  close(): Promise<void> {
+    this.open = false;
+    return Promise.resolve();
+  }
+}
+
+/** What the statement did, in order: SQL sent, cancels, the connection's release. */
+let log: string[];
+let cursor: FakeCursor;
+let stopClient: ((reason: StopReason) => void) | undefined;
+
+const writer: ResultWriter = {
+  write: () => Promise.resolve(),
+  writeFinal: () => Promise.resolve(),
+  watch: (onStop) => {
+    stopClient = onStop;
+    return () => (stopClient = undefined);
+  },
+  interrupt: () => undefined,
+};
+
+const client = {
+  processID: PID,
+  query(sql: string | FakeCursor) {
+    if (typeof sql !== 'string') return sql;
+    log.push(sql);
+    return Promise.resolve();
+  },
+  release(broken: boolean) {
+    log.push(broken ? 'destroy' : 'release');
+  },
+};
+
+const db = {
+  cancelStatement(pid: number, applicationName: string) {
+    log.push(`cancel ${pid} ${applicationName}`);
+    cursor.cancelled();
+    return Promise.resolve(true);
+  },
+};
+
+async function started(): Promise<StatementLife> {
+  const life = new StatementLife(db as unknown as DatabaseHandle, APP, writer, undefined);
+  await life.start(client as unknown as PoolClient, 'BEGIN', cursor as unknown as TextCursor);
+  return life;
+}
+
+beforeEach(() => {
+  log = [];
+  cursor = new FakeCursor();
+  stopClient = undefined;
+});
+
+describe(StatementLife.name, () => {
+  it('commits, then pools the connection clean', async () => {
+    const life = await started();
+    const reading = life.read(10);
+    cursor.answer([['1']]);
+    expect(await reading).toEqual([['1']]);
+    await life.commit();
+    await life.release();
+    expect(log).toEqual(['BEGIN', 'COMMIT', 'DISCARD ALL', 'release']);
+  });
+
+  it('cancels a read in flight when told to stop, and the statement reads no more', async () => {
+    const life = await started();
+    const reading = life.read(10);
+    stopClient!('cancelled');
+    await expect(reading).rejects.toMatchObject({ code: '57014' });
+    expect(life.stopReason).toBe('cancelled');
+    await expect(life.read(10)).rejects.toEqual(new ProducerStoppedError('cancelled'));
+    expect(log).toEqual(['BEGIN', `cancel ${PID} ${APP}`]);
+  });
+
+  it('does not cancel when nothing runs in PostgreSQL; commit then refuses', async () => {
+    const life = await started();
+    stopClient!('consumer-gone');
+    await expect(life.commit()).rejects.toEqual(new ProducerStoppedError('consumer-gone'));
+    expect(cursor.open).toBe(false);
+    expect(log).toEqual(['BEGIN']);
+  });
+
+  it('after a failure mid-read: cancels and awaits the read, rolls back, pools the connection', async () => {
+    const life = await started();
+    void life.read(10).catch(() => undefined); // a prefetch, in flight
+    await life.abandon(new ProducerStoppedError('client-idle'));
+    await life.release();
+    expect(log).toEqual(['BEGIN', `cancel ${PID} ${APP}`, 'ROLLBACK', 'DISCARD ALL', 'release']);
+  });
+
+  it('after a failure that may leave the connection out of step: drops it', async () => {
+    const life = await started();
+    await life.abandon(new Error('result stream write was aborted'));
+    await life.release();
+    expect(log).toEqual(['BEGIN', 'destroy']);
+  });
+
+  it('releases once, however often asked', async () => {
+    const life = await started();
+    await life.commit();
+    await life.release();
+    await life.release();
+    expect(log.filter((entry) => entry === 'release')).toHaveLength(1);
+    expect(stopClient).toBeUndefined();
+  });
+});
