@@ -19,7 +19,8 @@ import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
 import { ExecuteQueryPipe } from './execute-query.pipe';
-import { ExecuteService, ExecutionResponse, ResponseOptions } from './execute.service';
+import { ExecuteService, ExecutionResponse } from './execute.service';
+import { ResponseOptions } from './request.negotiation';
 
 /**
  * Sends an execution's body. Its close() runs on the response's close event, however the

@@ -1,8 +1,8 @@
-import { Logger } from '@nestjs/common';
 import { Readable } from 'node:stream';
-import { ResultRecord, Status, statusOf } from '@app/contracts';
-import { ReaderClosedError, ResultReader } from '@app/transport';
-import { ExecutionTracker } from './execution.tracker';
+import { ExecuteJobData, ResultRecord, Status } from '@app/contracts';
+import { createEncoder } from '@app/formats';
+import { ReaderClosedError } from '@app/transport';
+import { Execution } from './execution';
 
 /**
  * The bytes that end a body in-band with a failure status, given the last bytes sent; null when
@@ -10,94 +10,85 @@ import { ExecutionTracker } from './execution.tracker';
  */
 export type LateFailureTail = (status: Status, lastSent: Buffer) => Buffer | null;
 
-const logger = new Logger('ExecutionStream');
-
 /**
- * One query's response body and everything it holds: the result reader and the registry
- * tracker. `close()` is the one way out, idempotent: the body calls it when it ends, and the
- * response's close event calls it however the response ends — before the body's first read
- * (when its generator never runs), while it waits for a record, or after the last one.
+ * An execution's response body: its bytes record by record, starting with `readAhead` (the
+ * records read before the response was committed to); a failure the format cannot carry aborts
+ * it. The body closes the execution when it ends; the response's close event must too, since a
+ * body destroyed before its first read never runs.
  */
-export class ExecutionStream {
-  readonly body: Readable;
-  private finished = false;
-  private closing: Promise<void> | undefined;
+export function executionBody(
+  execution: Execution,
+  readAhead: ResultRecord[],
+  lateFailure: LateFailureTail,
+): Readable {
+  return Readable.from(records(execution, readAhead, lateFailure), { objectMode: false });
+}
 
-  constructor(
-    readonly queryId: string,
-    readAhead: ResultRecord[],
-    private readonly reader: ResultReader,
-    private readonly tracker: ExecutionTracker,
-    private readonly lateFailure: LateFailureTail,
-  ) {
-    this.body = Readable.from(this.records(readAhead), { objectMode: false });
-  }
-
-  close(): Promise<void> {
-    this.closing ??= this.release();
-    return this.closing;
-  }
-
-  private async release(): Promise<void> {
-    if (!this.finished) {
-      // The response ended before the result did: the client went away. Stop the producer.
-      this.finished = true;
-      await this.reader.cancel().catch((err: Error) =>
-        // Repaired by close() below: the worker also stops once the reader's alive key is gone.
-        logger.warn(`query ${this.queryId}: could not send its cancel: ${err.message}`),
-      );
-      await this.tracker.end(statusOf('CANCELLED', 'client went away'));
-    }
-    await this.reader.close().catch((err: Error) =>
-      // Repaired by Redis: the alive key lapses within seconds, the stream at its TTL.
-      logger.warn(`query ${this.queryId}: could not release its result reader: ${err.message}`),
-    );
-  }
-
-  /**
-   * Yields the body bytes record by record, starting with `readAhead` (the records read before
-   * the response was committed to); a failure the format cannot carry aborts it.
-   */
-  private async *records(readAhead: ResultRecord[]): AsyncGenerator<Buffer> {
-    const pending = [...readAhead];
-    let lastSent: Buffer = Buffer.alloc(0);
-    try {
-      for (;;) {
-        const record = pending.shift() ?? (await this.reader.next());
-        this.tracker.sent(record);
-        switch (record.kind) {
-          case 'head':
-          case 'data':
-            if (record.bytes.length > 0) {
-              lastSent = record.bytes;
-              yield record.bytes;
-            }
-            break;
-          case 'end':
-            this.finished = true;
-            await this.tracker.end(record.status);
-            if (record.abort) throw new Error(`query failed mid-stream: ${record.status.reason}`);
-            if (record.bytes.length > 0) yield record.bytes;
-            return;
-          case 'error': {
-            // Found by the api itself after the body started (the worker was lost): a worker
-            // never writes `error` once it has sent a byte.
-            this.finished = true;
-            await this.tracker.end(record.status);
-            const tail = this.lateFailure(record.status, lastSent);
-            if (!tail) throw new Error(`query failed mid-stream: ${record.status.reason}`);
-            yield tail;
-            return;
+async function* records(
+  execution: Execution,
+  readAhead: ResultRecord[],
+  lateFailure: LateFailureTail,
+): AsyncGenerator<Buffer> {
+  const pending = [...readAhead];
+  let lastSent: Buffer = Buffer.alloc(0);
+  try {
+    for (;;) {
+      const record = pending.shift() ?? (await execution.next());
+      execution.sent(record);
+      switch (record.kind) {
+        case 'head':
+        case 'data':
+          if (record.bytes.length > 0) {
+            lastSent = record.bytes;
+            yield record.bytes;
           }
+          break;
+        case 'end':
+          await execution.end(record.status);
+          if (record.abort) throw new Error(`query failed mid-stream: ${record.status.reason}`);
+          if (record.bytes.length > 0) yield record.bytes;
+          return;
+        case 'error': {
+          // Found by the api itself after the body started (the worker was lost): a worker
+          // never writes `error` once it has sent a byte.
+          await execution.end(record.status);
+          const tail = lateFailure(record.status, lastSent);
+          if (!tail) throw new Error(`query failed mid-stream: ${record.status.reason}`);
+          yield tail;
+          return;
         }
       }
-    } catch (err) {
-      // Closed by close(): the response is gone, nobody is left to tell. Closed by anything else
-      // (the source shutting down), the body must not end as if it were whole: it is aborted.
-      if (err instanceof ReaderClosedError && this.closing) return;
-      throw err;
-    } finally {
-      await this.close();
     }
+  } catch (err) {
+    // Closed by close(): the response is gone, nobody is left to tell. Closed by anything else
+    // (the source shutting down), the body must not end as if it were whole: it is aborted.
+    if (err instanceof ReaderClosedError && execution.closed) return;
+    throw err;
+  } finally {
+    await execution.close();
   }
+}
+
+/**
+ * How a body that started ends when the api finds the failure itself (the worker was lost): a
+ * JSON or NDJSON body gets its status in-band, as the worker would have written it — unless it
+ * is compressed (the worker's compressor held the state) or its last entry was not a whole
+ * chunk (a chunk larger than an entry is split over several, all but the last exactly
+ * SLUICE_MAX_ENTRY_BYTES long). Any other body is aborted.
+ */
+export function lateFailureTail(job: ExecuteJobData, maxEntryBytes: number): LateFailureTail {
+  const { format } = job;
+  if (job.encoding || (format !== 'json' && format !== 'ndjson')) return () => null;
+  const encoder = createEncoder(format, {
+    queryId: job.queryId,
+    layout: job.layout,
+    columns: [],
+  });
+  // Where a whole chunk of each format ends: a line; the data array's opening or a row.
+  const wholeEnds = format === 'ndjson' ? ['\n'] : ['[', ']', '}'];
+  return (status, lastSent) => {
+    const last = String.fromCharCode(lastSent[lastSent.length - 1] ?? 0);
+    if (lastSent.length >= maxEntryBytes || !wholeEnds.includes(last)) return null;
+    return encoder.end(status, true);
+  };
 }

@@ -1,0 +1,54 @@
+import { ExecuteJobData } from '@app/contracts';
+import { SluiceConfig } from '@app/config';
+import { BoundStatement } from '@app/sql';
+import { AuthUser } from '../auth/auth-user';
+import { NegotiatedRequest } from './request.negotiation';
+
+/** What a job is made of: the negotiated request, its bound statement, who runs it, and when. */
+export interface JobParts extends NegotiatedRequest {
+  queryId: string;
+  bound: BoundStatement;
+  user: AuthUser;
+  /** Its dispatch priority, from admission. */
+  priority: number;
+  /** When it was asked for (epoch ms): its queue wait counts from here. */
+  now: number;
+}
+
+export type JobLimits = Pick<
+  SluiceConfig,
+  'maxQueueWaitMs' | 'statementTimeoutMs' | 'maxStatementTimeoutMs'
+>;
+
+/** The job a worker runs for one request. */
+export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
+  const { request, bound, user, now } = parts;
+  return {
+    queryId: parts.queryId,
+    text: bound.text,
+    values: bound.values,
+    types: bound.types,
+    username: user.username,
+    role: user.role,
+    readOnly: user.readOnly,
+    session: user.session,
+    database: request.database ?? user.database,
+    schema: request.schema,
+    format: parts.format,
+    layout: request.format ?? 'array',
+    fetchSize: request.fetch_size ?? 0,
+    maxRows: request.max_rows,
+    encoding: parts.encoding,
+    timeoutMs: timeoutFor(request.timeout, config),
+    startBy: now + config.maxQueueWaitMs,
+    priority: parts.priority,
+    enqueuedAt: now,
+  };
+}
+
+/** The statement's time limit: the request's, capped by the maximum, or the server default. */
+function timeoutFor(requested: number | undefined, config: JobLimits): number | undefined {
+  const ms = requested ?? config.statementTimeoutMs;
+  if (!ms) return undefined;
+  return Math.min(ms, config.maxStatementTimeoutMs);
+}

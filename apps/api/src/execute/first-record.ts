@@ -1,0 +1,41 @@
+import { ResultRecord } from '@app/contracts';
+import { ResultReader } from '@app/transport';
+
+/** The client left before its response started. */
+export class ClientGoneError extends Error {
+  constructor() {
+    super('client went away');
+    this.name = 'ClientGoneError';
+  }
+}
+
+/**
+ * Reads until the first record that commits the response: one with bytes of a body, or a
+ * terminal one. The status line goes out with the first byte of the body, so until then an error
+ * is still answered with the envelope and its own HTTP code. Returns every record read, that one
+ * last. Rejects with ClientGoneError as soon as `signal` aborts (the reader is left as it is), or
+ * with the reader's own error.
+ */
+export async function readToFirstBytes(
+  reader: Pick<ResultReader, 'next'>,
+  signal?: AbortSignal,
+): Promise<ResultRecord[]> {
+  const gone = signal && clientGone(signal);
+  const next = () => (gone ? Promise.race([reader.next(), gone]) : reader.next());
+  const read: ResultRecord[] = [];
+  let record: ResultRecord;
+  do {
+    record = await next();
+    read.push(record);
+  } while ((record.kind === 'head' || record.kind === 'data') && record.bytes.length === 0);
+  return read;
+}
+
+/** Rejects with ClientGoneError once the signal aborts (at once if it has). */
+function clientGone(signal: AbortSignal): Promise<never> {
+  return new Promise<never>((_, reject) => {
+    const onAbort = () => reject(new ClientGoneError());
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,81 @@
+import { ExecuteRequestDto, MEDIA_TYPES, SluiceError } from '@app/contracts';
+import { DEFAULT_COMPRESSION_LEVEL, SUPPORTED_FORMATS } from '@app/formats';
+import { negotiateRequest } from './request.negotiation';
+
+/** What a request asks for, from its body, path and headers alone; its 400 and 406 answers. */
+const body: ExecuteRequestDto = { statement: 'select 1' };
+
+function refusal(run: () => unknown): SluiceError {
+  try {
+    run();
+  } catch (err) {
+    if (err instanceof SluiceError) return err;
+    throw err;
+  }
+  throw new Error('not refused');
+}
+
+describe(negotiateRequest.name, () => {
+  it('answers JSON, uncompressed, on the body database when nothing else is asked', () => {
+    const given = { ...body, database: 'app' };
+    const negotiated = negotiateRequest(given, {});
+    expect(negotiated).toEqual({ request: given, format: 'json', encoding: undefined });
+    expect(negotiated.request).not.toBe(given);
+  });
+
+  it('takes the database of the path, also when the body names the same one', () => {
+    expect(negotiateRequest(body, { database: 'app' }).request).toEqual({
+      ...body,
+      database: 'app',
+    });
+    const same = { ...body, database: 'app' };
+    expect(negotiateRequest(same, { database: 'app' }).request.database).toBe('app');
+  });
+
+  it('refuses a path database that contradicts the body, and leaves the body as it was', () => {
+    const given = { ...body, database: 'other' };
+    const error = refusal(() => negotiateRequest(given, { database: 'app' }));
+    expect(error).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: 'database in the path and in the body differ',
+    });
+    expect(given).toEqual({ ...body, database: 'other' });
+  });
+
+  it('picks the format from Accept and refuses one it cannot produce with the supported list', () => {
+    expect(negotiateRequest(body, { accept: MEDIA_TYPES.ndjson }).format).toBe('ndjson');
+    const error = refusal(() => negotiateRequest(body, { accept: 'image/png' }));
+    expect(error.code).toBe('NOT_ACCEPTABLE');
+    expect(error.message).toBe(
+      `cannot produce image/png; supported: ${SUPPORTED_FORMATS.map((f) => MEDIA_TYPES[f]).join(', ')}`,
+    );
+  });
+
+  it('picks the encoding from the compression headers', () => {
+    expect(negotiateRequest(body, { acceptEncoding: 'gzip' }).encoding).toEqual({
+      name: 'gzip',
+      level: DEFAULT_COMPRESSION_LEVEL,
+    });
+    expect(
+      negotiateRequest(body, {
+        acceptEncoding: 'gzip, br',
+        preferredEncoding: 'br',
+        preferredLevel: '9',
+      }).encoding,
+    ).toEqual({ name: 'br', level: 9 });
+  });
+
+  it('checks the database, then the format, then the encoding', () => {
+    const everythingWrong = { accept: 'image/png', preferredLevel: '10' };
+    expect(
+      refusal(() =>
+        negotiateRequest({ ...body, database: 'a' }, { ...everythingWrong, database: 'b' }),
+      ).code,
+    ).toBe('INVALID_REQUEST');
+    expect(refusal(() => negotiateRequest(body, everythingWrong)).code).toBe('NOT_ACCEPTABLE');
+    expect(refusal(() => negotiateRequest(body, { preferredLevel: '10' }))).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: 'Preferred-Compression-Level must be an integer from 1 to 9',
+    });
+  });
+});
