@@ -41,6 +41,8 @@ const FEEDS: Record<string, { setting: keyof SluiceConfig; value: string }> = {
   SLUICE_PRODUCER_SILENCE_MS: { setting: 'producerSilenceMs', value: '500' },
   SLUICE_WORKER_THREADS: { setting: 'workerThreads', value: '3' },
   SLUICE_TASKS_PER_THREAD: { setting: 'tasksPerThread', value: '2' },
+  SLUICE_WORKER_LANES: { setting: 'workerLanes', value: 'export' },
+  SLUICE_WORKER_INTERACTIVE_RESERVE: { setting: 'interactiveReserve', value: '2' },
   SLUICE_PG_POOL_SIZE: { setting: 'pgPoolSize', value: '2' },
   SLUICE_PG_MAX_CONNECTIONS: { setting: 'pgMaxConnections', value: '5000' },
   SLUICE_DEFAULT_FETCH_SIZE: { setting: 'defaultFetchSize', value: '10' },

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { LANES, Lane } from '@app/contracts';
 
 /** Every setting of Sluice, read from the environment once at start-up. */
 export interface SluiceConfig {
@@ -30,6 +31,13 @@ export interface SluiceConfig {
   adminRole?: string;
   workerThreads: number;
   tasksPerThread: number;
+  /** Worker: the lanes whose queues it takes jobs from (default: all). */
+  workerLanes: Lane[];
+  /**
+   * Threads of a worker serving both lanes (and of standalone mode's pool) that export work never
+   * takes: their task slots are for interactive jobs only.
+   */
+  interactiveReserve: number;
   pgPoolSize: number;
   /** Statement connections a worker process keeps open at most, all threads and roles together. */
   pgMaxConnections: number;
@@ -121,6 +129,18 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return raw;
 }
 
+/** A comma-separated list of lanes; empty or unset: every lane. */
+function lanes(env: Env, name: string): Lane[] {
+  const raw = str(env, name);
+  if (raw === undefined) return [...LANES];
+  const named = raw.split(',').map((lane) => lane.trim());
+  const unknown = named.filter((lane) => !(LANES as readonly string[]).includes(lane));
+  if (unknown.length > 0) {
+    throw new ConfigError(name, `must list lanes out of ${LANES.join(', ')}, got "${raw}"`);
+  }
+  return LANES.filter((lane) => named.includes(lane));
+}
+
 /** Reads and validates the environment; throws ConfigError on the first bad value. */
 export function loadConfig(env: Env = process.env): SluiceConfig {
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
@@ -153,6 +173,8 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     256,
   );
   const tasksPerThread = int(env, 'SLUICE_TASKS_PER_THREAD', 4, 1, 64);
+  const workerLanes = lanes(env, 'SLUICE_WORKER_LANES');
+  const interactiveReserve = int(env, 'SLUICE_WORKER_INTERACTIVE_RESERVE', 1, 0, 256);
   // Every running task holds one statement connection: fewer than that could never all run.
   const leastConnections = workerThreads * tasksPerThread;
   const pgMaxConnections = int(
@@ -193,6 +215,8 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     adminRole: str(env, 'SLUICE_ADMIN_ROLE'),
     workerThreads,
     tasksPerThread,
+    workerLanes,
+    interactiveReserve,
     pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
     pgMaxConnections,
     defaultFetchSize: int(env, 'SLUICE_DEFAULT_FETCH_SIZE', 1000, 1, 1_000_000),

@@ -10,7 +10,7 @@ import {
   MaxLength,
   Min,
 } from 'class-validator';
-import { ResultLayout } from './execute.job';
+import { LANES, Lane, ResultLayout } from './execute.job';
 
 /** Body of POST /v1/execute (also built from the query string for GET and text/plain). */
 export class ExecuteRequestDto {
@@ -79,4 +79,13 @@ export class ExecuteRequestDto {
   @IsNotEmpty()
   @MaxLength(63)
   schema?: string;
+
+  @ApiPropertyOptional({
+    enum: [...LANES],
+    description:
+      'Queue the query waits in (default: `export` for Parquet and Arrow answers, `interactive` otherwise).',
+  })
+  @IsOptional()
+  @IsIn(LANES)
+  lane?: Lane;
 }

@@ -1,5 +1,19 @@
-/** Name of the BullMQ queue that carries executions. */
+/**
+ * Which queue a job waits in: `export` for bulk answers (Parquet, Arrow, or asked for), served on
+ * capacity that never takes a worker's last threads; `interactive` for everything else.
+ */
+export type Lane = 'interactive' | 'export';
+
+export const LANES: readonly Lane[] = ['interactive', 'export'];
+
+/** Name of the BullMQ queue that carries interactive executions (the one queue before lanes). */
 export const EXECUTE_QUEUE = 'execute';
+
+/** The BullMQ queue of each lane; all under the deployment's hash-tagged prefix. */
+export const LANE_QUEUES: Readonly<Record<Lane, string>> = {
+  interactive: EXECUTE_QUEUE,
+  export: `${EXECUTE_QUEUE}-export`,
+};
 
 export type ResultFormat = 'json' | 'ndjson' | 'csv' | 'parquet' | 'arrow';
 export type ResultLayout = 'array' | 'collection';
@@ -32,6 +46,8 @@ export interface ExecuteJobData {
   timeoutMs?: number;
   /** Latest start: a job still waiting then is not run (epoch ms). */
   startBy?: number;
+  /** The queue the job waits in; the worker that takes it serves this lane. */
+  lane: Lane;
   /** Dispatch priority (1 first): the user's queries already queued or running, plus one. */
   priority?: number;
   enqueuedAt: number;

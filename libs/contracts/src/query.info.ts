@@ -1,4 +1,5 @@
 import { ERROR_CATALOGUE } from './error.catalogue';
+import { Lane } from './execute.job';
 import { Status } from './status';
 
 /** Where a query is in its life. */
@@ -41,6 +42,8 @@ export interface QueryInfo {
   state: QueryState;
   database: string | null;
   format: string;
+  /** The queue the query waits (or waited) in. */
+  lane: Lane;
   /** The statement's text with placeholders, first 200 characters (parameter values are never shown). */
   statement: string;
   created_at: string;

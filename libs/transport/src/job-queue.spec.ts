@@ -1,7 +1,7 @@
 import { Worker } from 'bullmq';
 import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
+import { EXECUTE_QUEUE, ExecuteJobData, LANES, Lane } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
 import { InProcessJobQueue } from './in-process/in-process-job.queue';
 import { JobCounts, JobQueue } from './job.queue';
@@ -38,7 +38,7 @@ function bullmqAdapter(): Adapter {
     close: async () => {
       await worker?.close(true);
       connection?.disconnect();
-      await queue.queue.obliterate({ force: true });
+      for (const lane of LANES) await queue.queues[lane].obliterate({ force: true });
       await queue.close();
       await redis.quit();
     },
@@ -54,8 +54,14 @@ function inProcessAdapter(): Adapter {
   };
 }
 
-function job(priority: number): ExecuteJobData {
-  return { queryId: randomUUID(), text: 'select 1', username: 'u', priority } as ExecuteJobData;
+function job(priority: number, lane: Lane = 'interactive'): ExecuteJobData {
+  return {
+    queryId: randomUUID(),
+    text: 'select 1',
+    username: 'u',
+    priority,
+    lane,
+  } as ExecuteJobData;
 }
 
 async function until(check: () => boolean, ms: number): Promise<void> {
@@ -66,11 +72,11 @@ async function until(check: () => boolean, ms: number): Promise<void> {
   }
 }
 
-/** The queue's counts once `settled` holds, or the last ones read after 5 s. */
+/** The interactive lane's counts once `settled` holds, or the last ones read after 5 s. */
 async function countsWhen(queue: JobQueue, settled: (counts: JobCounts) => boolean) {
   const deadline = Date.now() + 5000;
   for (;;) {
-    const counts = await queue.counts();
+    const counts = (await queue.counts()).interactive;
     if (settled(counts) || Date.now() > deadline) return counts;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -92,7 +98,7 @@ describe.each([
 
   it('gives each waiting job its place: the order in which jobs are then taken', async () => {
     // Per-user fairness priorities: users' first queries (1) before their second ones (2), …
-    const jobs = [2, 1, 3, 1, 2, 1].map(job);
+    const jobs = [2, 1, 3, 1, 2, 1].map((priority) => job(priority));
     for (const j of jobs) await adapter.queue.enqueue(j);
     const positions = await Promise.all(jobs.map((j) => adapter.queue.position(j.queryId)));
     expect([...positions].sort((a, b) => a! - b!)).toEqual([0, 1, 2, 3, 4, 5]);
@@ -135,7 +141,7 @@ describe.each([
     const held = new Promise<void>((resolve) => (release = resolve));
     let done = 0;
     for (const j of [first, job(1), job(2)]) await adapter.queue.enqueue(j);
-    expect(await adapter.queue.counts()).toMatchObject({ waiting: 3, active: 0 });
+    expect((await adapter.queue.counts()).interactive).toMatchObject({ waiting: 3, active: 0 });
     adapter.consume(async (queryId) => {
       if (queryId === first.queryId) await held;
       done += 1;
@@ -147,5 +153,22 @@ describe.each([
     await until(() => done === 3, 5000);
     const after = await countsWhen(adapter.queue, (c) => c.active === 0);
     expect(after).toMatchObject({ waiting: 0, active: 0 });
+  });
+
+  it('keeps the lanes apart: places and counts by lane, state and removal across them', async () => {
+    const exported = [job(1, 'export'), job(1, 'export')];
+    const interactive = job(2);
+    for (const j of [...exported, interactive]) await adapter.queue.enqueue(j);
+    // Export jobs are never ahead of an interactive one, whatever their priority.
+    expect(await adapter.queue.position(interactive.queryId)).toBe(0);
+    expect(await adapter.queue.position(exported[1].queryId)).toBe(1);
+    const counts = await adapter.queue.counts();
+    expect(counts.interactive).toMatchObject({ waiting: 1, active: 0 });
+    expect(counts.export).toMatchObject({ waiting: 2, active: 0 });
+    expect(await adapter.queue.waitingCount()).toBe(3);
+    expect(await adapter.queue.state(exported[0].queryId)).toBe('queued');
+    expect(await adapter.queue.removeQueued(exported[0].queryId)).toBe(true);
+    expect(await adapter.queue.position(exported[1].queryId)).toBe(0);
+    expect((await adapter.queue.counts()).export).toMatchObject({ waiting: 1 });
   });
 });

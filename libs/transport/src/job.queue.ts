@@ -1,4 +1,4 @@
-import { ExecuteJobData } from '@app/contracts';
+import { ExecuteJobData, Lane } from '@app/contracts';
 
 /**
  * Lifecycle of a job as the queue sees it. `active`: a worker holds it and is alive; `lost`: the
@@ -16,17 +16,23 @@ export type JobCounts = {
   failed?: number;
 };
 
-/** Producer side of the execution queue. */
+/**
+ * Producer side of the execution queue: one lane per `Lane`, each job in the lane its data
+ * names. A query id is unique across lanes, so calls that take one find the job in its lane.
+ */
 export interface JobQueue {
   enqueue(job: ExecuteJobData): Promise<void>;
   /** Current state of a job, `lost` included. */
   state(queryId: string): Promise<JobState>;
-  /** Jobs ahead of this one while it waits (0: next), undefined when it does not wait. */
+  /**
+   * Jobs ahead of this one in its lane while it waits (0: next), undefined when it does not
+   * wait. Lanes are served apart, so jobs of the other lane are never ahead of it.
+   */
   position(queryId: string): Promise<number | undefined>;
-  /** Jobs waiting, all users together. */
+  /** Jobs waiting, all users and lanes together. */
   waitingCount(): Promise<number>;
-  /** The queue's depth by state, all users together (for metrics). */
-  counts(): Promise<JobCounts>;
+  /** Each lane's depth by state, all users together (for metrics). */
+  counts(): Promise<Record<Lane, JobCounts>>;
   /** Removes a job that no worker took yet; false when it is already running or gone. */
   removeQueued(queryId: string): Promise<boolean>;
   close(): Promise<void>;

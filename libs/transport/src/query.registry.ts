@@ -1,4 +1,4 @@
-import { QueryState, Status } from '@app/contracts';
+import { Lane, QueryState, Status } from '@app/contracts';
 
 /** What the registry keeps of a query; times in epoch ms. */
 export interface QueryRecord {
@@ -7,6 +7,8 @@ export interface QueryRecord {
   state: QueryState;
   database?: string;
   format: string;
+  /** Absent in records written before lanes: those waited in today's interactive queue. */
+  lane?: Lane;
   statement: string;
   createdAt: number;
   startedAt?: number;

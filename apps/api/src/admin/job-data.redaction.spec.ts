@@ -13,6 +13,7 @@ describe(redactJobData.name, () => {
     format: 'json',
     layout: 'array',
     fetchSize: 0,
+    lane: 'interactive',
     enqueuedAt: 1,
   };
 

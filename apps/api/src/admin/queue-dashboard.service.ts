@@ -5,7 +5,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
 import type { Queue } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ExecuteJobData, SluiceError } from '@app/contracts';
+import { ExecuteJobData, LANES, Lane, SluiceError } from '@app/contracts';
 import { toEnvelope } from '../http/error.envelope';
 import { DASHBOARD_QUEUE } from '../infra/tokens';
 import { AdminAuthenticatorService } from './admin-authenticator.service';
@@ -49,12 +49,13 @@ export class QueueDashboardService implements OnModuleInit {
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     private readonly authenticator: AdminAuthenticatorService,
-    @Inject(DASHBOARD_QUEUE) private readonly queue: Queue<ExecuteJobData> | undefined,
+    @Inject(DASHBOARD_QUEUE)
+    private readonly queues: Readonly<Record<Lane, Queue<ExecuteJobData>>> | undefined,
   ) {}
 
   onModuleInit(): void {
     const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
-    const queue = this.queue;
+    const queues = this.queues;
     void fastify.register(
       async (scope: FastifyInstance) => {
         scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
@@ -69,12 +70,21 @@ export class QueueDashboardService implements OnModuleInit {
           }
         });
         scope.setErrorHandler((err, _request, reply) => send(reply, err));
-        if (queue) {
+        if (queues) {
           const board = new FastifyAdapter();
-          const adapter = new BullMQAdapter(queue, { readOnlyMode: true, allowRetries: false });
-          adapter.setFormatter('data', (data: Partial<ExecuteJobData>) => redactJobData(data));
+          // One board entry per lane, named after it.
+          const adapters = LANES.map((lane) => {
+            const adapter = new BullMQAdapter(queues[lane], {
+              readOnlyMode: true,
+              allowRetries: false,
+              displayName: `${lane} lane`,
+              description: `BullMQ queue "${queues[lane].name}"`,
+            });
+            adapter.setFormatter('data', (data: Partial<ExecuteJobData>) => redactJobData(data));
+            return adapter;
+          });
           createBullBoard({
-            queues: [adapter],
+            queues: adapters,
             serverAdapter: board,
             options: { uiConfig: { boardTitle: 'Sluice queue' } },
           });

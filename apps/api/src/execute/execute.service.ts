@@ -100,6 +100,7 @@ export class ExecuteService {
         state: 'queued',
         database: job.database,
         format: job.format,
+        lane: job.lane,
         statement: statement.slice(0, 200),
         createdAt: job.enqueuedAt,
         rows: 0,

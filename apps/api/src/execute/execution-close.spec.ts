@@ -65,7 +65,7 @@ const seen = new Set<string>();
 async function queuedQuery(): Promise<string> {
   let id: string | undefined;
   await until(async () => {
-    const jobs = await queue.queue.getJobs(['waiting', 'prioritized']);
+    const jobs = await queue.queues.interactive.getJobs(['waiting', 'prioritized']);
     id = jobs.map((job) => job.data.queryId).find((queryId) => !seen.has(queryId));
     return id !== undefined;
   }, 5000);
@@ -170,7 +170,7 @@ afterEach(() => tracker.stop());
 afterAll(async () => {
   await app.close();
   await source.close();
-  await queue.queue.obliterate({ force: true });
+  await queue.queues.interactive.obliterate({ force: true });
   await queue.close();
   await redis.del(keys.workers);
   await redis.quit();

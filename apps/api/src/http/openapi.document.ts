@@ -79,6 +79,11 @@ const SCHEMAS: Record<string, Schema> = {
       },
       database: { type: 'string', nullable: true },
       format: { type: 'string' },
+      lane: {
+        type: 'string',
+        enum: ['interactive', 'export'],
+        description: 'The queue the query waits (or waited) in.',
+      },
       statement: {
         type: 'string',
         description: 'First 200 characters, placeholders as written; values never.',
@@ -87,7 +92,11 @@ const SCHEMAS: Record<string, Schema> = {
       started_at: { type: 'string', format: 'date-time', nullable: true },
       finished_at: { type: 'string', format: 'date-time', nullable: true },
       elapsed_ms: { type: 'integer' },
-      queue_position: { type: 'integer', nullable: true },
+      queue_position: {
+        type: 'integer',
+        nullable: true,
+        description: 'Queries ahead of this one in its lane while it is queued.',
+      },
       rows: { type: 'integer' },
       bytes: { type: 'integer' },
       status: { allOf: [ref('Status')], nullable: true },

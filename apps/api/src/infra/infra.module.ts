@@ -69,11 +69,11 @@ const clusterProviders: Provider[] = [
       new BullmqJobQueue(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
   },
   { provide: JOB_QUEUE, useExisting: BullmqJobQueue },
-  // bull-board reads BullMQ itself: it gets the adapter's queue here, where the adapter is chosen.
+  // bull-board reads BullMQ itself: it gets the adapter's queues here, where the adapter is chosen.
   {
     provide: DASHBOARD_QUEUE,
     inject: [BullmqJobQueue],
-    useFactory: (queue: BullmqJobQueue) => queue.queue,
+    useFactory: (queue: BullmqJobQueue) => queue.queues,
   },
   {
     provide: QUERY_REGISTRY,

@@ -5,5 +5,5 @@ export const JOB_QUEUE = Symbol('JOB_QUEUE');
 export const RESULT_SOURCE = Symbol('RESULT_SOURCE');
 export const RESULT_SINK = Symbol('RESULT_SINK');
 export const QUERY_REGISTRY = Symbol('QUERY_REGISTRY');
-/** The BullMQ queue behind JOB_QUEUE, for bull-board; undefined in standalone mode (no BullMQ). */
+/** The BullMQ queues behind JOB_QUEUE (one per lane), for bull-board; undefined in standalone mode (no BullMQ). */
 export const DASHBOARD_QUEUE = Symbol('DASHBOARD_QUEUE');

@@ -73,17 +73,19 @@ export class ApiMetricsService {
       help: 'Result body bytes streamed to clients by this api (after compression, if any).',
       registers,
     });
-    const depth: Gauge<'state'> = new Gauge({
+    const depth: Gauge<'lane' | 'state'> = new Gauge({
       name: 'sluice_queue_jobs',
       help: !isStandalone(config)
-        ? 'Jobs in the BullMQ execution queue, by state (all apis and workers together).'
-        : 'Jobs in the in-process queue of this process, by state.',
-      labelNames: ['state'],
+        ? 'Jobs in the BullMQ execution queues, by lane and state (all apis and workers together).'
+        : 'Jobs in the in-process queue of this process, by lane and state.',
+      labelNames: ['lane', 'state'],
       registers,
       collect: () =>
         this.quietly('queue depth', async () => {
-          for (const [state, count] of Object.entries(await this.queue.counts())) {
-            if (count !== undefined) depth.set({ state }, count);
+          for (const [lane, counts] of Object.entries(await this.queue.counts())) {
+            for (const [state, count] of Object.entries(counts)) {
+              if (count !== undefined) depth.set({ lane, state }, count);
+            }
           }
         }),
     });

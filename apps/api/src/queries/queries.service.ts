@@ -62,6 +62,7 @@ export class QueriesService {
       state: record.state,
       database: record.database ?? null,
       format: record.format,
+      lane: record.lane ?? 'interactive',
       statement: record.statement,
       created_at: new Date(record.createdAt).toISOString(),
       started_at: iso(record.startedAt),

@@ -6,18 +6,23 @@ import {
   OnModuleDestroy,
 } from '@nestjs/common';
 import { MessageChannel } from 'node:worker_threads';
-import { ExecuteJobData } from '@app/contracts';
+import { ExecuteJobData, LANES } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
   JobLifecycle,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
+  laneLimits,
+  reserveNotKept,
 } from '@app/execution';
 import { InProcessJobQueue, InProcessResultChannel, QueryRegistry } from '@app/transport';
 import { QUERY_REGISTRY } from '../infra/tokens';
 
-/** Standalone mode's worker: takes jobs off the in-process queue and runs them in the pool. */
+/**
+ * Standalone mode's worker: takes jobs of every lane off the in-process queue and runs them in
+ * the pool, export jobs never on the interactive reserve (SLUICE_WORKER_INTERACTIVE_RESERVE).
+ */
 @Injectable()
 export class StandaloneExecutionService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(StandaloneExecutionService.name);
@@ -39,7 +44,11 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   async onApplicationBootstrap(): Promise<void> {
     await this.pool.check();
     await this.logins.check();
-    this.queue.consume((job) => this.track(job), this.pool.capacity);
+    const limits = laneLimits(this.config, LANES);
+    if (!limits.reserveKept) {
+      this.logger.warn(reserveNotKept(this.config));
+    }
+    this.queue.consume((job) => this.track(job), limits.total, limits.export);
   }
 
   private track(job: ExecuteJobData): Promise<void> {

@@ -7,18 +7,25 @@ import {
 } from '@nestjs/common';
 import { Job, Worker } from 'bullmq';
 import Redis from 'ioredis';
-import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
+import { ExecuteJobData, LANE_QUEUES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
   ExecutionOutcome,
   JobLifecycle,
+  LaneSlots,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
+  laneLimits,
+  reserveNotKept,
 } from '@app/execution';
 import { RedisKeys, RedisQueryRegistry, RedisResultSink, ResultSink } from '@app/transport';
 
-/** Takes execution jobs off the BullMQ queue and runs each in the thread pool. */
+/**
+ * Takes execution jobs off the BullMQ queues of the lanes this worker serves (SLUICE_WORKER_LANES),
+ * one BullMQ worker per lane, and runs each in the shared thread pool. Each lane's worker takes
+ * only what the pool can start at once; serving both lanes, export work never gets the reserve.
+ */
 @Injectable()
 export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(ExecuteProcessor.name);
@@ -27,7 +34,8 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   private readonly sink: ResultSink;
   private readonly lifecycle: JobLifecycle;
   private readonly running = new Set<string>();
-  private worker: Worker<ExecuteJobData, ExecutionOutcome | undefined> | undefined;
+  private readonly slots: LaneSlots;
+  private readonly workers = new Map<Lane, Worker<ExecuteJobData, ExecutionOutcome | undefined>>();
 
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
@@ -46,34 +54,62 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       ),
       this.sink,
     );
+    this.slots = new LaneSlots(laneLimits(config, config.workerLanes));
   }
 
   async onApplicationBootstrap(): Promise<void> {
     await this.connection.ping();
     await this.pool.check();
     await this.logins.check();
-    this.worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
-      EXECUTE_QUEUE,
-      (job) => this.process(job),
-      {
-        connection: this.connection,
-        prefix: this.keys.bullPrefix,
-        concurrency: this.pool.capacity,
-        // A job whose worker died is failed, never handed to another worker: no statement runs twice.
-        maxStalledCount: 0,
-        stalledInterval: 5_000,
-        lockDuration: 10_000,
-      },
+    for (const lane of this.config.workerLanes) {
+      const worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
+        LANE_QUEUES[lane],
+        (job) => this.process(lane, job),
+        {
+          connection: this.connection,
+          prefix: this.keys.bullPrefix,
+          concurrency: this.slots.concurrency(lane),
+          // A job whose worker died is failed, never handed to another worker: no statement runs twice.
+          maxStalledCount: 0,
+          stalledInterval: 5_000,
+          lockDuration: 10_000,
+        },
+      );
+      worker.on('error', (err) => this.logger.error(`queue error (${lane}): ${err.message}`));
+      this.workers.set(lane, worker);
+    }
+    await Promise.all([...this.workers.values()].map((worker) => worker.waitUntilReady()));
+    const { total, export: exportSlots, reserveKept } = this.slots.limits;
+    const served = this.config.workerLanes.map((lane) => `"${LANE_QUEUES[lane]}" (${lane})`);
+    this.logger.log(
+      `consuming ${served.join(' and ')} with ${total} slots` +
+        (this.workers.size > 1 ? `, export at most ${exportSlots}` : ''),
     );
-    this.worker.on('error', (err) => this.logger.error(`queue error: ${err.message}`));
-    await this.worker.waitUntilReady();
-    this.logger.log(`consuming queue "${EXECUTE_QUEUE}" with concurrency ${this.pool.capacity}`);
+    if (!reserveKept) {
+      this.logger.warn(reserveNotKept(this.config));
+    }
+  }
+
+  /** Each lane's BullMQ worker may hold what the pool can start now (see LaneSlots). */
+  private rebalance(): void {
+    for (const [lane, worker] of this.workers) worker.concurrency = this.slots.concurrency(lane);
   }
 
   private async process(
+    lane: Lane,
     job: Job<ExecuteJobData, ExecutionOutcome | undefined>,
   ): Promise<ExecutionOutcome | undefined> {
-    const data = job.data;
+    this.slots.started(lane);
+    this.rebalance();
+    try {
+      return await this.run(job.data);
+    } finally {
+      this.slots.ended(lane);
+      this.rebalance();
+    }
+  }
+
+  private async run(data: ExecuteJobData): Promise<ExecutionOutcome | undefined> {
     if (!(await this.lifecycle.start(data))) return undefined;
     this.running.add(data.queryId);
     try {
@@ -94,7 +130,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
 
   /** SIGTERM: take no new jobs, let running ones finish within the grace period, cancel the rest. */
   async onModuleDestroy(): Promise<void> {
-    const closing = this.worker?.close();
+    const closing = Promise.all([...this.workers.values()].map((worker) => worker.close()));
     const grace = new Promise<'timeout'>((resolve) =>
       setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref(),
     );

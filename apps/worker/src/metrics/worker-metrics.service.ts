@@ -29,15 +29,17 @@ export class WorkerMetricsService implements OnModuleDestroy {
     this.registry.setDefaultLabels({ app: 'worker' });
     collectDefaultMetrics({ register: this.registry });
     const registers = [this.registry];
-    const depth: Gauge<'state'> = new Gauge({
+    const depth: Gauge<'lane' | 'state'> = new Gauge({
       name: 'sluice_queue_jobs',
-      help: 'Jobs in the BullMQ execution queue, by state (all apis and workers together).',
-      labelNames: ['state'],
+      help: 'Jobs in the BullMQ execution queues, by lane and state (all apis and workers together).',
+      labelNames: ['lane', 'state'],
       registers,
       collect: async () => {
         try {
-          for (const [state, count] of Object.entries(await this.queue.counts())) {
-            if (count !== undefined) depth.set({ state }, count);
+          for (const [lane, counts] of Object.entries(await this.queue.counts())) {
+            for (const [state, count] of Object.entries(counts)) {
+              if (count !== undefined) depth.set({ lane, state }, count);
+            }
           }
         } catch (err) {
           this.logger.warn(`metrics: queue depth unavailable: ${(err as Error).message}`);

@@ -84,6 +84,7 @@ function jobOf(text: string, extra: Partial<ExecuteJobData> = {}): ExecuteJobDat
     format: 'ndjson',
     layout: 'array',
     fetchSize: 0,
+    lane: 'interactive',
     enqueuedAt: Date.now(),
     ...extra,
   };

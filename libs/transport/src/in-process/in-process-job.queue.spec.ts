@@ -1,9 +1,9 @@
-import { ExecuteJobData } from '@app/contracts';
+import { ExecuteJobData, Lane } from '@app/contracts';
 import { InProcessJobQueue } from './in-process-job.queue';
 
 /** The queue of standalone mode: dispatch order, concurrency and the states it reports. */
-const job = (queryId: string, priority?: number) =>
-  ({ queryId, priority, enqueuedAt: 0 }) as ExecuteJobData;
+const job = (queryId: string, priority?: number, lane: Lane = 'interactive') =>
+  ({ queryId, priority, lane, enqueuedAt: 0 }) as ExecuteJobData;
 
 /** A handler whose jobs run until the test finishes them. */
 function controlledHandler() {
@@ -82,6 +82,27 @@ describe(InProcessJobQueue.name, () => {
     expect(await queue.state('b')).toBe('unknown');
     expect(await queue.waitingCount()).toBe(0);
     expect(started).toEqual(['a']);
+  });
+
+  it('runs at most `exportConcurrency` export jobs, and lets interactive jobs pass waiting ones', async () => {
+    const { handler, started, finish } = controlledHandler();
+    for (const id of ['e1', 'e2', 'e3']) await queue.enqueue(job(id, 1, 'export'));
+    await queue.enqueue(job('i1', 1));
+    queue.consume(handler, 3, 2);
+    // Two export slots of three: the third export job waits, the interactive one behind it runs.
+    expect(started).toEqual(['e1', 'e2', 'i1']);
+    expect(await queue.counts()).toEqual({
+      interactive: { waiting: 0, active: 1 },
+      export: { waiting: 1, active: 2 },
+    });
+    await queue.enqueue(job('i2', 1));
+    expect(await queue.position('i2')).toBe(0);
+    expect(await queue.position('e3')).toBe(0);
+    await finish('i1');
+    // A slot is free, but export already holds its two: the interactive job takes it.
+    expect(started).toEqual(['e1', 'e2', 'i1', 'i2']);
+    await finish('e1');
+    expect(started).toEqual(['e1', 'e2', 'i1', 'i2', 'e3']);
   });
 
   it('takes no job once closed', async () => {

@@ -1,24 +1,30 @@
-import { ExecuteJobData } from '@app/contracts';
+import { ExecuteJobData, LANES, Lane } from '@app/contracts';
 import { JobCounts, JobQueue, JobState } from '../job.queue';
 
 /** Runs one job; resolves when it is done. */
 export type JobHandler = (job: ExecuteJobData) => Promise<void>;
 
-/** The job queue of standalone mode: FIFO in memory, a fixed number of jobs at once. */
+/**
+ * The job queue of standalone mode: in memory, in dispatch order, a fixed number of jobs at once
+ * and, of those, at most `exportConcurrency` of the export lane. A waiting export job that has
+ * no room does not hold back the interactive jobs behind it: lanes are served apart.
+ */
 export class InProcessJobQueue implements JobQueue {
   private readonly waiting: ExecuteJobData[] = [];
   private readonly states = new Map<string, JobState>();
   private handler: JobHandler | undefined;
   private concurrency = 1;
-  private running = 0;
+  private exportConcurrency = 1;
+  private readonly running: Record<Lane, number> = { interactive: 0, export: 0 };
   private closed = false;
 
   constructor(private readonly retentionSeconds: number) {}
 
   /** Starts taking jobs. */
-  consume(handler: JobHandler, concurrency: number): void {
+  consume(handler: JobHandler, concurrency: number, exportConcurrency = concurrency): void {
     this.handler = handler;
     this.concurrency = concurrency;
+    this.exportConcurrency = Math.min(exportConcurrency, concurrency);
     this.pump();
   }
 
@@ -40,7 +46,9 @@ export class InProcessJobQueue implements JobQueue {
 
   position(queryId: string): Promise<number | undefined> {
     const at = this.waiting.findIndex((j) => j.queryId === queryId);
-    return Promise.resolve(at < 0 ? undefined : at);
+    if (at < 0) return Promise.resolve(undefined);
+    const { lane } = this.waiting[at];
+    return Promise.resolve(this.waiting.slice(0, at).filter((j) => j.lane === lane).length);
   }
 
   waitingCount(): Promise<number> {
@@ -48,8 +56,14 @@ export class InProcessJobQueue implements JobQueue {
   }
 
   /** Only what this queue keeps: finished jobs are forgotten after their retention. */
-  counts(): Promise<JobCounts> {
-    return Promise.resolve({ waiting: this.waiting.length, active: this.running });
+  counts(): Promise<Record<Lane, JobCounts>> {
+    const of = (lane: Lane): JobCounts => ({
+      waiting: this.waiting.filter((j) => j.lane === lane).length,
+      active: this.running[lane],
+    });
+    return Promise.resolve(
+      Object.fromEntries(LANES.map((lane) => [lane, of(lane)])) as Record<Lane, JobCounts>,
+    );
   }
 
   removeQueued(queryId: string): Promise<boolean> {
@@ -67,19 +81,27 @@ export class InProcessJobQueue implements JobQueue {
   }
 
   private pump(): void {
-    while (this.handler && this.running < this.concurrency && this.waiting.length > 0) {
-      const job = this.waiting.shift()!;
-      this.running += 1;
+    for (let at = this.nextRunnable(); this.handler && at >= 0; at = this.nextRunnable()) {
+      const [job] = this.waiting.splice(at, 1);
+      const { lane } = job;
+      this.running[lane] += 1;
       this.states.set(job.queryId, 'active');
       this.handler(job).then(
-        () => this.finish(job.queryId, 'completed'),
-        () => this.finish(job.queryId, 'failed'),
+        () => this.finish(job.queryId, lane, 'completed'),
+        () => this.finish(job.queryId, lane, 'failed'),
       );
     }
   }
 
-  private finish(queryId: string, state: JobState): void {
-    this.running -= 1;
+  /** The first waiting job there is room for, or -1. */
+  private nextRunnable(): number {
+    if (this.running.interactive + this.running.export >= this.concurrency) return -1;
+    const exportRoom = this.running.export < this.exportConcurrency;
+    return this.waiting.findIndex((j) => exportRoom || j.lane !== 'export');
+  }
+
+  private finish(queryId: string, lane: Lane, state: JobState): void {
+    this.running[lane] -= 1;
     this.states.set(queryId, state);
     setTimeout(() => this.states.delete(queryId), this.retentionSeconds * 1000).unref();
     this.pump();

@@ -20,7 +20,12 @@ const workers: Worker[] = [];
 const connections: Redis[] = [];
 
 function job(): ExecuteJobData {
-  return { queryId: randomUUID(), text: 'select 1', username: 'u' } as ExecuteJobData;
+  return {
+    queryId: randomUUID(),
+    text: 'select 1',
+    username: 'u',
+    lane: 'interactive',
+  } as ExecuteJobData;
 }
 
 /** A BullMQ worker of this test's queue; its processor runs until `release` is called. */
@@ -61,7 +66,7 @@ beforeEach(() => {
 afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.close(true)));
   connections.splice(0).forEach((c) => c.disconnect());
-  await queue.queue.obliterate({ force: true });
+  await queue.queues.interactive.obliterate({ force: true });
   await queue.close();
   await redis.quit();
 });
@@ -135,7 +140,7 @@ describe('BullmqJobQueue.state', () => {
       return Promise.resolve();
     });
     await until(async () => (await queue.state(taken.queryId)) === 'failed', 5000);
-    const failed = await queue.queue.getJob(taken.queryId);
+    const failed = await queue.queues.interactive.getJob(taken.queryId);
     expect(failed?.failedReason).toBe('job stalled more than allowable limit');
     expect(runs).toBe(1);
   });
@@ -160,14 +165,14 @@ describe('BullmqJobQueue.position', () => {
 
   it("keeps its waiting jobs where position() reads them: BullMQ's wait list and prioritized set", async () => {
     await enqueueMixed();
-    expect(await redis.type(queue.queue.keys.wait)).toBe('list');
-    expect(await redis.type(queue.queue.keys.prioritized)).toBe('zset');
-    expect(queue.queue.keys.wait).toBe(`${keys.bullPrefix}:${EXECUTE_QUEUE}:wait`);
+    expect(await redis.type(queue.queues.interactive.keys.wait)).toBe('list');
+    expect(await redis.type(queue.queues.interactive.keys.prioritized)).toBe('zset');
+    expect(queue.queues.interactive.keys.wait).toBe(`${keys.bullPrefix}:${EXECUTE_QUEUE}:wait`);
   });
 
   it("agrees with BullMQ's own order of waiting jobs (getRanges, oldest first)", async () => {
     const ids = await enqueueMixed();
-    const order = await queue.queue.getRanges(['waiting', 'prioritized'], 0, -1, true);
+    const order = await queue.queues.interactive.getRanges(['waiting', 'prioritized'], 0, -1, true);
     expect([...order].sort()).toEqual([...ids].sort());
     for (const id of ids) expect(await queue.position(id)).toBe(order.indexOf(id));
   });

@@ -1,23 +1,38 @@
 import { Queue } from 'bullmq';
 import type Redis from 'ioredis';
-import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
+import { ExecuteJobData, LANES, LANE_QUEUES, Lane } from '@app/contracts';
 import { JobCounts, JobQueue, JobState } from '../job.queue';
 import { RedisKeys } from '../redis.keys';
 
-/** The execution queue on BullMQ; the job id is the query id. */
+/** The results of one MULTI, in order; a failed command throws. */
+function replies(result: [Error | null, unknown][] | null): (number | null)[] {
+  return (result ?? []).map(([err, value]) => {
+    if (err) throw err;
+    return value as number | null;
+  });
+}
+
+/**
+ * The execution queue on BullMQ: one BullMQ queue per lane (LANE_QUEUES), all under the
+ * deployment's hash-tagged prefix, so that reads across lanes still go in one MULTI. The job id
+ * is the query id.
+ */
 export class BullmqJobQueue implements JobQueue {
-  readonly queue: Queue<ExecuteJobData>;
+  readonly queues: Readonly<Record<Lane, Queue<ExecuteJobData>>>;
 
   constructor(
     private readonly connection: Redis,
     keys: RedisKeys,
     private readonly retentionSeconds: number,
   ) {
-    this.queue = new Queue<ExecuteJobData>(EXECUTE_QUEUE, { connection, prefix: keys.bullPrefix });
+    const queue = (lane: Lane) =>
+      new Queue<ExecuteJobData>(LANE_QUEUES[lane], { connection, prefix: keys.bullPrefix });
+    this.queues = { interactive: queue('interactive'), export: queue('export') };
   }
 
   async enqueue(job: ExecuteJobData): Promise<void> {
-    await this.queue.add(EXECUTE_QUEUE, job, {
+    const name = LANE_QUEUES[job.lane];
+    await this.queues[job.lane].add(name, job, {
       jobId: job.queryId,
       // A statement must never run twice.
       attempts: 1,
@@ -29,21 +44,27 @@ export class BullmqJobQueue implements JobQueue {
   }
 
   async state(queryId: string): Promise<JobState> {
-    // Taken jobs first, in one MULTI: whether BullMQ lists the job as active, and whether the
-    // worker that took it still holds its lock. Read together, so that a job that finishes
-    // between two reads (BullMQ deletes the lock as it moves the job on) is never taken for lost.
-    const [listed, locked] = (
-      (await this.connection
-        .multi()
-        .lpos(this.queue.keys.active, queryId)
-        .exists(this.lockKey(queryId))
-        .exec()) ?? []
-    ).map(([err, value]) => {
-      if (err) throw err;
-      return value as number | null;
-    });
-    if (listed !== null && listed !== undefined) return locked ? 'active' : 'lost';
-    const state = await this.queue.getJobState(queryId);
+    // Taken jobs first, in one MULTI: whether BullMQ lists the job as active in a lane, and
+    // whether the worker that took it still holds its lock. Read together, so that a job that
+    // finishes between two reads (BullMQ deletes the lock as it moves the job on) is never taken
+    // for lost.
+    const multi = this.connection.multi();
+    for (const lane of LANES) {
+      multi.lpos(this.queues[lane].keys.active, queryId).exists(this.lockKey(lane, queryId));
+    }
+    const read = replies(await multi.exec());
+    for (let i = 0; i < LANES.length; i += 1) {
+      const [listed, locked] = read.slice(2 * i, 2 * i + 2);
+      if (listed !== null && listed !== undefined) return locked ? 'active' : 'lost';
+    }
+    for (const lane of LANES) {
+      const state = this.stateOf(await this.queues[lane].getJobState(queryId));
+      if (state !== 'unknown') return state;
+    }
+    return 'unknown';
+  }
+
+  private stateOf(state: string): JobState {
     switch (state) {
       case 'waiting':
       case 'delayed':
@@ -64,35 +85,44 @@ export class BullmqJobQueue implements JobQueue {
 
   /**
    * BullMQ has no call for a waiting job's place; its public `getRanges` hands over every waiting
-   * id, once per query listed. So this reads, in one MULTI, how BullMQ keeps waiting jobs: plain
-   * ones in the `wait` list (pushed left, taken right), prioritized ones in the `prioritized`
-   * sorted set (lowest score taken first), plain ones taken before any prioritized one. The key
-   * names are BullMQ's own (`queue.keys`); the layout is pinned by bullmq-job.queue.spec.ts, which
-   * fails if a BullMQ upgrade changes it (against getRanges and the order a worker takes jobs).
+   * id, once per query listed. So this reads, in one MULTI, how BullMQ keeps waiting jobs in each
+   * lane: plain ones in the `wait` list (pushed left, taken right), prioritized ones in the
+   * `prioritized` sorted set (lowest score taken first), plain ones taken before any prioritized
+   * one. The key names are BullMQ's own (`queue.keys`); the layout is pinned by
+   * bullmq-job.queue.spec.ts, which fails if a BullMQ upgrade changes it (against getRanges and
+   * the order a worker takes jobs).
    */
   async position(queryId: string): Promise<number | undefined> {
-    const { wait, prioritized } = this.queue.keys;
-    const result = await this.connection
-      .multi()
-      .zrank(prioritized, queryId)
-      .lpos(wait, queryId)
-      .llen(wait)
-      .exec();
-    const [rank, lpos, llen] = (result ?? []).map(([err, value]) => {
-      if (err) throw err;
-      return value as number | null;
-    });
-    if (lpos !== null && lpos !== undefined) return (llen ?? 0) - lpos - 1;
-    if (rank !== null && rank !== undefined) return (llen ?? 0) + rank;
+    const multi = this.connection.multi();
+    for (const lane of LANES) {
+      const { wait, prioritized } = this.queues[lane].keys;
+      multi.zrank(prioritized, queryId).lpos(wait, queryId).llen(wait);
+    }
+    const read = replies(await multi.exec());
+    for (let i = 0; i < LANES.length; i += 1) {
+      const [rank, lpos, llen] = read.slice(3 * i, 3 * i + 3);
+      if (lpos !== null && lpos !== undefined) return (llen ?? 0) - lpos - 1;
+      if (rank !== null && rank !== undefined) return (llen ?? 0) + rank;
+    }
     return undefined;
   }
 
   async waitingCount(): Promise<number> {
-    return this.queue.getJobCountByTypes('waiting', 'prioritized');
+    const counts = await Promise.all(
+      LANES.map((lane) => this.queues[lane].getJobCountByTypes('waiting', 'prioritized')),
+    );
+    return counts.reduce((sum, n) => sum + n, 0);
   }
 
-  async counts(): Promise<JobCounts> {
-    const counts = await this.queue.getJobCounts(
+  async counts(): Promise<Record<Lane, JobCounts>> {
+    const counts = await Promise.all(
+      LANES.map(async (lane) => [lane, await this.countsOf(lane)] as const),
+    );
+    return Object.fromEntries(counts) as Record<Lane, JobCounts>;
+  }
+
+  private async countsOf(lane: Lane): Promise<JobCounts> {
+    const counts = await this.queues[lane].getJobCounts(
       'wait',
       'prioritized',
       'active',
@@ -110,15 +140,18 @@ export class BullmqJobQueue implements JobQueue {
   }
 
   async removeQueued(queryId: string): Promise<boolean> {
-    const job = await this.queue.getJob(queryId);
-    if (!job) return false;
-    try {
-      // remove() refuses a job a worker holds the lock of.
-      await job.remove();
-      return true;
-    } catch {
-      return false;
+    for (const lane of LANES) {
+      const job = await this.queues[lane].getJob(queryId);
+      if (!job) continue;
+      try {
+        // remove() refuses a job a worker holds the lock of.
+        await job.remove();
+        return true;
+      } catch {
+        return false;
+      }
     }
+    return false;
   }
 
   /**
@@ -128,11 +161,11 @@ export class BullmqJobQueue implements JobQueue {
    * stalled-job check. BullMQ has no public call for it; its layout (`<prefix>:<queue>:<id>:lock`)
    * is pinned by bullmq-job.queue.spec.ts, which fails if a BullMQ upgrade changes it.
    */
-  private lockKey(queryId: string): string {
-    return `${this.queue.toKey(queryId)}:lock`;
+  private lockKey(lane: Lane, queryId: string): string {
+    return `${this.queues[lane].toKey(queryId)}:lock`;
   }
 
   async close(): Promise<void> {
-    await this.queue.close();
+    await Promise.all(LANES.map((lane) => this.queues[lane].close()));
   }
 }

@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import { FINAL_STATES, QueryState, Status, statesBefore } from '@app/contracts';
+import { FINAL_STATES, Lane, QueryState, Status, statesBefore } from '@app/contracts';
 import { QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 
@@ -167,6 +167,7 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     state: hash.state as QueryState,
     database: hash.database,
     format: hash.format,
+    lane: hash.lane as Lane | undefined,
     statement: hash.statement ?? '',
     createdAt: Number(hash.createdAt),
     startedAt: num(hash.startedAt),
