@@ -80,10 +80,10 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     }
     await Promise.all([...this.workers.values()].map((worker) => worker.waitUntilReady()));
     const { total, export: exportSlots, reserveKept } = this.slots.limits;
-    const served = this.config.workerLanes.map((lane) => `"${LANE_QUEUES[lane]}" (${lane})`);
+    const served = this.config.workerLanes.map((lane) => `the ${lane} lane (${LANE_QUEUES[lane]})`);
     this.logger.log(
       `consuming ${served.join(' and ')} with ${total} slots` +
-        (this.workers.size > 1 ? `, export at most ${exportSlots}` : ''),
+        (this.workers.size > 1 ? `, at most ${exportSlots} of them for export` : ''),
     );
     if (!reserveKept) {
       this.logger.warn(reserveNotKept(this.config));

@@ -1,0 +1,233 @@
+import { randomBytes } from 'node:crypto';
+import { e2eEnv, eventually, execute, login, request } from './support/client';
+import { ExtraApi, startExtraApi } from './support/extra-api';
+import { ServiceProcess, startProcess } from './support/service';
+
+/**
+ * Lanes: Parquet and Arrow answers (or a request naming "lane": "export") wait in the export lane,
+ * everything else in the interactive one; a worker takes jobs only of the lanes it serves, and
+ * serving both, never lets export jobs take the interactive reserve.
+ */
+const env = e2eEnv();
+const cluster = env.mode === 'cluster';
+const PARQUET = { accept: 'application/parquet' };
+
+interface QueryView {
+  query_id: string;
+  state: string;
+  lane: string;
+  queue_position: number | null;
+  started_at: string | null;
+}
+
+async function queryOf(id: string, token: string, baseUrl?: string): Promise<QueryView> {
+  const res = await request(undefined, {
+    method: 'GET',
+    path: `/v1/queries/${id}`,
+    token,
+    baseUrl,
+  });
+  expect(res.status).toBe(200);
+  return res.json as QueryView;
+}
+
+/** The caller's queries as GET /v1/queries lists them, newest first. */
+async function queries(token: string, baseUrl: string): Promise<QueryView[]> {
+  const res = await request(undefined, { method: 'GET', path: '/v1/queries', token, baseUrl });
+  expect(res.status).toBe(200);
+  return res.json as QueryView[];
+}
+
+/** One sample of a Prometheus text exposition; undefined when it is absent. */
+function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+/** A worker on a deployment's own key prefix, serving the given lanes. */
+function startWorker(prefix: string, extra: Record<string, string>): ServiceProcess {
+  return startProcess('worker', {
+    ...env.serviceEnv,
+    REDIS_URL: env.redisUrl,
+    SLUICE_KEY_PREFIX: prefix,
+    SLUICE_WORKER_METRICS_PORT: '0',
+    ...extra,
+  });
+}
+
+const stops: (() => Promise<unknown>)[] = [];
+
+afterAll(async () => {
+  await Promise.all(stops.splice(0).map((stop) => stop()));
+});
+
+jest.setTimeout(90_000);
+
+describe('lanes', () => {
+  it('queues a JSON request in the interactive lane, a Parquet one (or one naming export) in the export lane', async () => {
+    const token = await login();
+    const json = await execute({ statement: 'select 1 as one' }, { token });
+    expect(json.status).toBe(200);
+    const parquet = await execute({ statement: 'select 1 as one' }, { token, headers: PARQUET });
+    expect(parquet.status).toBe(200);
+    expect(parquet.headers.get('content-type')).toBe('application/parquet');
+    const named = await execute({ statement: 'select 1 as one', lane: 'export' }, { token });
+    expect(named.status).toBe(200);
+    const lanes = await Promise.all(
+      [
+        json.json.query_id as string,
+        parquet.headers.get('x-query-id')!,
+        named.json.query_id as string,
+      ].map(async (id) => (await queryOf(id, token)).lane),
+    );
+    expect(lanes).toEqual(['interactive', 'export', 'export']);
+  });
+
+  it('validates a lane the request names like any other field', async () => {
+    const res = await execute({ statement: 'select 1', lane: 'bulk' });
+    expect(res.status).toBe(400);
+    expect(res.json.status.reason).toMatch(/lane/);
+    const get = await request(undefined, {
+      method: 'GET',
+      path: `/v1/execute?statement=${encodeURIComponent('select 1 as one')}&lane=export`,
+      token: await login(),
+    });
+    expect(get.status).toBe(200);
+    expect((await queryOf(get.json.query_id as string, await login())).lane).toBe('export');
+  });
+
+  (cluster ? it : it.skip)('shows both lanes on the queue dashboard', async () => {
+    const res = await request(undefined, {
+      method: 'GET',
+      path: '/admin/queues/api/queues',
+      token: await login(),
+    });
+    expect(res.status).toBe(200);
+    const listed = (res.json.queues as { name: string; displayName: string }[]).map((q) => [
+      q.name,
+      q.displayName,
+    ]);
+    expect(listed).toEqual(
+      expect.arrayContaining([
+        ['execute', 'interactive lane'],
+        ['execute-export', 'export lane'],
+      ]),
+    );
+  });
+});
+
+/**
+ * A deployment of its own (cluster: an api and workers on a key prefix of their own; standalone:
+ * a second api with its own in-process queue and pool), so that the suite's other queries never
+ * share its slots.
+ */
+async function deployment(
+  overrides: Record<string, string>,
+): Promise<{ api: ExtraApi; prefix: string }> {
+  const prefix = `sluice-lanes-${randomBytes(4).toString('hex')}`;
+  const api = await startExtraApi({
+    SLUICE_KEY_PREFIX: prefix,
+    SLUICE_MAX_QUEUE_WAIT_MS: '60000',
+    ...overrides,
+  });
+  stops.push(() => api.stop());
+  return { api, prefix };
+}
+
+(cluster ? describe : describe.skip)('a worker serving only the export lane', () => {
+  it('takes export jobs and never an interactive one, which waits for a worker of its lane', async () => {
+    const { api, prefix } = await deployment({});
+    const exporter = startWorker(prefix, { SLUICE_WORKER_LANES: 'export' });
+    stops.push(() => exporter.stop());
+    const token = await login();
+    const baseUrl = api.baseUrl;
+    // The api admits queries once a worker beats (any lane).
+    const first = await eventually(async () => {
+      const res = await execute(
+        { statement: 'select 1 as one' },
+        { token, baseUrl, headers: PARQUET },
+      );
+      return res.status === 200 ? res : undefined;
+    }, 30_000);
+    expect(first.headers.get('content-type')).toBe('application/parquet');
+
+    const pending = execute({ statement: 'select 42 as answer' }, { token, baseUrl });
+    const interactive = await eventually(async () => {
+      const [q] = (await queries(token, baseUrl)).filter((q) => q.lane === 'interactive');
+      return q;
+    });
+    // Export work submitted after it runs on the same worker meanwhile: the worker is alive and
+    // taking jobs, just not from the interactive lane.
+    for (let i = 0; i < 3; i += 1) {
+      const res = await execute(
+        { statement: 'select 1 as one' },
+        { token, baseUrl, headers: PARQUET },
+      );
+      expect(res.status).toBe(200);
+    }
+    const waiting = await queryOf(interactive.query_id, token, baseUrl);
+    expect(waiting).toMatchObject({ state: 'queued', lane: 'interactive', queue_position: 0 });
+    expect(waiting.started_at).toBeNull();
+    expect(exporter.output()).toContain('consuming the export lane (execute-export)');
+    expect(exporter.output()).not.toContain('interactive lane');
+
+    // A worker of its lane takes it at once.
+    const worker = startWorker(prefix, { SLUICE_WORKER_LANES: 'interactive' });
+    stops.push(() => worker.stop());
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[42]]);
+    expect(res.json.query_id).toBe(interactive.query_id);
+  });
+});
+
+describe('a pool serving both lanes', () => {
+  it('starts an interactive query at once while every export slot is busy', async () => {
+    // Three threads of one task each, one kept for interactive work: two export slots.
+    const pool = { SLUICE_WORKER_THREADS: '3', SLUICE_TASKS_PER_THREAD: '1' };
+    const { api, prefix } = await deployment(pool);
+    if (cluster) {
+      const worker = startWorker(prefix, pool);
+      stops.push(() => worker.stop());
+    }
+    const token = await login();
+    const baseUrl = api.baseUrl;
+    await eventually(async () => {
+      const res = await execute({ statement: 'select 1 as one' }, { token, baseUrl });
+      return res.status === 200 ? res : undefined;
+    }, 30_000);
+
+    // One export job more than there are export slots: the last one waits.
+    const exports = [1, 2, 3].map(() =>
+      execute(
+        { statement: 'select 1 as one from pg_sleep(6)' },
+        { token, baseUrl, headers: PARQUET },
+      ),
+    );
+    const busy = await eventually(async () => {
+      const mine = (await queries(token, baseUrl)).filter((q) => q.lane === 'export');
+      const running = mine.filter((q) => q.state === 'running');
+      const queued = mine.filter((q) => q.state === 'queued');
+      return running.length === 2 && queued.length === 1 ? { queued: queued[0] } : undefined;
+    }, 15_000);
+    expect(busy.queued.queue_position).toBe(0);
+    const metrics = await (await fetch(`${baseUrl}/metrics`)).text();
+    expect(sample(metrics, 'sluice_queue_jobs', { lane: 'export', state: 'waiting' })).toBe(1);
+    expect(sample(metrics, 'sluice_queue_jobs', { lane: 'export', state: 'active' })).toBe(2);
+
+    const started = Date.now();
+    const res = await execute({ statement: 'select 7 as seven' }, { token, baseUrl });
+    const took = Date.now() - started;
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[7]]);
+    // Far less than the export jobs' 6 s: it never waited for one of them.
+    expect(took).toBeLessThan(2000);
+    // And export did not get the reserve: its third job still waits.
+    expect((await queryOf(busy.queued.query_id, token, baseUrl)).state).toBe('queued');
+
+    for (const done of await Promise.all(exports)) expect(done.status).toBe(200);
+  });
+});
