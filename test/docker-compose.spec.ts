@@ -20,18 +20,29 @@ const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { 
   services: Record<string, Service>;
 };
 
+const WORKERS = ['worker-interactive', 'worker-export'];
+const APPS = ['api', ...WORKERS];
+
 describe('docker-compose.yml', () => {
-  it('brings up PostgreSQL, Redis, 2 api and 2 worker replicas', () => {
-    expect(Object.keys(compose.services).sort()).toEqual(['api', 'postgres', 'redis', 'worker']);
+  it('brings up PostgreSQL, Redis, 2 api replicas, 2 interactive and 1 export worker', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(
+      ['api', 'postgres', 'redis', ...WORKERS].sort(),
+    );
     expect(compose.services.api.deploy?.replicas).toBe(2);
-    expect(compose.services.worker.deploy?.replicas).toBe(2);
+    expect(compose.services['worker-interactive'].deploy?.replicas).toBe(2);
+    expect(compose.services['worker-export'].deploy?.replicas).toBe(1);
+  });
+
+  it('gives each worker service one lane to serve', () => {
+    const lanes = WORKERS.map((name) => compose.services[name].environment?.SLUICE_WORKER_LANES);
+    expect(lanes).toEqual(['interactive', 'export']);
   });
 
   it('gives PostgreSQL, Redis, the api and the worker health checks, and waits for them', () => {
-    for (const name of ['postgres', 'redis', 'api', 'worker']) {
+    for (const name of ['postgres', 'redis', ...APPS]) {
       expect(compose.services[name].healthcheck?.test.length).toBeGreaterThan(1);
     }
-    for (const name of ['api', 'worker']) {
+    for (const name of APPS) {
       expect(compose.services[name].depends_on).toEqual({
         postgres: { condition: 'service_healthy' },
         redis: { condition: 'service_healthy' },
@@ -42,17 +53,19 @@ describe('docker-compose.yml', () => {
   it('checks the api and each worker through their readiness endpoints', () => {
     const probe = (name: string) => compose.services[name].healthcheck?.test.join(' ') ?? '';
     expect(probe('api')).toContain('http://127.0.0.1:8080/health/ready');
-    const port = compose.services.worker.environment?.SLUICE_WORKER_METRICS_PORT;
-    expect(port).toBe('9464');
-    expect(probe('worker')).toContain(`http://127.0.0.1:${port}/health/ready`);
+    for (const worker of WORKERS) {
+      const port = compose.services[worker].environment?.SLUICE_WORKER_METRICS_PORT;
+      expect(port).toBe('9464');
+      expect(probe(worker)).toContain(`http://127.0.0.1:${port}/health/ready`);
+    }
     // A probe fails on anything but 2xx, and when nothing answers.
-    for (const name of ['api', 'worker']) {
+    for (const name of APPS) {
       expect(probe(name)).toMatch(/process\.exit\(r\.ok \? 0 : 1\), \(\) => process\.exit\(1\)/);
     }
   });
 
   it('configures both apps for cluster mode with a shared secret and prefix', () => {
-    for (const name of ['api', 'worker']) {
+    for (const name of APPS) {
       const env = compose.services[name].environment ?? {};
       expect(env.REDIS_URL).toMatch(/^redis:\/\/redis:6379/);
       expect(env.DATABASE_URL).toMatch(/^postgresql:\/\/sluice_control:/);
@@ -67,7 +80,9 @@ describe('docker-compose.yml', () => {
     const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/npm run build/);
     expect(compose.services.api.command).toEqual(['node', 'dist/apps/api/src/main.js']);
-    expect(compose.services.worker.command).toEqual(['node', 'dist/apps/worker/src/main.js']);
+    for (const worker of WORKERS) {
+      expect(compose.services[worker].command).toEqual(['node', 'dist/apps/worker/src/main.js']);
+    }
     expect(existsSync(join(root, 'apps/api/src/main.ts'))).toBe(true);
     expect(existsSync(join(root, 'apps/worker/src/main.ts'))).toBe(true);
     for (const volume of compose.services.postgres.volumes ?? []) {
