@@ -229,5 +229,12 @@ describe('a pool serving both lanes', () => {
     expect((await queryOf(busy.queued.query_id, token, baseUrl)).state).toBe('queued');
 
     for (const done of await Promise.all(exports)) expect(done.status).toBe(200);
+    // The wait in the queue is measured by lane: the third export job's shows there.
+    await eventually(async () => {
+      const text = await (await fetch(`${baseUrl}/metrics`)).text();
+      const waited = (lane: string) =>
+        sample(text, 'sluice_query_queue_wait_seconds_count', { lane }) ?? 0;
+      return waited('export') >= 3 && waited('interactive') >= 2 ? true : undefined;
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { QueryState } from '@app/contracts';
+import { Lane, QueryState } from '@app/contracts';
 
 /** How an execute request ended: its query's final state, or refused before it was queued. */
 export type ExecuteOutcome = Extract<QueryState, 'succeeded' | 'failed' | 'cancelled'> | 'rejected';
@@ -9,6 +9,7 @@ export interface ExecuteSummary {
   user?: string;
   database?: string;
   format?: string;
+  lane?: Lane;
   outcome: ExecuteOutcome;
   httpStatus: number;
   /** Final status of the query, or of the refusal. */

@@ -24,7 +24,7 @@ export class ApiMetricsService {
   private readonly logger = new Logger(ApiMetricsService.name);
   private readonly queries: Counter<'outcome'>;
   private readonly duration: Histogram<'outcome'>;
-  private readonly queueWait: Histogram;
+  private readonly queueWait: Histogram<'lane'>;
   private readonly rows: Counter;
   private readonly bytes: Counter;
   private pool: QueryPoolService | undefined;
@@ -59,7 +59,8 @@ export class ApiMetricsService {
     });
     this.queueWait = new Histogram({
       name: 'sluice_query_queue_wait_seconds',
-      help: 'Time queries served by this api waited in the queue before a worker started them.',
+      help: 'Time queries served by this api waited in the queue before a worker started them, by lane.',
+      labelNames: ['lane'],
       buckets: SECONDS_BUCKETS,
       registers,
     });
@@ -107,7 +108,9 @@ export class ApiMetricsService {
     if (summary.runMs !== undefined) {
       this.duration.observe({ outcome: summary.outcome }, summary.runMs / 1000);
     }
-    if (summary.queueWaitMs !== undefined) this.queueWait.observe(summary.queueWaitMs / 1000);
+    if (summary.queueWaitMs !== undefined) {
+      this.queueWait.observe({ lane: summary.lane ?? 'interactive' }, summary.queueWaitMs / 1000);
+    }
     if (summary.rows > 0) this.rows.inc(summary.rows);
     if (summary.bytes > 0) this.bytes.inc(summary.bytes);
   }
