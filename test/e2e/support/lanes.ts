@@ -1,0 +1,77 @@
+import { randomBytes } from 'node:crypto';
+import { e2eEnv, request } from './client';
+import { ExtraApi, startExtraApi } from './extra-api';
+import { ServiceProcess, startProcess } from './service';
+
+/** What the lanes specs share: reading queries and metrics, and deployments of their own. */
+const env = e2eEnv();
+export const PARQUET = { accept: 'application/parquet' };
+
+export interface QueryView {
+  query_id: string;
+  state: string;
+  lane: string;
+  queue_position: number | null;
+  started_at: string | null;
+}
+
+export async function queryOf(id: string, token: string, baseUrl?: string): Promise<QueryView> {
+  const res = await request(undefined, {
+    method: 'GET',
+    path: `/v1/queries/${id}`,
+    token,
+    baseUrl,
+  });
+  expect(res.status).toBe(200);
+  return res.json as QueryView;
+}
+
+/** The caller's queries as GET /v1/queries lists them, newest first. */
+export async function queries(token: string, baseUrl: string): Promise<QueryView[]> {
+  const res = await request(undefined, { method: 'GET', path: '/v1/queries', token, baseUrl });
+  expect(res.status).toBe(200);
+  return res.json as QueryView[];
+}
+
+/** One sample of a Prometheus text exposition; undefined when it is absent. */
+export function sample(
+  text: string,
+  name: string,
+  labels: Record<string, string>,
+): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+/** A worker on a deployment's own key prefix, serving the given lanes. */
+export function startWorker(prefix: string, extra: Record<string, string>): ServiceProcess {
+  return startProcess('worker', {
+    ...env.serviceEnv,
+    REDIS_URL: env.redisUrl,
+    SLUICE_KEY_PREFIX: prefix,
+    SLUICE_WORKER_METRICS_PORT: '0',
+    ...extra,
+  });
+}
+
+/**
+ * A deployment of its own (cluster: an api and workers on a key prefix of their own; standalone:
+ * a second api with its own in-process queue and pool), so that the suite's other queries never
+ * share its slots.
+ */
+export async function deployment(
+  overrides: Record<string, string>,
+  stops: (() => Promise<unknown>)[],
+): Promise<{ api: ExtraApi; prefix: string }> {
+  const prefix = `sluice-lanes-${randomBytes(4).toString('hex')}`;
+  const api = await startExtraApi({
+    SLUICE_KEY_PREFIX: prefix,
+    SLUICE_MAX_QUEUE_WAIT_MS: '60000',
+    ...overrides,
+  });
+  stops.push(() => api.stop());
+  return { api, prefix };
+}
