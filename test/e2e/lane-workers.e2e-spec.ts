@@ -3,7 +3,7 @@ import { PARQUET, deployment, queries, queryOf, startWorker } from './support/la
 
 /**
  * Cluster mode only (standalone mode has one in-process pool serving both lanes): a worker takes
- * jobs only of the lanes it serves.
+ * jobs only of the lanes it serves, and a lane no live worker serves is refused at once.
  */
 const stops: (() => Promise<unknown>)[] = [];
 
@@ -14,13 +14,13 @@ afterAll(async () => {
 jest.setTimeout(90_000);
 
 describe('a worker serving only the export lane', () => {
-  it('takes export jobs and never an interactive one, which waits for a worker of its lane', async () => {
+  it('answers 503 at once for an interactive query while no worker serves its lane', async () => {
     const { api, prefix } = await deployment({}, stops);
     const exporter = startWorker(prefix, { SLUICE_WORKER_LANES: 'export' });
     stops.push(() => exporter.stop());
     const token = await login();
     const baseUrl = api.baseUrl;
-    // The api admits queries once a worker beats (any lane).
+    // The api admits Parquet once the export worker beats.
     const first = await eventually(async () => {
       const res = await execute(
         { statement: 'select 1 as one' },
@@ -29,14 +29,46 @@ describe('a worker serving only the export lane', () => {
       return res.status === 200 ? res : undefined;
     }, 30_000);
     expect(first.headers.get('content-type')).toBe('application/parquet');
+    const started = Date.now();
+    const json = await execute({ statement: 'select 1 as one' }, { token, baseUrl });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(json.status).toBe(503);
+    expect(json.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(json.json.status.reason).toMatch(/interactive lane/);
+  });
 
-    const pending = execute({ statement: 'select 42 as answer' }, { token, baseUrl });
-    const interactive = await eventually(async () => {
-      const [q] = (await queries(token, baseUrl)).filter((q) => q.lane === 'interactive');
-      return q;
+  it('never takes an interactive job, even idle while one waits for the busy worker of its lane', async () => {
+    const { api, prefix } = await deployment({}, stops);
+    const exporter = startWorker(prefix, { SLUICE_WORKER_LANES: 'export' });
+    // One slot of the interactive lane, in a worker of its own.
+    const interactive = startWorker(prefix, {
+      SLUICE_WORKER_LANES: 'interactive',
+      SLUICE_WORKER_THREADS: '1',
+      SLUICE_TASKS_PER_THREAD: '1',
     });
-    // Export work submitted after it runs on the same worker meanwhile: the worker is alive and
-    // taking jobs, just not from the interactive lane.
+    stops.push(
+      () => exporter.stop(),
+      () => interactive.stop(),
+    );
+    const token = await login();
+    const baseUrl = api.baseUrl;
+    await eventually(async () => {
+      const res = await execute({ statement: 'select 1 as one' }, { token, baseUrl });
+      return res.status === 200 ? res : undefined;
+    }, 30_000);
+    // The interactive worker's one slot is taken...
+    const busy = execute({ statement: 'select pg_sleep(4), 1 as one' }, { token, baseUrl });
+    await eventually(async () => {
+      const running = (await queries(token, baseUrl)).find(
+        (q) => q.lane === 'interactive' && q.state === 'running',
+      );
+      return running;
+    });
+    // ...so the next interactive query waits, while the export worker is free.
+    const pending = execute({ statement: 'select 42 as answer' }, { token, baseUrl });
+    const waiting = await eventually(async () =>
+      (await queries(token, baseUrl)).find((q) => q.lane === 'interactive' && q.state === 'queued'),
+    );
     for (let i = 0; i < 3; i += 1) {
       const res = await execute(
         { statement: 'select 1 as one' },
@@ -44,18 +76,19 @@ describe('a worker serving only the export lane', () => {
       );
       expect(res.status).toBe(200);
     }
-    const waiting = await queryOf(interactive.query_id, token, baseUrl);
-    expect(waiting).toMatchObject({ state: 'queued', lane: 'interactive', queue_position: 0 });
-    expect(waiting.started_at).toBeNull();
+    expect(await queryOf(waiting.query_id, token, baseUrl)).toMatchObject({
+      state: 'queued',
+      lane: 'interactive',
+      queue_position: 0,
+      started_at: null,
+    });
     expect(exporter.output()).toContain('consuming the export lane (execute-export)');
     expect(exporter.output()).not.toContain('interactive lane');
-
-    // A worker of its lane takes it at once.
-    const worker = startWorker(prefix, { SLUICE_WORKER_LANES: 'interactive' });
-    stops.push(() => worker.stop());
+    // Its own worker takes it once the slot is free.
+    expect((await busy).status).toBe(200);
     const res = await pending;
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([[42]]);
-    expect(res.json.query_id).toBe(interactive.query_id);
+    expect(res.json.query_id).toBe(waiting.query_id);
   });
 });

@@ -32,6 +32,7 @@ describe('service', () => {
       'database',
       'fetch_size',
       'format',
+      'lane',
       'max_rows',
       'params',
       'schema',

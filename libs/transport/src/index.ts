@@ -1,4 +1,5 @@
 export * from './redis.keys';
+export * from './worker.beat';
 export * from './result.channel';
 export * from './job.queue';
 export * from './redis/stream.codec';

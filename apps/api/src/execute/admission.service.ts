@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { SluiceError } from '@app/contracts';
+import { Lane, SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { JobQueue, QueryRegistry } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
@@ -24,9 +24,10 @@ export class AdmissionService {
   ) {}
 
   /** Takes a slot of the user's for the query; returns the job's dispatch priority. */
-  async admit(username: string, queryId: string): Promise<number> {
-    // No worker alive (no fresh heartbeat): 503 at once rather than a wait for the queue limit.
-    if (!(await this.workerAlive())) throw this.noWorker();
+  async admit(username: string, queryId: string, lane: Lane): Promise<number> {
+    // No worker of its lane alive (no fresh heartbeat): 503 at once rather than a wait for the
+    // queue limit.
+    if (!(await this.workerAlive(lane))) throw this.noWorker(lane);
     const retryAfter = { 'Retry-After': '1' };
     if ((await this.waiting()) >= this.config.maxQueued) {
       throw new SluiceError(
@@ -49,14 +50,15 @@ export class AdmissionService {
     return before + 1;
   }
 
-  async workerAlive(): Promise<boolean> {
-    return (await this.workers.alive()).length > 0;
+  /** Whether a worker serving `lane` has beaten lately. */
+  async workerAlive(lane: Lane): Promise<boolean> {
+    return (await this.workers.alive(lane)).length > 0;
   }
 
-  noWorker(): SluiceError {
+  noWorker(lane: Lane): SluiceError {
     return new SluiceError(
       'UNAVAILABLE',
-      `no worker is available to run the query (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
+      `no worker is available to run the query in the ${lane} lane (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
       undefined,
       this.retryAfter(),
     );

@@ -2,7 +2,6 @@ import { ExecuteJobData } from '@app/contracts';
 import { SluiceConfig } from '@app/config';
 import { BoundStatement } from '@app/sql';
 import { AuthUser } from '../auth/auth-user';
-import { laneOf } from './lane';
 import { NegotiatedRequest } from './request.negotiation';
 
 /** What a job is made of: the negotiated request, its bound statement, who runs it, and when. */
@@ -42,7 +41,7 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     encoding: parts.encoding,
     timeoutMs: timeoutFor(request.timeout, config),
     startBy: now + config.maxQueueWaitMs,
-    lane: laneOf(parts.format, request.lane),
+    lane: parts.lane,
     priority: parts.priority,
     enqueuedAt: now,
   };

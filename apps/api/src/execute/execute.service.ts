@@ -75,7 +75,7 @@ export class ExecuteService {
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
     const now = Date.now();
-    const priority = await this.admission.admit(user.username, queryId);
+    const priority = await this.admission.admit(user.username, queryId, negotiated.lane);
     const job = buildJob({ ...negotiated, queryId, bound, user, priority, now }, this.config);
     const execution = Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
     await this.enqueue(execution, job, request.statement);

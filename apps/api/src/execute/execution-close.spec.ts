@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { ClientRequest, IncomingMessage, request as httpRequest } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { ExecuteRequestDto, ResultRecord, okStatus } from '@app/contracts';
+import { ExecuteRequestDto, LANES, ResultRecord, okStatus } from '@app/contracts';
 import { QueryLifecycle } from '@app/execution';
 import { SluiceConfig, loadConfig } from '@app/config';
 import {
@@ -13,6 +13,7 @@ import {
   RedisQueryRegistry,
   RedisResultSink,
   RedisResultSource,
+  workerBeat,
 } from '@app/transport';
 import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { AuthUser } from '../auth/auth-user';
@@ -146,7 +147,7 @@ beforeAll(async () => {
   await app.listen({ port: 0, host: '127.0.0.1' });
   baseUrl = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   // A worker's heartbeat: the service refuses queries while no worker is alive.
-  await redis.hset(keys.workers, 'spec-worker', String(Date.now() + 3_600_000));
+  await redis.hset(keys.workers, 'spec-worker', workerBeat(Date.now() + 3_600_000, LANES));
   route = (reply, accept) =>
     controller.post(body, user, { accept, 'content-type': 'application/json' }, reply);
 });

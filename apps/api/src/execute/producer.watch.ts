@@ -30,11 +30,11 @@ export class ProducerWatch {
           // Past its latest start, or no worker left to take it (the last one died after it was
           // queued): it will not run, so it need not wait for the queue limit.
           const late = job.startBy !== undefined && Date.now() > job.startBy;
-          if (!late && (await this.admission.workerAlive())) return undefined;
+          if (!late && (await this.admission.workerAlive(job.lane))) return undefined;
           if (!(await this.queue.removeQueued(job.queryId))) return undefined;
           const status = late
             ? statusOf('TIME_LIMIT', 'query waited too long in the queue')
-            : this.admission.noWorker().toStatus();
+            : this.admission.noWorker(job.lane).toStatus();
           return { kind: 'error', status };
         }
         case 'active':

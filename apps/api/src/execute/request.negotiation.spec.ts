@@ -19,8 +19,23 @@ describe(negotiateRequest.name, () => {
   it('answers JSON, uncompressed, on the body database when nothing else is asked', () => {
     const given = { ...body, database: 'app' };
     const negotiated = negotiateRequest(given, {});
-    expect(negotiated).toEqual({ request: given, format: 'json', encoding: undefined });
+    expect(negotiated).toEqual({
+      request: given,
+      format: 'json',
+      encoding: undefined,
+      lane: 'interactive',
+    });
     expect(negotiated.request).not.toBe(given);
+  });
+
+  it('puts Parquet and Arrow in the export lane, unless the request names its lane', () => {
+    expect(negotiateRequest(body, { accept: 'application/parquet' }).lane).toBe('export');
+    expect(negotiateRequest(body, { accept: 'application/vnd.apache.arrow.stream' }).lane).toBe(
+      'export',
+    );
+    const named = { ...body, lane: 'interactive' as const };
+    expect(negotiateRequest(named, { accept: 'application/parquet' }).lane).toBe('interactive');
+    expect(negotiateRequest({ ...body, lane: 'export' }, {}).lane).toBe('export');
   });
 
   it('takes the database of the path, also when the body names the same one', () => {

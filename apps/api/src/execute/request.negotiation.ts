@@ -1,4 +1,5 @@
 import {
+  Lane,
   ContentEncoding,
   ExecuteRequestDto,
   MEDIA_TYPES,
@@ -7,6 +8,7 @@ import {
 } from '@app/contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
 import { CompressionHeaders, negotiateEncoding } from './encoding.negotiator';
+import { laneOf } from './lane';
 import { negotiateFormat } from './media.negotiator';
 
 /** How the client asked for the response. */
@@ -24,6 +26,8 @@ export interface NegotiatedRequest {
   request: ExecuteRequestDto;
   format: ResultFormat;
   encoding: { name: ContentEncoding; level: number } | undefined;
+  /** The lane it waits in. */
+  lane: Lane;
 }
 
 /**
@@ -49,5 +53,10 @@ export function negotiateRequest(
       `cannot produce ${options.accept}; supported: ${SUPPORTED_FORMATS.map((f) => MEDIA_TYPES[f]).join(', ')}`,
     );
   }
-  return { request, format, encoding: negotiateEncoding(options) };
+  return {
+    request,
+    format,
+    encoding: negotiateEncoding(options),
+    lane: laneOf(format, request.lane),
+  };
 }

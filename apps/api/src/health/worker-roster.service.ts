@@ -1,7 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type Redis from 'ioredis';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
-import { RedisKeys } from '@app/transport';
+import { Lane } from '@app/contracts';
+import { RedisKeys, readWorkerBeat } from '@app/transport';
 import { REDIS } from '../infra/tokens';
 
 /** A worker counts as alive while its last heartbeat is younger than this many beats. */
@@ -24,13 +25,18 @@ export class WorkerRosterService {
     return this.config.workerHeartbeatMs * BEATS_BEFORE_LOST;
   }
 
-  /** Ids of the workers seen recently; standalone mode has one, in this process. */
-  async alive(): Promise<string[]> {
+  /**
+   * Ids of the workers seen recently (serving `lane`, if named); standalone mode has one, in this
+   * process, serving every lane.
+   */
+  async alive(lane?: Lane): Promise<string[]> {
     if (isStandalone(this.config) || !this.redis) return ['in-process'];
     const beats = await this.redis.hgetall(this.keys.workers);
     const now = Date.now();
     return Object.entries(beats)
-      .filter(([, at]) => now - Number(at) <= this.staleAfterMs)
-      .map(([id]) => id);
+      .map(([id, value]) => ({ id, beat: readWorkerBeat(value) }))
+      .filter(({ beat }) => now - beat.at <= this.staleAfterMs)
+      .filter(({ beat }) => lane === undefined || beat.lanes.includes(lane))
+      .map(({ id }) => id);
   }
 }

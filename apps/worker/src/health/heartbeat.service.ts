@@ -9,15 +9,16 @@ import type Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { RedisKeys } from '@app/transport';
+import { RedisKeys, readWorkerBeat, workerBeat } from '@app/transport';
 import { OPS_REDIS } from './ops.tokens';
 
 /** Heartbeats older than this are someone else's leftovers: removed when a worker starts (ms). */
 const FORGET_AFTER_MS = 3_600_000;
 
 /**
- * Tells every api that this worker is alive: HSET of its id and the time (ms) in the workers hash,
- * every SLUICE_WORKER_HEARTBEAT_MS; removed on shutdown, so that readiness drops at once.
+ * Tells every api that this worker is alive, and for which lanes: HSET of its id and a beat
+ * (`workerBeat`: the time in ms and SLUICE_WORKER_LANES) in the workers hash, every
+ * SLUICE_WORKER_HEARTBEAT_MS; removed on shutdown, so that readiness drops at once.
  */
 @Injectable()
 export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy {
@@ -60,7 +61,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
     this.beating = true;
     try {
       const now = Date.now();
-      await this.redis.hset(this.keys.workers, this.id, String(now));
+      await this.redis.hset(this.keys.workers, this.id, workerBeat(now, this.config.workerLanes));
       this.lastBeat = now;
       if (this.failing) this.logger.log('heartbeat written again');
       this.failing = false;
@@ -76,7 +77,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
   private async forgetStale(): Promise<void> {
     const beats = await this.redis.hgetall(this.keys.workers).catch(() => ({}));
     const stale = Object.entries(beats)
-      .filter(([, at]) => Date.now() - Number(at) > FORGET_AFTER_MS)
+      .filter(([, beat]) => Date.now() - readWorkerBeat(beat).at > FORGET_AFTER_MS)
       .map(([id]) => id);
     if (stale.length > 0) await this.redis.hdel(this.keys.workers, ...stale).catch(() => undefined);
   }
