@@ -61,12 +61,16 @@ export class QueryLifecycle {
     }
     // Unrecorded, it would show as running, and hold its owner's slot until the slot's lease
     // lapses (in-process: for good).
-    const record = await this.retried(query, 'record its final state', () =>
-      this.registry.transition(query.queryId, to, facts),
-    );
-    await this.retried(query, "free its owner's slot", () =>
-      this.registry.release(query.owner, query.queryId),
-    );
+    // Both at once: they touch keys of different hash tags (no one script may), and neither
+    // waits for the other.
+    const [record] = await Promise.all([
+      this.retried(query, 'record its final state', () =>
+        this.registry.transition(query.queryId, to, facts),
+      ),
+      this.retried(query, "free its owner's slot", () =>
+        this.registry.release(query.owner, query.queryId),
+      ),
+    ]);
     this.told(query.queryId, record);
     return record;
   }

@@ -129,8 +129,16 @@ describe(ExecutionTracker.name, () => {
 
   it("keeps the owner's slot until the end, then gives it back", async () => {
     const renew = jest.spyOn(registry, 'renew');
+    // Just admitted: the lease is fresh, and a third of it (5 s) passes before a renewal.
     tracker.keepSlot();
-    await jest.advanceTimersByTimeAsync(0);
+    await jest.advanceTimersByTimeAsync(4_999);
+    tracker.keepSlot();
+    expect(renew).not.toHaveBeenCalled();
+    await jest.advanceTimersByTimeAsync(1);
+    tracker.keepSlot();
+    tracker.keepSlot();
+    await jest.advanceTimersByTimeAsync(2_000);
+    tracker.keepSlot();
     expect(renew.mock.calls).toEqual([['ann', 'q1']]);
     expect(await registry.admit('ann', 'q2', 1)).toBeUndefined();
     await tracker.end(okStatus());
@@ -149,6 +157,7 @@ describe(ExecutionTracker.name, () => {
           answer = (failure) => (failure ? reject(failure) : resolve());
         }),
     );
+    await jest.advanceTimersByTimeAsync(5_000);
     tracker.keepSlot();
     tracker.keepSlot(); // the first is still on its way
     expect(renew).toHaveBeenCalledTimes(1);

@@ -1,11 +1,14 @@
 import { Logger } from '@nestjs/common';
 import { ResultRecord, Status, finalState } from '@app/contracts';
 import { QueryLifecycle, QueryRef } from '@app/execution';
+import { SLOT_LEASE_MS } from '@app/transport';
 
 const PROGRESS_EVERY_MS = 500;
 /** A query that ends sooner is never shown as streaming: one registry write saved per query. */
 const STREAMING_AFTER_MS = 100;
 const logger = new Logger('ExecutionTracker');
+/** A slot's lease is renewed this long after it was last taken or renewed. */
+const RENEW_AFTER_MS = SLOT_LEASE_MS / 3;
 
 /**
  * Keeps one query's entry in the registry up to date from the api's side: streaming once its
@@ -19,6 +22,8 @@ export class ExecutionTracker {
   private done = false;
   private timer: NodeJS.Timeout | undefined;
   private renewing = false;
+  /** Admission leased the slot just before the tracker was made. */
+  private renewedAt = Date.now();
   private renewFailed = false;
 
   private readonly query: QueryRef;
@@ -40,12 +45,15 @@ export class ExecutionTracker {
   }
 
   /**
-   * Keeps the owner's slot while the query lives (called on each beat of its reader). A failed
-   * renewal is logged once and repaired by the next beat; if none comes, the slot lapses.
+   * Keeps the owner's slot while the query lives (called on each beat of its reader): renewed
+   * once a third of its lease has passed since admission or the last renewal, so a short query
+   * never renews, and a long one has three tries per lease. A failed renewal is logged once and
+   * repaired by the next beat; if none comes, the slot lapses.
    */
   keepSlot(): void {
-    if (this.done || this.renewing) return;
+    if (this.done || this.renewing || Date.now() - this.renewedAt < RENEW_AFTER_MS) return;
     this.renewing = true;
+    this.renewedAt = Date.now();
     this.lifecycle
       .keepSlot(this.query)
       .then(
@@ -54,6 +62,7 @@ export class ExecutionTracker {
           this.renewFailed = false;
         },
         (err: Error) => {
+          this.renewedAt = 0;
           if (!this.renewFailed) {
             logger.warn(`query ${this.queryId}: could not renew the user slot: ${err.message}`);
           }
