@@ -6,8 +6,8 @@
 //
 //   npm run build && node bench/fairness.mjs
 //
-// The two users are made for the run (rows in sluice.users with scrypt hashes, role = the database
-// login role) and deleted at the end. Bounded in time; everything it starts is removed at the end,
+// The two users are made for the run (rows in sluice.users with scrypt hashes, role = the bench's own
+// NOLOGIN role) and deleted at the end. Bounded in time; everything it starts is removed at the end,
 // also on error and on Ctrl-C.
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import {
   DATABASE_URL,
+  benchAdminRole,
   ROOT,
   envInt,
   installGuards,
@@ -51,8 +52,9 @@ const require = createRequire(import.meta.url);
 
 async function createUsers(db) {
   const { hashPassword } = require(path.join(ROOT, 'dist/apps/api/src/auth/password.hasher.js'));
-  const { rows } = await db.query('select current_user as role');
-  const role = rows[0].role;
+  // Not the login of DATABASE_URL (it may create roles, so Sluice refuses it to users): the
+  // bench's own NOLOGIN role.
+  const role = await benchAdminRole(DATABASE_URL);
   const suffix = randomBytes(4).toString('hex');
   const users = ['a', 'b'].map((x) => ({
     username: `bench_${x}_${suffix}`,

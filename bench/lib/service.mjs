@@ -485,7 +485,8 @@ export async function startSluice({
  * tables in public. DATABASE_URL is the control login here, as a superuser for convenience.
  */
 export const BENCH_ADMIN_ROLE = 'sluice_bench_admin';
-async function benchAdminRole(databaseUrl) {
+/** The bench's own NOLOGIN role (made if missing), for its admin and its users. */
+export async function benchAdminRole(databaseUrl) {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
