@@ -28,7 +28,9 @@ import {
   reportHeader,
   request,
   runMain,
+  onCleanup,
   sluiceCpuGroups,
+  startChild,
   staleBuildWarning,
   startSluice,
   unlessDied,
@@ -41,6 +43,9 @@ const CLIENTS = envInt('BENCH_CONCURRENCY', 4);
 const SECONDS = envInt('BENCH_SECONDS', 30);
 const BASE_SECONDS = envInt('BENCH_BASELINE_SECONDS', 10);
 const WARMUP_SECONDS = envInt('BENCH_WARMUP_SECONDS', 3);
+// 1: the scaled shape on one machine — an interactive worker and an export worker of its own
+// (at its default nice 10) — instead of one worker serving both lanes.
+const SPLIT_LANES = envInt('BENCH_SPLIT_LANES', 0) === 1;
 const SMALL = 'select g, md5(g::text) from generate_series(1,10) g';
 const GOAL_P99_MS = 50;
 const GOAL_LOOP_P99_MS = 20;
@@ -179,7 +184,23 @@ async function main() {
   const loadAtStart = loadAverage();
   const warning = staleBuildWarning();
   if (warning) console.error(warning);
-  const sluice = await startSluice();
+  const sluice = await startSluice(
+    SPLIT_LANES ? { env: { SLUICE_WORKER_LANES: 'interactive' } } : {},
+  );
+  let exportWorker;
+  if (SPLIT_LANES) {
+    exportWorker = startChild('export worker', 'dist/apps/worker/src/main.js', {
+      ...sluice.env,
+      SLUICE_WORKER_LANES: 'export',
+    });
+    onCleanup(exportWorker.stop);
+    sluice.children.push(exportWorker);
+    // Parquet is admitted once the export worker beats.
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(200)) {
+      if (exportWorker.lines.some((l) => l.includes('ready'))) break;
+    }
+    await sleep(1_000);
+  }
 
   // Parquet if this build has it, stream+json otherwise.
   const probe = await request(new URL('/v1/execute', sluice.baseUrl), {
@@ -204,6 +225,7 @@ async function main() {
   // The bench's own event loop: if it lags, client-side latencies include it.
   const benchLoop = monitorEventLoopDelay({ resolution: 10 });
   const groups = sluiceCpuGroups(sluice);
+  if (exportWorker) groups['export worker'] = [exportWorker.pid];
 
   // 1. Baseline: small queries alone.
   process.stdout.write(`baseline: ${CLIENTS} clients, ${BASE_SECONDS} s ... `);
@@ -253,6 +275,7 @@ async function main() {
       loadAtStart,
     ),
     `- Exports: ${EXPORTS} clients, each exporting the mixed-type select of bench/large-result.mjs over ${EXPORT_ROWS.toLocaleString('en-US')} rows back to back, \`Accept: ${accept}\`${parquet ? '' : ' — **Parquet is not available in this build (406), stream+json used instead**'}, bodies read at full speed and discarded`,
+    `- Workers: ${SPLIT_LANES ? 'one serving the interactive lane and one serving the export lane (nice 10), each with the default threads' : 'one, serving both lanes (default threads, one kept for interactive work)'}`,
     `- Small queries: ${CLIENTS} keep-alive clients, closed loop, \`${SMALL}\`; ${BASE_SECONDS} s alone, then ${SECONDS} s after ${WARMUP_SECONDS} s of exports`,
     `- Exports during the run: ${okExports.length} complete, ${failedExports.length} failed${
       failedExports.length

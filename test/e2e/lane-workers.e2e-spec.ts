@@ -1,3 +1,5 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { getPriority } from 'node:os';
 import { eventually, execute, login } from './support/client';
 import { PARQUET, deployment, queries, queryOf, startWorker } from './support/lanes';
 
@@ -12,6 +14,18 @@ afterAll(async () => {
 });
 
 jest.setTimeout(90_000);
+
+/** The nice value of a thread (Linux: /proc/<pid>/task/<tid>/stat, field 19). */
+function niceOf(pid: number, tid: number | string): number {
+  const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+  // After "pid (comm) ": state is field 3, nice field 19.
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19 - 3]);
+}
+
+/** The nice values of all a process's threads. */
+function niceOfThreads(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).map((tid) => niceOf(pid, tid));
+}
 
 describe('a worker serving only the export lane', () => {
   it('answers 503 at once for an interactive query while no worker serves its lane', async () => {
@@ -35,6 +49,12 @@ describe('a worker serving only the export lane', () => {
     expect(json.status).toBe(503);
     expect(json.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(json.json.status.reason).toMatch(/interactive lane/);
+    // It gives way to interactive work on this machine: its main thread and the pool's threads
+    // (two by default), made after it lowered its priority, run at nice 10.
+    expect(exporter.output()).toContain('serving only the export lane, at nice 10');
+    const pid = exporter.child.pid!;
+    expect(niceOf(pid, pid)).toBe(10);
+    expect(niceOfThreads(pid).filter((n) => n === 10).length).toBeGreaterThanOrEqual(3);
   });
 
   it('never takes an interactive job, even idle while one waits for the busy worker of its lane', async () => {
@@ -84,6 +104,9 @@ describe('a worker serving only the export lane', () => {
     });
     expect(exporter.output()).toContain('consuming the export lane (execute-export)');
     expect(exporter.output()).not.toContain('interactive lane');
+    // A worker of the interactive lane keeps the priority it was started with (this test's).
+    const mine = getPriority();
+    expect(niceOfThreads(interactive.child.pid!).every((n) => n === mine)).toBe(true);
     // Its own worker takes it once the slot is free.
     expect((await busy).status).toBe(200);
     const res = await pending;

@@ -3,6 +3,7 @@ import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ConfigError, loadConfig, requireClusterSettings } from '@app/config';
 import { workerLogger } from './logging/worker-log.options';
+import { lowerExportPriority } from './export.priority';
 import { WorkerModule } from './worker.module';
 
 async function bootstrap(): Promise<void> {
@@ -17,12 +18,15 @@ async function bootstrap(): Promise<void> {
     }
     throw err;
   }
+  // Before the pool's threads exist: they inherit it.
+  const nice = lowerExportPriority(config);
   const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(config), {
     // JSON lines (pino) at LOG_LEVEL, secrets redacted.
     logger: workerLogger(config),
   });
   app.enableShutdownHooks();
   await app.init();
+  if (nice !== undefined) new Logger('Worker').log(`serving only the export lane, at nice ${nice}`);
   new Logger('Worker').log('ready');
 }
 

@@ -38,6 +38,12 @@ export interface SluiceConfig {
    * takes: their task slots are for interactive jobs only.
    */
   interactiveReserve: number;
+  /**
+   * The nice value (0–19) a worker serving only the export lane runs at, its threads included,
+   * so that on a machine it shares with interactive work the kernel gives that work the CPU
+   * first; 0 leaves it.
+   */
+  exportWorkerNice: number;
   pgPoolSize: number;
   /** Statement connections a worker process keeps open at most, all threads and roles together. */
   pgMaxConnections: number;
@@ -175,6 +181,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   const tasksPerThread = int(env, 'SLUICE_TASKS_PER_THREAD', 4, 1, 64);
   const workerLanes = lanes(env, 'SLUICE_WORKER_LANES');
   const interactiveReserve = int(env, 'SLUICE_WORKER_INTERACTIVE_RESERVE', 1, 0, 256);
+  const exportWorkerNice = int(env, 'SLUICE_EXPORT_WORKER_NICE', 10, 0, 19);
   // Every running task holds one statement connection: fewer than that could never all run.
   const leastConnections = workerThreads * tasksPerThread;
   const pgMaxConnections = int(
@@ -217,6 +224,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     tasksPerThread,
     workerLanes,
     interactiveReserve,
+    exportWorkerNice,
     pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
     pgMaxConnections,
     defaultFetchSize: int(env, 'SLUICE_DEFAULT_FETCH_SIZE', 1000, 1, 1_000_000),
