@@ -2,20 +2,12 @@ import { ExecuteJobData, ResultRecord, statusOf } from '@app/contracts';
 import { InProcessQueryRegistry, InProcessResultChannel } from '@app/transport';
 import { JobLifecycle } from './job.lifecycle';
 import { QueryLifecycle } from './query.lifecycle';
+import { queuedRecord } from '@test/support/query-record';
 
 const job = { queryId: 'q1', username: 'ann' } as ExecuteJobData;
 
 async function started(registry: InProcessQueryRegistry): Promise<void> {
-  await registry.create({
-    queryId: 'q1',
-    owner: 'ann',
-    state: 'queued',
-    format: 'json',
-    statement: 'select 1',
-    createdAt: Date.now(),
-    rows: 0,
-    bytes: 0,
-  });
+  await registry.create(queuedRecord('q1'));
   expect(await registry.admit('ann', 'q1', 1)).toBe(0);
 }
 

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { okStatus, statusOf } from '@app/contracts';
 import { InProcessQueryRegistry, QueryRecord } from '@app/transport';
 import { QueryLifecycle } from './query.lifecycle';
+import { queuedRecord } from '@test/support/query-record';
 
 /** A registry whose writes fail the first `failures` times (a Redis blip). */
 class FlakyRegistry extends InProcessQueryRegistry {
@@ -26,16 +27,7 @@ const query = { queryId: 'q1', owner: 'ann' };
 const ok = okStatus('OK');
 
 async function queued(lifecycle: QueryLifecycle, registry: InProcessQueryRegistry): Promise<void> {
-  await lifecycle.begin({
-    queryId: 'q1',
-    owner: 'ann',
-    state: 'queued',
-    format: 'json',
-    statement: 'select 1',
-    createdAt: Date.now(),
-    rows: 0,
-    bytes: 0,
-  });
+  await lifecycle.begin(queuedRecord('q1'));
   expect(await registry.admit('ann', 'q1', 1)).toBe(0);
 }
 

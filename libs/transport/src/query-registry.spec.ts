@@ -6,6 +6,7 @@ import { QueryRecord, QueryRegistry } from './query.registry';
 import { RedisKeys } from './redis.keys';
 import { RedisQueryRegistry } from './redis/redis-query.registry';
 import { testRedisUrl } from '@test/settings';
+import { queuedRecord } from '@test/support/query-record';
 
 /** Both registries move a query the same way: along QUERY_TRANSITIONS, the first end winning. */
 const RETENTION_SECONDS = 60;
@@ -32,16 +33,7 @@ describe.each(adapters)('%s registry transitions', (_name, make) => {
   let queryId: string;
 
   async function queued(): Promise<QueryRecord> {
-    const record: QueryRecord = {
-      queryId,
-      owner: 'ann',
-      state: 'queued',
-      format: 'json',
-      statement: 'select 1',
-      createdAt: Date.now(),
-      rows: 0,
-      bytes: 0,
-    };
+    const record = queuedRecord(queryId);
     await registry.create(record);
     return record;
   }
@@ -101,16 +93,7 @@ describe('Redis registry retention', () => {
   it('keeps an ended query for the retention, an open one for a day', async () => {
     const registry = new RedisQueryRegistry(redis, keys, RETENTION_SECONDS);
     const queryId = randomUUID();
-    await registry.create({
-      queryId,
-      owner: 'ann',
-      state: 'queued',
-      format: 'json',
-      statement: 'select 1',
-      createdAt: Date.now(),
-      rows: 0,
-      bytes: 0,
-    });
+    await registry.create(queuedRecord(queryId));
     await registry.transition(queryId, 'running');
     expect(await redis.ttl(keys.meta(queryId))).toBeGreaterThan(RETENTION_SECONDS * 10);
     await registry.transition(queryId, 'failed', { status: statusOf('INTERNAL') });

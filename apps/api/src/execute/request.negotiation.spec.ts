@@ -1,19 +1,10 @@
-import { ExecuteRequestDto, MEDIA_TYPES, SluiceError } from '@app/contracts';
+import { ExecuteRequestDto, MEDIA_TYPES } from '@app/contracts';
 import { DEFAULT_COMPRESSION_LEVEL, SUPPORTED_FORMATS } from '@app/formats';
 import { negotiateRequest } from './request.negotiation';
+import { refusal } from '@test/support/refusal';
 
 /** What a request asks for, from its body, path and headers alone; its 400 and 406 answers. */
 const body: ExecuteRequestDto = { statement: 'select 1' };
-
-function refusal(run: () => unknown): SluiceError {
-  try {
-    run();
-  } catch (err) {
-    if (err instanceof SluiceError) return err;
-    throw err;
-  }
-  throw new Error('not refused');
-}
 
 describe(negotiateRequest.name, () => {
   it('answers JSON, uncompressed, on the body database when nothing else is asked', () => {

@@ -1,16 +1,7 @@
-import { SluiceError } from '@app/contracts';
 import { bindStatement } from './statement.binding';
+import { refusal } from '@test/support/refusal';
 
 /** Binding errors are the client's, with the codes the API documents (both 400). */
-function refusal(run: () => unknown): SluiceError {
-  try {
-    run();
-  } catch (err) {
-    if (err instanceof SluiceError) return err;
-    throw err;
-  }
-  throw new Error('not refused');
-}
 
 describe(bindStatement.name, () => {
   it('binds {name} placeholders as parameters', () => {
