@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { eventually, execute, login } from './support/client';
-import { PARQUET, deployment, queries, queryOf, startWorker } from './support/lanes';
+import { PARQUET, deployment, firstAnswer, queries, queryOf, startWorker } from './support/lanes';
 
 /**
  * Cluster mode only (standalone mode has one in-process pool serving both lanes): a worker takes
@@ -35,13 +35,7 @@ describe('a worker serving only the export lane', () => {
     const token = await login();
     const baseUrl = api.baseUrl;
     // The api admits Parquet once the export worker beats.
-    const first = await eventually(async () => {
-      const res = await execute(
-        { statement: 'select 1 as one' },
-        { token, baseUrl, headers: PARQUET },
-      );
-      return res.status === 200 ? res : undefined;
-    }, 30_000);
+    const first = await firstAnswer(baseUrl, token, PARQUET);
     expect(first.headers.get('content-type')).toBe('application/parquet');
     const started = Date.now();
     const json = await execute({ statement: 'select 1 as one' }, { token, baseUrl });
@@ -72,10 +66,7 @@ describe('a worker serving only the export lane', () => {
     );
     const token = await login();
     const baseUrl = api.baseUrl;
-    await eventually(async () => {
-      const res = await execute({ statement: 'select 1 as one' }, { token, baseUrl });
-      return res.status === 200 ? res : undefined;
-    }, 30_000);
+    await firstAnswer(baseUrl, token);
     // The interactive worker's one slot is taken...
     const busy = execute({ statement: 'select pg_sleep(4), 1 as one' }, { token, baseUrl });
     await eventually(async () => {

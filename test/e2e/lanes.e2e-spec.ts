@@ -1,5 +1,13 @@
 import { e2eEnv, eventually, execute, login, request } from './support/client';
-import { PARQUET, deployment, queries, queryOf, sample, startWorker } from './support/lanes';
+import {
+  PARQUET,
+  deployment,
+  firstAnswer,
+  queries,
+  queryOf,
+  sample,
+  startWorker,
+} from './support/lanes';
 
 /**
  * Lanes: Parquet and Arrow answers (or a request naming "lane": "export") wait in the export lane,
@@ -85,10 +93,7 @@ describe('a pool serving both lanes', () => {
     }
     const token = await login();
     const baseUrl = api.baseUrl;
-    await eventually(async () => {
-      const res = await execute({ statement: 'select 1 as one' }, { token, baseUrl });
-      return res.status === 200 ? res : undefined;
-    }, 30_000);
+    await firstAnswer(baseUrl, token);
 
     // One export job more than there are export slots: the last one waits.
     const exports = [1, 2, 3].map(() =>

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { e2eEnv, request } from './client';
+import { HttpResult, e2eEnv, eventually, execute, request } from './client';
 import { ExtraApi, startExtraApi } from './extra-api';
 import { ServiceProcess, startProcess } from './service';
 
@@ -74,4 +74,16 @@ export async function deployment(
   });
   stops.push(() => api.stop());
   return { api, prefix };
+}
+
+/** Waits (30 s at most) until a deployment answers a query 200: its workers beat. */
+export function firstAnswer(
+  baseUrl: string,
+  token: string,
+  headers: Record<string, string> = {},
+): Promise<HttpResult> {
+  return eventually(async () => {
+    const res = await execute({ statement: 'select 1 as one' }, { token, baseUrl, headers });
+    return res.status === 200 ? res : undefined;
+  }, 30_000);
 }
