@@ -51,6 +51,8 @@ interface RoleFacts {
  * ADMIN OPTION on each user role; it never runs a user's statement.
  */
 export class LoginRoleProvisioner {
+  private readonly serviceLogins = new Map<string, PgLogin>();
+
   constructor(private readonly secret: string) {}
 
   loginFor(role: string): string {
@@ -59,7 +61,13 @@ export class LoginRoleProvisioner {
 
   /** The login (name and password) statements of `role` run over. */
   serviceLogin(role: string): PgLogin {
-    return serviceLogin(role, this.secret);
+    // Derived (two HKDFs and two HMACs) once per role, not once per statement.
+    let login = this.serviceLogins.get(role);
+    if (!login) {
+      login = Object.freeze(serviceLogin(role, this.secret));
+      this.serviceLogins.set(role, login);
+    }
+    return login;
   }
 
   /**
