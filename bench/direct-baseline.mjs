@@ -1,59 +1,63 @@
-// The "direct" baseline for bench/small-queries.mjs: the least a SQL-over-HTTP endpoint can do on
-// this stack (Fastify + pg Pool, no auth, no queue), so that Sluice's overhead can be read off it.
+// The floor for bench/small-queries.mjs: the leanest SQL-over-HTTP endpoint this stack allows — a
+// plain node:http server and a pg Pool, rows in array mode, no framework, no auth, no queue — in
+// a process of its own (the load client does not share its event loop), so that Sluice's
+// overhead is read off the fastest floor, not a flattering one.
 //
 // Run alone:  node bench/direct-baseline.mjs   (listens on 127.0.0.1, prints the URL, Ctrl-C stops)
-import Fastify from 'fastify';
+import http from 'node:http';
 import pg from 'pg';
-import { pathToFileURL } from 'node:url';
 
-/**
- * Starts the baseline server in this process on a free loopback port.
- * @param {{ databaseUrl: string, poolSize?: number }} options
- * @returns {Promise<{ url: string, close: () => Promise<void> }>}
- */
-export async function startDirectBaseline({ databaseUrl, poolSize = 16 }) {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
-  // An idle client that loses its connection must not crash the bench.
-  pool.on('error', () => {});
-  const app = Fastify({ logger: false });
+const databaseUrl =
+  process.env.BENCH_DATABASE_URL ??
+  process.env.DATABASE_URL ??
+  'postgresql://root@127.0.0.1:5432/test';
+const poolSize = Number(process.env.BENCH_DIRECT_POOL_SIZE ?? 16);
 
-  app.post('/v1/execute', async (request, reply) => {
-    const statement = request.body?.statement;
-    if (typeof statement !== 'string' || statement === '') {
-      return reply.code(400).send({ error: 'statement required' });
-    }
-    try {
-      // rowMode array: the same row shape as Sluice's default JSON array format.
-      const result = await pool.query({ text: statement, rowMode: 'array' });
-      return { data: result.rows };
-    } catch (err) {
-      return reply.code(400).send({ error: err instanceof Error ? err.message : String(err) });
-    }
+const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
+// An idle client that loses its connection must not crash the bench.
+pool.on('error', () => {});
+
+function send(res, status, body) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
   });
-
-  // Fail before the load starts if the database is unreachable.
-  await pool.query('select 1');
-  const address = await app.listen({ host: '127.0.0.1', port: 0 });
-  let closing;
-  return {
-    url: address,
-    // Idempotent: the bench closes it after its run and again in its cleanup.
-    close() {
-      closing ??= app.close().then(() => pool.end());
-      return closing;
-    },
-  };
+  res.end(text);
 }
 
-// Stand-alone use: `node bench/direct-baseline.mjs`.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const databaseUrl =
-    process.env.BENCH_DATABASE_URL ??
-    process.env.DATABASE_URL ??
-    'postgresql://root@127.0.0.1:5432/test';
-  const server = await startDirectBaseline({ databaseUrl });
-  console.log(`direct baseline on ${server.url}  (POST /v1/execute {"statement": "..."})`);
-  const stop = () => server.close().then(() => process.exit(0));
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-}
+const server = http.createServer((req, res) => {
+  if (req.method !== 'POST' || req.url !== '/v1/execute')
+    return send(res, 404, { error: 'not found' });
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    let statement;
+    try {
+      statement = JSON.parse(Buffer.concat(chunks).toString('utf8')).statement;
+    } catch {
+      return send(res, 400, { error: 'body is not JSON' });
+    }
+    if (typeof statement !== 'string' || statement === '') {
+      return send(res, 400, { error: 'statement required' });
+    }
+    // rowMode array: the same row shape as Sluice's default JSON array format.
+    pool.query({ text: statement, rowMode: 'array' }).then(
+      (result) => send(res, 200, { data: result.rows }),
+      (err) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }),
+    );
+  });
+});
+
+// Fail before the load starts if the database is unreachable.
+await pool.query('select 1');
+server.keepAliveTimeout = 60_000;
+server.listen(0, '127.0.0.1', () => {
+  console.log(`direct baseline on http://127.0.0.1:${server.address().port}`);
+});
+const stop = () => {
+  server.closeAllConnections();
+  server.close(() => pool.end().then(() => process.exit(0)));
+};
+process.once('SIGINT', stop);
+process.once('SIGTERM', stop);
