@@ -275,7 +275,7 @@ async function main() {
       loadAtStart,
     ),
     `- Exports: ${EXPORTS} clients, each exporting the mixed-type select of bench/large-result.mjs over ${EXPORT_ROWS.toLocaleString('en-US')} rows back to back, \`Accept: ${accept}\`${parquet ? '' : ' — **Parquet is not available in this build (406), stream+json used instead**'}, bodies read at full speed and discarded`,
-    `- Workers: ${SPLIT_LANES ? `one serving the interactive lane and one serving the export lane (nice ${process.env.SLUICE_EXPORT_WORKER_NICE ?? 10}), each with the default threads` : 'one, serving both lanes (default threads, one kept for interactive work)'}`,
+    `- Workers: ${SPLIT_LANES ? `one serving the interactive lane and one serving the export lane (nice ${process.env.SLUICE_EXPORT_WORKER_NICE ?? 10}), each with the default threads` : 'one, serving both lanes: its interactive pool (default threads) and an export pool of its own at nice 10'}`,
     `- Small queries: ${CLIENTS} keep-alive clients, closed loop, \`${SMALL}\`; ${BASE_SECONDS} s alone, then ${SECONDS} s after ${WARMUP_SECONDS} s of exports`,
     `- Exports during the run: ${okExports.length} complete, ${failedExports.length} failed${
       failedExports.length

@@ -16,7 +16,7 @@ declare global {
   var __SLUICE_E2E__: { processes: ServiceProcess[]; dataDir?: string } | undefined;
 }
 
-const PG_MAX_CONNECTIONS = 4;
+const PG_MAX_CONNECTIONS = 6;
 
 /**
  * Starts the service the way SLUICE_E2E_MODE says — `cluster`: api and worker as separate

@@ -1,7 +1,15 @@
-import { readFileSync, readdirSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { eventually, execute, login } from './support/client';
-import { PARQUET, deployment, firstAnswer, queries, queryOf, startWorker } from './support/lanes';
+import {
+  PARQUET,
+  deployment,
+  firstAnswer,
+  niceOf,
+  niceOfThreads,
+  queries,
+  queryOf,
+  startWorker,
+} from './support/lanes';
 
 /**
  * Cluster mode only (standalone mode has one in-process pool serving both lanes): a worker takes
@@ -14,18 +22,6 @@ afterAll(async () => {
 });
 
 jest.setTimeout(90_000);
-
-/** The nice value of a thread (Linux: /proc/<pid>/task/<tid>/stat, field 19). */
-function niceOf(pid: number, tid: number | string): number {
-  const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-  // After "pid (comm) ": state is field 3, nice field 19.
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19 - 3]);
-}
-
-/** The nice values of all a process's threads. */
-function niceOfThreads(pid: number): number[] {
-  return readdirSync(`/proc/${pid}/task`).map((tid) => niceOf(pid, tid));
-}
 
 describe('a worker serving only the export lane', () => {
   it('answers 503 at once for an interactive query while no worker serves its lane', async () => {

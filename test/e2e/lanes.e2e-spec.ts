@@ -1,8 +1,11 @@
+import { getPriority } from 'node:os';
 import { e2eEnv, eventually, execute, login, request } from './support/client';
 import {
   PARQUET,
   deployment,
   firstAnswer,
+  niceOf,
+  niceOfThreads,
   queries,
   queryOf,
   sample,
@@ -84,12 +87,15 @@ describe('lanes', () => {
 
 describe('a pool serving both lanes', () => {
   it('starts an interactive query at once while every export slot is busy', async () => {
-    // Three threads of one task each, one kept for interactive work: two export slots.
+    // Three interactive threads of one task each, and export threads of its own: three less the
+    // reserve of one, two export slots.
     const pool = { SLUICE_WORKER_THREADS: '3', SLUICE_TASKS_PER_THREAD: '1' };
     const { api, prefix } = await deployment(pool, stops);
+    let poolPid = api.pid;
     if (cluster) {
       const worker = startWorker(prefix, pool);
       stops.push(() => worker.stop());
+      poolPid = worker.child.pid!;
     }
     const token = await login();
     const baseUrl = api.baseUrl;
@@ -122,6 +128,11 @@ describe('a pool serving both lanes', () => {
     expect(took).toBeLessThan(2000);
     // And export did not get the reserve: its third job still waits.
     expect((await queryOf(busy.queued.query_id, token, baseUrl)).state).toBe('queued');
+    // The export threads give way to interactive work on the same cores: they run at nice 10,
+    // the process's other threads at the priority it was started with (this test's).
+    const nice = niceOfThreads(poolPid);
+    expect(nice.filter((n) => n === 10)).toHaveLength(2);
+    expect(niceOf(poolPid, poolPid)).toBe(getPriority());
 
     for (const done of await Promise.all(exports)) expect(done.status).toBe(200);
     // The wait in the queue is measured by lane: the third export job's shows there.

@@ -539,7 +539,8 @@ describe('a deployment of its own', () => {
     expect(((await missing.json()) as any).status.vendor_code).toBe(-104);
 
     const before = await scrape(urls.worker);
-    expect(sample(before, 'sluice_pool_threads')).toBe(1);
+    // SLUICE_WORKER_THREADS 1, both lanes: one interactive thread and one export thread of its own.
+    expect(sample(before, 'sluice_pool_threads')).toBe(2);
     expect(sample(before, 'sluice_pool_capacity')).toBeGreaterThanOrEqual(1);
     // The worker's first scrape: the event-loop delay (see above) has been timed since it started.
     expect(sample(before, 'nodejs_eventloop_lag_p99_seconds')).toBeGreaterThan(0.005);

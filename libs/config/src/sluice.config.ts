@@ -182,8 +182,15 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   const workerLanes = lanes(env, 'SLUICE_WORKER_LANES');
   const interactiveReserve = int(env, 'SLUICE_WORKER_INTERACTIVE_RESERVE', 1, 0, 256);
   const exportWorkerNice = int(env, 'SLUICE_EXPORT_WORKER_NICE', 10, 0, 19);
+  const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
   // Every running task holds one statement connection: fewer than that could never all run.
-  const leastConnections = workerThreads * tasksPerThread;
+  const threads = laneThreads({
+    workerThreads,
+    interactiveReserve,
+    // Without Redis, standalone mode's one pool serves every lane.
+    lanes: redisUrl ? workerLanes : LANES,
+  });
+  const leastConnections = (threads.interactive + threads.export) * tasksPerThread;
   const pgMaxConnections = int(
     env,
     'SLUICE_PG_MAX_CONNECTIONS',
@@ -194,7 +201,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   if (pgMaxConnections < leastConnections) {
     throw new ConfigError(
       'SLUICE_PG_MAX_CONNECTIONS',
-      `must be at least SLUICE_WORKER_THREADS × SLUICE_TASKS_PER_THREAD (${leastConnections}), got ${pgMaxConnections}`,
+      `must be at least the pool's threads (all lanes) × SLUICE_TASKS_PER_THREAD (${leastConnections}), got ${pgMaxConnections}`,
     );
   }
   const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
@@ -210,7 +217,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     databaseUrl,
     metadataDatabaseUrl:
       url(env, 'SLUICE_METADATA_DATABASE_URL', ['postgres:', 'postgresql:']) ?? databaseUrl,
-    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    redisUrl,
     keyPrefix,
     authMode,
     credentialKey,
@@ -263,6 +270,29 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
 export function defaultDatabase(config: Pick<SluiceConfig, 'databaseUrl'>): string | undefined {
   if (!config.databaseUrl) return undefined;
   return decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1)) || undefined;
+}
+
+/**
+ * Threads of each lane's pool in a process serving `lanes` (0: none). The interactive lane gets
+ * SLUICE_WORKER_THREADS. The export lane gets as many when it is served alone; beside an
+ * interactive pool, threads of its own — SLUICE_WORKER_THREADS − SLUICE_WORKER_INTERACTIVE_RESERVE,
+ * at least one — so that export work never runs on an interactive thread.
+ */
+export function laneThreads(config: {
+  workerThreads: number;
+  interactiveReserve: number;
+  lanes: readonly Lane[];
+}): Record<Lane, number> {
+  const { workerThreads, interactiveReserve, lanes } = config;
+  const interactive = lanes.includes('interactive') ? workerThreads : 0;
+  if (!lanes.includes('export')) return { interactive, export: 0 };
+  if (!interactive) return { interactive, export: workerThreads };
+  return { interactive, export: Math.max(1, workerThreads - interactiveReserve) };
+}
+
+/** The lanes the pool of this process serves: standalone mode's serves every one. */
+export function poolLanes(config: SluiceConfig): readonly Lane[] {
+  return isStandalone(config) ? LANES : config.workerLanes;
 }
 
 /** True when no REDIS_URL is set: api and worker run in one process. */

@@ -6,4 +6,3 @@ export * from './job.lifecycle';
 export * from './query.lifecycle';
 export * from './pool/pool.metrics';
 export * from './session-login.resolver';
-export * from './pool/lane.slots';

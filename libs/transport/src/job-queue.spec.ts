@@ -49,7 +49,7 @@ function inProcessAdapter(): Adapter {
   const queue = new InProcessJobQueue(60);
   return {
     queue,
-    consume: (onJob) => queue.consume((job) => onJob(job.queryId), 1),
+    consume: (onJob) => queue.consume((job) => onJob(job.queryId), { interactive: 1, export: 1 }),
     close: () => queue.close(),
   };
 }

@@ -8,6 +8,7 @@ import { ServiceProcess, freePort, startProcess, waitForApi } from './service';
 /** A second api process beside the suite's own, on the same database (and Redis in cluster). */
 export interface ExtraApi {
   baseUrl: string;
+  pid: number;
   output: () => string;
   stop: () => Promise<void>;
 }
@@ -48,6 +49,7 @@ export async function startExtraApi(overrides: Record<string, string> = {}): Pro
   }
   return {
     baseUrl,
+    pid: proc.child.pid!,
     output: proc.output,
     stop: async () => {
       await proc.stop();

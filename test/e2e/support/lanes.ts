@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync, readdirSync } from 'node:fs';
 import { HttpResult, e2eEnv, eventually, execute, request } from './client';
 import { ExtraApi, startExtraApi } from './extra-api';
 import { ServiceProcess, startProcess } from './service';
@@ -86,4 +87,16 @@ export function firstAnswer(
     const res = await execute({ statement: 'select 1 as one' }, { token, baseUrl, headers });
     return res.status === 200 ? res : undefined;
   }, 30_000);
+}
+
+/** The nice value of a thread (Linux: /proc/<pid>/task/<tid>/stat, field 19). */
+export function niceOf(pid: number, tid: number | string): number {
+  const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+  // After "pid (comm) ": state is field 3, nice field 19.
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19 - 3]);
+}
+
+/** The nice values of all a process's threads. */
+export function niceOfThreads(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).map((tid) => niceOf(pid, tid));
 }

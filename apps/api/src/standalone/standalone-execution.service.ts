@@ -6,15 +6,13 @@ import {
   OnModuleDestroy,
 } from '@nestjs/common';
 import { MessageChannel } from 'node:worker_threads';
-import { ExecuteJobData, LANES } from '@app/contracts';
+import { ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
   JobLifecycle,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
-  laneLimits,
-  reserveNotKept,
 } from '@app/execution';
 import { InProcessJobQueue, InProcessResultChannel, QueryRegistry } from '@app/transport';
 import { QUERY_REGISTRY } from '../infra/tokens';
@@ -44,11 +42,10 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   async onApplicationBootstrap(): Promise<void> {
     await this.pool.check();
     await this.logins.check();
-    const limits = laneLimits(this.config, LANES);
-    if (!limits.reserveKept) {
-      this.logger.warn(reserveNotKept(this.config));
-    }
-    this.queue.consume((job) => this.track(job), limits.total, limits.export);
+    this.queue.consume((job) => this.track(job), {
+      interactive: this.pool.capacity('interactive'),
+      export: this.pool.capacity('export'),
+    });
   }
 
   private track(job: ExecuteJobData): Promise<void> {

@@ -5,26 +5,23 @@ import {
   OnApplicationBootstrap,
   OnModuleDestroy,
 } from '@nestjs/common';
-import { Job, Worker } from 'bullmq';
+import { Worker } from 'bullmq';
 import Redis from 'ioredis';
 import { ExecuteJobData, LANE_QUEUES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
   ExecutionOutcome,
   JobLifecycle,
-  LaneSlots,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
-  laneLimits,
-  reserveNotKept,
 } from '@app/execution';
 import { RedisKeys, RedisQueryRegistry, RedisResultSink, ResultSink } from '@app/transport';
 
 /**
  * Takes execution jobs off the BullMQ queues of the lanes this worker serves (SLUICE_WORKER_LANES),
- * one BullMQ worker per lane, and runs each in the shared thread pool. Each lane's worker takes
- * only what the pool can start at once; serving both lanes, export work never gets the reserve.
+ * one BullMQ worker per lane, and runs each in its lane's thread pool. Each lane's BullMQ worker
+ * takes only as many jobs as its pool runs at once, and leaves the rest to other workers.
  */
 @Injectable()
 export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy {
@@ -34,7 +31,6 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   private readonly sink: ResultSink;
   private readonly lifecycle: JobLifecycle;
   private readonly running = new Set<string>();
-  private readonly slots: LaneSlots;
   private readonly workers = new Map<Lane, Worker<ExecuteJobData, ExecutionOutcome | undefined>>();
 
   constructor(
@@ -54,7 +50,6 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       ),
       this.sink,
     );
-    this.slots = new LaneSlots(laneLimits(config, config.workerLanes));
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -64,11 +59,11 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     for (const lane of this.config.workerLanes) {
       const worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
         LANE_QUEUES[lane],
-        (job) => this.process(lane, job),
+        (job) => this.run(job.data),
         {
           connection: this.connection,
           prefix: this.keys.bullPrefix,
-          concurrency: this.slots.concurrency(lane),
+          concurrency: this.pool.capacity(lane),
           // A job whose worker died is failed, never handed to another worker: no statement runs twice.
           maxStalledCount: 0,
           stalledInterval: 5_000,
@@ -79,34 +74,10 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       this.workers.set(lane, worker);
     }
     await Promise.all([...this.workers.values()].map((worker) => worker.waitUntilReady()));
-    const { total, export: exportSlots, reserveKept } = this.slots.limits;
-    const served = this.config.workerLanes.map((lane) => `the ${lane} lane (${LANE_QUEUES[lane]})`);
-    this.logger.log(
-      `consuming ${served.join(' and ')} with ${total} slots` +
-        (this.workers.size > 1 ? `, at most ${exportSlots} of them for export` : ''),
+    const served = this.config.workerLanes.map(
+      (lane) => `the ${lane} lane (${LANE_QUEUES[lane]}) with ${this.pool.capacity(lane)} slots`,
     );
-    if (!reserveKept) {
-      this.logger.warn(reserveNotKept(this.config));
-    }
-  }
-
-  /** Each lane's BullMQ worker may hold what the pool can start now (see LaneSlots). */
-  private rebalance(): void {
-    for (const [lane, worker] of this.workers) worker.concurrency = this.slots.concurrency(lane);
-  }
-
-  private async process(
-    lane: Lane,
-    job: Job<ExecuteJobData, ExecutionOutcome | undefined>,
-  ): Promise<ExecutionOutcome | undefined> {
-    this.slots.started(lane);
-    this.rebalance();
-    try {
-      return await this.run(job.data);
-    } finally {
-      this.slots.ended(lane);
-      this.rebalance();
-    }
+    this.logger.log(`consuming ${served.join(' and ')}`);
   }
 
   private async run(data: ExecuteJobData): Promise<ExecutionOutcome | undefined> {

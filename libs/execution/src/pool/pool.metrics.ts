@@ -26,7 +26,7 @@ export function registerPoolMetrics(registry: Registry, pool: QueryPoolService):
     name: 'sluice_pool_capacity',
     help: 'Queries the pool runs at once (threads × tasks per thread).',
     registers,
-  }).set(pool.capacity);
+  }).set(pool.capacity());
   const connections: Gauge = new Gauge({
     name: 'sluice_pg_connections',
     help: 'Statement connections to PostgreSQL open in the pool’s threads, all logins together.',

@@ -1,28 +1,40 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import { randomFill } from 'node:crypto';
 import { join } from 'node:path';
 import { Piscina } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
-import { ExecuteJobData } from '@app/contracts';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { ExecuteJobData, LANES, Lane } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig, laneThreads, poolLanes } from '@app/config';
 import type { PgLogin } from '@app/access';
 import type { ExecuteTask } from '../tasks/execute-query.task';
 import { ExecutionOutcome } from '../tasks/query.runner';
 import { ThreadSettings } from '../tasks/thread.settings';
 
-/** The piscina pool of threads that run statements and encode their results. */
+/**
+ * The piscina pools of threads that run statements and encode their results: one per lane the
+ * process serves. Beside an interactive pool, the export pool's threads are its own and run at
+ * nice SLUICE_EXPORT_WORKER_NICE, so export work neither takes an interactive thread nor, on the
+ * same cores, the CPU interactive work is waiting for.
+ */
 @Injectable()
 export class QueryPoolService implements OnApplicationShutdown {
   private readonly logger = new Logger(QueryPoolService.name);
-  private readonly pool: Piscina<ExecuteTask, ExecutionOutcome>;
+  private readonly pools = new Map<Lane, Piscina<ExecuteTask, ExecutionOutcome>>();
+  private readonly threads: Record<Lane, number>;
   private readonly connectionCounts = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
 
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
+    this.threads = laneThreads({
+      workerThreads: config.workerThreads,
+      interactiveReserve: config.interactiveReserve,
+      lanes: poolLanes(config),
+    });
     const settings: ThreadSettings = {
       databaseUrl: config.databaseUrl!,
       redisUrl: config.redisUrl,
       keyPrefix: config.keyPrefix,
       pgPoolSize: config.pgPoolSize,
-      pgMaxConnectionsPerThread: this.pgMaxConnections / config.workerThreads,
+      pgMaxConnectionsPerThread: this.pgMaxConnections / this.totalThreads,
       credentialKey: config.credentialKey!,
       connectionCounts: this.connectionCounts,
       defaultFetchSize: config.defaultFetchSize,
@@ -32,24 +44,39 @@ export class QueryPoolService implements OnApplicationShutdown {
       streamTtlSeconds: config.streamTtlSeconds,
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
       cancelPollMs: config.cancelPollMs,
+      nice: 0,
     };
-    this.pool = new Piscina({
-      filename: join(__dirname, '..', 'tasks', 'execute-query.task.js'),
-      minThreads: config.workerThreads,
-      maxThreads: config.workerThreads,
-      concurrentTasksPerWorker: config.tasksPerThread,
-      idleTimeout: Number.POSITIVE_INFINITY,
-      // Tasks wait on timers and sockets between chunks: a thread must never block in
-      // Atomics.wait ('sync', the default) while its tasks are in flight.
-      atomics: 'async',
-      workerData: settings,
-    });
+    // libuv's own thread pool (zlib, crypto, dns) is made by the first thread that needs it and
+    // inherits that thread's priority: made now, from this thread, never from a niced one.
+    randomFill(Buffer.alloc(1), () => undefined);
+    for (const lane of LANES) {
+      const threads = this.threads[lane];
+      if (!threads) continue;
+      const nice = lane === 'export' ? config.exportWorkerNice : 0;
+      this.pools.set(
+        lane,
+        new Piscina({
+          filename: join(__dirname, '..', 'tasks', 'execute-query.task.js'),
+          minThreads: threads,
+          maxThreads: threads,
+          concurrentTasksPerWorker: config.tasksPerThread,
+          idleTimeout: Number.POSITIVE_INFINITY,
+          // Tasks wait on timers and sockets between chunks: a thread must never block in
+          // Atomics.wait ('sync', the default) while its tasks are in flight.
+          atomics: 'async',
+          workerData: { ...settings, nice } satisfies ThreadSettings,
+        }),
+      );
+    }
   }
 
-  /** The cap on statement connections, shared out evenly between the threads. */
+  private get totalThreads(): number {
+    return this.threads.interactive + this.threads.export;
+  }
+
+  /** The cap on statement connections, shared out evenly between all the threads. */
   get pgMaxConnections(): number {
-    const { pgMaxConnections, workerThreads } = this.config;
-    return Math.floor(pgMaxConnections / workerThreads) * workerThreads;
+    return Math.floor(this.config.pgMaxConnections / this.totalThreads) * this.totalThreads;
   }
 
   /** Statement connections to PostgreSQL open in all threads now. */
@@ -57,38 +84,54 @@ export class QueryPoolService implements OnApplicationShutdown {
     return Atomics.load(new Int32Array(this.connectionCounts), 0);
   }
 
-  /** How many jobs the pool can run at once. */
-  get capacity(): number {
-    return this.config.workerThreads * this.config.tasksPerThread;
+  /** How many jobs of `lane` the pool runs at once (all lanes together if none is named). */
+  capacity(lane?: Lane): number {
+    const threads = lane ? this.threads[lane] : this.totalThreads;
+    return threads * this.config.tasksPerThread;
   }
 
-  /** The pool's own figures, for metrics: busy share of thread time, tasks waiting, threads, tasks done. */
+  /** The pools' own figures, for metrics: busy share of thread time, tasks waiting, threads, tasks done. */
   get stats(): { utilization: number; queueSize: number; threads: number; completed: number } {
-    const { utilization, queueSize, threads, completed } = this.pool;
-    return { utilization, queueSize, threads: threads.length, completed };
+    let busy = 0;
+    let queueSize = 0;
+    let threads = 0;
+    let completed = 0;
+    for (const pool of this.pools.values()) {
+      busy += pool.utilization * pool.threads.length;
+      queueSize += pool.queueSize;
+      threads += pool.threads.length;
+      completed += pool.completed;
+    }
+    return { utilization: threads ? busy / threads : 0, queueSize, threads, completed };
   }
 
   /**
-   * Runs a job in a thread; with a port, its records go there instead of to Redis. Without a
-   * login, the thread uses the login role Sluice provisions for the job's role (service users).
+   * Runs a job in a thread of its lane's pool; with a port, its records go there instead of to
+   * Redis. Without a login, the thread uses the login role Sluice provisions for the job's role
+   * (service users).
    */
   run(
     job: ExecuteJobData,
     options: { port?: MessagePort; login?: PgLogin } = {},
   ): Promise<ExecutionOutcome> {
+    const pool = this.pools.get(job.lane);
+    if (!pool) return Promise.reject(new Error(`this process serves no ${job.lane} lane`));
     const { port, login } = options;
-    if (!port) return this.pool.run({ job, login });
-    return this.pool.run({ job, port, login }, { transferList: [port] as never });
+    if (!port) return pool.run({ job, login });
+    return pool.run({ job, port, login }, { transferList: [port] as never });
   }
 
-  /** Start-up check: a thread answers and reaches PostgreSQL. */
+  /** Start-up check: a thread of each pool answers and reaches PostgreSQL. */
   async check(): Promise<void> {
-    const version = await (this.pool.run(undefined as never, {
-      name: 'ping',
-    }) as unknown as Promise<string>);
-    this.logger.log(
-      `pool of ${this.config.workerThreads} threads ready (${version.split(',')[0]})`,
-    );
+    for (const [lane, pool] of this.pools) {
+      const version = await (pool.run(undefined as never, {
+        name: 'ping',
+      }) as unknown as Promise<string>);
+      const nice = lane === 'export' && this.config.exportWorkerNice;
+      this.logger.log(
+        `${lane} pool of ${this.threads[lane]} threads${nice ? ` at nice ${nice}` : ''} ready (${version.split(',')[0]})`,
+      );
+    }
   }
 
   /**
@@ -97,6 +140,6 @@ export class QueryPoolService implements OnApplicationShutdown {
    * standalone's executor sits in a global module, destroyed after this one.
    */
   async onApplicationShutdown(): Promise<void> {
-    await this.pool.destroy();
+    await Promise.all([...this.pools.values()].map((pool) => pool.destroy()));
   }
 }

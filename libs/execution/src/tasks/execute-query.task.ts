@@ -13,10 +13,13 @@ import {
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
+import { lowerThreadPriority } from './thread.priority';
 import { ThreadSettings } from './thread.settings';
 
 // Piscina entry: one thread's connections are made once and shared by the tasks it runs.
 const settings = workerData as ThreadSettings;
+// An export thread beside interactive ones gives way to them (where the OS allows it).
+if (settings.nice > 0) lowerThreadPriority(settings.nice);
 const keys = new RedisKeys(settings.keyPrefix);
 const counts = new Int32Array(settings.connectionCounts);
 const databases = new DatabaseRegistry(settings.databaseUrl);

@@ -18,4 +18,6 @@ export interface ThreadSettings {
   clientIdleTimeoutMs: number;
   /** How often a running query looks for its cancel in Redis (cluster mode; standalone is told). */
   cancelPollMs: number;
+  /** The nice value the thread lowers itself to at start (0: it keeps its maker's). */
+  nice: number;
 }

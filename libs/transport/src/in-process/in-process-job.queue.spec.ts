@@ -44,7 +44,7 @@ describe(InProcessJobQueue.name, () => {
       await queue.position('d'),
       await queue.position('e'),
     ]).toEqual([0, 1, 2]);
-    queue.consume(handler, 2);
+    queue.consume(handler, { interactive: 2, export: 2 });
     expect(started).toEqual(['b', 'd']);
     expect(await queue.waitingCount()).toBe(3);
     expect(await queue.position('e')).toBe(0);
@@ -62,7 +62,7 @@ describe(InProcessJobQueue.name, () => {
     await queue.enqueue(job('bad'));
     await queue.enqueue(job('later'));
     expect(await queue.state('ok')).toBe('queued');
-    queue.consume(handler, 2);
+    queue.consume(handler, { interactive: 2, export: 2 });
     expect(await queue.state('ok')).toBe('active');
     expect(await queue.state('later')).toBe('queued');
     await finish('ok');
@@ -76,7 +76,7 @@ describe(InProcessJobQueue.name, () => {
     const { handler, started } = controlledHandler();
     await queue.enqueue(job('a'));
     await queue.enqueue(job('b'));
-    queue.consume(handler, 1);
+    queue.consume(handler, { interactive: 1, export: 1 });
     expect(await queue.removeQueued('a')).toBe(false);
     expect(await queue.removeQueued('b')).toBe(true);
     expect(await queue.state('b')).toBe('unknown');
@@ -84,12 +84,12 @@ describe(InProcessJobQueue.name, () => {
     expect(started).toEqual(['a']);
   });
 
-  it('runs at most `exportConcurrency` export jobs, and lets interactive jobs pass waiting ones', async () => {
+  it("runs at most each lane's slots, and lets one lane's jobs pass the other's waiting ones", async () => {
     const { handler, started, finish } = controlledHandler();
     for (const id of ['e1', 'e2', 'e3']) await queue.enqueue(job(id, 1, 'export'));
     await queue.enqueue(job('i1', 1));
-    queue.consume(handler, 3, 2);
-    // Two export slots of three: the third export job waits, the interactive one behind it runs.
+    queue.consume(handler, { interactive: 1, export: 2 });
+    // Two export slots: the third export job waits, the interactive one behind it runs.
     expect(started).toEqual(['e1', 'e2', 'i1']);
     expect(await queue.counts()).toEqual({
       interactive: { waiting: 0, active: 1 },
@@ -99,7 +99,7 @@ describe(InProcessJobQueue.name, () => {
     expect(await queue.position('i2')).toBe(0);
     expect(await queue.position('e3')).toBe(0);
     await finish('i1');
-    // A slot is free, but export already holds its two: the interactive job takes it.
+    // The interactive slot is free again: the interactive job takes it, not the export one.
     expect(started).toEqual(['e1', 'e2', 'i1', 'i2']);
     await finish('e1');
     expect(started).toEqual(['e1', 'e2', 'i1', 'i2', 'e3']);

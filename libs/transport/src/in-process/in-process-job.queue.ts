@@ -5,26 +5,24 @@ import { JobCounts, JobQueue, JobState } from '../job.queue';
 export type JobHandler = (job: ExecuteJobData) => Promise<void>;
 
 /**
- * The job queue of standalone mode: in memory, in dispatch order, a fixed number of jobs at once
- * and, of those, at most `exportConcurrency` of the export lane. A waiting export job that has
- * no room does not hold back the interactive jobs behind it: lanes are served apart.
+ * The job queue of standalone mode: in memory, in dispatch order, a fixed number of jobs of each
+ * lane at once (the slots of that lane's pool). A waiting job that has no room does not hold back
+ * the other lane's jobs behind it: lanes are served apart.
  */
 export class InProcessJobQueue implements JobQueue {
   private readonly waiting: ExecuteJobData[] = [];
   private readonly states = new Map<string, JobState>();
   private handler: JobHandler | undefined;
-  private concurrency = 1;
-  private exportConcurrency = 1;
+  private concurrency: Record<Lane, number> = { interactive: 1, export: 1 };
   private readonly running: Record<Lane, number> = { interactive: 0, export: 0 };
   private closed = false;
 
   constructor(private readonly retentionSeconds: number) {}
 
-  /** Starts taking jobs. */
-  consume(handler: JobHandler, concurrency: number, exportConcurrency = concurrency): void {
+  /** Starts taking jobs, at most `concurrency[lane]` of each lane at once. */
+  consume(handler: JobHandler, concurrency: Record<Lane, number>): void {
     this.handler = handler;
-    this.concurrency = concurrency;
-    this.exportConcurrency = Math.min(exportConcurrency, concurrency);
+    this.concurrency = { ...concurrency };
     this.pump();
   }
 
@@ -95,9 +93,7 @@ export class InProcessJobQueue implements JobQueue {
 
   /** The first waiting job there is room for, or -1. */
   private nextRunnable(): number {
-    if (this.running.interactive + this.running.export >= this.concurrency) return -1;
-    const exportRoom = this.running.export < this.exportConcurrency;
-    return this.waiting.findIndex((j) => exportRoom || j.lane !== 'export');
+    return this.waiting.findIndex((j) => this.running[j.lane] < this.concurrency[j.lane]);
   }
 
   private finish(queryId: string, lane: Lane, state: JobState): void {
