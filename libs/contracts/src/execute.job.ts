@@ -1,6 +1,6 @@
 /**
- * Which queue a job waits in: `export` for bulk answers (Parquet, Arrow, or asked for), served on
- * capacity that never takes a worker's last threads; `interactive` for everything else.
+ * Which queue a job waits in: `export` for bulk answers (Parquet, Arrow, or asked for), run on
+ * threads of their own at a lower priority; `interactive` for everything else.
  */
 export type Lane = 'interactive' | 'export';
 
