@@ -49,7 +49,19 @@ const boundaries = Array.from({ length: maxDepth + 1 }, (_, depth) => ({
 }));
 
 export default tseslint.config(
-  { ignores: ['dist/', '.dist-*/', 'node_modules/', 'coverage/', '.data/', 'test/artifacts/', 'bench/**/*.mjs', '*.config.js', '*.config.mjs'] },
+  {
+    ignores: [
+      'dist/',
+      '.dist-*/',
+      'node_modules/',
+      'coverage/',
+      '.data/',
+      'test/artifacts/',
+      'bench/**/*.mjs',
+      '*.config.js',
+      '*.config.mjs',
+    ],
+  },
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -59,7 +71,10 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
-      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/switch-exhaustiveness-check': [
+        'error',
+        { considerDefaultExhaustiveForUnions: true },
+      ],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
   },

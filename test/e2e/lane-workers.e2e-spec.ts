@@ -12,7 +12,7 @@ import {
 } from './support/lanes';
 
 /**
- * Cluster mode only (standalone mode has one in-process pool serving both lanes): a worker takes
+ * Cluster mode only (standalone mode's pools serve both lanes, in the api): a worker takes
  * jobs only of the lanes it serves, and a lane no live worker serves is refused at once.
  */
 const stops: (() => Promise<unknown>)[] = [];

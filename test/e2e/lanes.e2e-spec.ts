@@ -15,7 +15,7 @@ import {
 /**
  * Lanes: Parquet and Arrow answers (or a request naming "lane": "export") wait in the export lane,
  * everything else in the interactive one; a worker takes jobs only of the lanes it serves, and
- * serving both, never lets export jobs take the interactive reserve.
+ * serving both, runs export jobs on threads of their own, at a lower priority.
  */
 const cluster = e2eEnv().mode === 'cluster';
 
