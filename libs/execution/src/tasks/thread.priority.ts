@@ -1,18 +1,18 @@
 import { readlinkSync } from 'node:fs';
-import { setPriority } from 'node:os';
+import { getPriority, setPriority } from 'node:os';
 
 /**
- * Lowers the calling thread's priority to `nice`, where the OS allows one thread its own (Linux:
- * a nice value is a thread's, found by its id in /proc/thread-self). Elsewhere the thread keeps
- * its priority: returns false. Lowering needs no privilege; raising it again would.
+ * Lowers the calling thread's priority to `nice`, where the OS gives one thread its own (Linux: a
+ * nice value is a thread's, found by its id in /proc/thread-self). A thread already as low or
+ * lower is left as it is: raising a priority needs a privilege. Returns false where the thread
+ * keeps its priority because the OS has no per-thread one, or refused.
  */
 export function lowerThreadPriority(nice: number): boolean {
-  let tid: number;
   try {
-    tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (getPriority(tid) < nice) setPriority(tid, nice);
+    return true;
   } catch {
     return false;
   }
-  setPriority(tid, nice);
-  return true;
 }
