@@ -44,6 +44,11 @@ export interface SluiceConfig {
    * first; 0 leaves it.
    */
   exportWorkerNice: number;
+  /**
+   * How long an export waits before each further batch while interactive statements run in the
+   * same process (ms; 0: never), so that it and its PostgreSQL backend leave them the CPU.
+   */
+  exportYieldMs: number;
   pgPoolSize: number;
   /** Statement connections a worker process keeps open at most, all threads and roles together. */
   pgMaxConnections: number;
@@ -182,6 +187,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   const workerLanes = lanes(env, 'SLUICE_WORKER_LANES');
   const interactiveReserve = int(env, 'SLUICE_WORKER_INTERACTIVE_RESERVE', 1, 0, 256);
   const exportWorkerNice = int(env, 'SLUICE_EXPORT_WORKER_NICE', 10, 0, 19);
+  const exportYieldMs = int(env, 'SLUICE_EXPORT_YIELD_MS', 25, 0, 1_000);
   const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
   // Every running task holds one statement connection: fewer than that could never all run.
   const threads = laneThreads({
@@ -232,6 +238,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     workerLanes,
     interactiveReserve,
     exportWorkerNice,
+    exportYieldMs,
     pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
     pgMaxConnections,
     defaultFetchSize: int(env, 'SLUICE_DEFAULT_FETCH_SIZE', 1000, 1, 1_000_000),

@@ -22,6 +22,8 @@ export class QueryPoolService implements OnApplicationShutdown {
   private readonly pools = new Map<Lane, Piscina<ExecuteTask, ExecutionOutcome>>();
   private readonly threads: Record<Lane, number>;
   private readonly connectionCounts = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
+  /** When an interactive statement last started, in any thread: exports give way after it. */
+  private readonly lastInteractive = new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT);
 
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
     this.threads = laneThreads({
@@ -45,6 +47,8 @@ export class QueryPoolService implements OnApplicationShutdown {
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
       cancelPollMs: config.cancelPollMs,
       nice: 0,
+      lastInteractive: this.lastInteractive,
+      exportYieldMs: config.exportYieldMs,
     };
     // libuv's own thread pool (zlib, crypto, dns) is made by the first thread that needs it and
     // inherits that thread's priority: made now, from this thread, never from a niced one.

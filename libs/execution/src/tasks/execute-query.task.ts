@@ -12,6 +12,7 @@ import {
 } from '@app/transport';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
+import { InteractiveClock, exportPace } from './export.pace';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
 import { lowerThreadPriority } from './thread.priority';
 import { ThreadSettings } from './thread.settings';
@@ -68,9 +69,15 @@ function writerFor(task: ExecuteTask): ResultWriter {
   );
 }
 
+const interactive = new InteractiveClock(settings.lastInteractive);
+const exportGivesWay = exportPace(interactive, settings.exportYieldMs);
+
 /** Runs one execution job and writes its result to the query's result channel. */
 export default async function executeQuery(task: ExecuteTask): Promise<ExecutionOutcome> {
-  return runner.run(task.job, writerFor(task), task.login);
+  const { job } = task;
+  if (job.lane === 'export') return runner.run(job, writerFor(task), task.login, exportGivesWay);
+  interactive.started();
+  return runner.run(job, writerFor(task), task.login);
 }
 
 /** Start-up check: the thread loaded and reaches the default database. */

@@ -7,7 +7,7 @@ import { FlowWindow, InProcessResultChannel, PortResultWriter, ResultReader } fr
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
-import { ExecutionOutcome, QueryRunner, applicationNameOf } from './query.runner';
+import { ExecutionOutcome, Pace, QueryRunner, applicationNameOf } from './query.runner';
 
 /**
  * The runner's three ways to stop a statement — a cancel, its time limit, its client lost or idle
@@ -94,6 +94,7 @@ function jobOf(text: string, extra: Partial<ExecuteJobData> = {}): ExecuteJobDat
 function start(
   job: ExecuteJobData,
   window: Partial<FlowWindow> = {},
+  pace?: Pace,
 ): { reader: ResultReader; running: Promise<ExecutionOutcome> } {
   const reader = channel.open(job.queryId, { onSilence: () => Promise.resolve(undefined) });
   const { port1, port2 } = new MessageChannel();
@@ -104,7 +105,7 @@ function start(
     idleTimeoutMs: 10_000,
     ...window,
   });
-  return { reader, running: runner.run(job, writer, login) };
+  return { reader, running: runner.run(job, writer, login, pace) };
 }
 
 /** What the reader has left, through the terminal record. */
@@ -174,6 +175,20 @@ describe(QueryRunner.name, () => {
     expect(outcome).toMatchObject({ rows: 250, status: { reason: 'OK', row_count: 250 } });
     expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'data', 'data', 'end']);
     expect(statusOfLast(records)).toEqual(outcome.status);
+    await reader.close();
+  });
+
+  it('waits for its pace before each batch after the first', async () => {
+    const job = jobOf('SELECT g FROM generate_series(1, 250) g', { fetchSize: 100 });
+    let paced = 0;
+    const { reader, running } = start(job, {}, () => {
+      paced += 1;
+      return sleep(5);
+    });
+    await drain(reader);
+    expect((await running).rows).toBe(250);
+    // Before the second, the third and the (empty) fourth read.
+    expect(paced).toBe(3);
     await reader.close();
   });
 

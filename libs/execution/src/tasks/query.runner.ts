@@ -24,6 +24,12 @@ export interface ExecutionOutcome {
   bytes: number;
 }
 
+/**
+ * Asked before each further batch is read: what an export awaits to give way to interactive work
+ * (undefined: go on at once).
+ */
+export type Pace = () => Promise<void> | undefined;
+
 export interface RunnerSettings {
   defaultFetchSize: number;
   maxEntryBytes: number;
@@ -100,9 +106,15 @@ export class QueryRunner {
 
   /**
    * Runs `job` over `login`: a database user's own, or (absent) the login role provisioned for
-   * the job's role, which is created or repaired here when PostgreSQL does not accept it.
+   * the job's role, which is created or repaired here when PostgreSQL does not accept it. `pace`
+   * is awaited before each batch after the first.
    */
-  async run(job: ExecuteJobData, writer: ResultWriter, login?: PgLogin): Promise<ExecutionOutcome> {
+  async run(
+    job: ExecuteJobData,
+    writer: ResultWriter,
+    login?: PgLogin,
+    pace?: Pace,
+  ): Promise<ExecutionOutcome> {
     const db = this.databases.get(job.database);
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
     // A cancel, the client's loss and the time limit all stop the statement through this, where it
@@ -135,6 +147,7 @@ export class QueryRunner {
         // At max_rows, one more row tells whether the cap cut the result.
         const capped = limit !== undefined && rows >= limit;
         const want = capped ? 1 : limit === undefined ? fetch : Math.min(fetch, limit - rows);
+        await pace?.();
         // PostgreSQL produces the next batch while this one is encoded and written.
         const prefetch = statement.read(want);
         // Awaited below, or by abandon() while still in flight: this only keeps it from counting

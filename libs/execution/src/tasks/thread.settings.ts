@@ -20,4 +20,8 @@ export interface ThreadSettings {
   cancelPollMs: number;
   /** The nice value the thread lowers itself to at start (0: it keeps its maker's). */
   nice: number;
+  /** One BigInt64 shared by all threads of the process: when an interactive statement last started (ms). */
+  lastInteractive: SharedArrayBuffer;
+  /** How long an export waits before its next batch while interactive statements run (ms). */
+  exportYieldMs: number;
 }
