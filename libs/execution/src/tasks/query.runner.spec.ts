@@ -181,9 +181,9 @@ describe(QueryRunner.name, () => {
   it('waits for its pace before each batch after the first', async () => {
     const job = jobOf('SELECT g FROM generate_series(1, 250) g', { fetchSize: 100 });
     let paced = 0;
-    const { reader, running } = start(job, {}, () => {
+    const { reader, running } = start(job, {}, async () => {
       paced += 1;
-      return sleep(5);
+      await sleep(5);
     });
     await drain(reader);
     expect((await running).rows).toBe(250);
