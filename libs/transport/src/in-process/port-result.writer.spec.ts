@@ -1,47 +1,20 @@
 import { MessageChannel } from 'node:worker_threads';
-import { ResultRecord, okStatus, statusOf } from '@app/contracts';
+import { ResultRecord, statusOf } from '@app/contracts';
 import { TimerTracker, trackTimers } from '@test/support/active-timers';
-import { FlowWindow, ProducerStoppedError, ResultReader, StopReason } from '../result.channel';
+import { FlowWindow, ResultReader, StopReason } from '../result.channel';
 import { InProcessResultChannel } from './in-process-result.channel';
 import { PortResultWriter } from './port-result.writer';
+import { data, end, settledAfter, sleep, stoppedWith } from '@test/support/flow';
 
 /**
  * Flow control of standalone mode, end to end within one thread: a PortResultWriter on one end
  * of a real MessageChannel, the InProcessResultChannel's reader on the other.
  */
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const quiet = { onSilence: () => Promise.resolve(undefined) };
 /** Long enough for a message to cross the channel and its answer to come back. */
 const ROUND_TRIP_MS = 80;
 
-const data = (n: number, size = 10): ResultRecord => ({
-  kind: 'data',
-  rows: n,
-  bytes: Buffer.alloc(size, n),
-});
-const end = (): ResultRecord => ({ kind: 'end', status: okStatus(), bytes: Buffer.from('e') });
-
-/** Whether a promise has settled by now (after a round trip), without waiting for it. */
-async function settled(promise: Promise<unknown>): Promise<boolean> {
-  let done = false;
-  promise.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await sleep(ROUND_TRIP_MS);
-  return done;
-}
-
-async function stoppedWith(promise: Promise<unknown>): Promise<StopReason> {
-  const err = await promise.then(
-    () => {
-      throw new Error('the write went through');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ProducerStoppedError);
-  return (err as ProducerStoppedError).reason;
-}
+const settled = (promise: Promise<unknown>) => settledAfter(promise, ROUND_TRIP_MS);
 
 let tracker: TimerTracker;
 let channel: InProcessResultChannel;

@@ -1,48 +1,22 @@
 import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { ResultRecord, okStatus, statusOf } from '@app/contracts';
+import { ResultRecord, statusOf } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
-import { FlowWindow, ProducerStoppedError, ResultReader, StopReason } from '../result.channel';
+import { FlowWindow, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisResultSource } from './redis-result.source';
 import { RedisResultWriter } from './redis-result.writer';
+import { data, end, settledAfter, sleep, stoppedWith } from '@test/support/flow';
 
 /**
  * Flow control of cluster mode against a real Redis: a RedisResultWriter appends to a query's
  * stream, the source's reader takes what it reads. The reader deletes the entries it took when
  * it goes back for more (its next() after the last one it holds): only then is there room.
  */
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Long enough for a writer's poll (backing off to 50 ms) to see what changed. */
 const SETTLE_MS = 200;
 
-const data = (n: number, size = 10): ResultRecord => ({
-  kind: 'data',
-  rows: n,
-  bytes: Buffer.alloc(size, n),
-});
-const end = (): ResultRecord => ({ kind: 'end', status: okStatus(), bytes: Buffer.from('e') });
-
-async function settled(promise: Promise<unknown>): Promise<boolean> {
-  let done = false;
-  promise.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await sleep(SETTLE_MS);
-  return done;
-}
-
-async function stoppedWith(promise: Promise<unknown>): Promise<StopReason> {
-  const err = await promise.then(
-    () => {
-      throw new Error('the write went through');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ProducerStoppedError);
-  return (err as ProducerStoppedError).reason;
-}
+const settled = (promise: Promise<unknown>) => settledAfter(promise, SETTLE_MS);
 
 let redis: Redis;
 let keys: RedisKeys;
