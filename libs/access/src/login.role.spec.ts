@@ -1,4 +1,5 @@
-import { loginRoleName, loginRolePassword, scramVerifier } from './login.role';
+import { LoginRoleProvisioner } from './login-role.provisioner';
+import { loginRoleName, loginRolePassword, scramVerifier, serviceLogin } from './login.role';
 
 const KEY = 'k'.repeat(32);
 
@@ -38,5 +39,16 @@ describe('scramVerifier', () => {
     );
     expect(verifier).not.toContain('s3cret');
     expect(scramVerifier('s3cret-password')).not.toBe(scramVerifier('s3cret-password'));
+  });
+});
+
+describe(LoginRoleProvisioner.name, () => {
+  it("derives a role's service login once, and the same as serviceLogin does", () => {
+    const provisioner = new LoginRoleProvisioner(KEY);
+    const login = provisioner.serviceLogin('app_reader');
+    expect(login).toEqual(serviceLogin('app_reader', KEY));
+    expect(provisioner.serviceLogin('app_reader')).toBe(login);
+    expect(Object.isFrozen(login)).toBe(true);
+    expect(provisioner.serviceLogin('app_writer').user).not.toBe(login.user);
   });
 });
