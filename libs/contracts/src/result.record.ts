@@ -8,12 +8,13 @@ export interface Column {
 
 /**
  * What a worker writes to a query's result channel, in order: `head`, any number of `data`,
- * then exactly one terminal record (`end`, or `error` when nothing was written before it).
+ * then exactly one terminal record (`end`, or `error` when nothing was written before it). A
+ * small result may come as its `end` alone, carrying the whole body and its `rows`.
  */
 export type ResultRecord =
   | { kind: 'head'; columns: Column[]; bytes: Buffer }
   | { kind: 'data'; rows: number; bytes: Buffer }
-  | { kind: 'end'; status: Status; bytes: Buffer; abort?: boolean }
+  | { kind: 'end'; status: Status; bytes: Buffer; abort?: boolean; rows?: number }
   | { kind: 'error'; status: Status };
 
 export function isTerminal(record: ResultRecord): boolean {

@@ -30,12 +30,32 @@ import { bindStatement } from './statement.binding';
 
 const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
 
+/**
+ * The body as one Buffer when the result ended within the records read so far (a small result
+ * comes as one record): its end is recorded and the execution released before the response is
+ * sent, in one write with its length instead of chunk by chunk.
+ */
+async function wholeBody(execution: Execution, read: ResultRecord[]): Promise<Buffer | undefined> {
+  const last = read[read.length - 1];
+  if (last.kind !== 'end' || last.abort) return undefined;
+  const bytes: Buffer[] = [];
+  for (const record of read) {
+    if (record.kind === 'error') return undefined;
+    execution.sent(record);
+    bytes.push(record.bytes);
+  }
+  // Issued together: one round trip for both.
+  await Promise.all([execution.end(last.status), execution.close()]);
+  return Buffer.concat(bytes);
+}
+
 /** A started execution: its streamed body. */
 export interface ExecutionResponse {
   queryId: string;
   contentType: string;
   contentEncoding?: string;
-  body: Readable;
+  /** A Buffer when the whole result came before the response started: sent with its length. */
+  body: Readable | Buffer;
   /**
    * Releases what the execution holds (and cancels the query unless it ended); idempotent. The
    * response's close event must call it: a body destroyed before its first read never runs.
@@ -86,7 +106,9 @@ export class ExecuteService {
       contentType: TEXT_FORMATS.has(format)
         ? `${MEDIA_TYPES[format]}; charset=utf-8`
         : MEDIA_TYPES[format],
-      body: executionBody(execution, readAhead, lateFailureTail(job, this.config.maxEntryBytes)),
+      body:
+        (await wholeBody(execution, readAhead)) ??
+        executionBody(execution, readAhead, lateFailureTail(job, this.config.maxEntryBytes)),
       close: () => execution.close(),
     };
   }

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import Fastify, { FastifyInstance, FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
@@ -211,7 +212,7 @@ describe('an execution whose response ends early', () => {
       req.destroy();
       await expectReleased(queryId);
       // The body's generator never ran: what released the reader was the response's close.
-      expect(result.body.readableDidRead).toBe(false);
+      expect((result.body as Readable).readableDidRead).toBe(false);
     } finally {
       route = controllerRoute;
     }

@@ -43,11 +43,17 @@ async function* records(
             yield record.bytes;
           }
           break;
-        case 'end':
-          await execution.end(record.status);
+        case 'end': {
+          // The reader is released with the end's write: one round trip for both. end() first:
+          // a close() before it would take the query for abandoned.
+          const ended = execution.end(record.status);
+          const released = execution.close();
+          await ended;
+          await released;
           if (record.abort) throw new Error(`query failed mid-stream: ${record.status.reason}`);
           if (record.bytes.length > 0) yield record.bytes;
           return;
+        }
         case 'error': {
           // Found by the api itself after the body started (the worker was lost): a worker
           // never writes `error` once it has sent a byte.

@@ -40,7 +40,7 @@ export class ExecutionTracker {
   sent(record: ResultRecord): void {
     if (record.kind === 'error') return;
     this.bytes += record.bytes.length;
-    if (record.kind === 'data') this.rows += record.rows;
+    if (record.kind === 'data' || record.kind === 'end') this.rows += record.rows ?? 0;
     this.schedule();
   }
 

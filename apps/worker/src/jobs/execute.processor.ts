@@ -28,6 +28,8 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   private readonly logger = new Logger(ExecuteProcessor.name);
   private readonly keys: RedisKeys;
   private readonly connection: Redis;
+  /** The registry's and the sink's: not BullMQ's, whose scripts make every pipeline on it slow. */
+  private readonly commands: Redis;
   private readonly sink: ResultSink;
   private readonly lifecycle: JobLifecycle;
   private readonly running = new Set<string>();
@@ -43,17 +45,24 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     this.connection = new Redis(config.redisUrl!, { maxRetriesPerRequest: null });
     // ioredis reconnects by itself; the BullMQ worker reports the errors ('error' handler below).
     this.connection.on('error', () => undefined);
-    this.sink = new RedisResultSink(this.connection, this.keys, config.streamTtlSeconds);
+    // ioredis copies every script defined on a connection (BullMQ defines ~50) into each pipeline
+    // it builds; on a connection of their own, the registry's writes of one tick go together.
+    this.commands = new Redis(config.redisUrl!, {
+      maxRetriesPerRequest: null,
+      enableAutoPipelining: true,
+    });
+    this.commands.on('error', () => undefined);
+    this.sink = new RedisResultSink(this.commands, this.keys, config.streamTtlSeconds);
     this.lifecycle = new JobLifecycle(
       new QueryLifecycle(
-        new RedisQueryRegistry(this.connection, this.keys, config.jobRetentionSeconds),
+        new RedisQueryRegistry(this.commands, this.keys, config.jobRetentionSeconds),
       ),
       this.sink,
     );
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.connection.ping();
+    await Promise.all([this.connection.ping(), this.commands.ping()]);
     await this.pool.check();
     await this.logins.check();
     for (const lane of this.config.workerLanes) {
@@ -114,5 +123,6 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     }
     // Shutdown: a connection already closed or down has nothing left to flush.
     await this.connection.quit().catch(() => undefined);
+    await this.commands.quit().catch(() => undefined);
   }
 }

@@ -51,6 +51,20 @@ describe(BodyWriter.name, () => {
     await body.data(1, Buffer.from('[1]'));
     await body.end(okStatus(), Buffer.from('}'));
     expect(out.trips).toBe(1);
+    // One record: the whole body, its rows and its status.
+    expect(out.records).toEqual([
+      { kind: 'end', status: okStatus(), bytes: Buffer.from('{[1]}'), rows: 1 },
+    ]);
+  });
+
+  it('keeps a held result in its records when the whole would not fit in one entry', async () => {
+    const out = new RecordingWriter();
+    const body = new BodyWriter(out, job(), 4);
+    body.holdUntilEnd();
+    await body.head([], Buffer.from('{'));
+    await body.data(1, Buffer.from('[1]'));
+    await body.end(okStatus(), Buffer.from('}'));
+    expect(out.trips).toBe(1);
     expect(out.records.map((r) => r.kind)).toEqual(['head', 'data', 'end']);
   });
 

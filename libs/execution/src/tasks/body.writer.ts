@@ -3,6 +3,29 @@ import { ChunkCompressor } from '@app/formats';
 import { ResultWriter } from '@app/transport';
 
 /**
+ * A held result and its end as one `end` record carrying the whole body and its rows — one
+ * entry to write, read and send in one piece — when it fits in an entry and ends well.
+ */
+function wholeBody(
+  held: ResultRecord[],
+  end: Extract<ResultRecord, { kind: 'end' }>,
+  maxEntryBytes: number,
+): ResultRecord | undefined {
+  if (end.abort) return undefined;
+  const parts: Buffer[] = [];
+  let rows = 0;
+  for (const record of held) {
+    if (record.kind === 'data') rows += record.rows;
+    else if (record.kind !== 'head') return undefined;
+    parts.push(record.bytes);
+  }
+  parts.push(end.bytes);
+  const bytes = Buffer.concat(parts);
+  if (bytes.length > maxEntryBytes) return undefined;
+  return { kind: 'end', status: end.status, bytes, rows };
+}
+
+/**
  * Writes a response body to the result channel: compresses it when asked (flushed per chunk),
  * splits chunks so that no entry exceeds the cap, and counts the bytes.
  */
@@ -40,11 +63,12 @@ export class BodyWriter {
     else await this.writer.write(record);
   }
 
-  private async finish(record: ResultRecord): Promise<void> {
+  private async finish(end: Extract<ResultRecord, { kind: 'end' }>): Promise<void> {
     const held = this.held;
     this.held = undefined;
-    if (held && held.length > 0) await this.writer.writeFinal([...held, record]);
-    else await this.writer.write(record);
+    if (!held || held.length === 0) return this.writer.write(end);
+    const whole = wholeBody(held, end, this.maxEntryBytes);
+    await this.writer.writeFinal(whole ? [whole] : [...held, end]);
   }
 
   async head(columns: Column[], chunk: Buffer): Promise<void> {

@@ -49,14 +49,14 @@ export function applicationNameOf(queryId: string): string {
 }
 
 /** BEGIN plus the SET LOCALs that give the statement its user's role and settings. */
-export function beginSql(job: ExecuteJobData): string {
+export function beginStatements(job: ExecuteJobData): string[] {
   const parts = [
     job.readOnly ? 'BEGIN READ ONLY' : 'BEGIN',
     `SET LOCAL ROLE ${quoteIdent(job.role)}`,
     `SET LOCAL application_name = ${quoteLiteral(applicationNameOf(job.queryId))}`,
   ];
   if (job.schema !== undefined) parts.push(`SET LOCAL search_path TO ${quoteIdent(job.schema)}`);
-  return parts.join('; ');
+  return parts;
 }
 
 function stopStatus(reason: StopReason): Status {
@@ -123,15 +123,15 @@ export class QueryRunner {
     let encoder: ResultEncoder | undefined;
     let rows = 0;
     try {
-      const cursor = await statement.start(
-        await this.connect(job, db, login),
-        beginSql(job),
-        new TextCursor(job.text, job.values, job.types),
-      );
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
       const firstAsked = limit === undefined ? fetch : Math.min(fetch, limit);
-      let batch: TextRow[] = await statement.read(firstAsked);
+      const cursor = new TextCursor(job.text, job.values, job.types, beginStatements(job));
+      let batch: TextRow[] = await statement.start(
+        await this.connect(job, db, login),
+        cursor,
+        firstAsked,
+      );
       const fields = cursor.fields;
       const columns = await this.columnsOf(db, fields);
       encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });

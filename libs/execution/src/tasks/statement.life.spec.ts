@@ -4,6 +4,7 @@ import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { DatabaseHandle } from './database.registry';
 import { StatementLife } from './statement.life';
 import { TextCursor } from './text.cursor';
+import { TransactionEnd } from './transaction.end';
 
 /**
  * The order of what StatementLife asks of its connection, over fakes that record it. That the
@@ -53,10 +54,23 @@ const writer: ResultWriter = {
   interrupt: () => undefined,
 };
 
+/** How the fake's COMMIT goes: the commit's and the reset's command tags, then an error or none. */
+let commitAnswer: { tags: string[]; error?: Error };
+
 const client = {
   processID: PID,
-  query(sql: string | FakeCursor) {
-    if (typeof sql !== 'string') return sql;
+  query(sql: string | FakeCursor | TransactionEnd) {
+    if (sql instanceof TransactionEnd) {
+      log.push('COMMIT; reset');
+      commitAnswer.tags.forEach((text) => sql.handleCommandComplete({ text }));
+      if (commitAnswer.error) sql.handleError(commitAnswer.error);
+      else sql.handleReadyForQuery();
+      return sql;
+    }
+    if (typeof sql !== 'string') {
+      log.push('BEGIN');
+      return sql;
+    }
     log.push(sql);
     return Promise.resolve();
   },
@@ -73,27 +87,52 @@ const db = {
   },
 };
 
+/** A started statement, its first read answered with no rows. */
 async function started(): Promise<StatementLife> {
   const life = new StatementLife(db as unknown as DatabaseHandle, APP, writer, undefined);
-  await life.start(client as unknown as PoolClient, 'BEGIN', cursor as unknown as TextCursor);
+  const first = life.start(client as unknown as PoolClient, cursor as unknown as TextCursor, 10);
+  cursor.answer([]);
+  await first;
   return life;
 }
 
 beforeEach(() => {
   log = [];
+  commitAnswer = { tags: ['COMMIT', 'CLOSE CURSOR ALL', 'SET'] };
   cursor = new FakeCursor();
   stopClient = undefined;
 });
 
 describe(StatementLife.name, () => {
-  it('commits, then pools the connection clean', async () => {
+  it('commits and resets the session in one query, then pools the connection', async () => {
     const life = await started();
     const reading = life.read(10);
     cursor.answer([['1']]);
     expect(await reading).toEqual([['1']]);
     await life.commit();
     await life.release();
-    expect(log).toEqual(['BEGIN', 'COMMIT', 'DISCARD ALL', 'release']);
+    expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'release']);
+  });
+
+  it('a COMMIT that fails fails the statement; the rollback and DISCARD ALL follow', async () => {
+    const refused = Object.assign(new Error('duplicate key value'), { code: '23505' });
+    commitAnswer = { tags: [], error: refused };
+    const life = await started();
+    await expect(life.commit()).rejects.toBe(refused);
+    await life.abandon(refused);
+    await life.release();
+    expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'ROLLBACK', 'DISCARD ALL', 'release']);
+  });
+
+  it('a reset that fails after the commit went through keeps the commit; the connection is dropped', async () => {
+    const timeout = Object.assign(new Error('canceling statement due to statement timeout'), {
+      code: '57014',
+    });
+    commitAnswer = { tags: ['COMMIT'], error: timeout };
+    const life = await started();
+    await life.commit();
+    await life.release();
+    expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'destroy']);
   });
 
   it('cancels a read in flight when told to stop, and the statement reads no more', async () => {

@@ -5,6 +5,13 @@ import { DatabaseHandle } from './database.registry';
 import { isPgError } from './pg.error';
 import { StatementStop } from './statement.stop';
 import { TextCursor } from './text.cursor';
+import { TransactionEnd } from './transaction.end';
+
+/** The socket under a pg client: corked so that the messages of one step go in one write. */
+function socketOf(client: PoolClient): { cork(): void; uncork(): void } | undefined {
+  return (client as unknown as { connection?: { stream?: { cork(): void; uncork(): void } } })
+    .connection?.stream;
+}
 
 /**
  * One statement's hold on PostgreSQL, from its connection to the connection's return: the pooled
@@ -13,7 +20,9 @@ import { TextCursor } from './text.cursor';
  * PostgreSQL runs it; the writer, interrupted, fails a write waiting for the client.
  *
  * Its life: start → read… → commit, or, on any failure, abandon; then always release, the one
- * place the connection goes back to its pool (or is dropped) and the watching ends.
+ * place the connection goes back to its pool (or is dropped) and the watching ends. A short
+ * statement takes three round trips: the cursor's prelude (BEGIN, SET LOCALs) with its first read,
+ * the portal's close, and the commit with the session's reset.
  */
 export class StatementLife {
   private readonly stop: StatementStop;
@@ -22,6 +31,8 @@ export class StatementLife {
   /** The read PostgreSQL is answering: the statement runs there while this is set. */
   private reading: Promise<TextRow[]> | undefined;
   private inTransaction = false;
+  /** The session was reset with the commit: release() need not reset it again. */
+  private reset = false;
   /** The connection may be out of step with the server: dropped, not pooled. */
   private broken = false;
 
@@ -42,19 +53,24 @@ export class StatementLife {
     return this.stop.reason;
   }
 
-  /** Takes the connection, begins the transaction with `beginSql`, and opens `cursor` on it. */
-  async start(client: PoolClient, beginSql: string, cursor: TextCursor): Promise<TextCursor> {
+  /**
+   * Takes the connection and opens `cursor` on it (its prelude begins the transaction), asking
+   * for the first `rows` at once: prelude, statement and first read leave in one write.
+   */
+  start(client: PoolClient, cursor: TextCursor, rows: number): Promise<TextRow[]> {
     this.client = client;
-    await client.query(beginSql);
     this.inTransaction = true;
-    this.cursor = client.query(cursor);
-    return cursor;
+    return this.corked(() => {
+      this.cursor = client.query(cursor);
+      return this.read(rows);
+    });
   }
 
   /** The next `n` rows; a stopped statement reads no more (a rejection, never a throw). */
   async read(n: number): Promise<TextRow[]> {
     this.stop.throwIfStopped();
-    this.reading = this.cursor!.read(n);
+    // Execute and Flush in one write.
+    this.reading = this.corked(() => this.cursor!.read(n));
     try {
       return await this.reading;
     } finally {
@@ -62,12 +78,20 @@ export class StatementLife {
     }
   }
 
-  /** The statement ran to its end: closes the portal and commits, unless told to stop meanwhile. */
+  /**
+   * The statement ran to its end: closes the portal and commits, unless told to stop meanwhile;
+   * the session's reset goes with the COMMIT. A reset that fails after the commit went through
+   * does not fail the statement: its connection is dropped instead of pooled.
+   */
   async commit(): Promise<void> {
     await this.cursor!.close();
     this.stop.throwIfStopped();
-    await this.client!.query('COMMIT');
+    const end = this.client!.query(new TransactionEnd());
+    const { committed, reset, error } = await end.done;
+    if (!committed) throw error ?? new Error('COMMIT was not acknowledged');
     this.inTransaction = false;
+    this.reset = reset;
+    this.broken = !reset;
     this.stop.settle();
   }
 
@@ -106,8 +130,21 @@ export class StatementLife {
     this.client = undefined;
     if (!client) return;
     // Session state a statement may have changed (SET, LISTEN, temp tables) must not leak.
-    if (!this.broken) await client.query('DISCARD ALL').catch(() => (this.broken = true));
+    if (!this.broken && !this.reset) {
+      await client.query('DISCARD ALL').catch(() => (this.broken = true));
+    }
     client.release(this.broken);
+  }
+
+  /** Runs `send` with the connection's socket corked: what it writes leaves in one write. */
+  private corked<T>(send: () => T): T {
+    const socket = this.client && socketOf(this.client);
+    socket?.cork();
+    try {
+      return send();
+    } finally {
+      socket?.uncork();
+    }
   }
 
   /** Cancels this statement, and no other that its connection may have moved on to. */

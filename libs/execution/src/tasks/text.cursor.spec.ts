@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import type { Socket } from 'node:net';
 import { Client } from 'pg';
 import { connectTestDatabase } from '@test/settings';
 import { TextCursor } from './text.cursor';
@@ -110,5 +111,82 @@ describe(TextCursor.name, () => {
     expect(cursor.open).toBe(false);
     const next = await client.query('select 42 as n');
     expect(next.rows).toEqual([{ n: 42 }]);
+  });
+
+  describe('with a prelude', () => {
+    const TABLE = 'text_cursor_prelude_spec';
+
+    beforeAll(async () => {
+      await client.query(`drop table if exists ${TABLE}; create table ${TABLE} (n int)`);
+    });
+
+    afterAll(async () => {
+      await client.query(`drop table if exists ${TABLE}`);
+    });
+
+    it('runs BEGIN and the SET LOCALs first, in the same transaction, and keeps its own tag', async () => {
+      const cursor = client.query(
+        new TextCursor(
+          `insert into ${TABLE} select current_setting('application_name')::int`,
+          [],
+          [],
+          ['BEGIN', "SET LOCAL application_name = '7'"],
+        ),
+      );
+      expect(await cursor.read(10)).toEqual([]);
+      await cursor.close();
+      expect(cursor.commandTag).toBe('INSERT 0 1');
+      // Still in the prelude's transaction: rolled back, the row is gone.
+      await client.query('ROLLBACK');
+      expect((await client.query(`select count(*)::int as n from ${TABLE}`)).rows).toEqual([
+        { n: 0 },
+      ]);
+    });
+
+    it('never runs the statement when a prelude statement fails: not even as the login role', async () => {
+      const cursor = client.query(
+        new TextCursor(
+          `insert into ${TABLE} values (1)`,
+          [],
+          [],
+          ['BEGIN', 'SET LOCAL ROLE sluice_no_such_role_for_this_spec'],
+        ),
+      );
+      await expect(cursor.read(10)).rejects.toMatchObject({ code: '22023' });
+      expect(cursor.open).toBe(false);
+      await client.query('ROLLBACK');
+      expect((await client.query(`select count(*)::int as n from ${TABLE}`)).rows).toEqual([
+        { n: 0 },
+      ]);
+    });
+
+    it('sends the prelude, the statement and a read corked together in one write', async () => {
+      // What StatementLife.start relies on: submit and read write synchronously, so a cork
+      // around them makes one write of it all.
+      const socket = (client as unknown as { connection: { stream: Socket } }).connection.stream;
+      type WriteV = (chunks: unknown[], cb: (err?: Error) => void) => void;
+      const internals = socket as unknown as { _writev: WriteV };
+      const writev = internals._writev;
+      const writes: number[] = [];
+      internals._writev = function (this: Socket, chunks, cb) {
+        writes.push(chunks.length);
+        writev.call(this, chunks, cb);
+      };
+      try {
+        socket.cork();
+        const cursor = client.query(
+          new TextCursor('select 1 as one', [], [], ['BEGIN', "SET LOCAL application_name = 'x'"]),
+        );
+        const rows = cursor.read(10);
+        socket.uncork();
+        expect(await rows).toEqual([['1']]);
+        await client.query('ROLLBACK');
+      } finally {
+        internals._writev = writev;
+      }
+      // BEGIN, SET: Parse, Bind, Execute each; the statement: Parse, Bind, Describe, Flush; the
+      // read: Execute, Flush.
+      expect(writes[0]).toBe(12);
+    });
   });
 });

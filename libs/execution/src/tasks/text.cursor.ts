@@ -16,6 +16,13 @@ type ParseMessage = Parameters<Connection['parse']>[0];
  * A pg-cursor that sends parameter types in its Parse message (pg-cursor sends none) and keeps
  * the command tag, with type parsing off and rows as arrays.
  *
+ * It may run a `prelude` first (BEGIN and the SET LOCALs that give the statement its role):
+ * each as Parse/Bind/Execute ahead of the cursor's own messages, in the same extended-protocol
+ * batch with no Sync between them. A prelude statement that fails therefore makes PostgreSQL skip
+ * everything up to the next Sync — the user's statement is never parsed, let alone run under the
+ * wrong role — and the error reaches the cursor's first read. Their CommandCompletes are the
+ * first ones the cursor sees and are not its own.
+ *
  * pg-cursor has no public way to do either, so this reaches into it (submit, `_result`, `state`,
  * the commandComplete hook): it is pinned to one exact version in package.json, and
  * text.cursor.spec.ts fails on any of these behaviours when it changes. Casting the placeholders
@@ -24,11 +31,24 @@ type ParseMessage = Parameters<Connection['parse']>[0];
  */
 export class TextCursor extends Cursor<(string | null)[]> {
   commandTag: string | undefined;
+  /** Prelude statements whose CommandComplete has not come yet. */
+  private preludeLeft: number;
 
-  constructor(text: string, values: (string | null)[], paramTypes: number[]) {
+  constructor(
+    text: string,
+    values: (string | null)[],
+    paramTypes: number[],
+    prelude: readonly string[] = [],
+  ) {
     super(text, values, { rowMode: 'array', types: RAW_TEXT } as never);
+    this.preludeLeft = prelude.length;
     const internals = Cursor.prototype as unknown as CursorInternals;
     this.submit = (connection: Connection) => {
+      for (const sql of prelude) {
+        connection.parse({ text: sql, name: '', types: [] }, true);
+        connection.bind({}, true);
+        connection.execute({}, true);
+      }
       const parse = connection.parse.bind(connection);
       connection.parse = (query: ParseMessage, more: boolean) =>
         parse({ ...query, types: paramTypes as never }, more);
@@ -52,7 +72,18 @@ export class TextCursor extends Cursor<(string | null)[]> {
   }
 
   handleCommandComplete(msg: { text: string }): void {
+    if (this.preludeLeft > 0) {
+      this.preludeLeft--;
+      return;
+    }
     this.commandTag = msg.text;
-    (Cursor.prototype as unknown as CursorInternals).handleCommandComplete.call(this, msg);
+    // pg-cursor answers it with Close and Sync: one write.
+    const socket = (this as unknown as { connection?: Connection }).connection?.stream;
+    socket?.cork();
+    try {
+      (Cursor.prototype as unknown as CursorInternals).handleCommandComplete.call(this, msg);
+    } finally {
+      socket?.uncork();
+    }
   }
 }

@@ -40,6 +40,23 @@ redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1`;
 
+/** Writes a new query's hash with its TTL (KEYS[1] = meta; ARGV = TTL seconds, field, value, …). */
+const CREATE = `
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('EXPIRE', KEYS[1], ARGV[1])`;
+
+/** How often one process trims the index of entries past their records' life. */
+const TRIM_EVERY_MS = 10_000;
+
+/** A Lua script defined on a connection: called by EVALSHA, sent in full only when Redis lacks it. */
+type Script = (key: string, ...args: string[]) => Promise<unknown>;
+
+function defineScript(redis: Redis, name: string, lua: string): Script {
+  redis.defineCommand(name, { numberOfKeys: 1, lua });
+  const commands = redis as unknown as Record<string, Script>;
+  return (key, ...args) => commands[name](key, ...args);
+}
+
 /** Longest a query's record lives while it has not finished. */
 const OPEN_TTL_SECONDS = 24 * 3600;
 
@@ -55,22 +72,48 @@ export const SLOT_LEASE_MS = 15_000;
  * index of recent queries, and per-user sets of queued and running queries.
  */
 export class RedisQueryRegistry implements QueryRegistry {
+  private readonly scripts: Record<'create' | 'transition' | 'admit' | 'renew', Script>;
+  private trimmedAt = 0;
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: RedisKeys,
     private readonly retentionSeconds: number,
     private readonly leaseMs = SLOT_LEASE_MS,
-  ) {}
+  ) {
+    this.scripts = {
+      create: defineScript(redis, 'sluiceQueryCreate', CREATE),
+      transition: defineScript(redis, 'sluiceQueryTransition', TRANSITION),
+      admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
+      renew: defineScript(redis, 'sluiceSlotRenew', RENEW),
+    };
+  }
 
+  /**
+   * The hash (with its TTL, in one script) and its index entry: two commands, not one MULTI,
+   * since the index is in another hash slot; sent in one write on an auto-pipelined connection.
+   */
   async create(record: QueryRecord): Promise<void> {
-    const key = this.keys.meta(record.queryId);
-    await this.redis
-      .multi()
-      .hset(key, toHash(record))
-      .expire(key, OPEN_TTL_SECONDS)
-      .zadd(this.keys.queries, record.createdAt, record.queryId)
-      .zremrangebyscore(this.keys.queries, '-inf', Date.now() - OPEN_TTL_SECONDS * 1000)
-      .exec();
+    const writes: Promise<unknown>[] = [
+      this.scripts.create(
+        this.keys.meta(record.queryId),
+        String(OPEN_TTL_SECONDS),
+        ...Object.entries(toHash(record)).flat(),
+      ),
+      this.redis.zadd(this.keys.queries, record.createdAt, record.queryId),
+    ];
+    // Entries whose records have lapsed: dropped now and then, not on every query.
+    if (Date.now() - this.trimmedAt > TRIM_EVERY_MS) {
+      this.trimmedAt = Date.now();
+      writes.push(
+        this.redis.zremrangebyscore(
+          this.keys.queries,
+          '-inf',
+          Date.now() - OPEN_TTL_SECONDS * 1000,
+        ),
+      );
+    }
+    await Promise.all(writes);
   }
 
   async transition(
@@ -80,9 +123,7 @@ export class RedisQueryRegistry implements QueryRegistry {
   ): Promise<QueryRecord | undefined> {
     const final = FINAL_STATES.includes(to);
     const fields = toHash({ ...facts, state: to, finishedAt: final ? Date.now() : undefined });
-    const hash = (await this.redis.eval(
-      TRANSITION,
-      1,
+    const hash = (await this.scripts.transition(
       this.keys.meta(queryId),
       `,${statesBefore(to).join(',')},`,
       final ? String(this.retentionSeconds || 1) : '0',
@@ -116,9 +157,7 @@ export class RedisQueryRegistry implements QueryRegistry {
 
   async admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
     const now = Date.now();
-    const before = (await this.redis.eval(
-      ADMIT,
-      1,
+    const before = (await this.scripts.admit(
       this.keys.userActive(owner),
       String(now),
       String(cap),
@@ -130,9 +169,7 @@ export class RedisQueryRegistry implements QueryRegistry {
   }
 
   async renew(owner: string, queryId: string): Promise<void> {
-    await this.redis.eval(
-      RENEW,
-      1,
+    await this.scripts.renew(
       this.keys.userActive(owner),
       String(Date.now() + this.leaseMs),
       queryId,

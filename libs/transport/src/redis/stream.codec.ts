@@ -14,7 +14,7 @@ export function recordFields(record: ResultRecord): (string | Buffer)[] {
         'k',
         'end',
         'm',
-        JSON.stringify({ status: record.status, abort: record.abort === true }),
+        JSON.stringify({ status: record.status, abort: record.abort === true, rows: record.rows }),
         'b',
         record.bytes,
       ];
@@ -40,8 +40,10 @@ export function parseRecord(fields: Buffer[]): ResultRecord {
     case 'data':
       return { kind, rows: Number(meta), bytes };
     case 'end': {
-      const m = JSON.parse(meta) as { status: never; abort: boolean };
-      return { kind, status: m.status, bytes, abort: m.abort };
+      const m = JSON.parse(meta) as { status: never; abort: boolean; rows?: number };
+      return m.rows === undefined
+        ? { kind, status: m.status, bytes, abort: m.abort }
+        : { kind, status: m.status, bytes, abort: m.abort, rows: m.rows };
     }
     case 'error':
       return { kind, status: (JSON.parse(meta) as { status: never }).status };
