@@ -55,6 +55,8 @@ const FEEDS: Record<string, { setting: keyof SluiceConfig; value: string }> = {
   SLUICE_MAX_ENTRY_BYTES: { setting: 'maxEntryBytes', value: '16384' },
   SLUICE_CLIENT_IDLE_TIMEOUT_MS: { setting: 'clientIdleTimeoutMs', value: '1000' },
   SLUICE_STREAM_TTL_SECONDS: { setting: 'streamTtlSeconds', value: '60' },
+  SLUICE_RESULT_TTL_SECONDS: { setting: 'resultTtlSeconds', value: '60' },
+  SLUICE_RESULT_MAX_BYTES: { setting: 'resultMaxBytes', value: '1048576' },
   SLUICE_JOB_RETENTION_SECONDS: { setting: 'jobRetentionSeconds', value: '60' },
   LOG_LEVEL: { setting: 'logLevel', value: 'debug' },
   SLUICE_STATEMENT_TIMEOUT_MS: { setting: 'statementTimeoutMs', value: '1000' },

@@ -57,6 +57,10 @@ export interface SluiceConfig {
   windowBytes: number;
   maxEntryBytes: number;
   streamTtlSeconds: number;
+  /** How long the result of an asynchronous query is kept after its last write (s). */
+  resultTtlSeconds: number;
+  /** Most body bytes an asynchronous query's result may keep; a larger one fails. */
+  resultMaxBytes: number;
   clientIdleTimeoutMs: number;
   /**
    * A result stream silent this long makes the api check that its job's worker still holds it,
@@ -246,6 +250,14 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     windowBytes: int(env, 'SLUICE_WINDOW_BYTES', 8 * 1024 * 1024, 64 * 1024, 1024 * 1024 * 1024),
     maxEntryBytes: int(env, 'SLUICE_MAX_ENTRY_BYTES', 1024 * 1024, 16 * 1024, 64 * 1024 * 1024),
     streamTtlSeconds: int(env, 'SLUICE_STREAM_TTL_SECONDS', 300, 5, 86400),
+    resultTtlSeconds: int(env, 'SLUICE_RESULT_TTL_SECONDS', 3600, 5, 7 * 86400),
+    resultMaxBytes: int(
+      env,
+      'SLUICE_RESULT_MAX_BYTES',
+      64 * 1024 * 1024,
+      64 * 1024,
+      16 * 1024 * 1024 * 1024,
+    ),
     clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),
     maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),

@@ -75,6 +75,13 @@ export const ERROR_CATALOGUE = {
   UNAVAILABLE: { http: 503, sqlState: '57P03', vendorCode: -109, reason: 'service unavailable' },
   WORKER_LOST: { http: 503, sqlState: '58000', vendorCode: -110, reason: 'worker lost' },
   INTERNAL: { http: 500, sqlState: 'XX000', vendorCode: -103, reason: 'internal error' },
+  RESULT_TOO_LARGE: {
+    http: 413,
+    sqlState: '54000',
+    vendorCode: -112,
+    reason: 'result over the retention cap',
+  },
+  RESULT_GONE: { http: 410, sqlState: '0A000', vendorCode: -113, reason: 'result no longer kept' },
   // Database errors, chosen by SQLSTATE in pgErrorKind().
   SYNTAX_ERROR: { http: 400, sqlState: '42601', vendorCode: -500, reason: 'syntax error' },
   UNDEFINED_TABLE: { http: 400, sqlState: '42P01', vendorCode: -600, reason: 'undefined table' },

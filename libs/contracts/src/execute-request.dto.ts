@@ -12,6 +12,10 @@ import {
 } from 'class-validator';
 import { LANES, Lane, ResultLayout } from './execute.job';
 
+/** What a query whose wait ended without a result does: go on (fetched later) or stop. */
+export const ON_WAIT_TIMEOUT = ['continue', 'cancel'] as const;
+export type OnWaitTimeout = (typeof ON_WAIT_TIMEOUT)[number];
+
 /** Body of POST /v1/execute (also built from the query string for GET and text/plain). */
 export class ExecuteRequestDto {
   @ApiProperty({
@@ -88,4 +92,30 @@ export class ExecuteRequestDto {
   @IsOptional()
   @IsIn(LANES)
   lane?: Lane;
+
+  @ApiPropertyOptional({
+    description:
+      'Wait at most this long (ms) for the first result bytes; if none are ready by then, answer ' +
+      "202 with the query's URL (0: at once). The result is then kept for " +
+      '`GET /v1/queries/{id}/result`. Absent: the response waits for the result. ' +
+      '`Prefer: respond-async` and `Prefer: wait=<seconds>` (RFC 7240) ask the same.',
+    minimum: 0,
+    maximum: 3_600_000,
+  })
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(3_600_000)
+  wait_timeout?: number;
+
+  @ApiPropertyOptional({
+    enum: ON_WAIT_TIMEOUT,
+    default: 'continue',
+    description:
+      'When `wait_timeout` ends with no result: `continue` (202, fetch it later) or `cancel` ' +
+      '(the query is cancelled; answered 409, -900).',
+  })
+  @IsOptional()
+  @IsIn(ON_WAIT_TIMEOUT)
+  on_wait_timeout?: OnWaitTimeout;
 }

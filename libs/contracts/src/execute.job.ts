@@ -48,6 +48,12 @@ export interface ExecuteJobData {
   startBy?: number;
   /** The queue the job waits in; the worker that takes it serves this lane. */
   lane: Lane;
+  /**
+   * The result is kept in its channel to be fetched later (an asynchronous or resumable query):
+   * produced whether or not anyone reads it, up to `maxBytes` of body, and kept `ttlSeconds`
+   * after its last write. Absent: read as it is produced, and gone once read.
+   */
+  retain?: { ttlSeconds: number; maxBytes: number };
   /** Dispatch priority (1 first): the user's queries already queued or running, plus one. */
   priority?: number;
   enqueuedAt: number;

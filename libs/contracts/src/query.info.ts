@@ -56,4 +56,8 @@ export interface QueryInfo {
   rows: number;
   bytes: number;
   status: Status | null;
+  /** Where its kept result is fetched (a query sent with wait_timeout); null: nothing kept. */
+  result_url: string | null;
+  /** Until when its kept result stays, once the query ended (SLUICE_RESULT_TTL_SECONDS). */
+  result_kept_until: string | null;
 }

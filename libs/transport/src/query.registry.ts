@@ -10,6 +10,10 @@ export interface QueryRecord {
   /** Absent in records written before lanes: those waited in today's interactive queue. */
   lane?: Lane;
   statement: string;
+  /** The body's Content-Encoding, when compressed. */
+  encoding?: string;
+  /** Its result is kept to be fetched (GET /v1/queries/{id}/result) until its TTL ends. */
+  kept?: boolean;
   createdAt: number;
   startedAt?: number;
   finishedAt?: number;

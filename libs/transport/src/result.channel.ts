@@ -1,7 +1,8 @@
 import { ResultRecord } from '@app/contracts';
 
 /** Why a producer was told to stop. */
-export type StopReason = 'cancelled' | 'client-idle' | 'consumer-gone' | 'timeout' | 'shutdown';
+export type StopReason =
+  'cancelled' | 'client-idle' | 'consumer-gone' | 'timeout' | 'shutdown' | 'too-large';
 
 const STOP_MESSAGES: Record<StopReason, string> = {
   cancelled: 'query cancelled',
@@ -9,6 +10,8 @@ const STOP_MESSAGES: Record<StopReason, string> = {
   'consumer-gone': 'nobody is reading the result any more',
   timeout: 'statement time limit exceeded',
   shutdown: 'worker shutting down',
+  'too-large':
+    'the result is larger than an asynchronous query may keep (SLUICE_RESULT_MAX_BYTES); run it without wait_timeout to stream it',
 };
 
 /** Thrown by a ResultWriter when the consumer cancelled or stopped reading for too long. */
@@ -82,6 +85,16 @@ export function recordSize(record: ResultRecord): number {
 export interface ResultSource {
   /** Opens the reader of a query; `hooks.onSilence` decides whether a quiet producer is gone. */
   open(queryId: string, hooks: ReaderHooks): ResultReader;
+  /**
+   * Opens a reader of a kept result (a job with `retain`) from its first record: it deletes
+   * nothing, so the result can be read again until its TTL ends it; closing it leaves the query
+   * running.
+   */
+  openKept(queryId: string, hooks: ReaderHooks): ResultReader;
+  /** Whether a kept result is still there to be read. */
+  kept(queryId: string): Promise<boolean>;
+  /** Deletes a kept result at once. */
+  dropKept(queryId: string): Promise<void>;
   /** Asks the producer of a query to stop, from any api process. */
   cancel(queryId: string): Promise<void>;
   close(): Promise<void>;

@@ -9,6 +9,8 @@ export class TcpProxy {
   constructor(
     readonly port: number,
     private readonly targetPort: number,
+    /** Cuts a connection that carries nothing either way for this long (ms), as proxies do. */
+    private readonly idleTimeoutMs?: number,
   ) {}
 
   async start(): Promise<void> {
@@ -20,6 +22,10 @@ export class TcpProxy {
         s.on('error', () => undefined);
       }
       client.pipe(upstream).pipe(client);
+      if (this.idleTimeoutMs) {
+        // Both directions go through the client socket: its timeout sees any traffic.
+        client.setTimeout(this.idleTimeoutMs, () => client.destroy());
+      }
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });

@@ -31,7 +31,8 @@ export function send(reply: FastifyReply, result: ExecutionResponse): FastifyRep
   if (reply.raw.destroyed) close();
   else reply.raw.once('close', close);
   reply
-    .code(200)
+    .code(result.httpStatus ?? 200)
+    .headers(result.headers ?? {})
     .header('content-type', result.contentType)
     .header('x-query-id', result.queryId)
     .header('cache-control', 'no-store')
@@ -70,6 +71,7 @@ function responseOptions(
     acceptEncoding: joinRepeated(headers['accept-encoding']),
     preferredEncoding: joinRepeated(headers['preferred-encoding']),
     preferredLevel: joinRepeated(headers['preferred-compression-level']),
+    prefer: joinRepeated(headers.prefer),
     database,
   };
 }
@@ -89,6 +91,12 @@ const ENVELOPE = {
 @ApiProduces('application/json', 'application/stream+json')
 @ApiOkResponse({
   description: 'Result: `{query_id, schema?, data, status}` (status last), or NDJSON lines.',
+})
+@ApiResponse({
+  status: 202,
+  description:
+    'With `wait_timeout` (or `Prefer: respond-async`/`wait=N`) and no result within the wait: ' +
+    '`{query_id, state, queue_position, links:{self, result}, status}`, `Location` the query URL.',
 })
 @ApiResponse({ status: 400, ...ENVELOPE })
 @ApiResponse({ status: 401, ...ENVELOPE })

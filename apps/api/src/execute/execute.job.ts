@@ -17,7 +17,11 @@ export interface JobParts extends NegotiatedRequest {
 
 export type JobLimits = Pick<
   SluiceConfig,
-  'maxQueueWaitMs' | 'statementTimeoutMs' | 'maxStatementTimeoutMs'
+  | 'maxQueueWaitMs'
+  | 'statementTimeoutMs'
+  | 'maxStatementTimeoutMs'
+  | 'resultTtlSeconds'
+  | 'resultMaxBytes'
 >;
 
 /** The job a worker runs for one request. */
@@ -44,6 +48,10 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     lane: parts.lane,
     priority: parts.priority,
     enqueuedAt: now,
+    // A query that may be answered before its result keeps it for a later fetch.
+    retain: parts.wait
+      ? { ttlSeconds: config.resultTtlSeconds, maxBytes: config.resultMaxBytes }
+      : undefined,
   };
 }
 

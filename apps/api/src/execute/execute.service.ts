@@ -10,6 +10,7 @@ import {
   SluiceError,
   Status,
   httpStatusOf,
+  okStatus,
   statusOf,
 } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
@@ -23,9 +24,9 @@ import { AdmissionService } from './admission.service';
 import { buildJob } from './execute.job';
 import { Execution } from './execution';
 import { executionBody, lateFailureTail } from './execution.stream';
-import { ClientGoneError, readToFirstBytes } from './first-record';
+import { ClientGoneError, readToFirstBytes, readWithin } from './first-record';
 import { ProducerWatch } from './producer.watch';
-import { ResponseOptions, negotiateRequest } from './request.negotiation';
+import { ResponseOptions, ResultWait, negotiateRequest } from './request.negotiation';
 import { bindStatement } from './statement.binding';
 
 const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
@@ -54,6 +55,9 @@ export interface ExecutionResponse {
   queryId: string;
   contentType: string;
   contentEncoding?: string;
+  /** 200 unless said otherwise (202 for a query answered before its result). */
+  httpStatus?: number;
+  headers?: Record<string, string>;
   /** A Buffer when the whole result came before the response started: sent with its length. */
   body: Readable | Buffer;
   /**
@@ -98,8 +102,9 @@ export class ExecuteService {
     const priority = await this.admission.admit(user.username, queryId, negotiated.lane);
     const job = buildJob({ ...negotiated, queryId, bound, user, priority, now }, this.config);
     const execution = Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
-    await this.enqueue(execution, job, request.statement);
-    const readAhead = await this.firstBytes(execution, options.signal);
+    await this.enqueue(execution, job, request.statement, encoding?.name);
+    const readAhead = await this.firstBytes(execution, options.signal, negotiated.wait);
+    if (!readAhead) return this.accepted(execution);
     return {
       queryId,
       contentEncoding: encoding?.name,
@@ -113,8 +118,41 @@ export class ExecuteService {
     };
   }
 
+  /**
+   * The answer to a request whose wait ended before its result: 202 with where to find the query
+   * and, later, its result (kept for SLUICE_RESULT_TTL_SECONDS after its end).
+   */
+  private async accepted(execution: Execution): Promise<ExecutionResponse> {
+    await execution.detach();
+    const { queryId } = execution;
+    // Not in the queue any more: a worker has it (its state may move on at any moment).
+    const position = await this.queue.position(queryId).catch(() => undefined);
+    const state = position === undefined ? 'running' : 'queued';
+    const self = `/v1/queries/${queryId}`;
+    const body = {
+      query_id: queryId,
+      state,
+      queue_position: position ?? null,
+      links: { self, result: `${self}/result` },
+      status: okStatus(`accepted: the query is ${state}; its result will be at ${self}/result`),
+    };
+    return {
+      queryId,
+      httpStatus: 202,
+      headers: { location: self },
+      contentType: 'application/json; charset=utf-8',
+      body: Buffer.from(JSON.stringify(body)),
+      close: () => execution.close(),
+    };
+  }
+
   /** Lists the query in the registry and queues its job; a queue out of reach is a 503. */
-  private async enqueue(execution: Execution, job: ExecuteJobData, statement: string) {
+  private async enqueue(
+    execution: Execution,
+    job: ExecuteJobData,
+    statement: string,
+    encoding: string | undefined,
+  ) {
     try {
       await this.lifecycle.begin({
         queryId: job.queryId,
@@ -122,6 +160,8 @@ export class ExecuteService {
         state: 'queued',
         database: job.database,
         format: job.format,
+        encoding,
+        kept: job.retain !== undefined,
         lane: job.lane,
         statement: statement.slice(0, 200),
         createdAt: job.enqueuedAt,
@@ -142,10 +182,16 @@ export class ExecuteService {
    * leaves (its query is stopped) or a result channel that breaks is answered with the envelope
    * and its own HTTP code.
    */
-  private async firstBytes(execution: Execution, signal?: AbortSignal): Promise<ResultRecord[]> {
-    let read: ResultRecord[];
+  private async firstBytes(
+    execution: Execution,
+    signal: AbortSignal | undefined,
+    wait: ResultWait | undefined,
+  ): Promise<ResultRecord[] | undefined> {
+    let read: ResultRecord[] | undefined;
     try {
-      read = await readToFirstBytes(execution, signal);
+      read = await (wait
+        ? readWithin(execution, signal, wait.ms)
+        : readToFirstBytes(execution, signal));
     } catch (err) {
       if (err instanceof ClientGoneError) {
         await this.stop(execution);
@@ -155,6 +201,15 @@ export class ExecuteService {
         `query ${execution.queryId}: result channel failed: ${(err as Error).message}`,
       );
       return this.fail(execution, statusOf('UNAVAILABLE', 'result channel unavailable'));
+    }
+    if (!read) {
+      // The wait ended first: answered 202, or stopped if the request said so.
+      if (wait?.onTimeout !== 'cancel') return undefined;
+      await this.stop(execution);
+      return this.fail(
+        execution,
+        statusOf('CANCELLED', `no result within wait_timeout (${wait.ms} ms): query cancelled`),
+      );
     }
     const first = read[read.length - 1];
     // Ended before any byte of a body: answer with the envelope and the error's own code.

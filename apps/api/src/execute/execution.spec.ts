@@ -40,6 +40,9 @@ beforeEach(() => {
         close: () => reader.close(),
       };
     },
+    openKept: (queryId, hooks) => channel.openKept(queryId, hooks),
+    kept: (queryId) => channel.kept(queryId),
+    dropKept: (queryId) => channel.dropKept(queryId),
     cancel: (queryId) => channel.cancel(queryId),
     close: () => channel.close(),
   };

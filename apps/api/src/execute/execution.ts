@@ -32,11 +32,15 @@ export class Execution {
     onSilence: SilenceCheck,
   ): Execution {
     const tracker = new ExecutionTracker(lifecycle, job.queryId, job.username);
-    const reader = results.open(job.queryId, {
-      onSilence,
-      // The owner's slot lives as long as this reader does (and lapses soon after a lost release).
-      onBeat: () => tracker.keepSlot(),
-    });
+    // A kept result (an asynchronous query's) is read without being taken away.
+    const reader = job.retain
+      ? results.openKept(job.queryId, { onSilence })
+      : results.open(job.queryId, {
+          onSilence,
+          // The owner's slot lives as long as this reader does (and lapses soon after a lost
+          // release).
+          onBeat: () => tracker.keepSlot(),
+        });
     return new Execution(job.queryId, reader, tracker);
   }
 
@@ -61,6 +65,15 @@ export class Execution {
     this.finished = true;
     await this.close();
     await this.tracker.end(status);
+  }
+
+  /**
+   * Lets go of a query whose result is kept (answered 202 before it came): the reader is closed,
+   * the query runs on, and its worker records its end.
+   */
+  async detach(): Promise<void> {
+    this.finished = true;
+    await this.close();
   }
 
   /** Tells the query's producer to stop; what could not be sent is repaired by close(). */

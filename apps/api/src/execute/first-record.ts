@@ -31,6 +31,29 @@ export async function readToFirstBytes(
   return read;
 }
 
+/**
+ * readToFirstBytes, for at most `ms`: undefined when the time is up first. A read still pending
+ * then is left to fail when its reader closes.
+ */
+export async function readWithin(
+  reader: Pick<ResultReader, 'next'>,
+  signal: AbortSignal | undefined,
+  ms: number,
+): Promise<ResultRecord[] | undefined> {
+  const reading = readToFirstBytes(reader, signal);
+  let timer: NodeJS.Timeout | undefined;
+  const timeUp = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([reading, timeUp]);
+  } finally {
+    clearTimeout(timer);
+    // Lost the race: it fails with ReaderClosedError once the reader is let go.
+    reading.catch(() => undefined);
+  }
+}
+
 /** Rejects with ClientGoneError once the signal aborts (at once if it has). */
 function clientGone(signal: AbortSignal): Promise<never> {
   return new Promise<never>((_, reject) => {

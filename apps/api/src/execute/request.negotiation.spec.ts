@@ -1,6 +1,6 @@
 import { ExecuteRequestDto, MEDIA_TYPES } from '@app/contracts';
 import { DEFAULT_COMPRESSION_LEVEL, SUPPORTED_FORMATS } from '@app/formats';
-import { negotiateRequest } from './request.negotiation';
+import { negotiateRequest, resultWait } from './request.negotiation';
 import { refusal } from '@test/support/refusal';
 
 /** What a request asks for, from its body, path and headers alone; its 400 and 406 answers. */
@@ -83,5 +83,32 @@ describe(negotiateRequest.name, () => {
       code: 'INVALID_REQUEST',
       message: 'Preferred-Compression-Level must be an integer from 1 to 9',
     });
+  });
+});
+
+describe(resultWait.name, () => {
+  const request = (more: Partial<ExecuteRequestDto> = {}) =>
+    ({ statement: 'select 1', ...more }) as ExecuteRequestDto;
+
+  it('takes wait_timeout and on_wait_timeout from the body first', () => {
+    expect(resultWait(request({ wait_timeout: 250 }), 'wait=9')).toEqual({
+      ms: 250,
+      onTimeout: 'continue',
+    });
+    expect(resultWait(request({ wait_timeout: 0, on_wait_timeout: 'cancel' }), undefined)).toEqual({
+      ms: 0,
+      onTimeout: 'cancel',
+    });
+  });
+
+  it('reads Prefer: respond-async and wait=N (seconds), ignoring other preferences', () => {
+    expect(resultWait(request(), 'respond-async')).toEqual({ ms: 0, onTimeout: 'continue' });
+    expect(resultWait(request(), 'handling=lenient, wait=3;x=1, respond-async')).toEqual({
+      ms: 3000,
+      onTimeout: 'continue',
+    });
+    expect(resultWait(request(), 'return=minimal')).toBeUndefined();
+    expect(resultWait(request(), 'wait=soon')).toBeUndefined();
+    expect(resultWait(request(), undefined)).toBeUndefined();
   });
 });

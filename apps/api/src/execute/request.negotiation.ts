@@ -3,6 +3,7 @@ import {
   ContentEncoding,
   ExecuteRequestDto,
   MEDIA_TYPES,
+  OnWaitTimeout,
   ResultFormat,
   SluiceError,
 } from '@app/contracts';
@@ -18,6 +19,15 @@ export interface ResponseOptions extends CompressionHeaders {
   signal?: AbortSignal;
   /** Database named in the path (`/v1/execute/{database}`). */
   database?: string;
+  /** The Prefer header (RFC 7240): `respond-async`, `wait=<seconds>`. */
+  prefer?: string;
+}
+
+/** How long a request waits for its first result bytes before it is answered 202. */
+export interface ResultWait {
+  ms: number;
+  /** The query goes on (fetched later) or is cancelled when the wait ends without a result. */
+  onTimeout: OnWaitTimeout;
 }
 
 /** What a request asks for once its path and headers are read. */
@@ -28,6 +38,35 @@ export interface NegotiatedRequest {
   encoding: { name: ContentEncoding; level: number } | undefined;
   /** The lane it waits in. */
   lane: Lane;
+  /** Set when the request may be answered before its result (and the result is then kept). */
+  wait: ResultWait | undefined;
+}
+
+/**
+ * The wait a request asks for: `wait_timeout` in the body, else the Prefer header — `wait=N`
+ * (seconds), or `respond-async` alone (at once). Unknown preferences are ignored, as RFC 7240
+ * asks.
+ */
+export function resultWait(
+  request: ExecuteRequestDto,
+  prefer: string | undefined,
+): ResultWait | undefined {
+  const onTimeout = request.on_wait_timeout ?? 'continue';
+  if (request.wait_timeout !== undefined) return { ms: request.wait_timeout, onTimeout };
+  let async = false;
+  let waitMs: number | undefined;
+  for (const preference of (prefer ?? '').split(',')) {
+    const [token, value] = preference
+      .split(';')[0]
+      .split('=')
+      .map((part) => part.trim());
+    if (token.toLowerCase() === 'respond-async') async = true;
+    if (token.toLowerCase() === 'wait' && value !== undefined && /^\d{1,7}$/.test(value)) {
+      waitMs = Math.min(Number(value) * 1000, 3_600_000);
+    }
+  }
+  if (waitMs !== undefined) return { ms: waitMs, onTimeout };
+  return async ? { ms: 0, onTimeout } : undefined;
 }
 
 /**
@@ -53,10 +92,18 @@ export function negotiateRequest(
       `cannot produce ${options.accept}; supported: ${SUPPORTED_FORMATS.map((f) => MEDIA_TYPES[f]).join(', ')}`,
     );
   }
+  const wait = resultWait(request, options.prefer);
+  if (request.on_wait_timeout !== undefined && !wait) {
+    throw new SluiceError(
+      'INVALID_REQUEST',
+      'on_wait_timeout needs wait_timeout (or Prefer: wait=, respond-async)',
+    );
+  }
   return {
     request,
     format,
     encoding: negotiateEncoding(options),
     lane: laneOf(format, request.lane),
+    wait,
   };
 }

@@ -109,7 +109,8 @@ const standaloneProviders: Provider[] = [
   {
     provide: InProcessResultChannel,
     inject: [SLUICE_CONFIG],
-    useFactory: (config: SluiceConfig) => new InProcessResultChannel(config.producerSilenceMs),
+    useFactory: (config: SluiceConfig) =>
+      new InProcessResultChannel(config.producerSilenceMs, config.resultTtlSeconds),
   },
   {
     provide: QUERY_REGISTRY,

@@ -116,6 +116,8 @@ export class ExecuteRequestLog implements OnModuleInit {
       durationMs: Math.round(reply.elapsedTime),
     };
     if (!queryId) return { ...base, outcome: 'rejected' };
+    // Answered before its result: the query runs on, and its worker records its end.
+    if (base.httpStatus === 202) return { ...base, outcome: 'accepted' };
     // The end this api recorded, as the registry holds it (whoever ended the query first).
     const record = await this.lifecycle.ended(queryId, SETTLE_MS);
     if (!record || !isFinal(record.state)) {

@@ -1,7 +1,9 @@
 import { Lane, QueryState } from '@app/contracts';
 
 /** How an execute request ended: its query's final state, or refused before it was queued. */
-export type ExecuteOutcome = Extract<QueryState, 'succeeded' | 'failed' | 'cancelled'> | 'rejected';
+/** `accepted`: answered 202 before its result, which is fetched later. */
+export type ExecuteOutcome =
+  Extract<QueryState, 'succeeded' | 'failed' | 'cancelled'> | 'rejected' | 'accepted';
 
 /** What the request log and the metrics keep of one execute request. */
 export interface ExecuteSummary {

@@ -46,7 +46,7 @@ export class ApiMetricsService {
     const registers = [this.registry];
     this.queries = new Counter({
       name: 'sluice_queries_total',
-      help: 'Execute requests this api served, by outcome: the final state of the query, or rejected (refused before it was queued).',
+      help: 'Execute requests this api served, by outcome: the final state of the query, rejected (refused before it was queued), or accepted (answered 202 before its result).',
       labelNames: ['outcome'],
       registers,
     });

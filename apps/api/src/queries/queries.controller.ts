@@ -1,15 +1,19 @@
-import { Controller, Delete, Get, Param, UseGuards } from '@nestjs/common';
+import { Controller, Delete, Get, Headers, Param, Res, UseGuards } from '@nestjs/common';
 import {
   ApiBasicAuth,
   ApiBearerAuth,
   ApiNotFoundResponse,
   ApiOkResponse,
+  ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
 import { QueryInfo } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
+import { send } from '../execute/execute.controller';
+import { KeptResultService } from './kept-result.service';
 import { QueriesService } from './queries.service';
 
 @ApiTags('queries')
@@ -18,7 +22,10 @@ import { QueriesService } from './queries.service';
 @Controller('v1/queries')
 @UseGuards(CredentialsGuard)
 export class QueriesController {
-  constructor(private readonly queries: QueriesService) {}
+  constructor(
+    private readonly queries: QueriesService,
+    private readonly kept: KeptResultService,
+  ) {}
 
   @Get()
   @ApiOkResponse({ description: "Your recent queries (admins: everyone's), newest first." })
@@ -33,6 +40,26 @@ export class QueriesController {
   @ApiNotFoundResponse({ description: 'No such query, or not yours.' })
   get(@Param('queryId') queryId: string, @CurrentUser() user: AuthUser): Promise<QueryInfo> {
     return this.queries.get(queryId, user);
+  }
+
+  @Get(':queryId/result')
+  @ApiOkResponse({
+    description:
+      'The kept result of a query sent with wait_timeout, in the format and compression it was ' +
+      'asked with, from the start (as it comes while the query runs). A finished one answers ' +
+      '`Range: bytes=N-` with 206 from byte N.',
+  })
+  @ApiResponse({ status: 206, description: 'The bytes from N on (Content-Range).' })
+  @ApiResponse({ status: 410, description: 'The result is no longer kept (past its TTL).' })
+  @ApiNotFoundResponse({ description: 'No such query, not yours, or it keeps no result.' })
+  async result(
+    @Param('queryId') queryId: string,
+    @CurrentUser() user: AuthUser,
+    @Headers('range') range: string | undefined,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    const record = await this.queries.record(queryId, user);
+    return send(reply, await this.kept.fetch(record, range));
   }
 
   @Delete(':queryId')

@@ -2,11 +2,12 @@ import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
 import { QueriesController } from './queries.controller';
 import { QueriesService } from './queries.service';
+import { KeptResultService } from './kept-result.service';
 
 @Module({
   imports: [AuthModule],
   controllers: [QueriesController],
-  providers: [QueriesService],
+  providers: [QueriesService, KeptResultService],
   exports: [QueriesService],
 })
 export class QueriesModule {}

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { FINAL_STATES, QueryInfo, SluiceError, statusOf } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
 import { JobQueue, QueryRecord, QueryRegistry, ResultSink, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
@@ -16,6 +17,7 @@ export class QueriesService {
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
     @Inject(RESULT_SINK) private readonly sink: ResultSink,
     private readonly lifecycle: QueryLifecycle,
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {}
 
   async list(user: AuthUser): Promise<QueryInfo[]> {
@@ -28,9 +30,16 @@ export class QueriesService {
     return this.info(await this.visible(queryId, user));
   }
 
+  /** The query's record, if this user may see it (404 otherwise). */
+  record(queryId: string, user: AuthUser): Promise<QueryRecord> {
+    return this.visible(queryId, user);
+  }
+
   /** Cancels a query: a queued one never runs, a running one is stopped in PostgreSQL. */
   async cancel(queryId: string, user: AuthUser): Promise<QueryInfo> {
     const record = await this.visible(queryId, user);
+    // What a query keeps goes with the cancel: a finished one's result is dropped now.
+    if (record.kept) await this.results.dropKept(queryId);
     if (FINAL_STATES.includes(record.state)) return this.info(record);
     const status = statusOf('CANCELLED', `cancelled by ${user.username}`);
     if (await this.queue.removeQueued(queryId)) {
@@ -72,6 +81,11 @@ export class QueriesService {
       rows: record.rows,
       bytes: record.bytes,
       status: record.status ?? null,
+      result_url: record.kept ? `/v1/queries/${record.queryId}/result` : null,
+      result_kept_until:
+        record.kept && record.finishedAt !== undefined
+          ? new Date(record.finishedAt + this.config.resultTtlSeconds * 1000).toISOString()
+          : null,
     };
   }
 }

@@ -4,6 +4,7 @@ import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
 import { LoginRoleProvisioner, type PgLogin } from '@app/access';
 import {
+  CappedResultWriter,
   FlowWindow,
   PortResultWriter,
   RedisKeys,
@@ -52,21 +53,28 @@ export interface ExecuteTask {
   login?: PgLogin;
 }
 
+/** No reader holds a kept result back: its writer is bounded by bytes instead (CappedResultWriter). */
+const UNBOUNDED = Number.MAX_SAFE_INTEGER;
+
 function writerFor(task: ExecuteTask): ResultWriter {
+  const { retain, queryId } = task.job;
   const window: FlowWindow = {
-    chunks: settings.windowChunks,
-    bytes: settings.windowBytes,
+    chunks: retain ? UNBOUNDED : settings.windowChunks,
+    bytes: retain ? UNBOUNDED : settings.windowBytes,
     idleTimeoutMs: settings.clientIdleTimeoutMs,
   };
-  if (task.port) return new PortResultWriter(task.port, window);
-  return new RedisResultWriter(
-    connection(),
-    keys,
-    task.job.queryId,
-    window,
-    settings.streamTtlSeconds,
-    settings.cancelPollMs,
-  );
+  const writer = task.port
+    ? new PortResultWriter(task.port, window)
+    : new RedisResultWriter(
+        connection(),
+        keys,
+        queryId,
+        window,
+        retain ? retain.ttlSeconds : settings.streamTtlSeconds,
+        settings.cancelPollMs,
+        !retain,
+      );
+  return retain ? new CappedResultWriter(writer, retain.maxBytes) : writer;
 }
 
 const interactive = new InteractiveClock(settings.lastInteractive);

@@ -60,6 +60,8 @@ export function beginStatements(job: ExecuteJobData): string[] {
 }
 
 function stopStatus(reason: StopReason): Status {
+  const message = new ProducerStoppedError(reason).message;
+  if (reason === 'too-large') return statusOf('RESULT_TOO_LARGE', message);
   return statusOf(
     reason === 'timeout' ? 'TIME_LIMIT' : 'CANCELLED',
     new ProducerStoppedError(reason).message,

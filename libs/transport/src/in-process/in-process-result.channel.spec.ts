@@ -98,3 +98,47 @@ describe('InProcessResultChannel readers', () => {
     expect(tracker.pending()).toBe(0);
   });
 });
+
+describe('InProcessResultChannel kept results', () => {
+  const ok = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
+
+  it('keeps every record for any number of readers, from the first; a reader that closes stops nothing', async () => {
+    const first = channel.openKept('k1', quiet);
+    const { port1, port2 } = new MessageChannel();
+    channel.attach('k1', port1);
+    let stopped = false;
+    port2.on('close', () => (stopped = true));
+    post(port2, { kind: 'head', columns: [], bytes: Buffer.from('h') });
+    expect((await first.next()).kind).toBe('head');
+    await first.close();
+    post(port2, { kind: 'end', status: ok, bytes: Buffer.from('e') });
+    const second = channel.openKept('k1', quiet);
+    expect((await second.next()).kind).toBe('head');
+    expect((await second.next()).kind).toBe('end');
+    await sleep(10);
+    expect(stopped).toBe(false);
+    expect(await channel.kept('k1')).toBe(true);
+    await second.close();
+    port2.close();
+  });
+
+  it('drops a kept result on dropKept, and after its TTL', async () => {
+    const short = new InProcessResultChannel(5000, 0.05);
+    try {
+      short.openKept('k2', quiet);
+      const { port1, port2 } = new MessageChannel();
+      short.attach('k2', port1);
+      post(port2, { kind: 'end', status: ok, bytes: Buffer.alloc(0) });
+      await sleep(20);
+      expect(await short.kept('k2')).toBe(true);
+      await sleep(80);
+      expect(await short.kept('k2')).toBe(false);
+      short.openKept('k3', quiet);
+      await short.dropKept('k3');
+      expect(await short.kept('k3')).toBe(false);
+      port2.close();
+    } finally {
+      await short.close();
+    }
+  });
+});

@@ -11,11 +11,74 @@ import { ControlMessage, RecordMessage, reviveRecord } from './port.messages';
 
 interface Channel {
   records: ResultRecord[];
+  /** A kept result: every record stays (readers read by position), and so does the channel. */
+  kept?: Kept;
   waiter: (() => void) | undefined;
   port: MessagePort | undefined;
   taken: number;
   cancelled: boolean;
   closed: boolean;
+}
+
+/** What a kept channel holds beyond a streamed one's. */
+interface Kept {
+  all: ResultRecord[];
+  /** Readers waiting for the next record. */
+  waiters: Set<() => void>;
+  /** Drops the result once its TTL has passed after its last record. */
+  expiry: NodeJS.Timeout | undefined;
+}
+
+/** Consumer of a kept in-process result: reads by position, takes nothing away. */
+class InProcessKeptReader implements ResultReader {
+  private at = 0;
+  private closed = false;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    private readonly channel: Channel & { kept: Kept },
+    private readonly hooks: ReaderHooks,
+    private readonly silenceMs: number,
+  ) {}
+
+  async next(): Promise<ResultRecord> {
+    const { kept } = this.channel;
+    while (this.at >= kept.all.length) {
+      if (this.closed) throw new ReaderClosedError();
+      const arrived = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), this.silenceMs);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+        kept.waiters.add(this.wake);
+      });
+      kept.waiters.delete(this.wake!);
+      if (this.closed) throw new ReaderClosedError();
+      if (!arrived && this.at >= kept.all.length) {
+        const verdict = await this.hooks.onSilence();
+        if (this.closed) throw new ReaderClosedError();
+        if (verdict) return verdict;
+      }
+    }
+    return kept.all[this.at++];
+  }
+
+  cancel(): Promise<void> {
+    this.channel.cancelled = true;
+    try {
+      this.channel.port?.postMessage({ type: 'cancel' } satisfies ControlMessage);
+    } catch {
+      // the producer is gone already
+    }
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    this.wake?.();
+    return Promise.resolve();
+  }
 }
 
 /** A channel whose reader closed before its producer attached is kept this long (ms). */
@@ -99,7 +162,33 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   /** Queries whose reader closed before their producer attached, with when (epoch ms). */
   private readonly gone = new Map<string, number>();
 
-  constructor(private readonly silenceMs: number) {}
+  constructor(
+    private readonly silenceMs: number,
+    /** How long a kept result stays after its last record (s). */
+    private readonly keptTtlSeconds = 3600,
+  ) {}
+
+  openKept(queryId: string, hooks: ReaderHooks): ResultReader {
+    const channel = this.channel(queryId);
+    channel.kept ??= { all: [...channel.records], waiters: new Set(), expiry: undefined };
+    channel.records.length = 0;
+    return new InProcessKeptReader(channel as Channel & { kept: Kept }, hooks, this.silenceMs);
+  }
+
+  kept(queryId: string): Promise<boolean> {
+    return Promise.resolve(this.channels.get(queryId)?.kept !== undefined);
+  }
+
+  dropKept(queryId: string): Promise<void> {
+    const channel = this.channels.get(queryId);
+    if (channel?.kept) {
+      clearTimeout(channel.kept.expiry);
+      this.channels.delete(queryId);
+      channel.closed = true;
+      for (const wake of channel.kept.waiters) wake();
+    }
+    return Promise.resolve();
+  }
 
   /** Connects the producer's port of a query. */
   attach(queryId: string, port: MessagePort): void {
@@ -193,7 +282,22 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   private push(queryId: string, record: ResultRecord): void {
     const channel = this.channels.get(queryId);
     if (!channel || channel.closed) return;
-    channel.records.push(record);
-    channel.waiter?.();
+    const kept = channel.kept;
+    if (!kept) {
+      channel.records.push(record);
+      channel.waiter?.();
+      return;
+    }
+    kept.all.push(record);
+    // No reader holds a kept result's producer back: every record is taken as it comes.
+    try {
+      channel.port?.postMessage({ type: 'ack', taken: kept.all.length } satisfies ControlMessage);
+    } catch {
+      // the producer closed its end already
+    }
+    for (const wake of kept.waiters) wake();
+    clearTimeout(kept.expiry);
+    kept.expiry = setTimeout(() => void this.dropKept(queryId), this.keptTtlSeconds * 1000);
+    kept.expiry.unref();
   }
 }

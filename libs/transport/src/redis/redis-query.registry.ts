@@ -206,6 +206,8 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     format: hash.format,
     lane: hash.lane as Lane | undefined,
     statement: hash.statement ?? '',
+    encoding: hash.encoding,
+    kept: hash.kept === 'true' ? true : undefined,
     createdAt: Number(hash.createdAt),
     startedAt: num(hash.startedAt),
     finishedAt: num(hash.finishedAt),

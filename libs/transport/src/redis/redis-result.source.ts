@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { ReaderHooks, ResultReader, ResultSource } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { RedisKeptReader } from './redis-kept.reader';
 import { RedisResultReader } from './redis-result.reader';
 
 /** A reader refreshes its query's alive key this often; the key lives three times as long. */
@@ -71,6 +72,25 @@ export class RedisResultSource implements ResultSource {
     );
     this.readers.add(reader);
     return reader;
+  }
+
+  openKept(queryId: string, hooks: ReaderHooks): ResultReader {
+    const blocking = this.shared.duplicate({ connectionName: `${this.connectionName}:kept` });
+    // Its failures reach the reader through the commands it sends.
+    blocking.on('error', () => undefined);
+    return new RedisKeptReader(blocking, this.shared, this.keys, queryId, hooks, {
+      blockMs: Math.min(1000, this.options.silenceMs),
+      silenceMs: this.options.silenceMs,
+      ttlSeconds: this.options.ttlSeconds,
+    });
+  }
+
+  async kept(queryId: string): Promise<boolean> {
+    return (await this.shared.exists(this.keys.out(queryId))) > 0;
+  }
+
+  async dropKept(queryId: string): Promise<void> {
+    await this.shared.unlink(this.keys.out(queryId));
   }
 
   async cancel(queryId: string): Promise<void> {

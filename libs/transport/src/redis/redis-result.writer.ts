@@ -33,6 +33,8 @@ export class RedisResultWriter implements ResultWriter {
     private readonly ttlSeconds: number,
     /** How often watch() looks for a cancel and for the consumer's liveness (SLUICE_CANCEL_POLL_MS). */
     private readonly pollMs: number,
+    /** False for a result kept for a later fetch: nobody need be reading while it is made. */
+    private readonly needsConsumer = true,
   ) {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
@@ -51,7 +53,7 @@ export class RedisResultWriter implements ResultWriter {
           if (done || !result) return;
           if (Number(result[0][1]) > 0) stop('cancelled');
           // The api keeps this key alive while it reads; it expires within seconds of its death.
-          else if (Number(result[1][1]) === 0) stop('consumer-gone');
+          else if (this.needsConsumer && Number(result[1][1]) === 0) stop('consumer-gone');
         })
         // Best effort: the next tick asks again; while Redis is away no cancel can be sent anyway.
         .catch(() => undefined);
