@@ -87,8 +87,7 @@ describe(negotiateRequest.name, () => {
 });
 
 describe(resultWait.name, () => {
-  const request = (more: Partial<ExecuteRequestDto> = {}) =>
-    ({ statement: 'select 1', ...more }) as ExecuteRequestDto;
+  const request = (more: Partial<ExecuteRequestDto> = {}) => ({ statement: 'select 1', ...more });
 
   it('takes wait_timeout and on_wait_timeout from the body first', () => {
     expect(resultWait(request({ wait_timeout: 250 }), 'wait=9')).toEqual({
