@@ -464,8 +464,12 @@ describe('docs/architecture.md', () => {
       if (descriptor.get) {
         built.push(String((keys as unknown as Record<string, unknown>)[name]));
       } else if (typeof proto[name] === 'function') {
-        const argument = name === 'userActive' ? '<username>' : '<query_id>';
-        built.push((proto[name] as (a: string) => string).call(keys, argument));
+        const args: Record<string, string[]> = {
+          userActive: ['<username>'],
+          idempotency: ['<username>', '<sha256 of the key>'],
+        };
+        const build = proto[name] as (...a: string[]) => string;
+        built.push(build.call(keys, ...(args[name] ?? ['<query_id>'])));
       }
     }
     expect(built.length).toBeGreaterThan(6);

@@ -5,10 +5,12 @@ import {
   backendsOf,
   closeDb,
   createUser,
+  db,
   dropUser,
   e2eEnv,
   eventually,
   execute,
+  grantSchema,
   login,
   request,
 } from './support/client';
@@ -290,5 +292,75 @@ describe('GET /v1/queries/{id}/result', () => {
     const result = await fetchResult(queryId);
     const body = JSON.parse(result.bytes.toString()) as { status: { vendor_code: number } };
     expect(body.status.vendor_code).toBe(-112);
+  });
+});
+
+describe('Idempotency-Key', () => {
+  const schema = `idem_${Date.now().toString(36)}`;
+
+  beforeAll(async () => {
+    await db().query(`create schema ${schema}; create table ${schema}.t (n int)`);
+    await grantSchema(schema);
+  });
+
+  afterAll(async () => {
+    await db().query(`drop schema if exists ${schema} cascade`);
+  });
+
+  const insert = {
+    statement: `insert into ${schema}.t select 1 from pg_sleep(1.5)`,
+  };
+  const withKey = (key: string) => ({
+    token,
+    headers: { 'idempotency-key': key, 'accept-encoding': 'identity' },
+  });
+
+  it('runs an INSERT sent three times (once while it runs, twice after) once; every answer is its result', async () => {
+    const key = `insert-${Date.now()}`;
+    const first = execute(insert, withKey(key));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const whileRunning = await execute(insert, withKey(key));
+    const answers = [await first, whileRunning];
+    answers.push(await execute(insert, withKey(key)));
+    answers.push(await execute(insert, withKey(key)));
+    const ids = new Set(answers.map((a) => a.json.query_id as string));
+    expect(ids.size).toBe(1);
+    for (const answer of answers) {
+      expect(answer.status).toBe(200);
+      expect(answer.json.status).toMatchObject({ reason: 'INSERT 0 1', vendor_code: 0 });
+    }
+    const { rows } = await db().query<{ n: number }>(`select count(*)::int as n from ${schema}.t`);
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('answers 422 for the same key with another request, and runs nothing', async () => {
+    const key = `conflict-${Date.now()}`;
+    expect((await execute({ statement: 'select 1 as a' }, withKey(key))).status).toBe(200);
+    for (const other of [
+      { statement: 'select 2 as a' },
+      { statement: 'select 1 as a', format: 'collection' },
+    ]) {
+      const res = await execute(other, withKey(key));
+      expect(res.status).toBe(422);
+      expect(res.json.status).toMatchObject({ vendor_code: -114 });
+    }
+  });
+
+  it("keeps one user's keys apart from another's", async () => {
+    const other = await createUser('idem_other');
+    users.push(other.username);
+    const key = `shared-${Date.now()}`;
+    const mine = await execute({ statement: 'select 1 as a' }, withKey(key));
+    const theirs = await execute(
+      { statement: 'select 2 as a' },
+      { token: other.token, headers: { 'idempotency-key': key } },
+    );
+    expect(theirs.status).toBe(200);
+    expect(theirs.json.query_id).not.toBe(mine.json.query_id);
+  });
+
+  it('refuses a malformed key with 400', async () => {
+    const res = await execute({ statement: 'select 1' }, withKey('has space'));
+    expect(res.status).toBe(400);
   });
 });

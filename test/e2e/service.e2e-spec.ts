@@ -25,8 +25,10 @@ describe('service', () => {
         '/v1/info',
         '/v1/queries',
         '/v1/queries/{queryId}',
+        '/v1/queries/{queryId}/result',
       ]),
     );
+    expect(Object.keys(res.json.paths['/v1/execute'].post.responses)).toContain('202');
     const fields = Object.keys(res.json.components.schemas.ExecuteRequestDto.properties);
     expect(fields.sort()).toEqual([
       'database',
@@ -34,10 +36,12 @@ describe('service', () => {
       'format',
       'lane',
       'max_rows',
+      'on_wait_timeout',
       'params',
       'schema',
       'statement',
       'timeout',
+      'wait_timeout',
     ]);
   });
 

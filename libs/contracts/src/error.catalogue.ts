@@ -82,6 +82,12 @@ export const ERROR_CATALOGUE = {
     reason: 'result over the retention cap',
   },
   RESULT_GONE: { http: 410, sqlState: '0A000', vendorCode: -113, reason: 'result no longer kept' },
+  IDEMPOTENCY_CONFLICT: {
+    http: 422,
+    sqlState: '22023',
+    vendorCode: -114,
+    reason: 'idempotency key used for another request',
+  },
   // Database errors, chosen by SQLSTATE in pgErrorKind().
   SYNTAX_ERROR: { http: 400, sqlState: '42601', vendorCode: -500, reason: 'syntax error' },
   UNDEFINED_TABLE: { http: 400, sqlState: '42P01', vendorCode: -600, reason: 'undefined table' },

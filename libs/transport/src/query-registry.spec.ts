@@ -102,3 +102,35 @@ describe('Redis registry retention', () => {
     expect(ttl).toBeLessThanOrEqual(RETENTION_SECONDS);
   });
 });
+
+describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
+  it('claims a key once per owner; a repeat gets the first claim; release frees it', async () => {
+    const registry = make();
+    const key = `key-${randomUUID()}`;
+    const first = { queryId: randomUUID(), fingerprint: 'a' };
+    expect(await registry.claimKey('ann', key, first, 60)).toBeUndefined();
+    expect(
+      await registry.claimKey('ann', key, { queryId: randomUUID(), fingerprint: 'b' }, 60),
+    ).toEqual(first);
+    // Another owner's key of the same text is another key.
+    expect(
+      await registry.claimKey('bob', key, { queryId: randomUUID(), fingerprint: 'a' }, 60),
+    ).toBeUndefined();
+    await registry.releaseKey('ann', key);
+    const again = { queryId: randomUUID(), fingerprint: 'c' };
+    expect(await registry.claimKey('ann', key, again, 60)).toBeUndefined();
+    expect(await registry.claimKey('ann', key, first, 60)).toEqual(again);
+  });
+
+  it('lets a claim lapse after its TTL', async () => {
+    const registry = make();
+    const key = `key-${randomUUID()}`;
+    expect(
+      await registry.claimKey('ann', key, { queryId: 'q1', fingerprint: 'a' }, 1),
+    ).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(
+      await registry.claimKey('ann', key, { queryId: 'q2', fingerprint: 'a' }, 1),
+    ).toBeUndefined();
+  });
+});

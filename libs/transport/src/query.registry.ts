@@ -22,6 +22,12 @@ export interface QueryRecord {
   status?: Status;
 }
 
+/** Which query an idempotency key stands for, and a digest of the request that claimed it. */
+export interface IdempotencyClaim {
+  queryId: string;
+  fingerprint: string;
+}
+
 /** What a transition may record besides the state. */
 export type QueryFacts = Partial<Pick<QueryRecord, 'startedAt' | 'rows' | 'bytes' | 'status'>>;
 
@@ -49,5 +55,17 @@ export interface QueryRegistry {
   renew(owner: string, queryId: string): Promise<void>;
   /** Stops counting a query against its owner. */
   release(owner: string, queryId: string): Promise<void>;
+  /**
+   * Claims an owner's idempotency key for `claim` (its query and the request's fingerprint) for
+   * `ttlSeconds`, unless the key is claimed already: then answers that claim and changes nothing.
+   */
+  claimKey(
+    owner: string,
+    key: string,
+    claim: IdempotencyClaim,
+    ttlSeconds: number,
+  ): Promise<IdempotencyClaim | undefined>;
+  /** Lets go of an idempotency key whose request was refused before its query was queued. */
+  releaseKey(owner: string, key: string): Promise<void>;
   close(): Promise<void>;
 }

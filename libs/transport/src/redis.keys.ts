@@ -40,6 +40,11 @@ export class RedisKeys {
     return `${this.prefix}:user:{${username}}:active`;
   }
 
+  /** An idempotency key of one user's (a string: the claim as JSON); the key text is hashed. */
+  idempotency(username: string, keyDigest: string): string {
+    return `${this.prefix}:user:{${username}}:idem:${keyDigest}`;
+  }
+
   /** Heartbeats of worker processes (a hash of worker id → last beat, ms). */
   get workers(): string {
     return `${this.prefix}:workers`;

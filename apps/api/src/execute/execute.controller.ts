@@ -14,12 +14,13 @@ import {
 } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import type { IncomingHttpHeaders } from 'node:http';
-import { ExecuteRequestDto } from '@app/contracts';
+import { ExecuteRequestDto, SluiceError } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
 import { ExecuteQueryPipe } from './execute-query.pipe';
-import { ExecuteService, ExecutionResponse } from './execute.service';
+import { ExecuteService } from './execute.service';
+import { ExecutionResponse } from './execution.response';
 import { ResponseOptions } from './request.negotiation';
 
 /**
@@ -44,6 +45,14 @@ export function send(reply: FastifyReply, result: ExecutionResponse): FastifyRep
 /** A header sent more than once, as the one comma-separated list it stands for (RFC 9110 §5.3). */
 function joinRepeated(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** A header that must come once: two are an ambiguous request. */
+function single(value: string | string[] | undefined): string | undefined {
+  if (Array.isArray(value)) {
+    throw new SluiceError('INVALID_REQUEST', 'ambiguous request: two Idempotency-Key headers');
+  }
+  return value;
 }
 
 /** Aborted when the client's connection closes before its response is done. */
@@ -72,6 +81,7 @@ function responseOptions(
     preferredEncoding: joinRepeated(headers['preferred-encoding']),
     preferredLevel: joinRepeated(headers['preferred-compression-level']),
     prefer: joinRepeated(headers.prefer),
+    idempotencyKey: single(headers['idempotency-key']),
     database,
   };
 }

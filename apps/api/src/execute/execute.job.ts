@@ -48,10 +48,11 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     lane: parts.lane,
     priority: parts.priority,
     enqueuedAt: now,
-    // A query that may be answered before its result keeps it for a later fetch.
-    retain: parts.wait
-      ? { ttlSeconds: config.resultTtlSeconds, maxBytes: config.resultMaxBytes }
-      : undefined,
+    // A query that may be answered before its result, or repeated, keeps it for a later fetch.
+    retain:
+      parts.wait || parts.idempotencyKey
+        ? { ttlSeconds: config.resultTtlSeconds, maxBytes: config.resultMaxBytes }
+        : undefined,
   };
 }
 

@@ -4,10 +4,12 @@ import { HealthModule } from '../health/health.module';
 import { AdmissionService } from './admission.service';
 import { ExecuteController } from './execute.controller';
 import { ExecuteService } from './execute.service';
+import { QueriesModule } from '../queries/queries.module';
 
 @Module({
   // HealthModule: which workers are alive (no worker: 503 at once rather than a queue wait).
-  imports: [AuthModule, HealthModule],
+  // QueriesModule: a repeated request (same Idempotency-Key) is answered with the kept result.
+  imports: [AuthModule, HealthModule, QueriesModule],
   controllers: [ExecuteController],
   providers: [AdmissionService, ExecuteService],
 })

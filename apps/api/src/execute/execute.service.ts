@@ -1,6 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { Readable } from 'node:stream';
 import {
   ExecuteJobData,
   ExecuteRequestDto,
@@ -15,18 +14,25 @@ import {
 } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
-import { JobQueue, ResultSource } from '@app/transport';
+import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { JOB_QUEUE, RESULT_SOURCE } from '../infra/tokens';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
 import { AdmissionService } from './admission.service';
 import { buildJob } from './execute.job';
 import { Execution } from './execution';
+import { ExecutionResponse } from './execution.response';
 import { executionBody, lateFailureTail } from './execution.stream';
 import { ClientGoneError, readToFirstBytes, readWithin } from './first-record';
 import { ProducerWatch } from './producer.watch';
-import { ResponseOptions, ResultWait, negotiateRequest } from './request.negotiation';
+import { KeptResultService } from '../queries/kept-result.service';
+import {
+  ResponseOptions,
+  ResultWait,
+  negotiateRequest,
+  requestFingerprint,
+} from './request.negotiation';
 import { bindStatement } from './statement.binding';
 
 const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
@@ -50,23 +56,6 @@ async function wholeBody(execution: Execution, read: ResultRecord[]): Promise<Bu
   return Buffer.concat(bytes);
 }
 
-/** A started execution: its streamed body. */
-export interface ExecutionResponse {
-  queryId: string;
-  contentType: string;
-  contentEncoding?: string;
-  /** 200 unless said otherwise (202 for a query answered before its result). */
-  httpStatus?: number;
-  headers?: Record<string, string>;
-  /** A Buffer when the whole result came before the response started: sent with its length. */
-  body: Readable | Buffer;
-  /**
-   * Releases what the execution holds (and cancels the query unless it ended); idempotent. The
-   * response's close event must call it: a body destroyed before its first read never runs.
-   */
-  close(): Promise<void>;
-}
-
 /**
  * Validates and binds a statement, queues it, and turns the query's result channel into the
  * response body. Runs no SQL itself.
@@ -83,6 +72,8 @@ export class ExecuteService {
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly policy: ExecutePolicyService,
     private readonly admission: AdmissionService,
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    private readonly kept: KeptResultService,
   ) {
     this.watch = new ProducerWatch(queue, admission, this.logger);
   }
@@ -100,9 +91,14 @@ export class ExecuteService {
     const queryId = randomUUID();
     const now = Date.now();
     const priority = await this.admission.admit(user.username, queryId, negotiated.lane);
+    const key = negotiated.idempotencyKey;
+    if (key !== undefined) {
+      const repeated = await this.claim(user, key, queryId, requestFingerprint(negotiated));
+      if (repeated) return repeated;
+    }
     const job = buildJob({ ...negotiated, queryId, bound, user, priority, now }, this.config);
     const execution = Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
-    await this.enqueue(execution, job, request.statement, encoding?.name);
+    await this.enqueue(execution, job, request.statement, encoding?.name, key);
     const readAhead = await this.firstBytes(execution, options.signal, negotiated.wait);
     if (!readAhead) return this.accepted(execution);
     return {
@@ -116,6 +112,46 @@ export class ExecuteService {
         executionBody(execution, readAhead, lateFailureTail(job, this.config.maxEntryBytes)),
       close: () => execution.close(),
     };
+  }
+
+  /**
+   * Claims the request's Idempotency-Key for the new query `queryId`. A key claimed already (by
+   * the same user, within the TTL of kept results) answers the repeat with the query it stands
+   * for — streamed while it runs, replayed once it ended — and the new query never runs; the same
+   * key with another request is 422.
+   */
+  private async claim(
+    user: AuthUser,
+    key: string,
+    queryId: string,
+    fingerprint: string,
+  ): Promise<ExecutionResponse | undefined> {
+    let held;
+    try {
+      held = await this.registry.claimKey(
+        user.username,
+        key,
+        { queryId, fingerprint },
+        this.config.resultTtlSeconds,
+      );
+    } catch (err) {
+      await this.registry.release(user.username, queryId).catch(() => undefined);
+      throw err;
+    }
+    if (!held) return undefined;
+    // Not run: the slot admission gave it goes back.
+    await this.registry.release(user.username, queryId);
+    if (held.fingerprint !== fingerprint) {
+      throw new SluiceError(
+        'IDEMPOTENCY_CONFLICT',
+        `Idempotency-Key "${key}" was used for another request (query ${held.queryId})`,
+      );
+    }
+    const record = await this.registry.get(held.queryId);
+    if (!record || record.owner !== user.username) {
+      throw new SluiceError('RESULT_GONE', `the query of Idempotency-Key "${key}" is gone`);
+    }
+    return this.kept.fetch(record, undefined);
   }
 
   /**
@@ -152,6 +188,7 @@ export class ExecuteService {
     job: ExecuteJobData,
     statement: string,
     encoding: string | undefined,
+    idempotencyKey: string | undefined,
   ) {
     try {
       await this.lifecycle.begin({
@@ -171,6 +208,10 @@ export class ExecuteService {
       await this.queue.enqueue(job);
     } catch (err) {
       this.logger.error(`query ${job.queryId}: could not enqueue: ${(err as Error).message}`);
+      // Never queued: a retry with the same key must run it.
+      if (idempotencyKey !== undefined) {
+        await this.registry.releaseKey(job.username, idempotencyKey).catch(() => undefined);
+      }
       const error = new SluiceError('UNAVAILABLE', 'the query queue is not reachable');
       await execution.fail(error.toStatus());
       throw error;

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import { KeptResultService } from '../queries/kept-result.service';
 import Fastify, { FastifyInstance, FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
@@ -22,7 +23,8 @@ import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { ExecuteController, send } from './execute.controller';
 import { AdmissionService } from './admission.service';
-import { ExecuteService, ExecutionResponse } from './execute.service';
+import { ExecuteService } from './execute.service';
+import { ExecutionResponse } from './execution.response';
 import { testRedisUrl } from '@test/settings';
 
 /**
@@ -137,6 +139,8 @@ beforeAll(async () => {
     config,
     policy,
     new AdmissionService(queue, registry, config, new WorkerRosterService(config, redis)),
+    registry,
+    new KeptResultService(registry, source),
   );
   const controller = new ExecuteController(service);
   app = Fastify();

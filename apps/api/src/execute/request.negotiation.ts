@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   Lane,
   ContentEncoding,
@@ -21,6 +22,8 @@ export interface ResponseOptions extends CompressionHeaders {
   database?: string;
   /** The Prefer header (RFC 7240): `respond-async`, `wait=<seconds>`. */
   prefer?: string;
+  /** Idempotency-Key: a repeat of the request attaches to the query the key stands for. */
+  idempotencyKey?: string;
 }
 
 /** How long a request waits for its first result bytes before it is answered 202. */
@@ -40,6 +43,33 @@ export interface NegotiatedRequest {
   lane: Lane;
   /** Set when the request may be answered before its result (and the result is then kept). */
   wait: ResultWait | undefined;
+  /** Its Idempotency-Key, checked; its result is then kept, for a repeat to be answered with. */
+  idempotencyKey: string | undefined;
+}
+
+/** What a key may be: 1 to 255 visible ASCII characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * A digest of what makes two requests the same one: the statement, its parameters, where and as
+ * whom it runs, and the answer's format and encoding.
+ */
+export function requestFingerprint(negotiated: NegotiatedRequest): string {
+  const { request, format, encoding, lane } = negotiated;
+  const parts = [
+    request.statement,
+    request.params ?? null,
+    request.database ?? null,
+    request.schema ?? null,
+    request.format ?? 'array',
+    request.fetch_size ?? null,
+    request.max_rows ?? null,
+    request.timeout ?? null,
+    format,
+    encoding ?? null,
+    lane,
+  ];
+  return createHash('sha256').update(JSON.stringify(parts)).digest('hex');
 }
 
 /**
@@ -99,11 +129,19 @@ export function negotiateRequest(
       'on_wait_timeout needs wait_timeout (or Prefer: wait=, respond-async)',
     );
   }
+  const key = options.idempotencyKey;
+  if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+    throw new SluiceError(
+      'INVALID_REQUEST',
+      'Idempotency-Key must be 1 to 255 visible ASCII characters',
+    );
+  }
   return {
     request,
     format,
     encoding: negotiateEncoding(options),
     lane: laneOf(format, request.lane),
     wait,
+    idempotencyKey: key,
   };
 }

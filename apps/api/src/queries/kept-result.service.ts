@@ -10,7 +10,7 @@ import {
   statusOf,
 } from '@app/contracts';
 import { QueryRecord, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
-import { ExecutionResponse } from '../execute/execute.service';
+import { ExecutionResponse } from '../execute/execution.response';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
 

@@ -8,6 +8,6 @@ import { KeptResultService } from './kept-result.service';
   imports: [AuthModule],
   controllers: [QueriesController],
   providers: [QueriesService, KeptResultService],
-  exports: [QueriesService],
+  exports: [QueriesService, KeptResultService],
 })
 export class QueriesModule {}

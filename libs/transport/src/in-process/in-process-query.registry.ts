@@ -1,10 +1,11 @@
 import { FINAL_STATES, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
-import { QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
+import { IdempotencyClaim, QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
 
 /** The query registry of standalone mode: one process knows everything. */
 export class InProcessQueryRegistry implements QueryRegistry {
   private readonly records = new Map<string, QueryRecord>();
   private readonly active = new Map<string, Set<string>>();
+  private readonly claims = new Map<string, { claim: IdempotencyClaim; until: number }>();
 
   constructor(private readonly retentionSeconds: number) {}
 
@@ -57,6 +58,27 @@ export class InProcessQueryRegistry implements QueryRegistry {
     const set = this.active.get(owner);
     set?.delete(queryId);
     if (set?.size === 0) this.active.delete(owner);
+    return Promise.resolve();
+  }
+
+  claimKey(
+    owner: string,
+    key: string,
+    claim: IdempotencyClaim,
+    ttlSeconds: number,
+  ): Promise<IdempotencyClaim | undefined> {
+    const name = JSON.stringify([owner, key]);
+    const now = Date.now();
+    const held = this.claims.get(name);
+    if (held && held.until > now) return Promise.resolve(held.claim);
+    this.claims.set(name, { claim, until: now + ttlSeconds * 1000 });
+    // Lapsed claims go when new ones come: the map stays as large as the keys of one TTL.
+    for (const [other, { until }] of this.claims) if (until <= now) this.claims.delete(other);
+    return Promise.resolve(undefined);
+  }
+
+  releaseKey(owner: string, key: string): Promise<void> {
+    this.claims.delete(JSON.stringify([owner, key]));
     return Promise.resolve();
   }
 

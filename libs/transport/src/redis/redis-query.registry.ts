@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import type Redis from 'ioredis';
 import { FINAL_STATES, Lane, QueryState, Status, statesBefore } from '@app/contracts';
-import { QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
+import { IdempotencyClaim, QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 
 /**
@@ -179,6 +180,34 @@ export class RedisQueryRegistry implements QueryRegistry {
 
   async release(owner: string, queryId: string): Promise<void> {
     await this.redis.zrem(this.keys.userActive(owner), queryId);
+  }
+
+  async claimKey(
+    owner: string,
+    key: string,
+    claim: IdempotencyClaim,
+    ttlSeconds: number,
+  ): Promise<IdempotencyClaim | undefined> {
+    const name = this.keyName(owner, key);
+    // SET NX GET: the claim made, or the one already there, in one step.
+    const held = (await this.redis.call(
+      'SET',
+      name,
+      JSON.stringify(claim),
+      'NX',
+      'GET',
+      'EX',
+      String(ttlSeconds),
+    )) as string | null;
+    return held === null ? undefined : (JSON.parse(held) as IdempotencyClaim);
+  }
+
+  async releaseKey(owner: string, key: string): Promise<void> {
+    await this.redis.del(this.keyName(owner, key));
+  }
+
+  private keyName(owner: string, key: string): string {
+    return this.keys.idempotency(owner, createHash('sha256').update(key).digest('hex'));
   }
 
   close(): Promise<void> {
