@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { IncomingHttpHeaders, get as httpGet } from 'node:http';
+import { IncomingHttpHeaders, get as httpGet, request as httpRequest } from 'node:http';
 import Redis from 'ioredis';
 import {
   backendsOf,
@@ -361,6 +361,55 @@ describe('Idempotency-Key', () => {
 
   it('refuses a malformed key with 400', async () => {
     const res = await execute({ statement: 'select 1' }, withKey('has space'));
+    expect(res.status).toBe(400);
+  });
+});
+
+describe('resumable', () => {
+  it('keeps a synchronous download the client lost, runs it to its end, and resumes it with Range', async () => {
+    const url = new URL(`${e2eEnv().baseUrl}/v1/execute`);
+    const body = JSON.stringify({
+      // The last row comes a second late: the client is gone while the statement still runs.
+      statement:
+        'select g, md5(g::text), pg_sleep(case when g = 20000 then 1 else 0 end)::text as s from generate_series(1, 20000) g',
+      resumable: true,
+      fetch_size: 500,
+    });
+    // Read the first bytes of the response, then cut the connection.
+    const { queryId, head } = await new Promise<{ queryId: string; head: Buffer }>(
+      (resolve, reject) => {
+        const req = httpRequest(
+          url,
+          {
+            method: 'POST',
+            headers: {
+              authorization: `Bearer ${token}`,
+              'content-type': 'application/json',
+              accept: 'text/csv',
+            },
+          },
+          (res) => {
+            res.once('data', (chunk: Buffer) => {
+              req.destroy();
+              resolve({ queryId: res.headers['x-query-id'] as string, head: chunk });
+            });
+          },
+        );
+        req.on('error', () => undefined);
+        req.once('error', reject);
+        req.end(body);
+      },
+    );
+    expect(await finished(queryId)).toMatchObject({ state: 'succeeded' });
+    const whole = await fetchResult(queryId);
+    expect(whole.bytes.toString().trim().split('\n')).toHaveLength(20001);
+    const rest = await fetchResult(queryId, { range: `bytes=${head.length}-` });
+    expect(rest.status).toBe(206);
+    expect(Buffer.concat([head, rest.bytes]).equals(whole.bytes)).toBe(true);
+  });
+
+  it('refuses a resumable that is not a boolean', async () => {
+    const res = await execute({ statement: 'select 1', resumable: 'yes' }, { token });
     expect(res.status).toBe(400);
   });
 });

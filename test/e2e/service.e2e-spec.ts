@@ -38,6 +38,7 @@ describe('service', () => {
       'max_rows',
       'on_wait_timeout',
       'params',
+      'resumable',
       'schema',
       'statement',
       'timeout',

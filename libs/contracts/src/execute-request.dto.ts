@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import {
+  IsBoolean,
   IsIn,
   IsInt,
   IsNotEmpty,
@@ -118,4 +119,15 @@ export class ExecuteRequestDto {
   @IsOptional()
   @IsIn(ON_WAIT_TIMEOUT)
   on_wait_timeout?: OnWaitTimeout;
+
+  @ApiPropertyOptional({
+    description:
+      'Keep the result, as `wait_timeout` does, for `GET /v1/queries/{id}/result` (with ' +
+      '`Range: bytes=N-`): a client that loses the connection does not cancel the query and ' +
+      'resumes the download where it was cut.',
+    default: false,
+  })
+  @IsOptional()
+  @IsBoolean()
+  resumable?: boolean;
 }

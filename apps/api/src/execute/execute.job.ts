@@ -50,7 +50,7 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     enqueuedAt: now,
     // A query that may be answered before its result, or repeated, keeps it for a later fetch.
     retain:
-      parts.wait || parts.idempotencyKey
+      parts.wait || parts.idempotencyKey || request.resumable
         ? { ttlSeconds: config.resultTtlSeconds, maxBytes: config.resultMaxBytes }
         : undefined,
   };

@@ -235,6 +235,15 @@ export class ExecuteService {
         : readToFirstBytes(execution, signal));
     } catch (err) {
       if (err instanceof ClientGoneError) {
+        if (execution.keeps) {
+          // Its result is kept: it runs on for the client to fetch. Nobody is left to answer.
+          await execution.detach();
+          throw new ExecutionFailedError(
+            execution.queryId,
+            499,
+            statusOf('CANCELLED', 'client went away; the query runs on and keeps its result'),
+          );
+        }
         await this.stop(execution);
         return this.fail(execution, statusOf('CANCELLED', 'client went away'));
       }

@@ -22,6 +22,8 @@ export class Execution {
     readonly queryId: string,
     private readonly reader: ResultReader,
     private readonly tracker: ExecutionTracker,
+    /** Its result is kept: a client that leaves does not stop it (it may come back for it). */
+    private readonly kept: boolean,
   ) {}
 
   /** Opens the job's result reader; from here on, the execution must be failed or closed. */
@@ -41,7 +43,7 @@ export class Execution {
           // release).
           onBeat: () => tracker.keepSlot(),
         });
-    return new Execution(job.queryId, reader, tracker);
+    return new Execution(job.queryId, reader, tracker, job.retain !== undefined);
   }
 
   /** The query's next record (rejects with ReaderClosedError once closed). */
@@ -65,6 +67,11 @@ export class Execution {
     this.finished = true;
     await this.close();
     await this.tracker.end(status);
+  }
+
+  /** Whether its result is kept (a client that leaves does not stop it). */
+  get keeps(): boolean {
+    return this.kept;
   }
 
   /**
@@ -96,6 +103,8 @@ export class Execution {
   }
 
   private async release(): Promise<void> {
+    // A kept result is made to its end whoever reads it: its worker records that end.
+    if (this.kept) this.finished = true;
     if (!this.finished) {
       // The response ended before the result did: the client went away. Stop the producer.
       this.finished = true;
