@@ -270,6 +270,16 @@ describe('GET /v1/queries/{id}/result', () => {
     }
   }, 30_000);
 
+  it('is counted in /metrics while kept', async () => {
+    const queryId = await submitAsync({ statement: 'select g from generate_series(1, 100) g' });
+    await finished(queryId);
+    const metrics = await fetch(`${e2eEnv().baseUrl}/metrics`).then((res) => res.text());
+    const count = /^sluice_kept_results\{[^}]*state="succeeded"[^}]*\} (\d+)/m.exec(metrics);
+    const bytes = /^sluice_kept_result_bytes\{[^}]*\} (\d+)/m.exec(metrics);
+    expect(Number(count?.[1])).toBeGreaterThanOrEqual(1);
+    expect(Number(bytes?.[1])).toBeGreaterThan(0);
+  });
+
   it('is dropped by DELETE /v1/queries/{id}', async () => {
     const queryId = await submitAsync({ statement: 'select 1 as n' });
     await finished(queryId);

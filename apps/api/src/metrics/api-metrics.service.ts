@@ -3,9 +3,13 @@ import { ModuleRef } from '@nestjs/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
-import { JobQueue } from '@app/transport';
+import { QUERY_TRANSITIONS, QueryState } from '@app/contracts';
+import { JobQueue, QueryRegistry } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
-import { JOB_QUEUE } from '../infra/tokens';
+import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
+
+/** Recent queries looked at for the kept-result gauges (the registry's index, newest first). */
+const KEPT_SCAN = 500;
 import { ExecuteSummary } from '../logging/execute.summary';
 
 /** Seconds: from a few milliseconds to the longest statement time limit worth telling apart. */
@@ -28,13 +32,18 @@ export class ApiMetricsService {
   private readonly rows: Counter;
   private readonly bytes: Counter;
   private pool: QueryPoolService | undefined;
+  private readonly resultTtlMs: number;
+  private scan:
+    { at: number; result: Promise<{ counts: Map<string, number>; bytes: number }> } | undefined;
 
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     private readonly roster: WorkerRosterService,
     moduleRef: ModuleRef,
+    @Inject(QUERY_REGISTRY) private readonly queryRegistry: QueryRegistry,
   ) {
+    this.resultTtlMs = config.resultTtlSeconds * 1000;
     this.registry.setDefaultLabels({ app: 'api' });
     collectDefaultMetrics({ register: this.registry });
     // Standalone mode runs the pool in this process; cluster apis have none.
@@ -99,7 +108,50 @@ export class ApiMetricsService {
           workers.set((await this.roster.alive()).length);
         }),
     });
+    const kept: Gauge<'state'> = new Gauge({
+      name: 'sluice_kept_results',
+      help: 'Queries whose result is kept (wait_timeout, resumable, Idempotency-Key) among the recent ones, by state; finished ones until their result expires.',
+      labelNames: ['state'],
+      registers,
+      collect: () =>
+        this.quietly('kept results', async () => {
+          for (const [state, n] of (await this.keptScan()).counts) kept.set({ state }, n);
+        }),
+    });
+    const keptBytes: Gauge = new Gauge({
+      name: 'sluice_kept_result_bytes',
+      help: 'Body bytes of the finished kept results not yet expired (as their queries recorded them).',
+      registers,
+      collect: () =>
+        this.quietly('kept results', async () => keptBytes.set((await this.keptScan()).bytes)),
+    });
     if (this.pool) registerPoolMetrics(this.registry, this.pool);
+  }
+
+  /**
+   * Kept results among the registry's recent queries: how many by state, and their bytes. One
+   * scan serves both gauges of a scrape (prom-client collects them at the same time).
+   */
+  private keptScan(): Promise<{ counts: Map<string, number>; bytes: number }> {
+    if (this.scan && Date.now() - this.scan.at < 1000) return this.scan.result;
+    const result = this.scanKept();
+    this.scan = { at: Date.now(), result };
+    return result;
+  }
+
+  private async scanKept(): Promise<{ counts: Map<string, number>; bytes: number }> {
+    const now = Date.now();
+    const states = Object.keys(QUERY_TRANSITIONS) as QueryState[];
+    const counts = new Map<string, number>(states.map((state) => [state, 0]));
+    let bytes = 0;
+    for (const record of await this.queryRegistry.list(KEPT_SCAN)) {
+      if (!record.kept) continue;
+      const finished = record.finishedAt !== undefined;
+      if (finished && record.finishedAt! + this.resultTtlMs < now) continue;
+      counts.set(record.state, (counts.get(record.state) ?? 0) + 1);
+      if (finished) bytes += record.bytes;
+    }
+    return { counts, bytes };
   }
 
   /** Counts one finished execute request. */
