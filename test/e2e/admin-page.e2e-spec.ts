@@ -79,7 +79,8 @@ describe('AdminPage', () => {
     expect(cells[3]).toBe('');
     expect(cells[4]).toMatch(/^\d+\.\d s$/);
     expect(cells[5]).toBe('0');
-    expect(cells[7]).toBe('select pg_sleep(30)');
+    expect(cells[6]).toBe('');
+    expect(cells[8]).toBe('select pg_sleep(30)');
     await tab.screenshot({ path: join(ARTIFACTS, 'admin-page-running.png'), fullPage: true });
 
     await row.locator('button.cancel').click();
@@ -90,7 +91,7 @@ describe('AdminPage', () => {
     await row.waitFor({ state: 'detached' });
     await tab.check('#show-finished');
     await tab.locator(`tr[data-query-id="${queryId}"][data-state="cancelled"]`).waitFor();
-    expect(await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(8).textContent()).toMatch(
+    expect(await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(9).textContent()).toMatch(
       /cancel/,
     );
     await tab.screenshot({ path: join(ARTIFACTS, 'admin-page-cancelled.png'), fullPage: true });
@@ -134,6 +135,36 @@ describe('AdminPage', () => {
     await tab.locator('#updated', { hasText: 'updated' }).waitFor();
     const owners = await tab.locator('#queries tbody tr td:nth-child(2)').allTextContents();
     expect(owners.every((o) => o === plain.username)).toBe(true);
+  });
+
+  it('links a kept result for its owner, until when it is kept, and serves it on the sign-in', async () => {
+    const { baseUrl } = e2eEnv();
+    const owner = await createUser('e2e_page_kept');
+    users.push(owner.username);
+    const res = await execute(
+      { statement: 'select 7 as n from pg_sleep(0.5)', wait_timeout: 0 },
+      { token: owner.token, headers: { 'accept-encoding': 'identity' } },
+    );
+    expect(res.status).toBe(202);
+    const queryId = res.json.query_id as string;
+    const tab = await page();
+    await tab.goto(`${baseUrl}/admin`);
+    await tab.fill('#username', owner.username);
+    await tab.fill('#password', `pw-${owner.username}`);
+    await tab.click('#signin');
+    await tab.waitForSelector('#view:not([hidden])');
+    await tab.check('#show-finished');
+    const link = tab.locator(`tr[data-query-id="${queryId}"][data-state="succeeded"] a.result`);
+    await link.waitFor();
+    expect(await link.textContent()).toMatch(/^kept until /);
+    const href = await link.getAttribute('href');
+    expect(href).toBe(`/admin/api/queries/${queryId}/result`);
+    // The page's cookie is all it takes: the body is the query's own.
+    const body = await tab.evaluate(async (url) => (await fetch(url)).json(), href!);
+    expect(body).toMatchObject({ query_id: queryId, data: [[7]], status: { vendor_code: 0 } });
+    // Without the sign-in there is nothing to fetch.
+    const anonymous = await request(undefined, { method: 'GET', path: href! });
+    expect(anonymous.status).toBe(401);
   });
 
   it('opens the queue dashboard from the same sign-in, by its link: no Basic prompt, parameters redacted (cluster)', async () => {

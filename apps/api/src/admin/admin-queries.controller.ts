@@ -1,8 +1,11 @@
-import { Controller, Delete, Get, Param, UseGuards } from '@nestjs/common';
+import { Controller, Delete, Get, Param, Res, UseGuards } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
 import { ApiExcludeController } from '@nestjs/swagger';
 import { QueryInfo } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CurrentUser } from '../auth/current-user.decorator';
+import { send } from '../execute/execute.controller';
+import { KeptResultService } from '../queries/kept-result.service';
 import { QueriesService } from '../queries/queries.service';
 import { AdminSessionGuard } from './admin-session.guard';
 
@@ -14,11 +17,25 @@ import { AdminSessionGuard } from './admin-session.guard';
 @Controller('admin/api/queries')
 @UseGuards(AdminSessionGuard)
 export class AdminQueriesController {
-  constructor(private readonly queries: QueriesService) {}
+  constructor(
+    private readonly queries: QueriesService,
+    private readonly kept: KeptResultService,
+  ) {}
 
   @Get()
   list(@CurrentUser() user: AuthUser): Promise<QueryInfo[]> {
     return this.queries.list(user);
+  }
+
+  /** A kept result, for its owner only (an administrator sees others' queries, not their data). */
+  @Get(':queryId/result')
+  async result(
+    @Param('queryId') queryId: string,
+    @CurrentUser() user: AuthUser,
+    @Res() reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    const record = await this.queries.record(queryId, { ...user, isAdmin: false });
+    return send(reply, await this.kept.fetch(record, undefined));
   }
 
   @Delete(':queryId')

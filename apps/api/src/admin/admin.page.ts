@@ -58,6 +58,9 @@ const SCRIPT = `
     return td;
   };
 
+  // Who is signed in: only the owner of a kept result gets its link.
+  let me;
+
   // session: the answer of /admin/session, or null when nobody is signed in.
   function show(session) {
     const signedIn = !!session;
@@ -66,6 +69,7 @@ const SCRIPT = `
     $('view').hidden = !signedIn;
     $('signout').hidden = !signedIn;
     $('dashboard').hidden = !(signedIn && session.admin);
+    me = signedIn ? session.username : undefined;
     if (signedIn) {
       $('who').textContent = 'signed in as ' + session.username + (session.admin ? ' (administrator)' : ' (not an administrator: your own queries only)');
       refresh();
@@ -114,6 +118,21 @@ const SCRIPT = `
       cell(tr, q.queue_position === null ? '' : String(q.queue_position), 'num');
       cell(tr, elapsed(q.elapsed_ms), 'num');
       cell(tr, String(q.rows), 'num');
+      const result = cell(tr, '');
+      if (q.result_url && q.owner === me) {
+        const link = document.createElement('a');
+        link.className = 'result';
+        link.href = '/admin/api/queries/' + encodeURIComponent(q.query_id) + '/result';
+        link.textContent = q.result_kept_until
+          ? 'kept until ' + new Date(q.result_kept_until).toLocaleTimeString()
+          : 'kept';
+        result.appendChild(link);
+      } else if (q.result_url) {
+        result.textContent = q.result_kept_until
+          ? 'kept until ' + new Date(q.result_kept_until).toLocaleTimeString()
+          : 'kept';
+        result.className = 'muted';
+      }
       cell(tr, q.database || 'default');
       cell(tr, q.statement, 'sql').title = q.statement;
       const actions = cell(tr, '');
@@ -216,7 +235,7 @@ export const ADMIN_PAGE_HTML = `<!doctype html>
     <span id="updated" class="muted"></span>
   </div>
   <table id="queries">
-    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Queue position</th><th>Elapsed</th><th>Rows sent</th><th>Database</th><th>Statement</th><th></th></tr></thead>
+    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Queue position</th><th>Elapsed</th><th>Rows sent</th><th>Result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
     <tbody></tbody>
   </table>
   <p id="empty" class="muted">No queued or running queries.</p>
