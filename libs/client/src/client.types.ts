@@ -1,0 +1,110 @@
+/** A value as the server sends it in JSON: what PostgreSQL's `to_json()` gives for the column. */
+export type JsonValue =
+  null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/** A row in column order (the `array` layout). */
+export type Row = JsonValue[];
+
+/** One column of a result: its name and PostgreSQL type name as `format_type()` prints it. */
+export interface Column {
+  name: string;
+  type: string;
+}
+
+/** The final status of a statement, as the server reports it. */
+export interface QueryStatus {
+  reason: string;
+  sql_state: string;
+  vendor_code: number;
+  row_count?: number;
+  truncated?: boolean;
+}
+
+/** What `query()` returns. */
+export interface QueryResult<R extends Row = Row> {
+  queryId: string;
+  schema: Column[];
+  rows: R[];
+  status: QueryStatus;
+}
+
+/** A query as `GET /v1/queries` shows it. */
+export interface QueryInfo {
+  query_id: string;
+  owner: string;
+  state: string;
+  database: string | null;
+  format: string;
+  lane: string;
+  statement: string;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  elapsed_ms: number;
+  queue_position: number | null;
+  rows: number;
+  bytes: number;
+  status: QueryStatus | null;
+}
+
+/** Byte formats of `export()`, each with its media type. */
+export const EXPORT_FORMATS = {
+  parquet: 'application/parquet',
+  arrow: 'application/vnd.apache.arrow.stream',
+  csv: 'text/csv',
+  ndjson: 'application/stream+json',
+  json: 'application/json',
+} as const;
+
+export type ExportFormat = keyof typeof EXPORT_FORMATS;
+
+/** Values for the statement's `{name}` placeholders. */
+export type Params = Record<string, JsonValue>;
+
+/**
+ * Per-statement options. The request fields map one to one onto `POST /v1/execute`'s.
+ * Where the server gains async execution (202 + Location), resumable results (Range) and
+ * idempotency keys, their switches join this object (`wait`, `resume`, `idempotencyKey`) so that
+ * no signature changes.
+ */
+export interface QueryOptions {
+  /** Aborting it ends the request; the server cancels the statement when the client goes away. */
+  signal?: AbortSignal;
+  database?: string;
+  /** `search_path` for the statement. */
+  schema?: string;
+  /** Rows per streamed chunk (0: the server's default). */
+  fetchSize?: number;
+  maxRows?: number;
+  /** Statement time limit in ms. */
+  timeout?: number;
+  lane?: 'interactive' | 'export';
+}
+
+/** How the client authenticates. */
+export type Credentials =
+  /** Logs in with `POST /v1/login` and refreshes the token before it expires. */
+  | { username: string; password: string; database?: string }
+  /** A token from an earlier login; refreshed before it expires like one the client got. */
+  | { token: string }
+  /** HTTP Basic on every request (no token). */
+  | { basic: { username: string; password: string } };
+
+export interface SluiceClientOptions {
+  /** The service's base URL, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  credentials: Credentials;
+  /** Refresh a token this many seconds before its `exp` (default: 60, or half its lifetime). */
+  refreshMarginSeconds?: number;
+  /** Called with every new token (after a login or a refresh), e.g. to store it. */
+  onToken?: (token: string) => void;
+  /** A fetch of your own (default: the global one). */
+  fetch?: typeof fetch;
+}
+
+/** What `export()` returns: the raw bytes as the server writes them. */
+export interface ExportResult {
+  queryId: string;
+  contentType: string;
+  body: ReadableStream<Uint8Array>;
+}

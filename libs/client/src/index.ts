@@ -1,0 +1,3 @@
+export * from './client.types';
+export * from './sluice-client.error';
+export * from './sluice.client';

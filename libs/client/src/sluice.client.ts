@@ -1,0 +1,405 @@
+import {
+  EXPORT_FORMATS,
+  type Column,
+  type ExportFormat,
+  type ExportResult,
+  type Params,
+  type QueryInfo,
+  type QueryOptions,
+  type QueryResult,
+  type QueryStatus,
+  type Row,
+  type SluiceClientOptions,
+} from './client.types';
+import { tokenExpiry } from './jwt.claims';
+import { ndjsonLines } from './ndjson.reader';
+import { SluiceClientError } from './sluice-client.error';
+
+/** A stream's first line, its data lines and its last line (docs/api.md, stream+json). */
+interface StreamLine {
+  query_id?: string;
+  schema?: Column[];
+  data?: Row[];
+  status?: QueryStatus;
+}
+
+interface LoginAnswer {
+  access_token: string;
+}
+
+/** The async iterator `stream()` returns; `queryId` and `schema` are known after the first row. */
+export interface RowStream<R extends Row = Row> extends AsyncIterable<R> {
+  readonly queryId: string | undefined;
+  readonly schema: Column[] | undefined;
+  /** The final status, once the iteration has ended. */
+  readonly status: QueryStatus | undefined;
+}
+
+const DEFAULT_MARGIN_MS = 60_000;
+
+/**
+ * A client for Sluice's HTTP API over the platform's fetch and web streams only, so that it runs
+ * in Node (20 and later) and in browsers alike.
+ */
+export class SluiceClient {
+  private readonly url: string;
+  private readonly fetchFn: typeof fetch;
+  private token: string | undefined;
+  private expiresAt: number | undefined;
+  private issuedAt = 0;
+  // One refresh at a time: requests that find the token due all wait for the same one.
+  private renewal: Promise<void> | undefined;
+
+  constructor(private readonly options: SluiceClientOptions) {
+    this.url = options.url.replace(/\/+$/, '');
+    this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    if ('token' in options.credentials) this.adopt(options.credentials.token);
+  }
+
+  /** The token in use (after a login or refresh), e.g. to store it; undefined with Basic. */
+  get accessToken(): string | undefined {
+    return this.token;
+  }
+
+  /** Logs in with the username and password given; other requests do it when needed. */
+  async login(): Promise<string> {
+    const credentials = this.options.credentials;
+    if (!('username' in credentials)) {
+      throw new SluiceClientError('this client has no username and password to log in with', {
+        kind: 'protocol',
+      });
+    }
+    const res = await this.send('/v1/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        username: credentials.username,
+        password: credentials.password,
+        ...(credentials.database ? { database: credentials.database } : {}),
+      }),
+    });
+    const answer = (await this.json(res)) as LoginAnswer;
+    this.adopt(answer.access_token);
+    return answer.access_token;
+  }
+
+  /** Runs a statement and returns all its rows. */
+  async query<R extends Row = Row>(
+    sql: string,
+    params?: Params,
+    options: QueryOptions = {},
+  ): Promise<QueryResult<R>> {
+    const stream = this.stream<R>(sql, params, options);
+    const rows: R[] = [];
+    for await (const row of stream) rows.push(row);
+    return { queryId: stream.queryId!, schema: stream.schema!, rows, status: stream.status! };
+  }
+
+  /**
+   * Runs a statement and yields its rows as they arrive (application/stream+json). Ends after
+   * the final status line; throws a SluiceClientError on an error status, or when the stream
+   * ends without one (the result is incomplete).
+   */
+  stream<R extends Row = Row>(
+    sql: string,
+    params?: Params,
+    options: QueryOptions = {},
+  ): RowStream<R> {
+    const state: { queryId?: string; schema?: Column[]; status?: QueryStatus } = {};
+    const rows = async function* (client: SluiceClient): AsyncGenerator<R> {
+      const res = await client.execute(sql, params, options, EXPORT_FORMATS.ndjson);
+      const httpStatus = res.status;
+      for await (const line of client.guard(ndjsonLines(res.body!), options.signal, state)) {
+        if (state.status) {
+          throw new SluiceClientError('the stream went on after its final status line', {
+            kind: 'protocol',
+            httpStatus,
+            queryId: state.queryId,
+          });
+        }
+        let record: StreamLine;
+        try {
+          record = JSON.parse(line) as StreamLine;
+        } catch (cause) {
+          throw new SluiceClientError('the stream sent a line that is not JSON', {
+            kind: 'protocol',
+            httpStatus,
+            queryId: state.queryId,
+            cause,
+          });
+        }
+        if (record.query_id !== undefined) state.queryId = record.query_id;
+        if (record.schema !== undefined) state.schema = record.schema;
+        if (record.data) for (const row of record.data) yield row as R;
+        if (record.status) {
+          state.status = record.status;
+          if (record.status.vendor_code < 0) {
+            throw SluiceClientError.fromStatus(record.status, httpStatus, state.queryId);
+          }
+        }
+      }
+      if (!state.status) {
+        throw new SluiceClientError('the result ended without its final status line: incomplete', {
+          kind: 'protocol',
+          httpStatus,
+          queryId: state.queryId,
+        });
+      }
+    };
+    const iterable = rows(this);
+    return {
+      [Symbol.asyncIterator]: () => iterable,
+      get queryId() {
+        return state.queryId;
+      },
+      get schema() {
+        return state.schema;
+      },
+      get status() {
+        return state.status;
+      },
+    };
+  }
+
+  /**
+   * Runs a statement and returns its result as the raw bytes of `format` (a Parquet file, an
+   * Arrow IPC stream, CSV …). A failure after the first byte breaks the body stream with a
+   * SluiceClientError: the server cuts the connection so that a partial file never looks whole.
+   */
+  async export(
+    sql: string,
+    params: Params | undefined,
+    format: ExportFormat,
+    options: QueryOptions = {},
+  ): Promise<ExportResult> {
+    const res = await this.execute(sql, params, options, EXPORT_FORMATS[format]);
+    const queryId = res.headers.get('x-query-id') ?? '';
+    const chunks = this.guard(byteChunks(res.body!), options.signal, { queryId });
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const next = await chunks.next();
+          if (next.done) controller.close();
+          else controller.enqueue(next.value);
+        } catch (err) {
+          controller.error(err);
+        }
+      },
+      async cancel() {
+        await chunks.return(undefined);
+      },
+    });
+    return {
+      queryId,
+      contentType: res.headers.get('content-type') ?? EXPORT_FORMATS[format],
+      body,
+    };
+  }
+
+  /** Cancels a query (DELETE /v1/queries/{id}); answers its state after the request. */
+  async cancel(queryId: string): Promise<QueryInfo> {
+    const res = await this.authorized(`/v1/queries/${encodeURIComponent(queryId)}`, {
+      method: 'DELETE',
+    });
+    return (await this.json(res)) as QueryInfo;
+  }
+
+  /** Your recent queries (an admin's: everyone's), newest first. */
+  async queries(): Promise<QueryInfo[]> {
+    const res = await this.authorized('/v1/queries', { method: 'GET' });
+    return (await this.json(res)) as QueryInfo[];
+  }
+
+  /** Revokes the token everywhere (POST /v1/logout). */
+  async logout(): Promise<void> {
+    if (!this.token) return;
+    const res = await this.authorized('/v1/logout', { method: 'POST' });
+    await this.json(res);
+    this.token = undefined;
+    this.expiresAt = undefined;
+  }
+
+  private async execute(
+    sql: string,
+    params: Params | undefined,
+    options: QueryOptions,
+    accept: string,
+  ): Promise<Response> {
+    const body: Record<string, unknown> = { statement: sql };
+    if (params) body.params = params;
+    if (options.database !== undefined) body.database = options.database;
+    if (options.schema !== undefined) body.schema = options.schema;
+    if (options.fetchSize !== undefined) body.fetch_size = options.fetchSize;
+    if (options.maxRows !== undefined) body.max_rows = options.maxRows;
+    if (options.timeout !== undefined) body.timeout = options.timeout;
+    if (options.lane !== undefined) body.lane = options.lane;
+    return this.authorized('/v1/execute', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept },
+      body: JSON.stringify(body),
+      signal: options.signal,
+    });
+  }
+
+  /** A request with credentials; a token due for renewal is refreshed first. */
+  private async authorized(path: string, init: RequestInit): Promise<Response> {
+    const headers = new Headers(init.headers);
+    const credentials = this.options.credentials;
+    if ('basic' in credentials) {
+      const { username, password } = credentials.basic;
+      headers.set('authorization', `Basic ${base64(`${username}:${password}`)}`);
+    } else {
+      await this.freshToken();
+      headers.set('authorization', `Bearer ${this.token}`);
+    }
+    return this.send(path, { ...init, headers });
+  }
+
+  private async freshToken(): Promise<void> {
+    if (!this.token) {
+      this.renewal ??= this.login()
+        .then(() => undefined)
+        .finally(() => (this.renewal = undefined));
+    } else if (this.expiresAt !== undefined && Date.now() >= this.expiresAt - this.margin()) {
+      this.renewal ??= this.refresh().finally(() => (this.renewal = undefined));
+    }
+    if (this.renewal) await this.renewal;
+  }
+
+  /** POST /v1/token_refresh; past the session's refresh window, a new login if it can. */
+  private async refresh(): Promise<void> {
+    try {
+      const res = await this.send('/v1/token_refresh', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${this.token}` },
+      });
+      this.adopt(((await this.json(res)) as LoginAnswer).access_token);
+    } catch (err) {
+      const canLogIn = 'username' in this.options.credentials;
+      if (!(err instanceof SluiceClientError) || err.httpStatus !== 401 || !canLogIn) throw err;
+      await this.login();
+    }
+  }
+
+  private margin(): number {
+    if (this.options.refreshMarginSeconds !== undefined) {
+      return this.options.refreshMarginSeconds * 1000;
+    }
+    const lifetime = (this.expiresAt ?? 0) - this.issuedAt;
+    return Math.min(DEFAULT_MARGIN_MS, lifetime / 2);
+  }
+
+  private adopt(token: string): void {
+    this.token = token;
+    this.expiresAt = tokenExpiry(token);
+    this.issuedAt = Date.now();
+    this.options.onToken?.(token);
+  }
+
+  /** fetch, with every failure as a SluiceClientError and every error answer thrown. */
+  private async send(path: string, init: RequestInit): Promise<Response> {
+    let res: Response;
+    try {
+      res = await this.fetchFn(`${this.url}${path}`, init);
+    } catch (cause) {
+      throw failure(cause, init.signal ?? undefined, {});
+    }
+    if (res.ok) return res;
+    const text = await res.text().catch(() => '');
+    const retryAfter = Number(res.headers.get('retry-after') ?? NaN);
+    const retryAfterSeconds = Number.isFinite(retryAfter) ? retryAfter : undefined;
+    let envelope: { query_id?: string; status?: QueryStatus } | undefined;
+    try {
+      envelope = JSON.parse(text) as typeof envelope;
+    } catch {
+      // Not the service's envelope (a proxy's page, say): the HTTP status is all there is.
+    }
+    if (envelope?.status?.sql_state) {
+      throw SluiceClientError.fromStatus(
+        envelope.status,
+        res.status,
+        envelope.query_id ?? res.headers.get('x-query-id') ?? undefined,
+        retryAfterSeconds,
+      );
+    }
+    throw new SluiceClientError(`HTTP ${res.status} ${res.statusText}`.trim(), {
+      kind: 'status',
+      httpStatus: res.status,
+      retryAfterSeconds,
+    });
+  }
+
+  private async json(res: Response): Promise<unknown> {
+    try {
+      return await res.json();
+    } catch (cause) {
+      throw new SluiceClientError('the server sent a body that is not JSON', {
+        kind: 'protocol',
+        httpStatus: res.status,
+        cause,
+      });
+    }
+  }
+
+  /** Passes items through; a read that fails becomes a SluiceClientError with the query id. */
+  private async *guard<T>(
+    items: AsyncGenerator<T>,
+    signal: AbortSignal | undefined,
+    state: { queryId?: string },
+  ): AsyncGenerator<T> {
+    try {
+      for (;;) {
+        let next: IteratorResult<T>;
+        try {
+          next = await items.next();
+        } catch (cause) {
+          throw failure(cause, signal, { queryId: state.queryId, httpStatus: 200 });
+        }
+        if (next.done) return;
+        yield next.value;
+      }
+    } finally {
+      await items.return(undefined);
+    }
+  }
+}
+
+async function* byteChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    // Stops the download when the consumer cancels early; harmless once it has ended.
+    await reader.cancel().catch(() => undefined);
+  }
+}
+
+/** A failed fetch or read: aborted by the caller, or a connection that failed or broke. */
+function failure(
+  cause: unknown,
+  signal: AbortSignal | undefined,
+  fields: { queryId?: string; httpStatus?: number },
+): SluiceClientError {
+  if (cause instanceof SluiceClientError) return cause;
+  if (signal?.aborted) {
+    return new SluiceClientError('the request was aborted', { kind: 'aborted', ...fields, cause });
+  }
+  const detail = cause instanceof Error ? (cause.cause ?? cause) : cause;
+  const message = detail instanceof Error ? detail.message : String(detail);
+  return new SluiceClientError(`connection failed: ${message}`, {
+    kind: 'connection',
+    ...fields,
+    cause,
+  });
+}
+
+/** Base64 of a string's UTF-8 bytes (btoa alone takes Latin-1 only). */
+function base64(text: string): string {
+  let binary = '';
+  for (const byte of new TextEncoder().encode(text)) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}
