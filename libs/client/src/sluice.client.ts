@@ -204,6 +204,14 @@ export class SluiceClient {
     return (await this.json(res)) as QueryInfo;
   }
 
+  /** One query's state, queue position, timings, rows and bytes sent (GET /v1/queries/{id}). */
+  async queryInfo(queryId: string): Promise<QueryInfo> {
+    const res = await this.authorized(`/v1/queries/${encodeURIComponent(queryId)}`, {
+      method: 'GET',
+    });
+    return (await this.json(res)) as QueryInfo;
+  }
+
   /** Your recent queries (an admin's: everyone's), newest first. */
   async queries(): Promise<QueryInfo[]> {
     const res = await this.authorized('/v1/queries', { method: 'GET' });

@@ -32,7 +32,7 @@ export class UsageError extends Error {
   }
 }
 
-export const USAGE = `Usage: npm run sluice -- <command>
+export const USAGE = `Usage: sluice users <command>   (from a checkout: npx sluice users …)
 
   users list [--json]                     list the users
   users add <name> --role <role> [--admin] [--read-only] [--disabled]

@@ -1,188 +1,68 @@
-import 'reflect-metadata';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { Logger } from '@nestjs/common';
-import { Pool } from 'pg';
-import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
-import { CreateUserDto, SluiceError, UpdateUserDto, UserDto } from '@app/contracts';
-import { MetadataEventsService } from '../auth/metadata-events.service';
-import { MetadataSchema } from '../auth/metadata.schema';
-import { RoleCatalogService } from '../auth/role-catalog.service';
-import { UsersService } from '../auth/users.service';
-import { validateAs } from '../http/validation';
-import { embeddedUrls } from '../standalone/embedded.database';
-import { loadStandaloneState } from '../standalone/standalone.state';
-import { UserAdminService } from '../users/user-admin.service';
-import { CliCommand, USAGE, UsageError, parseCli } from './cli.args';
+#!/usr/bin/env node
+import { CommanderError } from 'commander';
+import { SluiceClientError } from '@app/client';
+import { UsageError } from './cli.args';
+import { cliEnvironment } from './cli.environment';
+import { ClientCommands } from './client.commands';
+import { cliProgram } from './cli.program';
+import { EXIT_CODES } from './exit.codes';
+import { LoginRequiredError } from './login-required.error';
 
 /**
- * `npm run sluice -- users …`: user management straight on the metadata database, for operators
- * (no running api or admin token needed). Passwords come from stdin, never from argv.
+ * `sluice`: the client commands (login, query, export, queries, cancel) over HTTP, and the
+ * operators' `sluice users …` straight on the metadata database. Exit codes: exit.codes.ts.
  */
 async function main(argv: string[]): Promise<number> {
-  let command: CliCommand;
-  try {
-    command = parseCli(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`sluice: ${err.message}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (command.kind === 'help') {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
-  const config = connections(loadConfig());
-  // stdout carries the command's answer: only warnings and errors are logged (to stderr).
-  Logger.overrideLogger(['warn', 'error']);
-  const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 2 });
-  // An idle connection that dies is replaced on the next query, whose failure is the one reported.
-  pool.on('error', () => undefined);
-  const schema = new MetadataSchema(pool);
-  const events = new MetadataEventsService(pool, config);
-  const roles = new RoleCatalogService(config);
-  const users = new UsersService(pool, config, schema, events, roles);
-  const admin = new UserAdminService(pool, schema, roles, events, users);
-  try {
-    await run(command, admin);
-    return 0;
-  } finally {
-    await roles.close();
-    // Fails only when already ended.
-    await pool.end().catch(() => undefined);
-  }
-}
-
-async function run(command: Exclude<CliCommand, { kind: 'help' }>, admin: UserAdminService) {
-  switch (command.kind) {
-    case 'users-list': {
-      const list = await admin.list();
-      process.stdout.write(command.json ? `${JSON.stringify(list, null, 2)}\n` : table(list));
-      return;
-    }
-    case 'users-add': {
-      const user = await validateAs(CreateUserDto, {
-        username: command.username,
-        role: command.role,
-        admin: command.admin,
-        read_only: command.readOnly,
-        enabled: command.enabled,
-        password: await readPassword(),
-      });
-      const created = await admin.create(user);
-      process.stdout.write(`added user ${created.username} (role ${created.role})\n`);
-      return;
-    }
-    case 'users-set': {
-      const change = await validateAs(UpdateUserDto, {
-        role: command.role,
-        admin: command.admin,
-        read_only: command.readOnly,
-        enabled: command.enabled,
-        password: command.password ? await readPassword() : undefined,
-      });
-      const updated = await admin.update(command.username, change);
-      process.stdout.write(`updated user ${updated.username}\n`);
-      return;
-    }
-    case 'users-remove':
-      await admin.remove(command.username);
-      process.stdout.write(`removed user ${command.username}\n`);
-      return;
-  }
-}
-
-/** Without DATABASE_URL: the embedded PostgreSQL of standalone mode, from its state file. */
-function connections(config: SluiceConfig): SluiceConfig {
-  const file = join(config.dataDir, 'standalone.json');
-  if (config.databaseUrl) {
-    // Standalone on the operator's own PostgreSQL keeps its generated key in the state file.
-    if (config.credentialKey || config.redisUrl || !existsSync(file)) return config;
-    return { ...config, credentialKey: loadStandaloneState(config.dataDir).credentialKey };
-  }
-  if (!existsSync(file)) {
-    throw new ConfigError(
-      'DATABASE_URL',
-      `is not set and ${file} does not exist: set DATABASE_URL, or start Sluice once (npm start)`,
-    );
-  }
-  const state = loadStandaloneState(config.dataDir);
-  return {
-    ...config,
-    ...embeddedUrls(state, config.embeddedPgPort),
-    credentialKey: state.credentialKey,
-  };
-}
-
-function table(users: UserDto[]): string {
-  const rows = [
-    ['USERNAME', 'ROLE', 'ADMIN', 'READ_ONLY', 'ENABLED'],
-    ...users.map((u) => [u.username, u.role, yes(u.admin), yes(u.read_only), yes(u.enabled)]),
-  ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows
-    .map(
-      (r) =>
-        r
-          .map((c, i) => c.padEnd(widths[i]))
-          .join('  ')
-          .trimEnd() + '\n',
-    )
-    .join('');
-}
-
-const yes = (flag: boolean) => (flag ? 'yes' : 'no');
-
-/** From a terminal: asked twice, not echoed. Piped: the whole input, less its final newline. */
-async function readPassword(): Promise<string> {
-  if (!process.stdin.isTTY) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks)
-      .toString('utf8')
-      .replace(/\r?\n$/, '');
-  }
-  const first = await prompt('Password: ');
-  const again = await prompt('Repeat password: ');
-  if (first !== again) throw new UsageError('the passwords do not match');
-  return first;
-}
-
-function prompt(question: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const stdin = process.stdin;
-    process.stderr.write(question);
-    stdin.setRawMode(true);
-    stdin.resume();
-    let typed = '';
-    const done = (error?: Error) => {
-      stdin.setRawMode(false);
-      stdin.pause();
-      stdin.off('data', onData);
-      process.stderr.write('\n');
-      if (error) reject(error);
-      else resolve(typed);
-    };
-    const onData = (data: Buffer) => {
-      for (const ch of data.toString('utf8')) {
-        if (ch === '\r' || ch === '\n') return done();
-        if (ch === '\u0003') return done(new UsageError('cancelled'));
-        if (ch === '\u007f' || ch === '\b') typed = typed.slice(0, -1);
-        else typed += ch;
-      }
-    };
-    stdin.on('data', onData);
+  let code: number = EXIT_CODES.ok;
+  const program = cliProgram({
+    client: () => new ClientCommands(cliEnvironment()),
+    // Loaded only here: the client commands need neither Nest nor the service's configuration.
+    users: async (args) => (await import('./users.command')).runUsers(args),
+    exitCode: (c) => (code = c),
   });
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return code;
+  } catch (err) {
+    return report(err);
+  }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    const message =
-      err instanceof SluiceError || err instanceof ConfigError || err instanceof UsageError
-        ? err.message
-        : `failed: ${(err as Error).message}`;
-    process.stderr.write(`sluice: ${message}\n`);
-    process.exit(1);
-  },
-);
+/** Prints why the command failed (reason, SQLSTATE, query id) and picks its exit code. */
+function report(err: unknown): number {
+  if (err instanceof CommanderError) {
+    // Commander has printed the help or the complaint already.
+    return err.exitCode === 0 ? EXIT_CODES.ok : EXIT_CODES.usage;
+  }
+  if (err instanceof UsageError) {
+    process.stderr.write(`sluice: ${err.message}\n`);
+    return EXIT_CODES.usage;
+  }
+  if (err instanceof LoginRequiredError) {
+    process.stderr.write(`sluice: ${err.message}\n`);
+    return EXIT_CODES.auth;
+  }
+  if (err instanceof SluiceClientError) {
+    const details = [
+      err.sqlState && `SQLSTATE ${err.sqlState}`,
+      err.vendorCode !== undefined && `vendor code ${err.vendorCode}`,
+      err.httpStatus !== undefined && `HTTP ${err.httpStatus}`,
+      err.queryId && `query id ${err.queryId}`,
+    ].filter(Boolean);
+    process.stderr.write(
+      `sluice: ${err.message}\n${details.length ? `  ${details.join('  ')}\n` : ''}`,
+    );
+    if (err.kind === 'aborted') return EXIT_CODES.interrupted;
+    if (err.httpStatus === 401) return EXIT_CODES.auth;
+    if (err.retryable) return EXIT_CODES.unavailable;
+    return EXIT_CODES.failed;
+  }
+  process.stderr.write(`sluice: failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  return EXIT_CODES.failed;
+}
+
+void main(process.argv.slice(2)).then((code) => {
+  // Lets stdout drain first: process.exit() would cut a large piped result short.
+  process.exitCode = code;
+  setImmediate(() => process.exit(code));
+});

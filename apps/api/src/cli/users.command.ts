@@ -1,0 +1,149 @@
+import 'reflect-metadata';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Logger } from '@nestjs/common';
+import { Pool } from 'pg';
+import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
+import { CreateUserDto, SluiceError, UpdateUserDto, UserDto } from '@app/contracts';
+import { MetadataEventsService } from '../auth/metadata-events.service';
+import { MetadataSchema } from '../auth/metadata.schema';
+import { RoleCatalogService } from '../auth/role-catalog.service';
+import { UsersService } from '../auth/users.service';
+import { validateAs } from '../http/validation';
+import { embeddedUrls } from '../standalone/embedded.database';
+import { loadStandaloneState } from '../standalone/standalone.state';
+import { UserAdminService } from '../users/user-admin.service';
+import { CliCommand, USAGE, UsageError, parseCli } from './cli.args';
+import { readPassword } from './terminal.prompt';
+
+/**
+ * `sluice users …`: user management straight on the metadata database, for operators (no running
+ * api or admin token needed). Passwords come from stdin, never from argv. Loaded only for this
+ * command, so that the client commands never load Nest or the service's configuration.
+ */
+export async function runUsers(argv: string[]): Promise<number> {
+  try {
+    return await usersMain(argv);
+  } catch (err) {
+    const message =
+      err instanceof SluiceError || err instanceof ConfigError || err instanceof UsageError
+        ? err.message
+        : `failed: ${(err as Error).message}`;
+    process.stderr.write(`sluice: ${message}\n`);
+    return 1;
+  }
+}
+
+async function usersMain(argv: string[]): Promise<number> {
+  let command: CliCommand;
+  try {
+    command = parseCli(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`sluice: ${err.message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (command.kind === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const config = connections(loadConfig());
+  // stdout carries the command's answer: only warnings and errors are logged (to stderr).
+  Logger.overrideLogger(['warn', 'error']);
+  const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 2 });
+  // An idle connection that dies is replaced on the next query, whose failure is the one reported.
+  pool.on('error', () => undefined);
+  const schema = new MetadataSchema(pool);
+  const events = new MetadataEventsService(pool, config);
+  const roles = new RoleCatalogService(config);
+  const users = new UsersService(pool, config, schema, events, roles);
+  const admin = new UserAdminService(pool, schema, roles, events, users);
+  try {
+    await run(command, admin);
+    return 0;
+  } finally {
+    await roles.close();
+    // Fails only when already ended.
+    await pool.end().catch(() => undefined);
+  }
+}
+
+async function run(command: Exclude<CliCommand, { kind: 'help' }>, admin: UserAdminService) {
+  switch (command.kind) {
+    case 'users-list': {
+      const list = await admin.list();
+      process.stdout.write(command.json ? `${JSON.stringify(list, null, 2)}\n` : table(list));
+      return;
+    }
+    case 'users-add': {
+      const user = await validateAs(CreateUserDto, {
+        username: command.username,
+        role: command.role,
+        admin: command.admin,
+        read_only: command.readOnly,
+        enabled: command.enabled,
+        password: await readPassword(),
+      });
+      const created = await admin.create(user);
+      process.stdout.write(`added user ${created.username} (role ${created.role})\n`);
+      return;
+    }
+    case 'users-set': {
+      const change = await validateAs(UpdateUserDto, {
+        role: command.role,
+        admin: command.admin,
+        read_only: command.readOnly,
+        enabled: command.enabled,
+        password: command.password ? await readPassword() : undefined,
+      });
+      const updated = await admin.update(command.username, change);
+      process.stdout.write(`updated user ${updated.username}\n`);
+      return;
+    }
+    case 'users-remove':
+      await admin.remove(command.username);
+      process.stdout.write(`removed user ${command.username}\n`);
+      return;
+  }
+}
+
+/** Without DATABASE_URL: the embedded PostgreSQL of standalone mode, from its state file. */
+function connections(config: SluiceConfig): SluiceConfig {
+  const file = join(config.dataDir, 'standalone.json');
+  if (config.databaseUrl) {
+    // Standalone on the operator's own PostgreSQL keeps its generated key in the state file.
+    if (config.credentialKey || config.redisUrl || !existsSync(file)) return config;
+    return { ...config, credentialKey: loadStandaloneState(config.dataDir).credentialKey };
+  }
+  if (!existsSync(file)) {
+    throw new ConfigError(
+      'DATABASE_URL',
+      `is not set and ${file} does not exist: set DATABASE_URL, or start Sluice once (npm start)`,
+    );
+  }
+  const state = loadStandaloneState(config.dataDir);
+  return {
+    ...config,
+    ...embeddedUrls(state, config.embeddedPgPort),
+    credentialKey: state.credentialKey,
+  };
+}
+
+function table(users: UserDto[]): string {
+  const rows = [
+    ['USERNAME', 'ROLE', 'ADMIN', 'READ_ONLY', 'ENABLED'],
+    ...users.map((u) => [u.username, u.role, yes(u.admin), yes(u.read_only), yes(u.enabled)]),
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows
+    .map(
+      (r) =>
+        r
+          .map((c, i) => c.padEnd(widths[i]))
+          .join('  ')
+          .trimEnd() + '\n',
+    )
+    .join('');
+}
+
+const yes = (flag: boolean) => (flag ? 'yes' : 'no');

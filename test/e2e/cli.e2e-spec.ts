@@ -1,0 +1,261 @@
+import { ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { closeDb, db, e2eEnv, eventually } from './support/client';
+import { ROOT, randomName } from './support/service';
+
+/** The built binary, as `npx sluice` runs it from a checkout. */
+const BIN = join(
+  ROOT,
+  (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: { sluice: string } }).bin
+    .sluice,
+);
+
+let home: string;
+let work: string;
+
+/** The environment of a user's shell: a config dir of its own, the service's URL. */
+function userEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, 'config'),
+    SLUICE_URL: e2eEnv().baseUrl,
+    ...extra,
+  };
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `sluice …` piped (no terminal), to its end. */
+async function sluice(args: string[], env = userEnv(), input = ''): Promise<Run> {
+  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  return finished(child, input);
+}
+
+async function finished(child: ChildProcess, input = ''): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdin?.end(input);
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { code, stdout, stderr };
+}
+
+/** Runs `sluice …` in a pseudo-terminal (util-linux script): what a terminal would show. */
+async function inTerminal(args: string, env = userEnv()): Promise<Run> {
+  const command = `${process.execPath} ${BIN} ${args}`;
+  const child = spawn('script', ['-qfec', command, '/dev/null'], {
+    env: { ...env, TERM: 'xterm', COLUMNS: '120' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  return finished(child);
+}
+
+/** The backend running a statement that carries `marker`, as Sluice names it (sluice:<id>). */
+async function backendWith(marker: string): Promise<string | undefined> {
+  const { rows } = await db().query<{ name: string }>(
+    `select application_name as name from pg_stat_activity
+      where application_name like 'sluice:%' and query like '%' || $1 || '%'
+        and query not like '%pg_stat_activity%'`,
+    [marker],
+  );
+  return rows[0]?.name;
+}
+
+async function backendsNamed(name: string): Promise<number> {
+  const { rows } = await db().query<{ n: number }>(
+    'select count(*)::int as n from pg_stat_activity where application_name = $1',
+    [name],
+  );
+  return rows[0].n;
+}
+
+beforeAll(async () => {
+  home = mkdtempSync(join(tmpdir(), 'sluice-cli-home-'));
+  work = mkdtempSync(join(tmpdir(), 'sluice-cli-work-'));
+  const env = e2eEnv();
+  const login = await sluice(
+    ['login'],
+    userEnv({ SLUICE_USER: env.adminUser, SLUICE_PASSWORD: env.adminPassword }),
+  );
+  expect(login).toMatchObject({ code: 0, stdout: '' });
+});
+
+afterAll(async () => {
+  rmSync(home, { recursive: true, force: true });
+  rmSync(work, { recursive: true, force: true });
+  await closeDb();
+});
+
+describe('sluice (the command line)', () => {
+  it('logs in from the environment without a terminal, keeping the token 0600 and never the password', () => {
+    const file = join(home, 'config', 'sluice', 'credentials.json');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const stored = JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
+    expect(stored).toEqual({
+      url: e2eEnv().baseUrl,
+      username: e2eEnv().adminUser,
+      token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/),
+    });
+    expect(readFileSync(file, 'utf8')).not.toContain(e2eEnv().adminPassword);
+  });
+
+  it('writes clean CSV when piped, with no progress line', async () => {
+    const run = await sluice([
+      'query',
+      "select g, 'a,b' as s, null::int as z from generate_series(1, 3) g",
+    ]);
+    expect(run).toEqual({
+      code: 0,
+      stdout: 'g,s,z\r\n1,"a,b",\r\n2,"a,b",\r\n3,"a,b",\r\n',
+      stderr: '',
+    });
+  });
+
+  it('takes the statement from a file, {name} values from --param, and writes JSON or NDJSON', async () => {
+    const file = join(work, 'q.sql');
+    writeFileSync(file, 'select {n}::int + 1 as n, {s}::text as s, {j}::jsonb as j');
+    const args = [
+      'query',
+      '-f',
+      file,
+      '--param',
+      'n=41',
+      '--param',
+      's=hello',
+      '-p',
+      'j={"k":[1]}',
+    ];
+    const json = await sluice([...args, '--format', 'json']);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual([{ n: 42, s: 'hello', j: { k: [1] } }]);
+    const ndjson = await sluice([...args, '--format', 'ndjson']);
+    expect(ndjson.stdout).toBe('{"n":42,"s":"hello","j":{"k":[1]}}\n');
+  });
+
+  it('prints the reason, SQLSTATE and query id of an error, with its exit code', async () => {
+    const early = await sluice(['query', 'select * from no_such_table_cli']);
+    expect(early.code).toBe(1);
+    expect(early.stderr).toMatch(/no_such_table_cli/);
+    expect(early.stderr).toMatch(/SQLSTATE 42P01 {2}vendor code -600 {2}HTTP 400/);
+    const late = await sluice([
+      'query',
+      '--format',
+      'ndjson',
+      'select 1 / (5000 - g) as x from generate_series(1, 10000) g',
+    ]);
+    expect(late.code).toBe(1);
+    expect(late.stderr).toMatch(/division by zero/);
+    expect(late.stderr).toMatch(/SQLSTATE 22012 .*query id [0-9a-f-]{36}/);
+    const usage = await sluice(['query', '--format', 'xml', 'select 1']);
+    expect(usage.code).toBe(2);
+    const nobody = await sluice(['queries'], { ...userEnv(), XDG_CONFIG_HOME: join(work, 'none') });
+    expect(nobody.code).toBe(3);
+    expect(nobody.stderr).toMatch(/not logged in/);
+  });
+
+  it('lists queries, and cancels one by id', async () => {
+    const listed = await sluice(['queries', '--json']);
+    expect(listed.code).toBe(0);
+    const queries = JSON.parse(listed.stdout) as { query_id: string }[];
+    expect(queries.length).toBeGreaterThan(0);
+    const cancelled = await sluice(['cancel', queries[0].query_id]);
+    expect(cancelled.code).toBe(0);
+    expect(cancelled.stdout).toMatch(new RegExp(`^${queries[0].query_id} [a-z]+\n$`));
+    const unknown = await sluice(['cancel', '00000000-0000-4000-8000-000000000000']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/HTTP 404/);
+  });
+
+  it('shows an aligned table and a progress line on a terminal, and ends the line cleanly', async () => {
+    const table = await inTerminal(`query "select 1 as a, 'x' as bee"`);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/│ a │ bee │/);
+    expect(table.stdout).toMatch(/│ 1 │ x {3}│/);
+    expect(table.stdout).toMatch(/\(1 row\)/);
+
+    const out = join(work, 'slow.csv');
+    const run = await inTerminal(
+      `export "select g, case when g % 40000 = 0 then pg_sleep(0.3) end as s from generate_series(1, 200000) g" -o ${out}`,
+    );
+    expect(run.code).toBe(0);
+    // stdout has nothing here: what the terminal shows is stderr's progress line.
+    const text = run.stdout;
+    const line = /(\d[\d,]*) rows {2}[\d.]+ [kMG]?B {2}[\d.]+ [kMG]?B\/s {2}\d+:\d\d/;
+    expect(text).toMatch(line);
+    // The last drawing has every row, then the line ends and the cursor is shown again.
+    const drawings = [...text.matchAll(new RegExp(line, 'g'))];
+    expect(drawings.at(-1)![1]).toBe('200,000');
+    expect(text).toContain('\u001b[?25h');
+    expect(text.endsWith('\n')).toBe(true);
+    expect(readFileSync(out, 'utf8').split('\r\n').length).toBe(200_002);
+  });
+
+  it('cancels the query on the server on Ctrl-C during an export, exits 130 and leaves no partial file', async () => {
+    const marker = randomName('cli_sigint');
+    const dir = mkdtempSync(join(work, 'sigint-'));
+    // CSV: its first bytes come with the first rows, so the interrupt lands mid-file.
+    const out = join(dir, 'out.csv');
+    const child = spawn(
+      process.execPath,
+      [
+        BIN,
+        'export',
+        `select g, pg_sleep(0.0005), '${marker}' as m from generate_series(1, 1000000) g`,
+        '-o',
+        out,
+      ],
+      { env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const done = finished(child);
+    const backend = await eventually(() => backendWith(marker), 20_000);
+    // Let bytes reach the temporary file first.
+    await eventually(
+      () => Promise.resolve(readdirSync(dir).some((f) => f.endsWith('.part')) ? true : undefined),
+      20_000,
+    );
+    child.kill('SIGINT');
+    const run = await done;
+    expect(run.code).toBe(130);
+    expect(run.stderr).toMatch(/interrupted/);
+    expect(run.stderr).toMatch(new RegExp(`query id ${backend.slice('sluice:'.length)}`));
+    await eventually(async () => ((await backendsNamed(backend)) === 0 ? true : undefined));
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('exports 1M rows to a Parquet file that a Parquet reader reads back whole', async () => {
+    const out = join(work, 'million.parquet');
+    const run = await sluice([
+      'export',
+      'select g, md5(g::text) as h from generate_series(1, 1000000) g',
+      '-o',
+      out,
+    ]);
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    expect(readdirSync(work).filter((f) => f.startsWith('.million'))).toEqual([]);
+    const reader = `
+      const { parquetMetadata, parquetReadObjects } = require('hyparquet');
+      const data = require('node:fs').readFileSync(process.argv[1]);
+      const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
+      parquetReadObjects({ file }).then((rows) => process.stdout.write(JSON.stringify({
+        numRows: Number(parquetMetadata(file).num_rows), read: rows.length,
+        first: rows[0], last: rows[rows.length - 1],
+      }, (k, v) => typeof v === 'bigint' ? Number(v) : v)));`;
+    const read = spawnSync(process.execPath, ['-e', reader, out], { cwd: ROOT, encoding: 'utf8' });
+    expect(read.stderr).toBe('');
+    expect(JSON.parse(read.stdout)).toEqual({
+      numRows: 1_000_000,
+      read: 1_000_000,
+      first: { g: 1, h: 'c4ca4238a0b923820dcc509a6f75849b' },
+      last: { g: 1_000_000, h: expect.stringMatching(/^[0-9a-f]{32}$/) },
+    });
+  });
+});
