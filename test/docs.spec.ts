@@ -14,7 +14,11 @@ import {
   pgErrorKind,
 } from '@app/contracts';
 import { RedisKeys } from '@app/transport';
+import { SluiceClient } from '@app/client';
 import { parseCli } from '../apps/api/src/cli/cli.args';
+import { cliProgram } from '../apps/api/src/cli/cli.program';
+import type { ClientCommands } from '../apps/api/src/cli/client.commands';
+import { EXIT_CODES } from '../apps/api/src/cli/exit.codes';
 import { DASHBOARD_PATH } from '../apps/api/src/admin/queue-dashboard.service';
 
 /**
@@ -618,6 +622,76 @@ describe('the documents', () => {
     for (const note of ['DESIGN', 'STYLE'].map((n) => `${n}.md`)) {
       expect({ note, mentioned: everything.includes(note) }).toEqual({ note, mentioned: false });
     }
+  });
+});
+
+/** The words of a shell command line, as far as the documents quote them ('…' and "…"). */
+function shellWords(line: string): string[] {
+  return [...line.matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]);
+}
+
+describe('docs/cli.md and the sluice examples', () => {
+  const cli = read('docs/cli.md');
+
+  it('lists every exit code the command uses, and no other', () => {
+    const codes = column(table(section(cli, 'Errors and exit codes'), ['Code', 'Meaning']), 'Code');
+    expect(codes.map((c) => Number(untick(c))).sort((a, b) => a - b)).toEqual(
+      Object.values(EXIT_CODES).sort((a, b) => a - b),
+    );
+  });
+
+  it('show only sluice command lines that the command takes', async () => {
+    const documents = [...DOCUMENTS, 'libs/client/README.md'];
+    let checked = 0;
+    for (const file of documents) {
+      for (const line of codeLines(read(file))) {
+        const at = line.indexOf('npx sluice ');
+        if (at < 0) continue;
+        const argv = shellWords(line.slice(at + 'npx sluice '.length));
+        let ran: string | undefined;
+        // Every action only notes that it was reached: nothing is run.
+        const client = new Proxy({} as ClientCommands, {
+          get: (_target, name) => () => Promise.resolve((ran = String(name))),
+        });
+        const program = cliProgram({
+          client: () => client,
+          users: (args) => {
+            expect(() => parseCli(args)).not.toThrow();
+            ran = 'users';
+            return Promise.resolve(0);
+          },
+          exitCode: () => undefined,
+        }).configureOutput({ writeErr: () => undefined, writeOut: () => undefined });
+        await expect(program.parseAsync(argv, { from: 'user' })).resolves.toBeDefined();
+        expect({ file, line, ran: ran !== undefined }).toEqual({ file, line, ran: true });
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(10);
+  });
+
+  it("use only the client's own methods in their TypeScript examples", () => {
+    let checked = 0;
+    for (const file of ['README.md', 'libs/client/README.md']) {
+      const md = read(file);
+      const blocks = [...md.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+      expect(blocks.length).toBeGreaterThan(0);
+      for (const code of blocks) {
+        for (const m of code.matchAll(/\bsluice\.(\w+)\(/g)) {
+          expect({
+            file,
+            method: m[1],
+            found: typeof SluiceClient.prototype[m[1] as keyof SluiceClient],
+          }).toEqual({
+            file,
+            method: m[1],
+            found: 'function',
+          });
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(6);
   });
 });
 

@@ -157,6 +157,8 @@ describe('sluice (the command line)', () => {
     expect(late.stderr).toMatch(/SQLSTATE 22012 .*query id [0-9a-f-]{36}/);
     const usage = await sluice(['query', '--format', 'xml', 'select 1']);
     expect(usage.code).toBe(2);
+    const help = await sluice(['users', 'help']);
+    expect(help).toMatchObject({ code: 0, stdout: expect.stringMatching(/^Usage: sluice users/) });
     const nobody = await sluice(['queries'], { ...userEnv(), XDG_CONFIG_HOME: join(work, 'none') });
     expect(nobody.code).toBe(3);
     expect(nobody.stderr).toMatch(/not logged in/);
@@ -241,6 +243,15 @@ describe('sluice (the command line)', () => {
     ]);
     expect(run).toMatchObject({ code: 0, stderr: '' });
     expect(readdirSync(work).filter((f) => f.startsWith('.million'))).toEqual([]);
+    const listed = JSON.parse((await sluice(['queries', '--json'])).stdout) as {
+      statement: string;
+      lane: string;
+      rows: number;
+    }[];
+    expect(listed.find((q) => q.statement.includes('md5(g::text)'))).toMatchObject({
+      lane: 'export',
+      rows: 1_000_000,
+    });
     const reader = `
       const { parquetMetadata, parquetReadObjects } = require('hyparquet');
       const data = require('node:fs').readFileSync(process.argv[1]);

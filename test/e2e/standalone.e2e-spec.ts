@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
-import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
+import { ROOT, ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 
 const run = promisify(execFile);
 
@@ -56,7 +56,7 @@ describe('standalone mode (npm start)', () => {
   let pgPort = 0;
   let state: { adminPassword: string; superuserPassword: string };
 
-  it('serves with no configuration, prints a curl example that returns rows, restarts on the same data and stops its PostgreSQL', async () => {
+  it('serves with no configuration, prints sluice and curl examples that return rows, restarts on the same data and stops its PostgreSQL', async () => {
     const port = await freePort();
     pgPort = await freePort();
     proc = await startStandalone(dataDir, port, pgPort);
@@ -75,6 +75,24 @@ describe('standalone mode (npm start)', () => {
     const body = JSON.parse(stdout) as { data: unknown[][]; status: { sql_state: string } };
     expect(body.status.sql_state).toBe('00000');
     expect(body.data[0]).toEqual(['Tokyo', 'Japan', 37194000]);
+
+    // The sluice lines too, without a terminal: the password comes from the environment.
+    const sluiceLines = output
+      .split('\n')
+      .filter((l) => /^\s+npx sluice /.test(l))
+      .map((l) => l.trim());
+    expect(sluiceLines).toHaveLength(2);
+    const home = join(dataDir, 'home');
+    const viaSluice = await run('bash', ['-c', sluiceLines.join(' && ')], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: home,
+        XDG_CONFIG_HOME: join(home, 'config'),
+        SLUICE_PASSWORD: state.adminPassword,
+      },
+    });
+    expect(viaSluice.stdout).toMatch(/^name,country,population\r\nTokyo,Japan,37194000\r\n/);
 
     // Something made in the first run is still there after a restart, with the same password.
     const token = /TOKEN=\$\(curl -s (\S+) .* -d '([^']+)'/.exec(lines[0])!;

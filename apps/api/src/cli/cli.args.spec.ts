@@ -33,6 +33,8 @@ describe('parseCli', () => {
       username: 'alice',
     });
     expect(parseCli([])).toEqual({ kind: 'help' });
+    expect(parseCli(['users', 'help'])).toEqual({ kind: 'help' });
+    expect(parseCli(['users', '--help'])).toEqual({ kind: 'help' });
   });
 
   it.each([

@@ -140,6 +140,7 @@ export function parseCli(argv: string[]): CliCommand {
     return { kind: 'help' };
   }
   if (group !== 'users') throw new UsageError(`unknown command ${group}`);
+  if (command === 'help' || command === '--help' || command === '-h') return { kind: 'help' };
   switch (command) {
     case 'list':
     case 'ls': {

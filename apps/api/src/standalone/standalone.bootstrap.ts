@@ -35,7 +35,7 @@ export async function prepareStandalone(config: SluiceConfig): Promise<PreparedS
   return { config: next, embedded, generatedPassword };
 }
 
-/** What `npm start` prints: where it serves, how to log in, and a query to paste. */
+/** What `npm start` prints: where it serves, how to log in, and queries to paste (sluice, curl). */
 export function banner(prepared: PreparedSettings, url: string): string {
   const { config, embedded, generatedPassword } = prepared;
   // A password the operator chose is never echoed: only one generated here is shown.
@@ -53,7 +53,11 @@ export function banner(prepared: PreparedSettings, url: string): string {
     `Sluice is serving on ${url}  (standalone: in-process queue${embedded ? ', embedded PostgreSQL' : ''})`,
     `  admin user: ${config.adminUser}   password: ${shownPassword}`,
     '',
-    '  Try it:',
+    '  Try it with the sluice command (it asks for the password):',
+    `    npx sluice login --url ${url} --user ${config.adminUser}`,
+    `    npx sluice query "${statement}"`,
+    '',
+    '  Or with curl:',
     `    TOKEN=$(curl -s ${url}/v1/login -H 'content-type: application/json' -d '${login}' | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`,
     `    curl -s ${url}/v1/execute -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"statement":"${statement}"}'`,
     '',
