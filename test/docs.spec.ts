@@ -553,12 +553,10 @@ describe('the documents', () => {
       }
       for (const m of text.matchAll(/\bnpm (start|test)\b/g)) expect(scripts).toHaveProperty(m[1]);
       for (const line of codeLines(text)) {
-        const at = line.indexOf('npm run sluice -- ');
+        // The users commands, as npx runs them from a checkout (or through the npm script).
+        const at = line.search(/(npm run sluice -- |npx sluice )users /);
         if (at < 0) continue;
-        const argv = line
-          .slice(at + 'npm run sluice -- '.length)
-          .trim()
-          .split(/\s+/);
+        const argv = line.slice(line.indexOf('users ', at)).trim().split(/\s+/);
         expect(() => parseCli(argv)).not.toThrow();
         cli++;
       }

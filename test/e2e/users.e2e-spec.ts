@@ -36,14 +36,14 @@ async function tokenOf(u: TestUser): Promise<string> {
   return res.json.access_token as string;
 }
 
-/** `npm run sluice -- …` against the suite's database, with `input` on stdin. */
+/** `npx sluice …` (the checkout's bin) against the suite's database, with `input` on stdin. */
 function cli(
   args: string[],
   input = '',
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env = e2eEnv();
   return new Promise((resolve, reject) => {
-    const child = spawn('npm', ['run', '--silent', 'sluice', '--', ...args], {
+    const child = spawn('npx', ['sluice', ...args], {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH ?? '',
