@@ -83,6 +83,7 @@ describe(SluiceClient.name, () => {
     expect(n).toBe(2500);
     expect(stream.queryId).toMatch(/^[0-9a-f-]{36}$/);
     expect(stream.status).toMatchObject({ sql_state: '00000', row_count: 2500 });
+    expect(stream.bytes).toBeGreaterThan(2500 * 2);
   });
 
   it('throws one error class with the HTTP status, SQLSTATE, vendor code and query id', async () => {

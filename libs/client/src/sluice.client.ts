@@ -33,6 +33,8 @@ export interface RowStream<R extends Row = Row> extends AsyncIterable<R> {
   readonly schema: Column[] | undefined;
   /** The final status, once the iteration has ended. */
   readonly status: QueryStatus | undefined;
+  /** Bytes of the response body received so far (for progress). */
+  readonly bytes: number;
 }
 
 const DEFAULT_MARGIN_MS = 60_000;
@@ -105,11 +107,21 @@ export class SluiceClient {
     params?: Params,
     options: QueryOptions = {},
   ): RowStream<R> {
-    const state: { queryId?: string; schema?: Column[]; status?: QueryStatus } = {};
+    const state: { queryId?: string; schema?: Column[]; status?: QueryStatus; bytes: number } = {
+      bytes: 0,
+    };
     const rows = async function* (client: SluiceClient): AsyncGenerator<R> {
       const res = await client.execute(sql, params, options, EXPORT_FORMATS.ndjson);
       const httpStatus = res.status;
-      for await (const line of client.guard(ndjsonLines(res.body!), options.signal, state)) {
+      const counted = res.body!.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, controller) {
+            state.bytes += chunk.byteLength;
+            controller.enqueue(chunk);
+          },
+        }),
+      );
+      for await (const line of client.guard(ndjsonLines(counted), options.signal, state)) {
         if (state.status) {
           throw new SluiceClientError('the stream went on after its final status line', {
             kind: 'protocol',
@@ -157,6 +169,9 @@ export class SluiceClient {
       },
       get status() {
         return state.status;
+      },
+      get bytes() {
+        return state.bytes;
       },
     };
   }

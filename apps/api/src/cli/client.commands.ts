@@ -119,7 +119,7 @@ export class ClientCommands {
           } else {
             rows.push(row);
           }
-          progress.update({ rows: ++count });
+          progress.update({ rows: ++count, bytes: stream.bytes });
         }
         progress.stop();
         const schema = stream.schema ?? [];
