@@ -108,6 +108,37 @@ describe('sluice (the command line)', () => {
     expect(readFileSync(file, 'utf8')).not.toContain(e2eEnv().adminPassword);
   });
 
+  it('asks for the password on a terminal without echoing it, and keeps only the token', async () => {
+    const env = e2eEnv();
+    const config = join(work, 'tty-config');
+    const child = spawn(
+      'script',
+      [
+        '-qfec',
+        `${process.execPath} ${BIN} login --url ${env.baseUrl} --user ${env.adminUser}`,
+        '/dev/null',
+      ],
+      {
+        env: { ...userEnv(), XDG_CONFIG_HOME: config, TERM: 'xterm' },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
+    let shown = '';
+    child.stdout.on('data', (d: Buffer) => (shown += d.toString()));
+    await eventually(() => Promise.resolve(shown.includes('Password: ') ? true : undefined));
+    // Typed once the prompt is up, as a person would.
+    await new Promise((r) => setTimeout(r, 300));
+    child.stdin.write(`${env.adminPassword}\r`);
+    const [code] = (await once(child, 'close')) as [number | null];
+    child.stdin.destroy();
+    expect(code).toBe(0);
+    expect(shown).toMatch(/logged in to/);
+    expect(shown).not.toContain(env.adminPassword);
+    const file = join(config, 'sluice', 'credentials.json');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(readFileSync(file, 'utf8')).not.toContain(env.adminPassword);
+  });
+
   it('writes clean CSV when piped, with no progress line', async () => {
     const run = await sluice([
       'query',
