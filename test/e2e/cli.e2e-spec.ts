@@ -1,9 +1,18 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { closeDb, db, e2eEnv, eventually } from './support/client';
+import { closeDb, db, e2eEnv, eventually, request } from './support/client';
+import { claimsOf, signToken } from './support/users';
 import { ROOT, randomName } from './support/service';
 
 /** The built binary, as `npx sluice` runs it from a checkout. */
@@ -139,6 +148,36 @@ describe('sluice (the command line)', () => {
     expect(readFileSync(file, 'utf8')).not.toContain(env.adminPassword);
   });
 
+  it('refreshes the stored token before it expires, and keeps the new one', async () => {
+    const config = join(work, 'refresh-config');
+    const res = await request(
+      { username: e2eEnv().adminUser, password: e2eEnv().adminPassword },
+      { path: '/v1/login', baseUrl: e2eEnv().baseUrl },
+    );
+    // A real login's token, re-signed to expire in 3 s.
+    const now = Math.floor(Date.now() / 1000);
+    const short = signToken(
+      { ...claimsOf(res.json.access_token), iat: now, exp: now + 3 },
+      e2eEnv().jwtSecret,
+    );
+    mkdirSync(join(config, 'sluice'), { recursive: true });
+    const file = join(config, 'sluice', 'credentials.json');
+    writeFileSync(
+      file,
+      JSON.stringify({ url: e2eEnv().baseUrl, username: e2eEnv().adminUser, token: short }),
+      { mode: 0o600 },
+    );
+    // Past half its life: the next command refreshes it first.
+    await new Promise((r) => setTimeout(r, 1_700));
+    const env = { ...userEnv(), XDG_CONFIG_HOME: config };
+    expect((await sluice(['query', 'select 1 as one'], env)).code).toBe(0);
+    const kept = (JSON.parse(readFileSync(file, 'utf8')) as { token: string }).token;
+    expect(kept).not.toBe(short);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    await new Promise((r) => setTimeout(r, Math.max(0, (now + 4) * 1000 - Date.now())));
+    expect((await sluice(['query', 'select 2 as two'], env)).stdout).toBe('two\r\n2\r\n');
+  });
+
   it('writes clean CSV when piped, with no progress line', async () => {
     const run = await sluice([
       'query',
@@ -170,6 +209,14 @@ describe('sluice (the command line)', () => {
     expect(JSON.parse(json.stdout)).toEqual([{ n: 42, s: 'hello', j: { k: [1] } }]);
     const ndjson = await sluice([...args, '--format', 'ndjson']);
     expect(ndjson.stdout).toBe('{"n":42,"s":"hello","j":{"k":[1]}}\n');
+    const stdin = await sluice(
+      ['query', '-f', '-', '--max-rows', '2'],
+      userEnv(),
+      'select generate_series(1, 5) as g',
+    );
+    expect(stdin).toMatchObject({ code: 0, stdout: 'g\r\n1\r\n2\r\n' });
+    const exported = await sluice(['export', 'select 1 as n', '--format', 'csv']);
+    expect(exported).toMatchObject({ code: 0, stdout: 'n\r\n1\r\n', stderr: '' });
   });
 
   it('prints the reason, SQLSTATE and query id of an error, with its exit code', async () => {
@@ -193,6 +240,11 @@ describe('sluice (the command line)', () => {
     const nobody = await sluice(['queries'], { ...userEnv(), XDG_CONFIG_HOME: join(work, 'none') });
     expect(nobody.code).toBe(3);
     expect(nobody.stderr).toMatch(/not logged in/);
+    const byEnv = await sluice(['query', 'select 1 as one'], {
+      ...userEnv({ SLUICE_USER: e2eEnv().adminUser, SLUICE_PASSWORD: e2eEnv().adminPassword }),
+      XDG_CONFIG_HOME: join(work, 'none'),
+    });
+    expect(byEnv).toMatchObject({ code: 0, stdout: 'one\r\n1\r\n' });
   });
 
   it('lists queries, and cancels one by id', async () => {

@@ -220,7 +220,7 @@ describe(SluiceClient.name, () => {
     // A real login's token, re-signed to expire in 3 s instead of the server's hour.
     const real = claimsOf(await login(user.username, user.password));
     const now = Math.floor(Date.now() / 1000);
-    const short = signToken({ ...real, exp: now + 3 }, e2eEnv().jwtSecret);
+    const short = signToken({ ...real, iat: now, exp: now + 3 }, e2eEnv().jwtSecret);
     const seen: string[] = [];
     const client = new SluiceClient({
       url: e2eEnv().baseUrl,

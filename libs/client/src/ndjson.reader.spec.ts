@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { tokenExpiry } from './jwt.claims';
+import { tokenTimes } from './jwt.claims';
 import { ndjsonLines } from './ndjson.reader';
 
 function streamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
@@ -29,14 +29,17 @@ describe('ndjsonLines', () => {
   });
 });
 
-describe('tokenExpiry', () => {
-  it("reads a JWT's exp in ms, and nothing from what is not a JWT", () => {
-    const payload = Buffer.from(JSON.stringify({ sub: 'ü', exp: 1_900_000_000 })).toString(
-      'base64url',
-    );
-    expect(tokenExpiry(`h.${payload}.s`)).toBe(1_900_000_000_000);
-    expect(tokenExpiry('opaque')).toBeUndefined();
-    expect(tokenExpiry('a.!!!.b')).toBeUndefined();
+describe('tokenTimes', () => {
+  it("reads a JWT's iat and exp in ms, and nothing from what is not a JWT", () => {
+    const payload = Buffer.from(
+      JSON.stringify({ sub: 'ü', iat: 1_899_996_400, exp: 1_900_000_000 }),
+    ).toString('base64url');
+    expect(tokenTimes(`h.${payload}.s`)).toEqual({
+      issuedAt: 1_899_996_400_000,
+      expiresAt: 1_900_000_000_000,
+    });
+    expect(tokenTimes('opaque')).toEqual({});
+    expect(tokenTimes('a.!!!.b')).toEqual({});
   });
 });
 

@@ -11,7 +11,7 @@ import {
   type Row,
   type SluiceClientOptions,
 } from './client.types';
-import { tokenExpiry } from './jwt.claims';
+import { tokenTimes } from './jwt.claims';
 import { ndjsonLines } from './ndjson.reader';
 import { SluiceClientError } from './sluice-client.error';
 
@@ -314,8 +314,10 @@ export class SluiceClient {
 
   private adopt(token: string): void {
     this.token = token;
-    this.expiresAt = tokenExpiry(token);
-    this.issuedAt = Date.now();
+    const times = tokenTimes(token);
+    this.expiresAt = times.expiresAt;
+    // A stored token was issued before this client saw it: its own iat says when.
+    this.issuedAt = times.issuedAt ?? Date.now();
     this.options.onToken?.(token);
   }
 
