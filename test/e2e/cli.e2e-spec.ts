@@ -12,7 +12,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeDb, db, e2eEnv, eventually, request } from './support/client';
-import { claimsOf, signToken } from './support/users';
+import { claimsOf, executeAs, signToken } from './support/users';
 import { ROOT, randomName } from './support/service';
 
 /** The built binary, as `npx sluice` runs it from a checkout. */
@@ -154,10 +154,11 @@ describe('sluice (the command line)', () => {
       { username: e2eEnv().adminUser, password: e2eEnv().adminPassword },
       { path: '/v1/login', baseUrl: e2eEnv().baseUrl },
     );
-    // A real login's token, re-signed to expire in 3 s.
+    // A real login's token, re-signed to have 20 s left of a 40 s life: past half of it, so a
+    // refresh is due (a process that starts slowly still has ample time before it expires).
     const now = Math.floor(Date.now() / 1000);
     const short = signToken(
-      { ...claimsOf(res.json.access_token), iat: now, exp: now + 3 },
+      { ...claimsOf(res.json.access_token), iat: now - 20, exp: now + 20 },
       e2eEnv().jwtSecret,
     );
     mkdirSync(join(config, 'sluice'), { recursive: true });
@@ -167,14 +168,13 @@ describe('sluice (the command line)', () => {
       JSON.stringify({ url: e2eEnv().baseUrl, username: e2eEnv().adminUser, token: short }),
       { mode: 0o600 },
     );
-    // Past half its life: the next command refreshes it first.
-    await new Promise((r) => setTimeout(r, 1_700));
     const env = { ...userEnv(), XDG_CONFIG_HOME: config };
     expect((await sluice(['query', 'select 1 as one'], env)).code).toBe(0);
     const kept = (JSON.parse(readFileSync(file, 'utf8')) as { token: string }).token;
     expect(kept).not.toBe(short);
     expect(statSync(file).mode & 0o777).toBe(0o600);
-    await new Promise((r) => setTimeout(r, Math.max(0, (now + 4) * 1000 - Date.now())));
+    // The refresh revoked the old token; the kept one works for the next command.
+    expect((await executeAs(short, { statement: 'select 1' })).status).toBe(401);
     expect((await sluice(['query', 'select 2 as two'], env)).stdout).toBe('two\r\n2\r\n');
   });
 

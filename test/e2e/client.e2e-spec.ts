@@ -197,6 +197,23 @@ describe(SluiceClient.name, () => {
     });
   });
 
+  it('follows a 202 to the kept result when the statement outlasts waitTimeout', async () => {
+    const client = admin();
+    const result = await client.query('select 42 as n from pg_sleep(1.2)', undefined, {
+      waitTimeout: 100,
+    });
+    expect(result.rows).toEqual([[42]]);
+    const csv = await client.export('select 7 as n from pg_sleep(1.2)', undefined, 'csv', {
+      waitTimeout: 100,
+    });
+    expect(await new Response(csv.body).text()).toBe('n\r\n7\r\n');
+    // Only a query answered 202 keeps its result at a URL of its own.
+    const listed = await client.queries();
+    for (const queryId of [result.queryId, csv.queryId]) {
+      expect(listed.find((q) => q.query_id === queryId)?.result_url).toContain(queryId);
+    }
+  });
+
   it('gives an export as the raw bytes of its format', async () => {
     const result = await admin().export(
       'select g as n from generate_series(1, 3) g',
@@ -217,10 +234,11 @@ describe(SluiceClient.name, () => {
     roles.push(role);
     const user = await createUser({ role });
     users.push(user.username);
-    // A real login's token, re-signed to expire in 3 s instead of the server's hour.
+    // A real login's token, re-signed to live 6 s instead of the server's hour (4 to 6 s left).
     const real = claimsOf(await login(user.username, user.password));
     const now = Math.floor(Date.now() / 1000);
-    const short = signToken({ ...real, iat: now, exp: now + 3 }, e2eEnv().jwtSecret);
+    const exp = now + 5;
+    const short = signToken({ ...real, iat: now - 1, exp }, e2eEnv().jwtSecret);
     const seen: string[] = [];
     const client = new SluiceClient({
       url: e2eEnv().baseUrl,
@@ -229,12 +247,13 @@ describe(SluiceClient.name, () => {
     });
     expect((await client.query('select 1 as one')).rows).toEqual([[1]]);
     expect(client.accessToken).toBe(short);
-    // Past half the token's life the client refreshes it before sending.
-    await new Promise((r) => setTimeout(r, 1_700));
+    // Past half the token's life (3 s before its end) the client refreshes it before sending,
+    // with time to spare for a slow request.
+    await new Promise((r) => setTimeout(r, exp * 1000 - 2_800 - Date.now()));
     expect((await client.query('select 2 as two')).rows).toEqual([[2]]);
     expect(client.accessToken).not.toBe(short);
     // Past the first token's expiry: it is refused, the client's current one is not.
-    await new Promise((r) => setTimeout(r, Math.max(0, (now + 4) * 1000 - Date.now())));
+    await new Promise((r) => setTimeout(r, Math.max(0, (exp + 1) * 1000 - Date.now())));
     expect((await executeAs(short, { statement: 'select 1' })).status).toBe(401);
     expect((await client.query('select 3 as three')).rows).toEqual([[3]]);
     expect(seen).toEqual([short, client.accessToken]);

@@ -45,6 +45,8 @@ export interface QueryInfo {
   rows: number;
   bytes: number;
   status: QueryStatus | null;
+  /** Where the kept result of a query sent with `waitTimeout` is fetched, or null. */
+  result_url?: string | null;
 }
 
 /** Byte formats of `export()`, each with its media type. */
@@ -63,9 +65,8 @@ export type Params = Record<string, JsonValue>;
 
 /**
  * Per-statement options. The request fields map one to one onto `POST /v1/execute`'s.
- * Where the server gains async execution (202 + Location), resumable results (Range) and
- * idempotency keys, their switches join this object (`wait`, `resume`, `idempotencyKey`) so that
- * no signature changes.
+ * Resuming a cut download (Range on a kept result) and idempotency keys are to join this object
+ * (`resume`, `idempotencyKey`) so that no signature changes.
  */
 export interface QueryOptions {
   /** Aborting it ends the request; the server cancels the statement when the client goes away. */
@@ -79,6 +80,12 @@ export interface QueryOptions {
   /** Statement time limit in ms. */
   timeout?: number;
   lane?: 'interactive' | 'export';
+  /**
+   * Wait at most this many ms for the first bytes (`wait_timeout`): a statement that takes longer
+   * is answered 202 and keeps its result on the server, which the client then fetches from the
+   * query's result URL, so that no idle connection is held open past a proxy's patience.
+   */
+  waitTimeout?: number;
 }
 
 /** How the client authenticates. */

@@ -23,6 +23,12 @@ interface StreamLine {
   status?: QueryStatus;
 }
 
+/** A 202's body: the query runs on; its result is at `links.result`. */
+interface AcceptedAnswer {
+  query_id: string;
+  links?: { result?: string };
+}
+
 interface LoginAnswer {
   access_token: string;
 }
@@ -111,7 +117,7 @@ export class SluiceClient {
       bytes: 0,
     };
     const rows = async function* (client: SluiceClient): AsyncGenerator<R> {
-      const res = await client.execute(sql, params, options, EXPORT_FORMATS.ndjson);
+      const { res } = await client.execute(sql, params, options, EXPORT_FORMATS.ndjson);
       const httpStatus = res.status;
       const counted = res.body!.pipeThrough(
         new TransformStream<Uint8Array, Uint8Array>({
@@ -187,8 +193,7 @@ export class SluiceClient {
     format: ExportFormat,
     options: QueryOptions = {},
   ): Promise<ExportResult> {
-    const res = await this.execute(sql, params, options, EXPORT_FORMATS[format]);
-    const queryId = res.headers.get('x-query-id') ?? '';
+    const { res, queryId = '' } = await this.execute(sql, params, options, EXPORT_FORMATS[format]);
     const chunks = this.guard(byteChunks(res.body!), options.signal, { queryId });
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -247,7 +252,7 @@ export class SluiceClient {
     params: Params | undefined,
     options: QueryOptions,
     accept: string,
-  ): Promise<Response> {
+  ): Promise<{ res: Response; queryId?: string }> {
     const body: Record<string, unknown> = { statement: sql };
     if (params) body.params = params;
     if (options.database !== undefined) body.database = options.database;
@@ -256,12 +261,24 @@ export class SluiceClient {
     if (options.maxRows !== undefined) body.max_rows = options.maxRows;
     if (options.timeout !== undefined) body.timeout = options.timeout;
     if (options.lane !== undefined) body.lane = options.lane;
-    return this.authorized('/v1/execute', {
+    if (options.waitTimeout !== undefined) body.wait_timeout = options.waitTimeout;
+    const res = await this.authorized('/v1/execute', {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept },
       body: JSON.stringify(body),
       signal: options.signal,
     });
+    if (res.status !== 202) return { res, queryId: res.headers.get('x-query-id') ?? undefined };
+    // Accepted: the query runs on and keeps its result, fetched (as it comes) from its URL.
+    const accepted = (await this.json(res)) as AcceptedAnswer;
+    const location =
+      accepted.links?.result ?? `/v1/queries/${encodeURIComponent(accepted.query_id)}/result`;
+    const kept = await this.authorized(location.replace(/^https?:\/\/[^/]+/, ''), {
+      method: 'GET',
+      headers: { accept },
+      signal: options.signal,
+    });
+    return { res: kept, queryId: accepted.query_id };
   }
 
   /** A request with credentials; a token due for renewal is refreshed first. */
