@@ -3,9 +3,8 @@ import { createServer } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { SluiceClient, SluiceClientError } from '@app/client';
 import { backendsOf, closeDb, db, e2eEnv, eventually, login } from './support/client';
-import { freePort } from './support/service';
-import { claimsOf, dropRole, executeAs, signToken } from './support/users';
-import { createRole, createUser } from './support/users';
+import { freePort, randomName } from './support/service';
+import { claimsOf, createRole, createUser, dropRole, executeAs, signToken } from './support/users';
 
 /** The client against the suite's service (both modes), logged in as the admin. */
 function admin(extra: Partial<ConstructorParameters<typeof SluiceClient>[0]> = {}): SluiceClient {
@@ -211,6 +210,26 @@ describe(SluiceClient.name, () => {
     const listed = await client.queries();
     for (const queryId of [result.queryId, csv.queryId]) {
       expect(listed.find((q) => q.query_id === queryId)?.result_url).toContain(queryId);
+    }
+  });
+
+  it('sends an idempotency key, so that a repeated statement runs once', async () => {
+    const table = randomName('client_idem');
+    await db().query(`create table public.${table} (n int)`);
+    await db().query(`grant all on public.${table} to ${e2eEnv().adminRole}`);
+    try {
+      const client = admin();
+      const key = randomName('key');
+      const insert = `insert into public.${table} values (1)`;
+      const first = await client.query(insert, undefined, { idempotencyKey: key });
+      const again = await client.query(insert, undefined, { idempotencyKey: key });
+      expect(again.queryId).toBe(first.queryId);
+      const { rows } = await db().query<{ n: number }>(
+        `select count(*)::int as n from public.${table}`,
+      );
+      expect(rows[0].n).toBe(1);
+    } finally {
+      await db().query(`drop table public.${table}`);
     }
   });
 

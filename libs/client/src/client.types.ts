@@ -65,8 +65,8 @@ export type Params = Record<string, JsonValue>;
 
 /**
  * Per-statement options. The request fields map one to one onto `POST /v1/execute`'s.
- * Resuming a cut download (Range on a kept result) and idempotency keys are to join this object
- * (`resume`, `idempotencyKey`) so that no signature changes.
+ * Resuming a cut download (Range on a kept result) is to join this object (`resume`) so that no
+ * signature changes.
  */
 export interface QueryOptions {
   /** Aborting it ends the request; the server cancels the statement when the client goes away. */
@@ -86,6 +86,11 @@ export interface QueryOptions {
    * query's result URL, so that no idle connection is held open past a proxy's patience.
    */
   waitTimeout?: number;
+  /**
+   * Sent as `Idempotency-Key`: a request repeated with the same key (a retry after a connection
+   * failure, say) attaches to the query the first one started instead of running it again.
+   */
+  idempotencyKey?: string;
 }
 
 /** How the client authenticates. */

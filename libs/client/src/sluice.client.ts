@@ -262,9 +262,11 @@ export class SluiceClient {
     if (options.timeout !== undefined) body.timeout = options.timeout;
     if (options.lane !== undefined) body.lane = options.lane;
     if (options.waitTimeout !== undefined) body.wait_timeout = options.waitTimeout;
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept };
+    if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
     const res = await this.authorized('/v1/execute', {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept },
+      headers,
       body: JSON.stringify(body),
       signal: options.signal,
     });
