@@ -471,6 +471,7 @@ describe('docs/architecture.md', () => {
         const args: Record<string, string[]> = {
           userActive: ['<username>'],
           idempotency: ['<username>', '<sha256 of the key>'],
+          wake: ['<reader_id>'],
         };
         const build = proto[name] as (...a: string[]) => string;
         built.push(build.call(keys, ...(args[name] ?? ['<query_id>'])));

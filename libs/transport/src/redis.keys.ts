@@ -30,6 +30,15 @@ export class RedisKeys {
     return `${this.prefix}:q:{${queryId}}:alive`;
   }
 
+  /**
+   * Wakes one api's stream reader (RedisStreamMux) out of its blocking XREAD when a query starts
+   * waiting for records; a few entries, expiring. In Redis Cluster each hash slot the reader
+   * groups streams by will need a wake key of its own in that slot.
+   */
+  wake(readerId: string): string {
+    return `${this.prefix}:mux:{${readerId}}:wake`;
+  }
+
   /** Index of recent queries (sorted set: query id by creation time). */
   get queries(): string {
     return `${this.prefix}:queries`;

@@ -11,8 +11,9 @@ import { testRedisUrl } from '@test/settings';
 
 /**
  * A reader's one way out, against a real Redis: whatever the reader is doing when close() comes,
- * its keep-alive timer, its blocking connection and its keys are released, and a pending next()
- * stops at once instead of reading on a connection that went back to the pool.
+ * its keep-alive and silence timers, its place in the source's stream mux and its keys are
+ * released, and a pending next() stops at once; its stream is not read for it again, and the
+ * mux's one blocking connection stays, unblocked once nobody waits.
  */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -21,7 +22,7 @@ let keys: RedisKeys;
 let source: RedisResultSource;
 
 /**
- * A source with one ready connection in its pool (a reader opened, read from and closed), so
+ * A source whose mux has its blocking connection (a reader opened, read from and closed), so
  * that what a test counts is the reader's doing, not a connection still being set up.
  */
 async function warmSource(silenceMs: number): Promise<void> {
@@ -104,21 +105,24 @@ describe('RedisResultReader.close', () => {
     expect(timers()).toBe(before);
   });
 
-  it('stops a next() blocked in XREAD at once, and drops its connection', async () => {
+  it('stops a next() waiting in XREAD at once, and unblocks the connection it waited on', async () => {
     const { queryId, reader, before } = await open(5000);
     const pending = reader.next();
+    pending.catch(() => undefined);
     await until(async () => (await readerClients()).blocked === 1, 2000);
+    expect(source.stats).toEqual({ open: 1, connections: 1, waiting: 1 });
     const started = Date.now();
     await reader.close();
     await expect(pending).rejects.toBeInstanceOf(ReaderClosedError);
     expect(Date.now() - started).toBeLessThan(500);
-    await until(async () => (await readerClients()).all === 0, 2000);
-    expect(source.stats).toEqual({ open: 0, connections: 0, idle: 0 });
+    // Nobody waits any more: the mux's XREAD was woken rather than left to its timeout.
+    expect(await readerClients()).toEqual({ all: 1, blocked: 0 });
+    expect(source.stats).toEqual({ open: 0, connections: 1, waiting: 0 });
     expect(timers()).toBe(before);
     expect(await shared.exists(keys.alive(queryId))).toBe(0);
   });
 
-  it('stops a next() that was asking onSilence, without reading again on the pooled connection', async () => {
+  it('stops a next() that was asking onSilence, and its stream is not read again', async () => {
     let answer!: (verdict: ResultRecord | undefined) => void;
     let asked = 0;
     const { queryId, reader, before } = await open(100, {
@@ -133,13 +137,14 @@ describe('RedisResultReader.close', () => {
     monitor.on('monitor', (_time: string, args: string[]) => commands.push(args));
     try {
       const pending = reader.next();
+      pending.catch(() => undefined);
       await until(() => asked === 1, 2000);
       await reader.close();
       const closedAt = commands.length;
-      // The connection is back in the pool, idle; the verdict comes after the close.
-      expect(source.stats).toEqual({ open: 0, connections: 1, idle: 1 });
-      answer(undefined);
+      // The pending next() ends with the close; the verdict comes after it.
       await expect(pending).rejects.toBeInstanceOf(ReaderClosedError);
+      expect(source.stats).toEqual({ open: 0, connections: 1, waiting: 0 });
+      answer(undefined);
       await sleep(300);
       const readsAfter = commands
         .slice(closedAt)
@@ -163,7 +168,7 @@ describe('RedisResultReader.close', () => {
     const first = reader.close();
     expect(reader.close()).toBe(first);
     await first;
-    expect(source.stats).toEqual({ open: 0, connections: 1, idle: 1 });
+    expect(source.stats).toEqual({ open: 0, connections: 1, waiting: 0 });
     expect(timers()).toBe(before);
     expect(await shared.exists(keys.alive(queryId))).toBe(0);
     await expect(reader.next()).rejects.toBeInstanceOf(ReaderClosedError);
@@ -176,10 +181,12 @@ describe('RedisResultReader.close', () => {
   it('closes the readers still open when the source closes', async () => {
     const { reader, before } = await open(5000);
     const pending = reader.next();
+    pending.catch(() => undefined);
     await until(async () => (await readerClients()).blocked === 1, 2000);
     await source.close();
     await expect(pending).rejects.toBeInstanceOf(ReaderClosedError);
-    expect(source.stats.open).toBe(0);
+    expect(source.stats).toEqual({ open: 0, connections: 0, waiting: 0 });
+    await until(async () => (await readerClients()).all === 0, 2000);
     expect(timers()).toBe(before);
   });
 });

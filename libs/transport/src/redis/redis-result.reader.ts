@@ -2,11 +2,10 @@ import type Redis from 'ioredis';
 import { ResultRecord } from '@app/contracts';
 import { ReaderClosedError, ReaderHooks, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { MuxSubscriber, RedisStreamMux, StreamEntry } from './redis-stream.mux';
 import { parseRecord } from './stream.codec';
 
 export interface ReaderOptions {
-  /** How long one XREAD blocks. */
-  blockMs: number;
   /** After this long without a record, ask `onSilence` whether the producer is still alive. */
   silenceMs: number;
   ttlSeconds: number;
@@ -14,38 +13,45 @@ export interface ReaderOptions {
   beatMs: number;
 }
 
-/**
- * Gives the reader's blocking connection back to whoever lent it, once; `busy` when a blocking
- * read may still be pending on it (it must then be dropped, which also ends that read).
- */
-export type GiveBack = (connection: Redis, busy: boolean) => void;
+interface Waiter {
+  resolve(record: ResultRecord): void;
+  reject(err: Error): void;
+}
 
 /**
- * Reads one query's stream in order with a blocking XREAD on a connection of its own, deletes
- * what it has handed out so that the writer's window moves on, and keeps the query's alive key
- * fresh while it is open (the worker stops the statement when the key expires). Everything it
- * holds — the connection, the keep-alive timer, the keys — is released by `close()`.
+ * Reads one query's stream in order through the api's stream mux: while its next() waits with
+ * nothing buffered, the mux reads the stream for it, and deletes what it was given before reading
+ * again, so that the writer's window moves on. It keeps the query's alive key fresh while it is
+ * open (the worker stops the statement when the key expires). Everything it holds — its place in
+ * the mux, the keep-alive and silence timers, the keys — is released by `close()`.
  */
-export class RedisResultReader implements ResultReader {
-  private readonly key: string;
+export class RedisResultReader implements ResultReader, MuxSubscriber {
+  readonly key: string;
+  lastId = '0-0';
   private readonly cancelKey: string;
   private readonly aliveKey: string;
-  private lastId = '0-0';
-  private readonly buffered: ResultRecord[] = [];
-  private taken: string[] = [];
-  private inFlight = false;
+  /** Entries read and not handed out yet, parsed as they are handed out. */
+  private readonly buffered: Buffer[][] = [];
+  /** Ids of the entries read and not deleted yet. */
+  private read: string[] = [];
+  /** The pending next(), if any. */
+  private waiter: Waiter | undefined;
+  private silence: NodeJS.Timeout | undefined;
+  /** Waiting for onSilence's verdict: the stream is not read meanwhile. */
+  private asking = false;
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly heartbeat: NodeJS.Timeout;
 
   constructor(
-    private readonly blocking: Redis,
+    private readonly mux: RedisStreamMux,
     private readonly shared: Redis,
     keys: RedisKeys,
     queryId: string,
     private readonly hooks: ReaderHooks,
     private readonly options: ReaderOptions,
-    private readonly giveBack: GiveBack,
+    /** Told once, when the reader closes. */
+    private readonly onClose: () => void,
   ) {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
@@ -55,48 +61,13 @@ export class RedisResultReader implements ResultReader {
   }
 
   async next(): Promise<ResultRecord> {
-    let silentSince = Date.now();
-    while (this.buffered.length === 0) {
-      this.assertOpen();
-      await this.releaseTaken();
-      // Checked after every wait: a reader closed meanwhile must not touch its connection again
-      // (it may be back in the pool, or dropped).
-      this.assertOpen();
-      this.inFlight = true;
-      let reply: [Buffer, [Buffer, Buffer[]][]][] | null;
-      try {
-        reply = await this.blocking.xreadBuffer(
-          'COUNT',
-          64,
-          'BLOCK',
-          this.options.blockMs,
-          'STREAMS',
-          this.key,
-          this.lastId,
-        );
-      } catch (err) {
-        // close() drops a connection blocked in XREAD, which fails the read: say why.
-        this.assertOpen();
-        throw err;
-      } finally {
-        this.inFlight = false;
-      }
-      this.assertOpen();
-      if (reply && reply.length > 0) {
-        for (const [id, fields] of reply[0][1]) {
-          this.lastId = id.toString();
-          this.taken.push(this.lastId);
-          this.buffered.push(parseRecord(fields));
-        }
-        silentSince = Date.now();
-      } else if (Date.now() - silentSince >= this.options.silenceMs) {
-        const verdict = await this.hooks.onSilence();
-        this.assertOpen();
-        if (verdict) return verdict;
-        silentSince = Date.now();
-      }
-    }
-    return this.buffered.shift()!;
+    if (this.closed) throw new ReaderClosedError();
+    if (this.waiter) throw new Error('next() called while another next() is pending');
+    if (this.buffered.length > 0) return this.take();
+    return new Promise<ResultRecord>((resolve, reject) => {
+      this.waiter = { resolve, reject };
+      this.wait();
+    });
   }
 
   async cancel(): Promise<void> {
@@ -108,33 +79,104 @@ export class RedisResultReader implements ResultReader {
     return this.closing;
   }
 
+  takeRead(): string[] {
+    const ids = this.read;
+    this.read = [];
+    return ids;
+  }
+
+  deliver(entries: StreamEntry[]): void {
+    if (this.closed) return;
+    for (const [id, fields] of entries) {
+      this.lastId = id.toString();
+      this.read.push(this.lastId);
+      this.buffered.push(fields);
+    }
+    // While onSilence is asked, its verdict hands out what came meanwhile.
+    if (this.waiter && !this.asking) this.settle();
+  }
+
+  fail(err: Error): void {
+    // A reader asking onSilence is not being read for: the verdict decides.
+    if (this.closed || this.asking) return;
+    this.stopSilence();
+    const waiter = this.waiter;
+    this.waiter = undefined;
+    waiter?.reject(err);
+  }
+
   private async release(): Promise<void> {
     this.closed = true;
     clearInterval(this.heartbeat);
+    this.stopSilence();
+    this.mux.leave(this);
+    this.onClose();
+    const waiter = this.waiter;
+    this.waiter = undefined;
+    waiter?.reject(new ReaderClosedError());
     this.buffered.length = 0;
-    this.taken = [];
-    this.giveBack(this.blocking, this.inFlight);
+    this.read = [];
     // Same hash tag: one round trip, also in Redis Cluster. Issued after any beat's SET on the
     // same connection, so the alive key cannot come back.
     await this.shared.multi().del(this.aliveKey).unlink(this.key).exec();
   }
 
+  /** Waits in the mux for entries, and for a verdict on the producer after a quiet spell. */
+  private wait(): void {
+    this.mux.want(this);
+    this.silence = setTimeout(() => this.silent(), this.options.silenceMs);
+  }
+
+  private silent(): void {
+    this.silence = undefined;
+    this.asking = true;
+    this.mux.leave(this);
+    this.hooks.onSilence().then(
+      (verdict) => {
+        this.asking = false;
+        if (this.closed || !this.waiter) return;
+        if (this.buffered.length > 0) this.settle();
+        else if (verdict) this.answer(() => verdict);
+        else this.wait();
+      },
+      (err: Error) => {
+        this.asking = false;
+        if (this.closed || !this.waiter) return;
+        this.fail(err);
+      },
+    );
+  }
+
+  /** Hands the first buffered record to the pending next(). */
+  private settle(): void {
+    this.answer(() => this.take());
+  }
+
+  private answer(record: () => ResultRecord): void {
+    this.stopSilence();
+    const waiter = this.waiter!;
+    this.waiter = undefined;
+    try {
+      waiter.resolve(record());
+    } catch (err) {
+      waiter.reject(err as Error);
+    }
+  }
+
+  private take(): ResultRecord {
+    return parseRecord(this.buffered.shift()!);
+  }
+
+  private stopSilence(): void {
+    if (this.silence) clearTimeout(this.silence);
+    this.silence = undefined;
+  }
+
   private beat(): void {
     if (this.closed) return;
     // A failed beat is harmless: the key lives three beats and the next one sets it again; a
-    // Redis that stays away fails this reader's own reads, which ends the query.
+    // Redis that stays away fails this reader's reads, which ends the query.
     this.shared.set(this.aliveKey, '1', 'PX', this.options.beatMs * 3).catch(() => undefined);
     this.hooks.onBeat?.();
-  }
-
-  private assertOpen(): void {
-    if (this.closed) throw new ReaderClosedError();
-  }
-
-  private async releaseTaken(): Promise<void> {
-    if (this.taken.length === 0) return;
-    const ids = this.taken;
-    this.taken = [];
-    await this.shared.xdel(this.key, ...ids);
   }
 }
