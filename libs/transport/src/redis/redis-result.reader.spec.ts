@@ -7,6 +7,7 @@ import { RedisResultSink } from './redis-result.sink';
 import { RedisResultSource } from './redis-result.source';
 import { recordFields } from './stream.codec';
 import { TimerTracker, trackTimers } from '@test/support/active-timers';
+import { logCommands } from '@test/support/monitor';
 import { testRedisUrl } from '@test/settings';
 
 /**
@@ -132,9 +133,7 @@ describe('RedisResultReader.close', () => {
       },
     });
     // Every command Redis receives from now on: none may read the stream after the close.
-    const monitor = await shared.monitor();
-    const commands: string[][] = [];
-    monitor.on('monitor', (_time: string, args: string[]) => commands.push(args));
+    const { commands, stop } = await logCommands(shared);
     try {
       const pending = reader.next();
       pending.catch(() => undefined);
@@ -157,7 +156,7 @@ describe('RedisResultReader.close', () => {
       expect(asked).toBe(1);
       expect(timers()).toBe(before);
     } finally {
-      monitor.disconnect();
+      stop();
     }
   });
 

@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { ResultRecord } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
 import { data, end, settledAfter, sleep } from '@test/support/flow';
+import { CommandLog, logCommands } from '@test/support/monitor';
 import { FlowWindow, ReaderClosedError, ReaderHooks, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisResultSource } from './redis-result.source';
@@ -20,7 +21,7 @@ const BLOCK_MS = 5000;
 let redis: Redis;
 let keys: RedisKeys;
 let source: RedisResultSource;
-let monitor: Redis | undefined;
+let monitor: CommandLog | undefined;
 
 beforeEach(async () => {
   redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
@@ -35,7 +36,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  monitor?.disconnect();
+  monitor?.stop();
   monitor = undefined;
   await source.close();
   const left = await redis.keys(`${keys.prefix}*`);
@@ -75,13 +76,14 @@ async function until(check: () => Promise<boolean> | boolean, ms: number): Promi
 
 /** Every command Redis receives from now on, as its argument list. */
 async function watchCommands(): Promise<string[][]> {
-  monitor = await redis.monitor();
-  const commands: string[][] = [];
-  monitor.on('monitor', (_time: string, args: string[]) => commands.push(args));
-  return commands;
+  const log = await logCommands(redis);
+  monitor = log;
+  return log.commands;
 }
 
-const isXread = ([name]: string[]) => name.toLowerCase() === 'xread';
+/** An XREAD of this test's (other specs run alongside, on the same Redis). */
+const isXread = ([name, ...args]: string[]) =>
+  name.toLowerCase() === 'xread' && args.some((a) => a.startsWith(`${keys.prefix}:`));
 
 /** The stream keys an XREAD's arguments name (after STREAMS, the first half). */
 function streamsOf(args: string[]): string[] {
@@ -110,8 +112,9 @@ describe(RedisStreamMux.name, () => {
     expect((await readerClients()).ids).toHaveLength(1);
     // One XREAD reads for all of them.
     const outs = opened.map(({ queryId }) => keys.out(queryId));
-    await until(() => commands.some((c) => isXread(c) && streamsOf(c).length === 51), 2000);
-    expect(streamsOf(commands.filter(isXread).at(-1)!).slice(1).sort()).toEqual(outs.sort());
+    const all = (c: string[]) => isXread(c) && streamsOf(c).length === 51;
+    await until(() => commands.some(all), 2000);
+    expect(streamsOf(commands.find(all)!).slice(1).sort()).toEqual(outs.sort());
     // Each producer writes 20 chunks through a window of 4, all at once.
     await Promise.all(
       opened.map(async ({ queryId }) => {
@@ -176,7 +179,7 @@ describe(RedisStreamMux.name, () => {
     const waited = Date.now() - started;
     expect(waited).toBeLessThan(150);
     const wakes = commands.filter(
-      ([name, key]) => name.toLowerCase() === 'xadd' && key.includes(':mux:'),
+      ([name, key]) => name.toLowerCase() === 'xadd' && key.startsWith(`${keys.prefix}:mux:`),
     );
     expect(wakes).toHaveLength(1);
     // The first reader is still read for, and served.

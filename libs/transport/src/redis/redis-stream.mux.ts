@@ -185,7 +185,12 @@ export class RedisStreamMux {
   private async run(group: MuxGroup): Promise<void> {
     group.running = true;
     try {
-      while (!this.closed && group.waiting.size > 0) await this.read(group);
+      while (!this.closed && group.waiting.size > 0) {
+        await this.read(group);
+        // Readers just served often want more at once (their client took what they had): let
+        // them come back first, so that the next XREAD reads for them without a wake.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
     } finally {
       group.running = false;
     }
