@@ -14,7 +14,7 @@ export interface CommandLog {
  * so nothing the caller does afterwards is lost.
  */
 export async function logCommands(redis: Redis): Promise<CommandLog> {
-  const monitor = await redis.monitor();
+  const monitor = redis.duplicate({ monitor: true, lazyConnect: false });
   monitor.on('error', () => undefined);
   const commands: string[][] = [];
   const marker = `monitor-ready-${randomUUID()}`;
