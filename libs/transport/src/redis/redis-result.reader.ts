@@ -123,8 +123,9 @@ export class RedisResultReader implements ResultReader, MuxSubscriber {
 
   /** Waits in the mux for entries, and for a verdict on the producer after a quiet spell. */
   private wait(): void {
-    this.mux.want(this);
+    // The timer first: a mux that fails the reader at once (closed) stops it with the read.
     this.silence = setTimeout(() => this.silent(), this.options.silenceMs);
+    this.mux.want(this);
   }
 
   private silent(): void {
