@@ -20,6 +20,17 @@ interface Channel {
   closed: boolean;
 }
 
+/** Hands `register` a wake; true when it is called within `ms`, false when the time is up first. */
+function wokenWithin(ms: number, register: (wake: () => void) => void): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    register(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
 /** What a kept channel holds beyond a streamed one's. */
 interface Kept {
   all: ResultRecord[];
@@ -45,13 +56,9 @@ class InProcessKeptReader implements ResultReader {
     const { kept } = this.channel;
     while (this.at >= kept.all.length) {
       if (this.closed) throw new ReaderClosedError();
-      const arrived = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), this.silenceMs);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve(true);
-        };
-        kept.waiters.add(this.wake);
+      const arrived = await wokenWithin(this.silenceMs, (wake) => {
+        this.wake = wake;
+        kept.waiters.add(wake);
       });
       kept.waiters.delete(this.wake!);
       if (this.closed) throw new ReaderClosedError();
@@ -99,13 +106,7 @@ class InProcessReader implements ResultReader {
     const channel = this.channel;
     while (channel.records.length === 0) {
       if (channel.closed) throw new ReaderClosedError();
-      const arrived = await new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), this.silenceMs);
-        channel.waiter = () => {
-          clearTimeout(timer);
-          resolve(true);
-        };
-      });
+      const arrived = await wokenWithin(this.silenceMs, (wake) => (channel.waiter = wake));
       channel.waiter = undefined;
       if (channel.closed) throw new ReaderClosedError();
       if (!arrived && channel.records.length === 0) {
