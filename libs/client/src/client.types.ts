@@ -91,6 +91,13 @@ export interface QueryOptions {
    * failure, say) attaches to the query the first one started instead of running it again.
    */
   idempotencyKey?: string;
+  /**
+   * `export()` only: the server keeps the result (`resumable`), and a download whose connection
+   * breaks is resumed where it was cut (`Range: bytes=N-` once the query has ended), so the bytes
+   * are the same as an uncut download's. Such a download is not compressed (ranges count the
+   * bytes as sent, and fetch decompresses what it receives).
+   */
+  resumable?: boolean;
 }
 
 /** How the client authenticates. */

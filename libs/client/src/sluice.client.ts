@@ -49,6 +49,9 @@ const DEFAULT_MARGIN_MS = 60_000;
  * A client for Sluice's HTTP API over the platform's fetch and web streams only, so that it runs
  * in Node (20 and later) and in browsers alike.
  */
+/** How often `export()` resumes one cut download before it gives up. */
+const RESUME_ATTEMPTS = 3;
+
 export class SluiceClient {
   private readonly url: string;
   private readonly fetchFn: typeof fetch;
@@ -194,7 +197,10 @@ export class SluiceClient {
     options: QueryOptions = {},
   ): Promise<ExportResult> {
     const { res, queryId = '' } = await this.execute(sql, params, options, EXPORT_FORMATS[format]);
-    const chunks = this.guard(byteChunks(res.body!), options.signal, { queryId });
+    const bytes = options.resumable
+      ? this.resumed(res, queryId, EXPORT_FORMATS[format], options.signal)
+      : byteChunks(res.body!);
+    const chunks = this.guard(bytes, options.signal, { queryId });
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
         try {
@@ -262,8 +268,11 @@ export class SluiceClient {
     if (options.timeout !== undefined) body.timeout = options.timeout;
     if (options.lane !== undefined) body.lane = options.lane;
     if (options.waitTimeout !== undefined) body.wait_timeout = options.waitTimeout;
+    if (options.resumable) body.resumable = true;
     const headers: Record<string, string> = { 'content-type': 'application/json', accept };
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
+    // A range counts the bytes as sent: fetch would hand over a compressed body decompressed.
+    if (options.resumable) headers['accept-encoding'] = 'identity';
     const res = await this.authorized('/v1/execute', {
       method: 'POST',
       headers,
@@ -382,6 +391,59 @@ export class SluiceClient {
         httpStatus: res.status,
         cause,
       });
+    }
+  }
+
+  /**
+   * The bytes of a kept result's download; when its connection breaks (not when the caller
+   * aborts), waits for the query to end and fetches the rest with `Range: bytes=<received>-`.
+   */
+  private async *resumed(
+    first: Response,
+    queryId: string,
+    accept: string,
+    signal: AbortSignal | undefined,
+  ): AsyncGenerator<Uint8Array> {
+    let received = 0;
+    let res = first;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        for await (const chunk of byteChunks(res.body!)) {
+          received += chunk.length;
+          yield chunk;
+        }
+        return;
+      } catch (err) {
+        if (signal?.aborted || attempt >= RESUME_ATTEMPTS) throw err;
+      }
+      // Ranges are answered once the query has ended: until then, wait for it.
+      await this.ended(queryId, signal);
+      res = await this.authorized(`/v1/queries/${encodeURIComponent(queryId)}/result`, {
+        method: 'GET',
+        headers: { accept, range: `bytes=${received}-`, 'accept-encoding': 'identity' },
+        signal,
+      });
+      if (res.status !== 206) {
+        throw new SluiceClientError(`could not resume the download (HTTP ${res.status})`, {
+          kind: 'connection',
+          httpStatus: res.status,
+          queryId,
+        });
+      }
+    }
+  }
+
+  /** Resolves once the query is in a final state. */
+  private async ended(queryId: string, signal: AbortSignal | undefined): Promise<void> {
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        const info = await this.queryInfo(queryId);
+        if (['succeeded', 'failed', 'cancelled'].includes(info.state)) return;
+      } catch (err) {
+        // The service may be what broke the connection: ask again after a while.
+        if (signal?.aborted) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
     }
   }
 
