@@ -24,6 +24,8 @@ export class RedisKeptReader implements ResultReader {
     queryId: string,
     private readonly hooks: ReaderHooks,
     private readonly options: { blockMs: number; silenceMs: number; ttlSeconds: number },
+    /** Told once, when the reader closes. */
+    private readonly onClose: () => void = () => undefined,
   ) {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
@@ -73,6 +75,7 @@ export class RedisKeptReader implements ResultReader {
     if (this.closed) return Promise.resolve();
     this.closed = true;
     this.buffered.length = 0;
+    this.onClose();
     // Ends a read still blocked on it; the result itself stays for the next reader.
     this.blocking.disconnect();
     return Promise.resolve();

@@ -82,11 +82,22 @@ export class RedisResultSource implements ResultSource {
     const blocking = this.shared.duplicate({ connectionName: `${this.connectionName}:kept` });
     // Its failures reach the reader through the commands it sends.
     blocking.on('error', () => undefined);
-    return new RedisKeptReader(blocking, this.shared, this.keys, queryId, hooks, {
-      blockMs: Math.min(1000, this.options.silenceMs),
-      silenceMs: this.options.silenceMs,
-      ttlSeconds: this.options.ttlSeconds,
-    });
+    const reader: RedisKeptReader = new RedisKeptReader(
+      blocking,
+      this.shared,
+      this.keys,
+      queryId,
+      hooks,
+      {
+        blockMs: Math.min(1000, this.options.silenceMs),
+        silenceMs: this.options.silenceMs,
+        ttlSeconds: this.options.ttlSeconds,
+      },
+      () => this.readers.delete(reader),
+    );
+    // Closed with the source too: its connection would otherwise outlive a shutdown.
+    this.readers.add(reader);
+    return reader;
   }
 
   async kept(queryId: string): Promise<boolean> {
