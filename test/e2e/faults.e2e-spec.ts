@@ -322,6 +322,39 @@ describe('fault tolerance', () => {
     expect(await backends(marker)).toBe(0);
   }, 90_000);
 
+  it('ends the fetch of a kept result whose worker is killed: 503 WORKER_LOST within 15 s, the query failed', async () => {
+    const bearer = await token();
+    const marker = `kill_kept_${randomBytes(3).toString('hex')}`;
+    const [worker] = liveWorkers();
+    expect(liveWorkers()).toHaveLength(1);
+    const headers = { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' };
+    const accepted = await fetch(`${baseUrl}/v1/execute`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ statement: `select pg_sleep(60), '${marker}'`, wait_timeout: 0 }),
+    });
+    expect(accepted.status).toBe(202);
+    const { query_id: queryId } = (await accepted.json()) as { query_id: string };
+    await until(async () => (await backends(marker)) === 1, 10_000);
+    // The fetch waits for the result; its worker dies meanwhile, with none left to notice.
+    const fetching = fetch(`${baseUrl}/v1/queries/${queryId}/result`, { headers });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const killedAt = Date.now();
+    await worker.stop('SIGKILL');
+    const res = await fetching;
+    expect(Date.now() - killedAt).toBeLessThan(15_000);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { status: object }).status).toMatchObject({
+      sql_state: '58000',
+      vendor_code: -110,
+    });
+    expect(await queryInfo(queryId, bearer)).toMatchObject({
+      state: 'failed',
+      status: { vendor_code: -110 },
+    });
+    await startWorker();
+  }, 90_000);
+
   it('answers 503 at once with Retry-After while no worker is alive, and serves again once one starts', async () => {
     const bearer = await token();
     await forgetKilledWorkers();

@@ -140,7 +140,7 @@ beforeAll(async () => {
     policy,
     new AdmissionService(queue, registry, config, new WorkerRosterService(config, redis)),
     registry,
-    new KeptResultService(registry, source),
+    new KeptResultService(registry, source, queue, new QueryLifecycle(registry)),
   );
   const controller = new ExecuteController(service);
   app = Fastify();

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import {
   FINAL_STATES,
@@ -6,13 +6,15 @@ import {
   ResultFormat,
   ResultRecord,
   SluiceError,
+  Status,
   httpStatusOf,
   statusOf,
 } from '@app/contracts';
-import { QueryRecord, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
+import { QueryLifecycle } from '@app/execution';
+import { JobQueue, QueryRecord, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
 import { ExecutionResponse } from '../execute/execution.response';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
 
 const TEXT_FORMATS = new Set<string>(['json', 'ndjson', 'csv']);
 
@@ -30,9 +32,13 @@ export function rangeStart(header: string | undefined): number | undefined {
  */
 @Injectable()
 export class KeptResultService {
+  private readonly logger = new Logger(KeptResultService.name);
+
   constructor(
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
+    @Inject(JOB_QUEUE) private readonly queue: JobQueue,
+    private readonly lifecycle: QueryLifecycle,
   ) {}
 
   async fetch(record: QueryRecord, range: string | undefined): Promise<ExecutionResponse> {
@@ -47,9 +53,8 @@ export class KeptResultService {
     if (finished && !(await this.results.kept(queryId))) {
       throw new SluiceError('RESULT_GONE', `the result of query ${queryId} is no longer kept`);
     }
-    const reader = this.results.openKept(queryId, {
-      onSilence: () => this.endedMeanwhile(queryId),
-    });
+    const open = () => this.results.openKept(queryId, { onSilence: this.silenceCheck(record) });
+    const reader = open();
     const format = record.format as ResultFormat;
     const response: ExecutionResponse = {
       queryId,
@@ -65,26 +70,32 @@ export class KeptResultService {
       const start = finished ? rangeStart(range) : undefined;
       if (start === undefined) {
         const first = await reader.next();
-        if (first.kind === 'error') return this.failed(queryId, first, reader);
+        // Ended before any byte (an error, or a producer found gone): the envelope, its own code.
+        if (
+          first.kind === 'error' ||
+          (first.kind === 'end' && first.abort && !first.bytes.length)
+        ) {
+          return this.failed(queryId, first.status, reader);
+        }
         return { ...response, body: Readable.from(bodyOf(reader, first)) };
       }
-      const whole = await readAll(reader);
+      // Two reads, holding no more than a read's entries at a time: its length, then its bytes.
+      const total = await lengthOf(reader);
       await reader.close();
-      if (start >= whole.length) {
+      if (start >= total) {
         return {
           ...response,
           httpStatus: 416,
-          headers: { ...response.headers, 'content-range': `bytes */${whole.length}` },
+          headers: { ...response.headers, 'content-range': `bytes */${total}` },
         };
       }
+      const from = open();
       return {
         ...response,
         httpStatus: 206,
-        headers: {
-          ...response.headers,
-          'content-range': `bytes ${start}-${whole.length - 1}/${whole.length}`,
-        },
-        body: whole.subarray(start),
+        headers: { ...response.headers, 'content-range': `bytes ${start}-${total - 1}/${total}` },
+        body: Readable.from(bytesFrom(from, start)),
+        close: () => from.close(),
       };
     } catch (err) {
       await reader.close();
@@ -93,21 +104,37 @@ export class KeptResultService {
   }
 
   /** A query that ended with an error before any byte: its envelope, with its own HTTP code. */
-  private async failed(
-    queryId: string,
-    record: Extract<ResultRecord, { kind: 'error' }>,
-    reader: ResultReader,
-  ): Promise<never> {
+  private async failed(queryId: string, status: Status, reader: ResultReader): Promise<never> {
     await reader.close();
-    throw new ExecutionFailedError(queryId, httpStatusOf(record.status), record.status);
+    throw new ExecutionFailedError(queryId, httpStatusOf(status), status);
   }
 
-  /** Asked when the result is quiet: a query that ended without a last record ends the body. */
-  private async endedMeanwhile(queryId: string): Promise<ResultRecord | undefined> {
-    const record = await this.registry.get(queryId);
-    if (record && !FINAL_STATES.includes(record.state)) return undefined;
-    const status = record?.status ?? statusOf('RESULT_GONE', 'the result is no longer kept');
-    return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
+  /**
+   * Asked when the result is quiet. A query that ended without a last record ends the body; one
+   * whose worker died (its job active, its lock gone) is recorded as failed and ends it too, so
+   * that no fetch waits for a producer that is gone.
+   */
+  private silenceCheck(record: QueryRecord): () => Promise<ResultRecord | undefined> {
+    const { queryId } = record;
+    let endedOnce = false;
+    return async () => {
+      const now = await this.registry.get(queryId);
+      if (!now || FINAL_STATES.includes(now.state)) {
+        const status = now?.status ?? statusOf('RESULT_GONE', 'the result is no longer kept');
+        return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
+      }
+      const state = await this.queue.state(queryId);
+      if (state === 'queued' || state === 'active') return undefined;
+      // Ended: its last record may have come just after the read. Lost: its worker died.
+      if (state !== 'lost' && !endedOnce) {
+        endedOnce = true;
+        return undefined;
+      }
+      this.logger.warn(`query ${queryId}: its job is ${state} and its kept result has no end`);
+      const status = statusOf('WORKER_LOST', 'the worker running the query stopped');
+      await this.lifecycle.transition({ queryId, owner: record.owner }, 'failed', { status });
+      return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
+    };
   }
 }
 
@@ -127,14 +154,30 @@ async function* bodyOf(reader: ResultReader, first: ResultRecord): AsyncGenerato
   }
 }
 
-/** Every byte of a finished query's kept result. */
-async function readAll(reader: ResultReader): Promise<Buffer> {
-  const parts: Buffer[] = [];
+/** The length of a finished query's kept result, read record by record. */
+async function lengthOf(reader: ResultReader): Promise<number> {
+  let length = 0;
   for (;;) {
     const record = await reader.next();
-    if (record.kind === 'error') break;
-    parts.push(record.bytes);
-    if (record.kind === 'end') break;
+    if (record.kind === 'error') return length;
+    length += record.bytes.length;
+    if (record.kind === 'end') return length;
   }
-  return Buffer.concat(parts);
+}
+
+/** A finished query's kept result from byte `start` on. */
+async function* bytesFrom(reader: ResultReader, start: number): AsyncGenerator<Buffer> {
+  let at = 0;
+  try {
+    for (;;) {
+      const record = await reader.next();
+      if (record.kind === 'error') return;
+      const end = at + record.bytes.length;
+      if (end > start) yield at >= start ? record.bytes : record.bytes.subarray(start - at);
+      at = end;
+      if (record.kind === 'end') return;
+    }
+  } finally {
+    await reader.close();
+  }
 }
