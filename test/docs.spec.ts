@@ -222,7 +222,9 @@ function dtoFields(dto: { prototype: object }): Map<string, boolean> {
 function configVariables(): string[] {
   const source = read('libs/config/src/sluice.config.ts');
   const names = new Set<string>();
-  for (const m of source.matchAll(/\b(?:str|int|url|lanes)\(\s*env,\s*'([A-Z][A-Z0-9_]*)'/g))
+  for (const m of source.matchAll(
+    /\b(?:str|int|url|lanes|addresses)\(\s*env,\s*'([A-Z][A-Z0-9_]*)'/g,
+  ))
     names.add(m[1]);
   for (const m of source.matchAll(/\benv\.([A-Z][A-Z0-9_]*)/g)) names.add(m[1]);
   return [...names].sort();

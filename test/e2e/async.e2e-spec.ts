@@ -20,8 +20,8 @@ import { TcpProxy } from './support/tcp.proxy';
 /**
  * Queries that outlive their request: `wait_timeout` (and Prefer) answers 202 with the query's
  * URL when no result is ready in time; the result is kept (SLUICE_RESULT_TTL_SECONDS, 8 s in the
- * suite; SLUICE_RESULT_MAX_BYTES, 1 MiB) and fetched with GET /v1/queries/{id}/result, resumed
- * with `Range: bytes=N-`.
+ * suite; SLUICE_RESULT_MAX_BYTES, 1 MiB; SLUICE_RESULT_TOTAL_MAX_BYTES, 2 MiB for all together) and
+ * fetched with GET /v1/queries/{id}/result, resumed with `Range: bytes=N-`.
  */
 const users: string[] = [];
 let token: string;
@@ -84,11 +84,15 @@ async function fetchResult(
 }
 
 /** An asynchronous query that is answered 202 at once; returns its id. */
-async function submitAsync(body: Record<string, unknown>, headers: Record<string, string> = {}) {
+async function submitAsync(
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+  as = token,
+) {
   // fetch asks for gzip by itself: say what the body is to be.
   const res = await execute(
     { ...body, wait_timeout: 0 },
-    { token, headers: { 'accept-encoding': 'identity', ...headers } },
+    { token: as, headers: { 'accept-encoding': 'identity', ...headers } },
   );
   expect(res.status).toBe(202);
   return res.json.query_id as string;
@@ -242,6 +246,27 @@ describe('GET /v1/queries/{id}/result', () => {
     },
   );
 
+  it('ignores Range on a query still running (RFC 9110 allows it): 200 with the whole body from its first byte, as it comes', async () => {
+    const queryId = await submitAsync(
+      {
+        statement:
+          'select g, pg_sleep(case when g = 3 then 1.5 else 0 end) from generate_series(1, 3) g',
+        fetch_size: 1,
+      },
+      { accept: 'text/csv' },
+    );
+    const running = await fetchResult(queryId, { range: 'bytes=3-' });
+    expect(running.status).toBe(200);
+    expect(running.headers['content-range']).toBeUndefined();
+    expect(await finished(queryId)).toMatchObject({ state: 'succeeded' });
+    const whole = await fetchResult(queryId);
+    expect(running.bytes.equals(whole.bytes)).toBe(true);
+    // Once it ended, the same Range is honoured.
+    const rest = await fetchResult(queryId, { range: 'bytes=3-' });
+    expect(rest.status).toBe(206);
+    expect(rest.bytes.equals(whole.bytes.subarray(3))).toBe(true);
+  });
+
   it("is 404 for another user's query, for an unknown id, and for a query that keeps no result", async () => {
     const other = await createUser('async_other');
     users.push(other.username);
@@ -303,6 +328,296 @@ describe('GET /v1/queries/{id}/result', () => {
     const body = JSON.parse(result.bytes.toString()) as { status: { vendor_code: number } };
     expect(body.status.vendor_code).toBe(-112);
   });
+});
+
+describe('SLUICE_RESULT_TOTAL_MAX_BYTES', () => {
+  const CAP = 2 * 1024 * 1024;
+  const submitters: string[] = [];
+
+  beforeAll(async () => {
+    // Four users of five queries each: SLUICE_MAX_ACTIVE_PER_USER (6) is not what is tested.
+    for (let i = 0; i < 4; i++) {
+      const user = await createUser('kept_cap');
+      users.push(user.username);
+      submitters.push(user.token);
+    }
+  });
+
+  /** Kept bytes as /metrics tells them (the ledger's total, all apis together). */
+  async function keptMetric(): Promise<number> {
+    const metrics = await fetch(`${e2eEnv().baseUrl}/metrics`).then((res) => res.text());
+    return Number(/^sluice_kept_result_bytes\{[^}]*\} (\d+)/m.exec(metrics)?.[1]);
+  }
+
+  /**
+   * Submits 20 asynchronous CSV queries of `rows` rows of about 500 bytes at once and samples, until
+   * they have all ended, what the kept results hold: /metrics, and in cluster mode the memory of
+   * their Redis streams. Returns the ids and the largest samples.
+   */
+  async function submitTwenty(rows: number) {
+    const statement = `select g, repeat('x', 500) as pad from generate_series(1, ${rows}) g`;
+    const ids = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        submitAsync({ statement }, { accept: 'text/csv' }, submitters[i % submitters.length]),
+      ),
+    );
+    const redis = e2eEnv().mode === 'cluster' ? new Redis(e2eEnv().redisUrl) : undefined;
+    const streams = ids.map((id) => `${e2eEnv().keyPrefix}:q:{${id}}:out`);
+    let maxMetric = 0;
+    let maxRedis = 0;
+    let done = false;
+    const ended = Promise.all(ids.map((id) => finished(id, submitters[ids.indexOf(id) % 4]))).then(
+      (infos) => {
+        done = true;
+        return infos;
+      },
+    );
+    try {
+      while (!done) {
+        maxMetric = Math.max(maxMetric, await keptMetric());
+        if (redis) {
+          const sizes = await Promise.all(
+            streams.map((key) => redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')),
+          );
+          maxRedis = Math.max(
+            maxRedis,
+            sizes.reduce<number>((sum, n) => sum + Number(n ?? 0), 0),
+          );
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return { ids, infos: await ended, maxMetric, maxRedis, redis };
+    } catch (err) {
+      redis?.disconnect();
+      throw err;
+    }
+  }
+
+  async function drop(ids: string[]) {
+    for (const [i, id] of ids.entries()) {
+      await request(undefined, {
+        method: 'DELETE',
+        path: `/v1/queries/${id}`,
+        token: submitters[i % submitters.length],
+      });
+    }
+  }
+
+  it('keeps 20 results that together pass the cap within it: those over it fail with 413 -112 and say to stream them', async () => {
+    const { ids, infos, maxMetric, maxRedis, redis } = await submitTwenty(1000);
+    try {
+      const succeeded = ids.filter((_, i) => infos[i].state === 'succeeded');
+      const failed = ids.filter((_, i) => infos[i].state === 'failed');
+      // About 500 kB each: a few fit in 2 MiB at once, the rest do not.
+      expect(succeeded.length).toBeGreaterThanOrEqual(1);
+      expect(succeeded.length).toBeLessThanOrEqual(4);
+      expect(failed.length).toBe(20 - succeeded.length);
+      expect(maxMetric).toBeLessThanOrEqual(CAP);
+      // Stream overhead aside (a few kB per stream), Redis holds no more than the cap.
+      if (redis) expect(maxRedis).toBeLessThanOrEqual(CAP + 20 * 16 * 1024);
+      let kept = 0;
+      for (const [i, id] of ids.entries()) {
+        const as = submitters[i % submitters.length];
+        const result = await fetchResult(id, {}, as);
+        if (infos[i].state === 'succeeded') {
+          expect(result.status).toBe(200);
+          expect(result.bytes.toString().trim().split('\n')).toHaveLength(1001);
+          kept += result.bytes.length;
+          continue;
+        }
+        expect(result.status).toBe(413);
+        const body = JSON.parse(result.bytes.toString()) as {
+          status: { vendor_code: number; reason: string };
+        };
+        expect(body.status.vendor_code).toBe(-112);
+        expect(body.status.reason).toContain('SLUICE_RESULT_TOTAL_MAX_BYTES');
+        expect(body.status.reason).toContain('without wait_timeout');
+        // A failed result keeps only its error: its bytes went back to the total.
+        if (redis) expect(await redis.xlen(`${e2eEnv().keyPrefix}:q:{${id}}:out`)).toBe(1);
+      }
+      expect(kept).toBeLessThanOrEqual(CAP);
+      const before = await keptMetric();
+      expect(before).toBeGreaterThanOrEqual(kept);
+      // Dropped results give their bytes back: the next result fits again.
+      await drop(ids);
+      expect(await keptMetric()).toBeLessThanOrEqual(before - kept);
+      const next = await submitAsync(
+        { statement: "select g, repeat('x', 500) from generate_series(1, 1000) g" },
+        { accept: 'text/csv' },
+      );
+      expect(await finished(next)).toMatchObject({ state: 'succeeded' });
+      await drop([next]);
+    } finally {
+      redis?.disconnect();
+    }
+  }, 60_000);
+
+  it('keeps 20 results each larger than the cap within it: every one fails with 413 -112', async () => {
+    const { ids, infos, maxMetric, maxRedis, redis } = await submitTwenty(5000);
+    try {
+      expect(infos.map((info) => info.state)).toEqual(ids.map(() => 'failed'));
+      expect(maxMetric).toBeLessThanOrEqual(CAP);
+      if (redis) expect(maxRedis).toBeLessThanOrEqual(CAP + 20 * 16 * 1024);
+      for (const [i, id] of ids.entries()) {
+        const result = await fetchResult(id, {}, submitters[i % submitters.length]);
+        expect(result.status).toBe(413);
+        expect(JSON.parse(result.bytes.toString())).toMatchObject({
+          status: { vendor_code: -112 },
+        });
+      }
+      await drop(ids);
+    } finally {
+      redis?.disconnect();
+    }
+  }, 60_000);
+});
+
+describe("a kept query's slot", () => {
+  it('counts detached queries against SLUICE_MAX_ACTIVE_PER_USER until they end, not for one slot lease (15 s)', async () => {
+    // The e2e service runs with SLUICE_MAX_ACTIVE_PER_USER=6 and 4 queries at once: 4 of the 6 run,
+    // 2 wait (past their 4 s queue wait: they never run, and end when a worker gets to them).
+    const attacker = await createUser('kept_slots');
+    users.push(attacker.username);
+    const asAttacker = (statement: string) =>
+      execute(
+        { statement, wait_timeout: 0 },
+        { token: attacker.token, headers: { 'accept-encoding': 'identity' } },
+      );
+    const long = 'select pg_sleep(25)';
+    const first = await Promise.all(Array.from({ length: 8 }, () => asAttacker(long)));
+    const accepted = first.filter((r) => r.status === 202).map((r) => r.json.query_id as string);
+    expect(accepted).toHaveLength(6);
+    for (const refused of first.filter((r) => r.status !== 202)) {
+      expect(refused.status).toBe(429);
+      expect(refused.json.status).toMatchObject({ vendor_code: -108 });
+    }
+    const submitted = Date.now();
+    try {
+      // Past one slot lease after the last api let go of them: the slots are still held.
+      await new Promise((r) => setTimeout(r, 16_500 - (Date.now() - submitted)));
+      const list = await request(undefined, {
+        method: 'GET',
+        path: '/v1/queries',
+        token: attacker.token,
+      });
+      const open = (list.json as { query_id: string; state: string }[]).filter((q) =>
+        ['queued', 'running', 'streaming'].includes(q.state),
+      );
+      expect(open.length).toBeGreaterThanOrEqual(4);
+      expect(open.length).toBeLessThanOrEqual(6);
+      const again = await Promise.all(Array.from({ length: 3 }, () => asAttacker(long)));
+      expect(again.map((r) => r.status)).toEqual([429, 429, 429]);
+    } finally {
+      for (const id of accepted) {
+        await request(undefined, {
+          method: 'DELETE',
+          path: `/v1/queries/${id}`,
+          token: attacker.token,
+        });
+      }
+    }
+    // DELETE stops them where they run (also in-process, where the cancel goes through the kept
+    // channel that DELETE drops).
+    await eventually(async () => {
+      const running = await Promise.all(accepted.map((id) => backendsOf(id)));
+      return running.every((n) => n === 0) ? true : undefined;
+    }, 10_000);
+    // Ended (cancelled): the slots are free again.
+    await eventually(async () => {
+      const res = await execute({ statement: 'select 1 as ok' }, { token: attacker.token });
+      return res.status === 200 ? true : undefined;
+    }, 15_000);
+  }, 60_000);
+});
+
+describe('a kept query that never starts', () => {
+  it('answers its fetch within the queue-wait limit with the error the synchronous path gives (504 TIME_LIMIT), and keeps that error', async () => {
+    const filler = await createUser('kept_filler');
+    users.push(filler.username);
+    const { capacity } = e2eEnv();
+    const fillers: string[] = [];
+    try {
+      for (let i = 0; i < capacity; i++) {
+        fillers.push(await submitAsync({ statement: 'select pg_sleep(20)' }, {}, filler.token));
+      }
+      await eventually(async () => {
+        const states = await Promise.all(
+          fillers.map(async (id) => {
+            const res = await request(undefined, {
+              method: 'GET',
+              path: `/v1/queries/${id}`,
+              token: filler.token,
+            });
+            return (res.json as { state: string }).state;
+          }),
+        );
+        return states.every((state) => state === 'running') ? true : undefined;
+      });
+      const queryId = await submitAsync({ statement: 'select 1 as never' });
+      const asked = Date.now();
+      const res = await fetchResult(queryId);
+      // SLUICE_MAX_QUEUE_WAIT_MS is 4 s in the suite; the check runs on a quiet spell (3 s).
+      expect(Date.now() - asked).toBeLessThan(9_000);
+      expect(res.status).toBe(504);
+      expect(JSON.parse(res.bytes.toString())).toMatchObject({
+        status: { vendor_code: -1122, reason: expect.stringContaining('queue') as string },
+      });
+      expect(await finished(queryId)).toMatchObject({
+        state: 'failed',
+        status: { vendor_code: -1122 },
+      });
+      // Never run, and the next fetch answers the same at once.
+      const again = await fetchResult(queryId);
+      expect(again.status).toBe(504);
+    } finally {
+      for (const id of fillers) {
+        await request(undefined, {
+          method: 'DELETE',
+          path: `/v1/queries/${id}`,
+          token: filler.token,
+        });
+      }
+    }
+  }, 40_000);
+});
+
+describe('progress of a query nobody reads', () => {
+  it('shows rows_produced and bytes_produced growing while an asynchronous query runs, and all of them at its end', async () => {
+    const queryId = await submitAsync({
+      // One row every 0.25 s, one row per batch: about 5 s in all.
+      statement: 'select g, pg_sleep(0.25) from generate_series(1, 20) g',
+      fetch_size: 1,
+    });
+    const seen: { rows: number; bytes: number }[] = [];
+    for (;;) {
+      const res = await request(undefined, {
+        method: 'GET',
+        path: `/v1/queries/${queryId}`,
+        token,
+      });
+      const info = res.json as {
+        state: string;
+        rows: number;
+        rows_produced: number;
+        bytes_produced: number;
+      };
+      if (['succeeded', 'failed', 'cancelled'].includes(info.state)) {
+        expect(info).toMatchObject({ state: 'succeeded', rows_produced: 20 });
+        expect(info.bytes_produced).toBeGreaterThan(0);
+        break;
+      }
+      // Nobody reads it: nothing is sent, rows are made all the same.
+      expect(info.rows).toBe(0);
+      seen.push({ rows: info.rows_produced, bytes: info.bytes_produced });
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const rows = [...new Set(seen.map((s) => s.rows))];
+    // At least three reports before the end (one a second), each larger than the one before.
+    expect(rows.filter((n) => n > 0 && n < 20).length).toBeGreaterThanOrEqual(3);
+    expect([...rows].sort((a, b) => a - b)).toEqual(rows);
+    const bytes = seen.map((s) => s.bytes);
+    expect([...bytes].sort((a, b) => a - b)).toEqual(bytes);
+  }, 30_000);
 });
 
 describe('Idempotency-Key', () => {

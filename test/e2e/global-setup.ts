@@ -47,9 +47,10 @@ export default async function globalSetup(): Promise<void> {
     SLUICE_ADMIN_PASSWORD: base.adminPassword,
     SLUICE_PRODUCER_SILENCE_MS: '3000',
     SLUICE_CLIENT_IDLE_TIMEOUT_MS: '3000',
-    // Kept results (async.e2e-spec): short-lived and small, so that the spec sees both limits.
+    // Kept results (async.e2e-spec): short-lived and small, so that the spec sees the three limits.
     SLUICE_RESULT_TTL_SECONDS: '8',
     SLUICE_RESULT_MAX_BYTES: String(1024 * 1024),
+    SLUICE_RESULT_TOTAL_MAX_BYTES: String(2 * 1024 * 1024),
     SLUICE_MAX_ACTIVE_PER_USER: '6',
     SLUICE_MAX_QUEUE_WAIT_MS: '4000',
     SLUICE_TASKS_PER_THREAD: '2',

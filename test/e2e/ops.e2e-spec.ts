@@ -614,6 +614,12 @@ describe('a deployment of its own', () => {
         expect(output).not.toContain(hidden);
       }
     }
+    // Other routes get pino-http's access line (headers redacted); execute requests only theirs.
+    const access = await eventually(async () =>
+      Promise.resolve(lines(info).find((l) => l.req?.url === '/v1/login')),
+    );
+    expect(access).toMatchObject({ req: { method: 'POST' }, res: { statusCode: 200 } });
+    expect(lines(info).some((l) => String(l.req?.url).startsWith('/v1/execute'))).toBe(false);
     expect(lines(info).some((l) => l.msg === 'execute statement')).toBe(false);
     expect(info.output()).not.toContain('select {v}::text');
     const statement = lines(debug).find(

@@ -8,14 +8,42 @@ const root = join(__dirname, '..', '..', '..');
 const example = readFileSync(join(root, '.env.example'), 'utf8');
 const documented = [...example.matchAll(/^([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
 
-/** Each variable, the setting it feeds and a valid value other than the default. */
-const FEEDS: Record<string, { setting: keyof SluiceConfig; value: string }> = {
+/**
+ * Each variable, the setting it feeds and a valid value other than the default (`with`: the
+ * variables it needs beside it).
+ */
+const FEEDS: Record<
+  string,
+  { setting: keyof SluiceConfig; value: string; with?: Record<string, string> }
+> = {
   DATABASE_URL: { setting: 'databaseUrl', value: 'postgresql://u@db.example:5432/d' },
   SLUICE_METADATA_DATABASE_URL: {
     setting: 'metadataDatabaseUrl',
     value: 'postgresql://u@meta.example:5432/m',
   },
-  REDIS_URL: { setting: 'redisUrl', value: 'redis://redis.example:6379' },
+  REDIS_URL: { setting: 'redis', value: 'redis://redis.example:6379' },
+  SLUICE_REDIS_CLUSTER_NODES: { setting: 'redis', value: 'a.example:7001,b.example:7002' },
+  SLUICE_REDIS_SENTINELS: { setting: 'redis', value: 's1.example:26379' },
+  SLUICE_REDIS_SENTINEL_NAME: {
+    setting: 'redis',
+    value: 'sluice',
+    with: { SLUICE_REDIS_SENTINELS: 's1.example:26379' },
+  },
+  SLUICE_REDIS_PASSWORD: {
+    setting: 'redis',
+    value: 'secret',
+    with: { SLUICE_REDIS_CLUSTER_NODES: 'a.example:7001' },
+  },
+  SLUICE_REDIS_SENTINEL_PASSWORD: {
+    setting: 'redis',
+    value: 'secret',
+    with: { SLUICE_REDIS_SENTINELS: 's1.example:26379' },
+  },
+  SLUICE_REDIS_TLS: {
+    setting: 'redis',
+    value: 'true',
+    with: { SLUICE_REDIS_CLUSTER_NODES: 'a.example:7001' },
+  },
   SLUICE_CREDENTIAL_KEY: { setting: 'credentialKey', value: 'k'.repeat(32) },
   SLUICE_AUTH: { setting: 'authMode', value: 'database' },
   SLUICE_KEY_PREFIX: { setting: 'keyPrefix', value: 'other' },
@@ -57,6 +85,7 @@ const FEEDS: Record<string, { setting: keyof SluiceConfig; value: string }> = {
   SLUICE_STREAM_TTL_SECONDS: { setting: 'streamTtlSeconds', value: '60' },
   SLUICE_RESULT_TTL_SECONDS: { setting: 'resultTtlSeconds', value: '60' },
   SLUICE_RESULT_MAX_BYTES: { setting: 'resultMaxBytes', value: '1048576' },
+  SLUICE_RESULT_TOTAL_MAX_BYTES: { setting: 'resultTotalMaxBytes', value: '4194304' },
   SLUICE_JOB_RETENTION_SECONDS: { setting: 'jobRetentionSeconds', value: '60' },
   LOG_LEVEL: { setting: 'logLevel', value: 'debug' },
   SLUICE_STATEMENT_TIMEOUT_MS: { setting: 'statementTimeoutMs', value: '1000' },
@@ -110,9 +139,10 @@ describe('.env.example', () => {
 
   it('names the setting each variable feeds', () => {
     expect(Object.keys(FEEDS).sort()).toEqual([...documented].sort());
-    for (const [variable, { setting, value }] of Object.entries(FEEDS)) {
-      const unset = loadConfig({})[setting];
-      const set = loadConfig({ [variable]: value })[setting];
+    for (const [variable, { setting, value, with: beside = {} }] of Object.entries(FEEDS)) {
+      // Compared as JSON: a setting may be an object, made anew by each load.
+      const unset = JSON.stringify(loadConfig(beside)[setting]);
+      const set = JSON.stringify(loadConfig({ ...beside, [variable]: value })[setting]);
       expect({ variable, changed: set !== unset }).toEqual({ variable, changed: true });
     }
   });

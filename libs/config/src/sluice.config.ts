@@ -9,8 +9,8 @@ export interface SluiceConfig {
   databaseUrl?: string;
   /** Where users and revoked tokens live (schema `sluice`). */
   metadataDatabaseUrl?: string;
-  /** Undefined: standalone mode (in-process queue and result channel). */
-  redisUrl?: string;
+  /** Where the queue and result streams live; undefined: standalone mode (in-process). */
+  redis?: RedisSettings;
   keyPrefix: string;
   /**
    * Who users are: `service` (Sluice's users table, each mapped to a PostgreSQL role) or
@@ -61,6 +61,11 @@ export interface SluiceConfig {
   resultTtlSeconds: number;
   /** Most body bytes an asynchronous query's result may keep; a larger one fails. */
   resultMaxBytes: number;
+  /**
+   * Most body bytes all kept results may hold together (Redis memory, or this process's in
+   * standalone mode); a result that would pass it fails the way a too large one does.
+   */
+  resultTotalMaxBytes: number;
   clientIdleTimeoutMs: number;
   /**
    * A result stream silent this long makes the api check that its job's worker still holds it,
@@ -100,6 +105,28 @@ export interface SluiceConfig {
 }
 
 export type AuthMode = 'service' | 'database';
+
+/** A Redis node or sentinel as `host:port`. */
+export interface RedisAddress {
+  host: string;
+  port: number;
+}
+
+/**
+ * How Sluice reaches Redis (plain data: piscina threads get it too): one node (`REDIS_URL`), a
+ * Redis Cluster through seed nodes, or the master a set of Sentinels names.
+ */
+export type RedisSettings =
+  | { mode: 'single'; url: string }
+  | { mode: 'cluster'; nodes: RedisAddress[]; password?: string; tls: boolean }
+  | {
+      mode: 'sentinel';
+      sentinels: RedisAddress[];
+      name: string;
+      password?: string;
+      sentinelPassword?: string;
+      tls: boolean;
+    };
 
 /** A configuration value that stops start-up; the message names the variable. */
 export class ConfigError extends Error {
@@ -142,6 +169,66 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     throw new ConfigError(name, `must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
   }
   return raw;
+}
+
+/** A comma-separated list of `host:port`. */
+function addresses(env: Env, name: string): RedisAddress[] | undefined {
+  const raw = str(env, name);
+  if (raw === undefined) return undefined;
+  return raw.split(',').map((item) => {
+    const match = /^\s*([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})\s*$/.exec(item);
+    const port = Number(match?.[2]);
+    if (!match || port < 1 || port > 65535) {
+      throw new ConfigError(name, `must list host:port pairs separated by commas, got "${raw}"`);
+    }
+    return { host: match[1].replace(/^\[|\]$/g, ''), port };
+  });
+}
+
+/** One connection mode out of REDIS_URL, SLUICE_REDIS_CLUSTER_NODES and SLUICE_REDIS_SENTINELS. */
+function redisSettings(env: Env): RedisSettings | undefined {
+  const single = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
+  const nodes = addresses(env, 'SLUICE_REDIS_CLUSTER_NODES');
+  const sentinels = addresses(env, 'SLUICE_REDIS_SENTINELS');
+  const given = [
+    single && 'REDIS_URL',
+    nodes && 'SLUICE_REDIS_CLUSTER_NODES',
+    sentinels && 'SLUICE_REDIS_SENTINELS',
+  ].filter(Boolean);
+  if (given.length > 1) {
+    throw new ConfigError(given[1] as string, `cannot be set together with ${given[0]}: pick one`);
+  }
+  const name = str(env, 'SLUICE_REDIS_SENTINEL_NAME');
+  const password = env.SLUICE_REDIS_PASSWORD || undefined;
+  const sentinelPassword = env.SLUICE_REDIS_SENTINEL_PASSWORD || undefined;
+  const tlsRaw = str(env, 'SLUICE_REDIS_TLS');
+  if (tlsRaw !== undefined && tlsRaw !== 'true' && tlsRaw !== 'false') {
+    throw new ConfigError('SLUICE_REDIS_TLS', `must be true or false, got "${tlsRaw}"`);
+  }
+  const tls = tlsRaw === 'true';
+  // Each setting belongs to one mode: one that would be ignored is a mistake worth stopping for.
+  const stray = (variable: string, set: unknown, mode: string) => {
+    if (set) throw new ConfigError(variable, `applies only with ${mode}`);
+  };
+  stray('SLUICE_REDIS_SENTINEL_NAME', !sentinels && name, 'SLUICE_REDIS_SENTINELS');
+  stray('SLUICE_REDIS_SENTINEL_PASSWORD', !sentinels && sentinelPassword, 'SLUICE_REDIS_SENTINELS');
+  const eitherOf =
+    'SLUICE_REDIS_CLUSTER_NODES or SLUICE_REDIS_SENTINELS (REDIS_URL carries its own)';
+  stray('SLUICE_REDIS_PASSWORD', !nodes && !sentinels && password, eitherOf);
+  stray('SLUICE_REDIS_TLS', !nodes && !sentinels && tls, eitherOf);
+  if (single) return { mode: 'single', url: single };
+  if (nodes) return { mode: 'cluster', nodes, password, tls };
+  if (sentinels) {
+    return {
+      mode: 'sentinel',
+      sentinels,
+      name: name ?? 'mymaster',
+      password,
+      sentinelPassword,
+      tls,
+    };
+  }
+  return undefined;
 }
 
 /** A comma-separated list of lanes; empty or unset: every lane. */
@@ -192,13 +279,13 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   const interactiveReserve = int(env, 'SLUICE_WORKER_INTERACTIVE_RESERVE', 1, 0, 256);
   const exportWorkerNice = int(env, 'SLUICE_EXPORT_WORKER_NICE', 10, 0, 19);
   const exportYieldMs = int(env, 'SLUICE_EXPORT_YIELD_MS', 25, 0, 1_000);
-  const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
+  const redis = redisSettings(env);
   // Every running task holds one statement connection: fewer than that could never all run.
   const threads = laneThreads({
     workerThreads,
     interactiveReserve,
     // Without Redis, standalone mode's one pool serves every lane.
-    lanes: redisUrl ? workerLanes : LANES,
+    lanes: redis ? workerLanes : LANES,
   });
   const leastConnections = (threads.interactive + threads.export) * tasksPerThread;
   const pgMaxConnections = int(
@@ -227,7 +314,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     databaseUrl,
     metadataDatabaseUrl:
       url(env, 'SLUICE_METADATA_DATABASE_URL', ['postgres:', 'postgresql:']) ?? databaseUrl,
-    redisUrl,
+    redis,
     keyPrefix,
     authMode,
     credentialKey,
@@ -257,6 +344,13 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
       64 * 1024 * 1024,
       64 * 1024,
       16 * 1024 * 1024 * 1024,
+    ),
+    resultTotalMaxBytes: int(
+      env,
+      'SLUICE_RESULT_TOTAL_MAX_BYTES',
+      1024 * 1024 * 1024,
+      64 * 1024,
+      1024 * 1024 * 1024 * 1024,
     ),
     clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),
@@ -314,9 +408,9 @@ export function poolLanes(config: SluiceConfig): readonly Lane[] {
   return isStandalone(config) ? LANES : config.workerLanes;
 }
 
-/** True when no REDIS_URL is set: api and worker run in one process. */
+/** True when no Redis is configured: api and worker run in one process. */
 export function isStandalone(config: SluiceConfig): boolean {
-  return config.redisUrl === undefined;
+  return config.redis === undefined;
 }
 
 /**
@@ -325,7 +419,12 @@ export function isStandalone(config: SluiceConfig): boolean {
  */
 export function requireClusterSettings(config: SluiceConfig, role: 'api' | 'worker'): void {
   if (role === 'api' && isStandalone(config)) return;
-  if (!config.redisUrl) throw new ConfigError('REDIS_URL', 'is required');
+  if (!config.redis) {
+    throw new ConfigError(
+      'REDIS_URL',
+      'is required (or SLUICE_REDIS_CLUSTER_NODES, or SLUICE_REDIS_SENTINELS)',
+    );
+  }
   if (!config.databaseUrl) throw new ConfigError('DATABASE_URL', 'is required');
   if (role === 'api' && !config.jwtSecret)
     throw new ConfigError('SLUICE_JWT_SECRET', 'is required');

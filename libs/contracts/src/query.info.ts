@@ -53,8 +53,12 @@ export interface QueryInfo {
   elapsed_ms: number;
   /** Queries ahead of this one while it is queued. */
   queue_position: number | null;
+  /** Rows and body bytes sent to a client so far. */
   rows: number;
   bytes: number;
+  /** Rows and body bytes the worker has produced so far (updated about once a second while it runs). */
+  rows_produced: number;
+  bytes_produced: number;
   status: Status | null;
   /** Where its kept result is fetched (a query sent with wait_timeout); null: nothing kept. */
   result_url: string | null;

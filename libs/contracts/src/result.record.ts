@@ -14,8 +14,15 @@ export interface Column {
 export type ResultRecord =
   | { kind: 'head'; columns: Column[]; bytes: Buffer }
   | { kind: 'data'; rows: number; bytes: Buffer }
-  | { kind: 'end'; status: Status; bytes: Buffer; abort?: boolean; rows?: number }
-  | { kind: 'error'; status: Status };
+  | {
+      kind: 'end';
+      status: Status;
+      bytes: Buffer;
+      abort?: boolean;
+      rows?: number;
+      startedAt?: number;
+    }
+  | { kind: 'error'; status: Status; startedAt?: number };
 
 export function isTerminal(record: ResultRecord): boolean {
   return record.kind === 'end' || record.kind === 'error';

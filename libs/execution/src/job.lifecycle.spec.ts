@@ -1,5 +1,5 @@
-import { ExecuteJobData, ResultRecord, statusOf } from '@app/contracts';
-import { InProcessQueryRegistry, InProcessResultChannel } from '@app/transport';
+import { ExecuteJobData, ResultRecord, okStatus, statusOf } from '@app/contracts';
+import { InProcessQueryRegistry, InProcessResultChannel, QueryRegistry } from '@app/transport';
 import { JobLifecycle } from './job.lifecycle';
 import { QueryLifecycle } from './query.lifecycle';
 import { queuedRecord } from '@test/support/query-record';
@@ -52,18 +52,39 @@ describe(JobLifecycle.name, () => {
     expect(await registry.admit('ann', 'q2', 1)).toBe(0);
   });
 
-  it('records running, and writes nothing to the stream, for a job that may start', async () => {
+  it('records running once a job has run a while, and writes nothing to the stream', async () => {
     const registry = new InProcessQueryRegistry(60);
     await started(registry);
     const end = jest.spyOn(channel, 'end');
+    const before = Date.now();
     expect(
-      await new JobLifecycle(new QueryLifecycle(registry), channel).start({
+      await new JobLifecycle(new QueryLifecycle(registry), channel, 20).start({
         ...job,
         startBy: Date.now() + 60_000,
       }),
     ).toBe(true);
-    expect((await registry.get('q1'))?.state).toBe('running');
+    expect((await registry.get('q1'))?.state).toBe('queued');
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    const record = await registry.get('q1');
+    expect(record?.state).toBe('running');
+    expect(record?.startedAt).toBeGreaterThanOrEqual(before);
     expect(end).not.toHaveBeenCalled();
+  });
+
+  it('records a job that ends quickly in one write, from queued to its end, with its start', async () => {
+    const registry = new InProcessQueryRegistry(60);
+    await started(registry);
+    const transition = jest.spyOn(registry, 'transition');
+    const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 50);
+    const before = Date.now();
+    expect(await lifecycle.start(job)).toBe(true);
+    await lifecycle.finish(job, { status: okStatus(), rows: 3, bytes: 40 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(transition).toHaveBeenCalledTimes(1);
+    const record = await registry.get('q1');
+    expect(record).toMatchObject({ state: 'succeeded', rows: 3, bytes: 40 });
+    expect(record?.startedAt).toBeGreaterThanOrEqual(before);
+    expect(record?.finishedAt).toBeGreaterThanOrEqual(record?.startedAt ?? Infinity);
   });
 
   it('ends the stream with the refusal of a job whose session ended, and records it', async () => {
@@ -94,5 +115,27 @@ describe(JobLifecycle.name, () => {
       new JobLifecycle(new QueryLifecycle(registry), channel).crashed(job),
     ).resolves.toBeUndefined();
     expect((await registry.get('q1'))?.state).toBe('failed');
+  });
+
+  it("renews its owner's slot while the job runs, and stops once it ended", async () => {
+    const registry = new InProcessQueryRegistry(60);
+    await started(registry);
+    const renewed: string[] = [];
+    // In-process slots need no renewal (renew does nothing): count the calls the worker makes.
+    const port: QueryRegistry = registry;
+    port.renew = (_owner, queryId) => {
+      renewed.push(queryId);
+      return Promise.resolve();
+    };
+    const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 10, 20);
+    expect(await lifecycle.start(job)).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 110));
+    expect(renewed.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(renewed)).toEqual(new Set(['q1']));
+    await lifecycle.finish(job, { status: statusOf('CANCELLED'), rows: 0, bytes: 0 });
+    const after = renewed.length;
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(renewed.length).toBe(after);
+    lifecycle.close();
   });
 });

@@ -42,15 +42,28 @@ describe(QueryLifecycle.name, () => {
     await lifecycle.transition(query, 'streaming', { rows: 1, bytes: 10 });
     await lifecycle.transition(query, 'streaming', { rows: 2, bytes: 20 });
     // Back to running: not a way a query goes.
-    expect((await lifecycle.transition(query, 'running'))?.state).toBe('streaming');
-    const ended = await lifecycle.transition(query, 'succeeded', { status: ok, rows: 3 });
+    await lifecycle.transition(query, 'running');
+    expect((await registry.get('q1'))?.state).toBe('streaming');
+    await lifecycle.transition(query, 'succeeded', { status: ok, rows: 3 });
+    const ended = await registry.get('q1');
     expect(ended).toMatchObject({ state: 'succeeded', startedAt: 5, rows: 3, bytes: 20 });
     expect(ended?.finishedAt).toEqual(expect.any(Number));
-    // A second process ending it late changes nothing, and learns what the first recorded.
+    // A second process ending it late changes nothing.
     const cancel = statusOf('CANCELLED', 'client went away');
-    const late = await lifecycle.transition(query, 'cancelled', { status: cancel, rows: 9 });
-    expect(late).toEqual(ended);
+    await lifecycle.transition(query, 'cancelled', { status: cancel, rows: 9 });
     expect(await registry.get('q1')).toEqual(ended);
+  });
+
+  it('reads the record back only where ends are told', async () => {
+    for (const tellEnds of [false, true]) {
+      const registry = new InProcessQueryRegistry(60);
+      const transition = jest.spyOn(registry, 'transition');
+      const lifecycle = new QueryLifecycle(registry, tellEnds);
+      await queued(lifecycle, registry);
+      await lifecycle.transition(query, 'running');
+      await lifecycle.transition(query, 'succeeded', { status: ok });
+      expect(transition.mock.calls.map((call) => call[3])).toEqual([false, tellEnds]);
+    }
   });
 
   it("frees the owner's slot when the query ends, and not before", async () => {
@@ -102,8 +115,8 @@ describe(QueryLifecycle.name, () => {
     const lifecycle = new QueryLifecycle(registry);
     await queued(lifecycle, registry);
     Object.assign(registry, { failures: 2 });
-    const record = await lifecycle.transition(query, 'succeeded', { status: ok });
-    expect(record?.state).toBe('succeeded');
+    await lifecycle.transition(query, 'succeeded', { status: ok });
+    expect((await registry.get('q1'))?.state).toBe('succeeded');
     expect(await registry.admit('ann', 'q2', 1)).toBe(0);
   });
 

@@ -45,19 +45,16 @@ export class QueryLifecycle {
   /**
    * Moves the query to `to`. A step on the way (running, streaming) that fails is logged and
    * left to the next one: the final state is what counts. The final state is retried through a
-   * Redis blip, then its owner's slot freed; what the registry then holds (whoever ended the
-   * query first) is returned and told to `ended`. Never throws.
+   * Redis blip, then its owner's slot freed; where ends are told, what the registry then holds
+   * (whoever ended the query first) is told to `ended`. Never throws.
    */
-  async transition(
-    query: QueryRef,
-    to: QueryState,
-    facts: QueryFacts = {},
-  ): Promise<QueryRecord | undefined> {
+  async transition(query: QueryRef, to: QueryState, facts: QueryFacts = {}): Promise<void> {
     if (!FINAL_STATES.includes(to)) {
-      return this.registry.transition(query.queryId, to, facts).catch((err: Error) => {
+      // Nobody looks at the record a step on the way leaves.
+      await this.registry.transition(query.queryId, to, facts, false).catch((err: Error) => {
         this.logger.warn(`query ${query.queryId}: could not record it ${to}: ${err.message}`);
-        return undefined;
       });
+      return;
     }
     // Unrecorded, it would show as running, and hold its owner's slot until the slot's lease
     // lapses (in-process: for good).
@@ -65,19 +62,22 @@ export class QueryLifecycle {
     // waits for the other.
     const [record] = await Promise.all([
       this.retried(query, 'record its final state', () =>
-        this.registry.transition(query.queryId, to, facts),
+        // Read back only where ends are told (the api's request log); a worker does not look.
+        this.registry.transition(query.queryId, to, facts, this.tellEnds),
       ),
       this.retried(query, "free its owner's slot", () =>
         this.registry.release(query.owner, query.queryId),
       ),
     ]);
     this.told(query.queryId, record);
-    return record;
   }
 
-  /** Keeps the owner's slot while the query lives (a lease where the registry is shared). */
-  keepSlot(query: QueryRef): Promise<void> {
-    return this.registry.renew(query.owner, query.queryId);
+  /**
+   * Keeps the owner's slot while the query lives (a lease where the registry is shared), for one
+   * lease or `leaseMs` from now.
+   */
+  keepSlot(query: QueryRef, leaseMs?: number): Promise<void> {
+    return this.registry.renew(query.owner, query.queryId, leaseMs);
   }
 
   /**

@@ -1,5 +1,5 @@
-import { ResultRecord, okStatus } from '@app/contracts';
-import { CappedResultWriter } from './capped-result.writer';
+import { ResultRecord, okStatus, statusOf } from '@app/contracts';
+import { CappedResultWriter, KeptBudget } from './capped-result.writer';
 import { ProducerStoppedError, ResultWriter } from './result.channel';
 
 /** Records what reaches the writer behind the cap. */
@@ -24,9 +24,14 @@ describe(CappedResultWriter.name, () => {
     await writer.write(data(40));
     await expect(writer.write(data(1))).rejects.toEqual(new ProducerStoppedError('too-large'));
     expect(inner.written).toHaveLength(2);
-    // The end that reports it still goes through.
-    await writer.write({ kind: 'end', status: okStatus(), bytes: Buffer.alloc(500) });
+    // The end that reports it still goes through, as the error alone.
+    await writer.write({
+      kind: 'end',
+      status: statusOf('RESULT_TOO_LARGE'),
+      bytes: Buffer.alloc(500),
+    });
     expect(inner.written).toHaveLength(3);
+    expect(inner.written[2]).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
   });
 
   it('ends a held result over the cap with its reason instead of its records', async () => {
@@ -44,7 +49,7 @@ describe(CappedResultWriter.name, () => {
     ]);
   });
 
-  it('aborts a body already started when its held end goes over the cap', async () => {
+  it('ends a body already started with the error alone when its held end goes over the cap', async () => {
     const inner = recording();
     const writer = new CappedResultWriter(inner, 10);
     await writer.write(data(5));
@@ -52,10 +57,57 @@ describe(CappedResultWriter.name, () => {
       data(20),
       { kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) },
     ]);
-    expect(inner.written[1]).toMatchObject({
+    expect(inner.written).toHaveLength(2);
+    expect(inner.written[1]).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
+  });
+
+  it('takes every byte from the budget before writing, and stops with kept-full when it is spent', async () => {
+    const inner = recording();
+    let left = 100;
+    const taken: number[] = [];
+    let released = 0;
+    const budget: KeptBudget = {
+      take: (bytes) => {
+        taken.push(bytes);
+        if (bytes > left) return Promise.resolve(false);
+        left -= bytes;
+        return Promise.resolve(true);
+      },
+      release: () => Promise.resolve(void (released += 1)),
+    };
+    const writer = new CappedResultWriter(inner, 1000, budget);
+    await writer.write(data(60));
+    await expect(writer.write(data(60))).rejects.toEqual(new ProducerStoppedError('kept-full'));
+    expect(inner.written).toHaveLength(1);
+    await writer.write({
       kind: 'end',
-      abort: true,
-      status: { vendor_code: -112 },
+      status: statusOf('RESULT_TOO_LARGE'),
+      bytes: Buffer.alloc(9),
     });
+    expect(inner.written[1]).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
+    // A failed result gives back what it took; its error took nothing.
+    expect(released).toBe(1);
+    expect(taken).toEqual([60, 60]);
+  });
+
+  it('fails a held end that the budget cannot take, and moves the expiry with a take of 0', async () => {
+    const inner = recording();
+    const taken: number[] = [];
+    const budget: KeptBudget = {
+      take: (bytes) => Promise.resolve(taken.push(bytes) > 0 && bytes < 10),
+      release: () => Promise.resolve(),
+    };
+    const writer = new CappedResultWriter(inner, 1000, budget);
+    await writer.writeFinal([{ kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) }]);
+    expect(inner.written[0]).toMatchObject({ kind: 'end' });
+    await writer.writeFinal([
+      data(20),
+      { kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) },
+    ]);
+    expect(inner.written[1]).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
+    expect((inner.written[1] as { status: { reason: string } }).status.reason).toContain(
+      'SLUICE_RESULT_TOTAL_MAX_BYTES',
+    );
+    expect(taken).toEqual([0, 20]);
   });
 });

@@ -1,38 +1,57 @@
-import { ResultRecord, isTerminal, statusOf } from '@app/contracts';
+import { ResultRecord, Status, isTerminal, statusOf } from '@app/contracts';
 import { ProducerStoppedError, ResultWriter, StopReason } from './result.channel';
 
 /**
+ * The share of the total every kept result draws on (SLUICE_RESULT_TOTAL_MAX_BYTES), for one
+ * result. Where the records are held in another process (Redis), the writer takes its bytes
+ * before it writes them; in-process, the channel that holds them counts them itself.
+ */
+export interface KeptBudget {
+  /** Takes `bytes` more; false (nothing taken) when the total would pass its cap. */
+  take(bytes: number): Promise<boolean>;
+  /** Gives back all this result took: it failed, and what it wrote is gone. */
+  release(): Promise<void>;
+}
+
+/** A result that does not end well: its records are of no use to a later fetch. */
+function failed(record: ResultRecord): record is ResultRecord & { status: Status } {
+  return record.kind === 'error' || (record.kind === 'end' && record.status.vendor_code !== 0);
+}
+
+/**
  * A result kept for a later fetch has no reader to hold its producer back: this bounds it by
- * bytes instead. A write that would take the body past `maxBytes` fails with
- * ProducerStoppedError('too-large'), which ends the statement; the final records that report it
- * still go through.
+ * bytes instead — its own (`maxBytes`) and its share of all kept results' (`budget`). A write
+ * that would pass either fails with ProducerStoppedError ('too-large', 'kept-full'), which ends
+ * the statement. A kept result that fails keeps only its error, as one `error` record: the writer
+ * behind drops what was written before it (so a fetch answers the error's envelope), and the
+ * budget gets those bytes back.
  */
 export class CappedResultWriter implements ResultWriter {
   private bytes = 0;
-  private wrote = false;
 
   constructor(
     private readonly inner: ResultWriter,
     private readonly maxBytes: number,
+    private readonly budget?: KeptBudget,
   ) {}
 
   async write(record: ResultRecord): Promise<void> {
-    if (!isTerminal(record)) this.count(record);
+    if (isTerminal(record)) return this.writeFinal([record]);
+    await this.take(this.count(record));
     await this.inner.write(record);
-    this.wrote = true;
   }
 
   async writeFinal(records: ResultRecord[]): Promise<void> {
+    const last = records[records.length - 1];
+    if (failed(last)) return this.fail(last.status);
     try {
-      for (const record of records) this.count(record);
+      let bytes = 0;
+      for (const record of records) bytes += this.count(record);
+      // Also for 0 bytes: it moves the result's expiry to that of its last write.
+      await this.take(bytes);
     } catch (err) {
       if (!(err instanceof ProducerStoppedError)) throw err;
-      // Nothing of it is written: the result ends with the reason instead.
-      const status = statusOf('RESULT_TOO_LARGE', err.message);
-      const end: ResultRecord = this.wrote
-        ? { kind: 'end', status, bytes: Buffer.alloc(0), abort: true }
-        : { kind: 'error', status };
-      return this.inner.writeFinal([end]);
+      return this.fail(statusOf('RESULT_TOO_LARGE', err.message));
     }
     await this.inner.writeFinal(records);
   }
@@ -45,9 +64,21 @@ export class CappedResultWriter implements ResultWriter {
     this.inner.interrupt(reason);
   }
 
-  private count(record: ResultRecord): void {
-    if (record.kind === 'error') return;
+  private async fail(status: Status): Promise<void> {
+    await this.inner.writeFinal([{ kind: 'error', status }]);
+    await this.budget?.release();
+  }
+
+  private async take(bytes: number): Promise<void> {
+    if (this.budget && !(await this.budget.take(bytes))) {
+      throw new ProducerStoppedError('kept-full');
+    }
+  }
+
+  private count(record: ResultRecord): number {
+    if (record.kind === 'error') return 0;
     this.bytes += record.bytes.length;
     if (this.bytes > this.maxBytes) throw new ProducerStoppedError('too-large');
+    return record.bytes.length;
   }
 }

@@ -22,7 +22,7 @@ interface Adapter {
 function bullmqAdapter(): Adapter {
   const redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   const keys = new RedisKeys(`jobq-port-spec-${randomBytes(4).toString('hex')}`);
-  const queue = new BullmqJobQueue(redis, keys, 60);
+  const queue = new BullmqJobQueue(redis.duplicate(), keys, 60);
   let worker: Worker | undefined;
   let connection: Redis | undefined;
   return {

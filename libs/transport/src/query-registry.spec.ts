@@ -83,6 +83,22 @@ describe.each(adapters)('%s registry transitions', (_name, make) => {
     expect(first).toMatchObject({ state: 'cancelled', status: cancelled, rows: 0 });
   });
 
+  it('leaves what it holds of a fact given as unknown (undefined)', async () => {
+    await queued();
+    await registry.transition(queryId, 'running', { startedAt: 7 });
+    const ended = await registry.transition(queryId, 'cancelled', {
+      status: statusOf('CANCELLED'),
+      startedAt: undefined,
+    });
+    expect(ended).toMatchObject({ state: 'cancelled', startedAt: 7 });
+  });
+
+  it('moves a query without reading it back when asked not to', async () => {
+    await queued();
+    expect(await registry.transition(queryId, 'running', { startedAt: 3 }, false)).toBeUndefined();
+    expect(await registry.get(queryId)).toMatchObject({ state: 'running', startedAt: 3 });
+  });
+
   it('knows no query it was never told of', async () => {
     expect(await registry.transition(queryId, 'running')).toBeUndefined();
     expect(await registry.get(queryId)).toBeUndefined();

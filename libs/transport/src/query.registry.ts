@@ -17,9 +17,19 @@ export interface QueryRecord {
   createdAt: number;
   startedAt?: number;
   finishedAt?: number;
+  /** Rows and body bytes sent to a client. */
   rows: number;
   bytes: number;
+  /** Rows and body bytes its producer has made, as it last said (now and then while it runs). */
+  rowsProduced?: number;
+  bytesProduced?: number;
   status?: Status;
+}
+
+/** What a producer has made of a query's result so far. */
+export interface Produced {
+  rows: number;
+  bytes: number;
 }
 
 /** Which query an idempotency key stands for, and a digest of the request that claimed it. */
@@ -29,7 +39,9 @@ export interface IdempotencyClaim {
 }
 
 /** What a transition may record besides the state. */
-export type QueryFacts = Partial<Pick<QueryRecord, 'startedAt' | 'rows' | 'bytes' | 'status'>>;
+export type QueryFacts = Partial<
+  Pick<QueryRecord, 'startedAt' | 'rows' | 'bytes' | 'rowsProduced' | 'bytesProduced' | 'status'>
+>;
 
 /** Shared knowledge of queries across every api and worker process. */
 export interface QueryRegistry {
@@ -39,9 +51,20 @@ export interface QueryRegistry {
    * Moves a query to `to` with what is known of it then, in one step, if QUERY_TRANSITIONS allows
    * it from the state the query is in (else nothing changes: of two processes ending a query, the
    * first wins). A final state also stamps `finishedAt` and starts the record's retention. Returns
-   * the record as it is afterwards, whoever moved it; undefined if there is none.
+   * the record as it is afterwards, whoever moved it; undefined if there is none, or if `readBack`
+   * is false (a writer that does not look at it spares reading it).
    */
-  transition(queryId: string, to: QueryState, facts?: QueryFacts): Promise<QueryRecord | undefined>;
+  transition(
+    queryId: string,
+    to: QueryState,
+    facts?: QueryFacts,
+    readBack?: boolean,
+  ): Promise<QueryRecord | undefined>;
+  /**
+   * Records what the producer of a running query has made so far; nothing once the query ended
+   * (or when there is no record). Not a transition: the state stays as it is.
+   */
+  progress(queryId: string, produced: Produced): Promise<void>;
   get(queryId: string): Promise<QueryRecord | undefined>;
   /** Most recent first. */
   list(limit: number): Promise<QueryRecord[]>;
@@ -51,8 +74,11 @@ export interface QueryRegistry {
    * shared between processes (Redis), a slot is a lease: it lapses unless `renew` keeps it.
    */
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined>;
-  /** Keeps a query's slot while the query lives; does nothing once the slot is released. */
-  renew(owner: string, queryId: string): Promise<void>;
+  /**
+   * Keeps a query's slot while the query lives, for one lease from now (or `leaseMs`, to hold it
+   * through a known wait); does nothing once the slot is released.
+   */
+  renew(owner: string, queryId: string, leaseMs?: number): Promise<void>;
   /** Stops counting a query against its owner. */
   release(owner: string, queryId: string): Promise<void>;
   /**

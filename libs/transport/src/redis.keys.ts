@@ -32,11 +32,13 @@ export class RedisKeys {
 
   /**
    * Wakes one api's stream reader (RedisStreamMux) out of its blocking XREAD when a query starts
-   * waiting for records; a few entries, expiring. In Redis Cluster each hash slot the reader
-   * groups streams by will need a wake key of its own in that slot.
+   * waiting for records; a few entries, expiring. In Redis Cluster the reader reads each hash
+   * slot apart, and each slot's XREAD has a wake key of its own in that slot: `slotTag` is the
+   * hash tag of a stream the XREAD reads.
    */
-  wake(readerId: string): string {
-    return `${this.prefix}:mux:{${readerId}}:wake`;
+  wake(readerId: string, slotTag?: string): string {
+    if (slotTag === undefined) return `${this.prefix}:mux:{${readerId}}:wake`;
+    return `${this.prefix}:mux:{${slotTag}}:wake:${readerId}`;
   }
 
   /** Index of recent queries (sorted set: query id by creation time). */
@@ -52,6 +54,24 @@ export class RedisKeys {
   /** An idempotency key of one user's (a string: the claim as JSON); the key text is hashed. */
   idempotency(username: string, keyDigest: string): string {
     return `${this.prefix}:user:{${username}}:idem:${keyDigest}`;
+  }
+
+  /**
+   * Bytes all kept results hold together (a counter). It and the two keys below share one hash
+   * tag of their own: the ledger's scripts touch them together, never a query's keys.
+   */
+  get keptTotal(): string {
+    return `${this.prefix}:kept:{kept}:total`;
+  }
+
+  /** Bytes each kept result holds (hash: query id → bytes). */
+  get keptHeld(): string {
+    return `${this.prefix}:kept:{kept}:held`;
+  }
+
+  /** When each kept result's stream expires (sorted set: query id by epoch ms). */
+  get keptExpiry(): string {
+    return `${this.prefix}:kept:{kept}:expiry`;
   }
 
   /** Heartbeats of worker processes (a hash of worker id → last beat, ms). */

@@ -6,6 +6,7 @@ import { testRedisUrl } from '@test/settings';
 import { InProcessResultChannel } from './in-process/in-process-result.channel';
 import { PortResultWriter } from './in-process/port-result.writer';
 import { RedisKeys } from './redis.keys';
+import { RedisConnector } from './redis/redis.connector';
 import { RedisResultSink } from './redis/redis-result.sink';
 import { RedisResultSource } from './redis/redis-result.source';
 import { RedisResultWriter } from './redis/redis-result.writer';
@@ -38,7 +39,7 @@ function redisAdapter(): Adapter & { redis: Redis; keys: RedisKeys } {
   const redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   const keys = new RedisKeys(`sink-spec-${randomBytes(4).toString('hex')}`);
   const source = new RedisResultSource(redis, keys, {
-    redisUrl: testRedisUrl,
+    connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
     silenceMs: 5000,
     ttlSeconds: 60,
   });

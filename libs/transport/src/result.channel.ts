@@ -2,7 +2,13 @@ import { ResultRecord } from '@app/contracts';
 
 /** Why a producer was told to stop. */
 export type StopReason =
-  'cancelled' | 'client-idle' | 'consumer-gone' | 'timeout' | 'shutdown' | 'too-large';
+  | 'cancelled'
+  | 'client-idle'
+  | 'consumer-gone'
+  | 'timeout'
+  | 'shutdown'
+  | 'too-large'
+  | 'kept-full';
 
 const STOP_MESSAGES: Record<StopReason, string> = {
   cancelled: 'query cancelled',
@@ -12,6 +18,8 @@ const STOP_MESSAGES: Record<StopReason, string> = {
   shutdown: 'worker shutting down',
   'too-large':
     'the result is larger than an asynchronous query may keep (SLUICE_RESULT_MAX_BYTES); run it without wait_timeout to stream it',
+  'kept-full':
+    'the kept results of asynchronous queries hold all the bytes they may together (SLUICE_RESULT_TOTAL_MAX_BYTES); run it without wait_timeout to stream it, or fetch or drop kept results first',
 };
 
 /** Thrown by a ResultWriter when the consumer cancelled or stopped reading for too long. */
@@ -93,8 +101,10 @@ export interface ResultSource {
   openKept(queryId: string, hooks: ReaderHooks): ResultReader;
   /** Whether a kept result is still there to be read. */
   kept(queryId: string): Promise<boolean>;
-  /** Deletes a kept result at once. */
+  /** Deletes a kept result at once, and gives back the bytes it held. */
   dropKept(queryId: string): Promise<void>;
+  /** Bytes all kept results hold now, together (bounded by SLUICE_RESULT_TOTAL_MAX_BYTES). */
+  keptBytes(): Promise<number>;
   /** Asks the producer of a query to stop, from any api process. */
   cancel(queryId: string): Promise<void>;
   close(): Promise<void>;

@@ -117,7 +117,9 @@ const SCRIPT = `
       cell(tr, '').appendChild(state);
       cell(tr, q.queue_position === null ? '' : String(q.queue_position), 'num');
       cell(tr, elapsed(q.elapsed_ms), 'num');
-      cell(tr, String(q.rows), 'num');
+      // Made by the worker, and of those sent (a query nobody reads makes rows all the same).
+      const made = q.rows_produced ?? q.rows;
+      cell(tr, made === q.rows ? String(made) : made + ' (' + q.rows + ' sent)', 'num');
       const result = cell(tr, '');
       if (q.result_url && q.owner === me) {
         const link = document.createElement('a');
@@ -235,7 +237,7 @@ export const ADMIN_PAGE_HTML = `<!doctype html>
     <span id="updated" class="muted"></span>
   </div>
   <table id="queries">
-    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Queue position</th><th>Elapsed</th><th>Rows sent</th><th>Result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
+    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Queue position</th><th>Elapsed</th><th>Rows made</th><th>Result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
     <tbody></tbody>
   </table>
   <p id="empty" class="muted">No queued or running queries.</p>

@@ -19,6 +19,7 @@ import { RevocationService } from './revocation.service';
 import { RoleCatalogService } from './role-catalog.service';
 import { RoleIsolationService } from './role-isolation.service';
 import { UsersService } from './users.service';
+import { VerifiedTokens } from './verified.tokens';
 
 @Module({
   imports: [
@@ -49,8 +50,10 @@ import { UsersService } from './users.service';
     BasicStrategy,
     CredentialsGuard,
     AdminGuard,
+    VerifiedTokens,
   ],
   exports: [
+    VerifiedTokens,
     AuthService,
     UsersService,
     CredentialsGuard,

@@ -4,6 +4,8 @@ import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
 import { authorizationProblem } from '../http/request.checks';
 import { challenge, tokenRejection } from './auth.challenge';
+import { AuthService } from './auth.service';
+import { VerifiedTokens } from './verified.tokens';
 
 /** Maps passport-jwt's outcome to our error catalogue. */
 @Injectable()
@@ -41,12 +43,27 @@ export class CredentialsGuard implements CanActivate {
   private readonly bearer = new BearerGuard();
   private readonly basic = new PasswordGuard();
 
+  constructor(
+    private readonly auth: AuthService,
+    private readonly verified: VerifiedTokens,
+  ) {}
+
   canActivate(context: ExecutionContext): Promise<boolean> | boolean {
-    const header = context.switchToHttp().getRequest<FastifyRequest>().headers.authorization;
+    const request = context.switchToHttp().getRequest<FastifyRequest & { user?: unknown }>();
+    const header = request.headers.authorization;
     const problem = typeof header === 'string' ? authorizationProblem(header) : undefined;
     if (problem) throw new SluiceError('INVALID_REQUEST', problem);
     const scheme = typeof header === 'string' ? header.split(' ', 1)[0].toLowerCase() : '';
-    if (scheme === 'bearer') return this.bearer.canActivate(context) as Promise<boolean>;
+    if (scheme === 'bearer') {
+      // A token checked before (JwtStrategy remembers it): its claims are judged again, its
+      // signature is not.
+      const claims = this.verified.get((header as string).slice('bearer'.length).trim());
+      if (!claims) return this.bearer.canActivate(context) as Promise<boolean>;
+      return this.auth.userFromClaims(claims).then((user) => {
+        request.user = user;
+        return true;
+      });
+    }
     if (scheme === 'basic') return this.basic.canActivate(context) as Promise<boolean>;
     throw new SluiceError(
       'AUTH_REQUIRED',

@@ -1,5 +1,4 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import type Redis from 'ioredis';
 import {
   RateLimiterMemory,
   RateLimiterRedis,
@@ -7,6 +6,7 @@ import {
 } from 'rate-limiter-flexible';
 import { SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { RedisClient } from '@app/transport';
 import { REDIS } from '../infra/tokens';
 
 /**
@@ -25,7 +25,7 @@ export class LoginThrottleService {
 
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
-    @Inject(REDIS) redis: Redis | undefined,
+    @Inject(REDIS) redis: RedisClient | undefined,
   ) {
     // A fixed window from a key's first failure: failures are counted with penalty(), which
     // never refuses, and the limit is checked by check() before the password is.

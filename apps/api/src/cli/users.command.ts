@@ -112,7 +112,7 @@ function connections(config: SluiceConfig): SluiceConfig {
   const file = join(config.dataDir, 'standalone.json');
   if (config.databaseUrl) {
     // Standalone on the operator's own PostgreSQL keeps its generated key in the state file.
-    if (config.credentialKey || config.redisUrl || !existsSync(file)) return config;
+    if (config.credentialKey || config.redis || !existsSync(file)) return config;
     return { ...config, credentialKey: loadStandaloneState(config.dataDir).credentialKey };
   }
   if (!existsSync(file)) {

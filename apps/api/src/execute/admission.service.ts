@@ -7,6 +7,8 @@ import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
 
 /** How long a reading of the queue's depth is used again: the global cap need not be exact. */
 const QUEUE_DEPTH_TTL_MS = 100;
+/** How long a reading of the workers' heartbeats is used again (beats come a second apart). */
+const ROSTER_TTL_MS = 250;
 
 /**
  * Whether a statement may be queued at all: a worker must be alive to run it, the queue must
@@ -52,7 +54,7 @@ export class AdmissionService {
 
   /** Whether a worker serving `lane` has beaten lately. */
   async workerAlive(lane: Lane): Promise<boolean> {
-    return (await this.workers.alive(lane)).length > 0;
+    return (await this.workers.alive(lane, ROSTER_TTL_MS)).length > 0;
   }
 
   noWorker(lane: Lane): SluiceError {

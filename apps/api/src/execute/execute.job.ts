@@ -22,6 +22,7 @@ export type JobLimits = Pick<
   | 'maxStatementTimeoutMs'
   | 'resultTtlSeconds'
   | 'resultMaxBytes'
+  | 'resultTotalMaxBytes'
 >;
 
 /** The job a worker runs for one request. */
@@ -51,7 +52,11 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     // A query that may be answered before its result, or repeated, keeps it for a later fetch.
     retain:
       parts.wait || parts.idempotencyKey || request.resumable
-        ? { ttlSeconds: config.resultTtlSeconds, maxBytes: config.resultMaxBytes }
+        ? {
+            ttlSeconds: config.resultTtlSeconds,
+            maxBytes: config.resultMaxBytes,
+            totalMaxBytes: config.resultTotalMaxBytes,
+          }
         : undefined,
   };
 }

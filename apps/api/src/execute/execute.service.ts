@@ -263,7 +263,10 @@ export class ExecuteService {
     }
     const first = read[read.length - 1];
     // Ended before any byte of a body: answer with the envelope and the error's own code.
-    if (first.kind === 'error') return this.fail(execution, first.status);
+    if (first.kind === 'error') {
+      execution.sent(first);
+      return this.fail(execution, first.status);
+    }
     return read;
   }
 

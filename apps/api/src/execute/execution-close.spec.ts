@@ -11,6 +11,7 @@ import { QueryLifecycle } from '@app/execution';
 import { SluiceConfig, loadConfig } from '@app/config';
 import {
   BullmqJobQueue,
+  RedisConnector,
   RedisKeys,
   RedisQueryRegistry,
   RedisResultSink,
@@ -123,24 +124,33 @@ beforeAll(async () => {
     SLUICE_KEY_PREFIX: keys.prefix,
     SLUICE_PRODUCER_SILENCE_MS: '5000',
   });
-  queue = new BullmqJobQueue(redis, keys, 60);
+  queue = new BullmqJobQueue(redis.duplicate(), keys, 60);
   registry = new RedisQueryRegistry(redis, keys, 60);
   source = new RedisResultSource(redis, keys, {
-    redisUrl: testRedisUrl,
+    connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
     silenceMs: config.producerSilenceMs,
     ttlSeconds: 60,
   });
   sink = new RedisResultSink(redis, keys, 60);
   const policy = { check: () => Promise.resolve() } as unknown as ExecutePolicyService;
+  const roster = new WorkerRosterService(config, redis);
   service = new ExecuteService(
     queue,
     source,
     new QueryLifecycle(registry),
     config,
     policy,
-    new AdmissionService(queue, registry, config, new WorkerRosterService(config, redis)),
+    new AdmissionService(queue, registry, config, roster),
     registry,
-    new KeptResultService(registry, source, queue, new QueryLifecycle(registry)),
+    new KeptResultService(
+      registry,
+      source,
+      queue,
+      sink,
+      new QueryLifecycle(registry),
+      roster,
+      config,
+    ),
   );
   const controller = new ExecuteController(service);
   app = Fastify();

@@ -43,6 +43,7 @@ beforeEach(() => {
     openKept: (queryId, hooks) => channel.openKept(queryId, hooks),
     kept: (queryId) => channel.kept(queryId),
     dropKept: (queryId) => channel.dropKept(queryId),
+    keptBytes: () => channel.keptBytes(),
     cancel: (queryId) => channel.cancel(queryId),
     close: () => channel.close(),
   };

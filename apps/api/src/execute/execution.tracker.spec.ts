@@ -89,6 +89,18 @@ describe(ExecutionTracker.name, () => {
     expect(updates).toHaveLength(6);
   });
 
+  it('records when the statement began, as its final record tells, with the end', async () => {
+    tracker.sent({ kind: 'end', status: okStatus(), bytes: Buffer.alloc(2), startedAt: 42 });
+    await tracker.end(okStatus());
+    expect(await registry.get('q1')).toMatchObject({ state: 'succeeded', startedAt: 42 });
+  });
+
+  it('records when a statement that failed began, from its error record', async () => {
+    tracker.sent({ kind: 'error', status: statusOf('SYNTAX_ERROR'), startedAt: 7 });
+    await tracker.end(statusOf('SYNTAX_ERROR'));
+    expect(await registry.get('q1')).toMatchObject({ state: 'failed', startedAt: 7 });
+  });
+
   it('does not count an error record as sent', async () => {
     tracker.sent({ kind: 'error', status: statusOf('INTERNAL') });
     await jest.advanceTimersByTimeAsync(1_000);
@@ -105,7 +117,7 @@ describe(ExecutionTracker.name, () => {
     tracker.sent(data(1));
     await jest.advanceTimersByTimeAsync(5_000);
     expect(transition.mock.calls).toEqual([
-      ['q1', 'cancelled', { status: cancelled, rows: 4, bytes: 40 }],
+      ['q1', 'cancelled', { status: cancelled, rows: 4, bytes: 40 }, false],
     ]);
     expect(updates).toEqual([]);
     expect(await registry.get('q1')).toMatchObject({ state: 'cancelled', status: cancelled });

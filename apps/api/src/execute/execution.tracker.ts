@@ -25,6 +25,8 @@ export class ExecutionTracker {
   /** Admission leased the slot just before the tracker was made. */
   private renewedAt = Date.now();
   private renewFailed = false;
+  /** When the statement began, as its final record tells (the worker may record it later). */
+  private startedAt: number | undefined;
 
   private readonly query: QueryRef;
 
@@ -38,6 +40,7 @@ export class ExecutionTracker {
 
   /** Counts a record handed to the client; the registry hears of it soon after, not each time. */
   sent(record: ResultRecord): void {
+    if (record.kind === 'end' || record.kind === 'error') this.startedAt ??= record.startedAt;
     if (record.kind === 'error') return;
     this.bytes += record.bytes.length;
     if (record.kind === 'data' || record.kind === 'end') this.rows += record.rows ?? 0;
@@ -72,6 +75,20 @@ export class ExecutionTracker {
       .finally(() => (this.renewing = false));
   }
 
+  /**
+   * Holds the owner's slot until `until` (epoch ms: the query's latest start) and one lease more:
+   * a query whose result is kept has no reader to renew it while it waits in the queue, and the
+   * worker that runs it renews it from its start to its end. Repaired by nothing if it fails: the
+   * slot then lapses one lease after admission, as before.
+   */
+  holdSlotUntil(until: number): void {
+    this.lifecycle
+      .keepSlot(this.query, Math.max(0, until - Date.now()) + SLOT_LEASE_MS)
+      .catch((err: Error) =>
+        logger.warn(`query ${this.queryId}: could not hold the user slot: ${err.message}`),
+      );
+  }
+
   /** Records the end, once (and frees the owner's slot). */
   async end(status: Status): Promise<void> {
     if (this.done) return;
@@ -81,6 +98,7 @@ export class ExecutionTracker {
       status,
       rows: this.rows,
       bytes: this.bytes,
+      startedAt: this.startedAt,
     });
   }
 

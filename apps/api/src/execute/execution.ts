@@ -34,6 +34,8 @@ export class Execution {
     onSilence: SilenceCheck,
   ): Execution {
     const tracker = new ExecutionTracker(lifecycle, job.queryId, job.username);
+    // Nobody may read a kept result while it waits: its slot is held through the wait.
+    if (job.retain && job.startBy !== undefined) tracker.holdSlotUntil(job.startBy);
     // A kept result (an asynchronous query's) is read without being taken away.
     const reader = job.retain
       ? results.openKept(job.queryId, { onSilence })

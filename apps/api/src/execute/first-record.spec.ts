@@ -1,6 +1,6 @@
 import { ResultRecord, okStatus, statusOf } from '@app/contracts';
 import { InProcessResultChannel, ReaderClosedError, ResultReader } from '@app/transport';
-import { ClientGoneError, readToFirstBytes } from './first-record';
+import { ClientGoneError, readToFirstBytes, readWithin } from './first-record';
 
 /** The race before a response starts: the first bytes of a body, or the client leaving first. */
 const quiet = { onSilence: () => Promise.resolve(undefined) };
@@ -64,5 +64,19 @@ describe(readToFirstBytes.name, () => {
     const waiting = readToFirstBytes(reader, new AbortController().signal);
     await reader.close();
     await expect(waiting).rejects.toBeInstanceOf(ReaderClosedError);
+  });
+});
+
+describe(readWithin.name, () => {
+  it('reads nothing with a wait of 0, even when the whole result is there', async () => {
+    await channel.end('q', { kind: 'end', status: okStatus(), bytes: Buffer.from('{}') });
+    expect(await readWithin(reader, undefined, 0)).toBeUndefined();
+    // Left unread: the result is still there for whoever reads it next.
+    expect((await reader.next()).kind).toBe('end');
+  });
+
+  it('gives what came within the wait', async () => {
+    await channel.end('q', { kind: 'end', status: okStatus(), bytes: Buffer.from('{}') });
+    expect((await readWithin(reader, undefined, 1_000))?.map((r) => r.kind)).toEqual(['end']);
   });
 });

@@ -32,7 +32,7 @@ export class InfoController {
     return {
       name: 'sluice',
       version: VERSION,
-      mode: this.config.redisUrl ? 'cluster' : 'standalone',
+      mode: this.config.redis ? 'cluster' : 'standalone',
       auth: this.config.authMode,
       role_isolation: ROLE_ISOLATION[this.config.authMode],
       default_database: url ? decodeURIComponent(url.pathname.slice(1)) || null : null,

@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type Redis from 'ioredis';
 import { Pool } from 'pg';
 import { CheckResult, ReadinessReport, check, report } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
+import { RedisClient, pingEvery } from '@app/transport';
 import { METADATA_POOL, REDIS } from '../infra/tokens';
 import { WorkerRosterService } from './worker-roster.service';
 
@@ -11,7 +11,7 @@ import { WorkerRosterService } from './worker-roster.service';
 export class ReadinessService {
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
-    @Inject(REDIS) private readonly redis: Redis | undefined,
+    @Inject(REDIS) private readonly redis: RedisClient | undefined,
     @Inject(METADATA_POOL) private readonly pool: Pool,
     private readonly roster: WorkerRosterService,
   ) {}
@@ -20,7 +20,7 @@ export class ReadinessService {
     const checks: Record<string, Promise<CheckResult>> = {};
     if (!isStandalone(this.config) && this.redis) {
       const redis = this.redis;
-      checks.redis = check('redis', async () => `answered ${await redis.ping()}`);
+      checks.redis = check('redis', async () => `answered ${await pingEvery(redis)}`);
     }
     checks.database = check('metadata database', async () => {
       await this.pool.query('SELECT 1');

@@ -44,4 +44,14 @@ describe(WorkerRosterService.name, () => {
     expect(await roster.alive('interactive')).toEqual([]);
     expect(await roster.alive('export')).toEqual(['exporter']);
   });
+
+  it('uses a read again only within the age its caller allows', async () => {
+    const beat = workerBeat(Date.now(), ['interactive']);
+    await redis.hset(keys.workers, 'w1', beat);
+    expect(await roster.alive('interactive')).toEqual(['w1']);
+    await redis.hdel(keys.workers, 'w1');
+    // Within the age: the earlier read; asked fresh (readiness): Redis again.
+    expect(await roster.alive('interactive', 60_000)).toEqual(['w1']);
+    expect(await roster.alive('interactive')).toEqual([]);
+  });
 });

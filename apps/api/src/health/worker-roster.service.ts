@@ -1,8 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type Redis from 'ioredis';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { Lane } from '@app/contracts';
-import { RedisKeys, readWorkerBeat } from '@app/transport';
+import { RedisClient, RedisKeys, readWorkerBeat } from '@app/transport';
 import { REDIS } from '../infra/tokens';
 
 /** A worker counts as alive while its last heartbeat is younger than this many beats. */
@@ -12,10 +11,12 @@ const BEATS_BEFORE_LOST = 3;
 @Injectable()
 export class WorkerRosterService {
   private readonly keys: RedisKeys;
+  /** The last read of the heartbeats, for callers that take one a little old (admission). */
+  private lastRead?: { at: number; beats: Promise<Record<string, string>> };
 
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
-    @Inject(REDIS) private readonly redis: Redis | undefined,
+    @Inject(REDIS) private readonly redis: RedisClient | undefined,
   ) {
     this.keys = new RedisKeys(config.keyPrefix);
   }
@@ -27,16 +28,31 @@ export class WorkerRosterService {
 
   /**
    * Ids of the workers seen recently (serving `lane`, if named); standalone mode has one, in this
-   * process, serving every lane.
+   * process, serving every lane. `maxAgeMs`: a read of the heartbeats that old may be used again
+   * (admission asks on every request; a beat comes every SLUICE_WORKER_HEARTBEAT_MS anyway).
    */
-  async alive(lane?: Lane): Promise<string[]> {
+  async alive(lane?: Lane, maxAgeMs = 0): Promise<string[]> {
     if (isStandalone(this.config) || !this.redis) return ['in-process'];
-    const beats = await this.redis.hgetall(this.keys.workers);
+    const beats = await this.read(this.redis, maxAgeMs);
     const now = Date.now();
     return Object.entries(beats)
       .map(([id, value]) => ({ id, beat: readWorkerBeat(value) }))
       .filter(({ beat }) => now - beat.at <= this.staleAfterMs)
       .filter(({ beat }) => lane === undefined || beat.lanes.includes(lane))
       .map(({ id }) => id);
+  }
+
+  private read(redis: RedisClient, maxAgeMs: number): Promise<Record<string, string>> {
+    const now = Date.now();
+    if (maxAgeMs > 0 && this.lastRead && now - this.lastRead.at < maxAgeMs) {
+      return this.lastRead.beats;
+    }
+    const beats = redis.hgetall(this.keys.workers);
+    this.lastRead = { at: now, beats };
+    // A failed read is not used again.
+    beats.catch(() => {
+      if (this.lastRead?.beats === beats) this.lastRead = undefined;
+    });
+    return beats;
   }
 }

@@ -97,8 +97,17 @@ const SCHEMAS: Record<string, Schema> = {
         nullable: true,
         description: 'Queries ahead of this one in its lane while it is queued.',
       },
-      rows: { type: 'integer' },
-      bytes: { type: 'integer' },
+      rows: { type: 'integer', description: 'Rows sent to a client so far.' },
+      bytes: { type: 'integer', description: 'Body bytes sent to a client so far.' },
+      rows_produced: {
+        type: 'integer',
+        description:
+          'Rows the worker has produced so far, also when nobody reads them (updated about once a second while it runs).',
+      },
+      bytes_produced: {
+        type: 'integer',
+        description: 'Body bytes the worker has produced so far (as rows_produced).',
+      },
       status: { allOf: [ref('Status')], nullable: true },
     },
   },

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
-import { Transform, TransformCallback, pipeline } from 'node:stream';
+import { Transform, TransformCallback } from 'node:stream';
 import { ERROR_CATALOGUE, ErrorCode, SluiceError } from '@app/contracts';
 import { toEnvelope } from './error.envelope';
 
@@ -136,12 +136,15 @@ export function installRequestChecks(
       return;
     }
     const check = new BodyCheck(json ? limits.maxJsonDepth : undefined);
-    // pipeline: a client that goes away mid-body fails the check stream too, and the parser
-    // reads every error from that stream: the callback has nothing to add.
-    done(
-      null,
-      pipeline(payload, check, () => undefined),
-    );
+    // The parser reads every error from the check stream: a client that goes away mid-body
+    // fails it too. pipe() and two listeners rather than pipeline(), whose AbortController and
+    // the DOMException its end creates cost ≈2% of the api's CPU on small queries.
+    // on, not once: an 'error' with no listener left would take the process down.
+    payload.on('error', (err) => check.destroy(err));
+    payload.once('close', () => {
+      if (!payload.readableEnded) check.destroy(new Error('request body ended early'));
+    });
+    done(null, payload.pipe(check));
   });
 }
 

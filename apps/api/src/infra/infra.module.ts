@@ -6,10 +6,9 @@ import {
   OnApplicationShutdown,
   Provider,
 } from '@nestjs/common';
-import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
-import { ExecutionModule, QueryLifecycle } from '@app/execution';
+import { ExecutionModule, QueryLifecycle, QueryPoolService } from '@app/execution';
 import {
   BullmqJobQueue,
   InProcessJobQueue,
@@ -17,12 +16,15 @@ import {
   JobQueue,
   InProcessQueryRegistry,
   QueryRegistry,
+  RedisClient,
+  RedisConnector,
   RedisKeys,
   RedisQueryRegistry,
   RedisResultSink,
   RedisResultSource,
   ResultSink,
   ResultSource,
+  SharedKeptTotal,
 } from '@app/transport';
 import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
 import {
@@ -53,7 +55,7 @@ const clusterProviders: Provider[] = [
     inject: [SLUICE_CONFIG],
     useFactory: (config: SluiceConfig) => {
       // Fail fast while Redis is away (a clear 503) rather than hold requests until it is back.
-      const redis = new Redis(config.redisUrl!, {
+      const redis = new RedisConnector(config.redis!).connect({
         maxRetriesPerRequest: 1,
         enableAutoPipelining: true,
       });
@@ -64,9 +66,14 @@ const clusterProviders: Provider[] = [
   },
   {
     provide: BullmqJobQueue,
-    inject: [SLUICE_CONFIG, REDIS],
-    useFactory: (config: SluiceConfig, redis: Redis) =>
-      new BullmqJobQueue(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
+    inject: [SLUICE_CONFIG],
+    useFactory: (config: SluiceConfig) =>
+      new BullmqJobQueue(
+        // Its own connection, as the shared one fails fast; no auto-pipelining (see the class).
+        new RedisConnector(config.redis!).connect({ maxRetriesPerRequest: 1 }),
+        new RedisKeys(config.keyPrefix),
+        config.jobRetentionSeconds,
+      ),
   },
   { provide: JOB_QUEUE, useExisting: BullmqJobQueue },
   // bull-board reads BullMQ itself: it gets the adapter's queues here, where the adapter is chosen.
@@ -78,15 +85,15 @@ const clusterProviders: Provider[] = [
   {
     provide: QUERY_REGISTRY,
     inject: [SLUICE_CONFIG, REDIS],
-    useFactory: (config: SluiceConfig, redis: Redis): QueryRegistry =>
+    useFactory: (config: SluiceConfig, redis: RedisClient): QueryRegistry =>
       new RedisQueryRegistry(redis, new RedisKeys(config.keyPrefix), config.jobRetentionSeconds),
   },
   {
     provide: RESULT_SOURCE,
     inject: [SLUICE_CONFIG, REDIS],
-    useFactory: (config: SluiceConfig, redis: Redis): ResultSource =>
+    useFactory: (config: SluiceConfig, redis: RedisClient): ResultSource =>
       new RedisResultSource(redis, new RedisKeys(config.keyPrefix), {
-        redisUrl: config.redisUrl!,
+        connector: new RedisConnector(config.redis!),
         silenceMs: config.producerSilenceMs,
         ttlSeconds: config.streamTtlSeconds,
       }),
@@ -94,7 +101,7 @@ const clusterProviders: Provider[] = [
   {
     provide: RESULT_SINK,
     inject: [SLUICE_CONFIG, REDIS],
-    useFactory: (config: SluiceConfig, redis: Redis): ResultSink =>
+    useFactory: (config: SluiceConfig, redis: RedisClient): ResultSink =>
       new RedisResultSink(redis, new RedisKeys(config.keyPrefix), config.streamTtlSeconds),
   },
 ];
@@ -108,9 +115,14 @@ const standaloneProviders: Provider[] = [
   },
   {
     provide: InProcessResultChannel,
-    inject: [SLUICE_CONFIG],
-    useFactory: (config: SluiceConfig) =>
-      new InProcessResultChannel(config.producerSilenceMs, config.resultTtlSeconds),
+    inject: [SLUICE_CONFIG, QueryPoolService],
+    // The pool's threads take kept results' bytes from the total this channel gives them back to.
+    useFactory: (config: SluiceConfig, pool: QueryPoolService) =>
+      new InProcessResultChannel(
+        config.producerSilenceMs,
+        config.resultTtlSeconds,
+        new SharedKeptTotal(pool.keptBytes),
+      ),
   },
   {
     provide: QUERY_REGISTRY,
@@ -162,7 +174,7 @@ export class InfraModule implements OnApplicationShutdown {
 
   constructor(
     @Inject(METADATA_POOL) private readonly pool: Pool,
-    @Inject(REDIS) private readonly redis: Redis | undefined,
+    @Inject(REDIS) private readonly redis: RedisClient | undefined,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly source: ResultSource,
   ) {}

@@ -1,9 +1,29 @@
 import type { LoggerService } from '@nestjs/common';
-import { Logger, PinoLogger } from 'nestjs-pino';
+import { Logger, Params, PinoLogger } from 'nestjs-pino';
 import type { IncomingMessage } from 'node:http';
-import { stdTimeFunctions } from 'pino';
+import { DestinationStream, destination, stdTimeFunctions } from 'pino';
 import type { Options } from 'pino-http';
 import { SluiceConfig } from '@app/config';
+
+/** Log lines are written when this many bytes are waiting, or FLUSH_EVERY_MS after the first. */
+const BATCH_BYTES = 8_192;
+const FLUSH_EVERY_MS = 200;
+let logStream: (DestinationStream & { flush(): void; flushSync(): void }) | undefined;
+
+/**
+ * Standard output, written in batches rather than one write per line: a line per execute request,
+ * each its own write, was ≈4.5% of the api's CPU on small queries. Lines wait at most
+ * FLUSH_EVERY_MS, and what waits is written when the process exits (not if it is killed).
+ */
+export function logDestination(): DestinationStream {
+  if (!logStream) {
+    const stream = destination({ dest: 1, minLength: BATCH_BYTES, sync: true });
+    setInterval(() => stream.flush(), FLUSH_EVERY_MS).unref();
+    process.once('exit', () => stream.flushSync());
+    logStream = stream;
+  }
+  return logStream;
+}
 
 /** Fields that never reach a log line, wherever they appear (one level deep). */
 export const REDACTED_PATHS = [
@@ -36,6 +56,12 @@ export function pathOf(url: string | undefined): string {
   return at < 0 ? url : url.slice(0, at);
 }
 
+/** Whether requests to this URL go without an automatic access line. */
+export function isQuietPath(url: string | undefined): boolean {
+  const path = pathOf(url);
+  return QUIET_PATHS.some((quiet) => path.startsWith(quiet));
+}
+
 /** pino-http settings of the api: JSON lines at LOG_LEVEL, secrets redacted, no query strings. */
 export function apiLogOptions(config: SluiceConfig): Options {
   return {
@@ -44,11 +70,10 @@ export function apiLogOptions(config: SluiceConfig): Options {
     timestamp: stdTimeFunctions.isoTime,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     autoLogging: {
-      // Middleware sees a URL relative to where it is mounted; originalUrl is the whole one.
-      ignore: (req: IncomingMessage & { originalUrl?: string }) => {
-        const path = pathOf(req.originalUrl ?? req.url);
-        return QUIET_PATHS.some((quiet) => path.startsWith(quiet));
-      },
+      // Under a mounted middleware the URL is relative and originalUrl the whole one; AccessLog
+      // hands over the raw request, whose URL is whole.
+      ignore: (req: IncomingMessage & { originalUrl?: string }) =>
+        isQuietPath(req.originalUrl ?? req.url),
     },
     serializers: {
       req: (req: LoggedRequest) => ({
@@ -67,6 +92,6 @@ export function apiLogOptions(config: SluiceConfig): Options {
  * including those of a start-up that hangs or fails.
  */
 export function apiLogger(config: SluiceConfig): LoggerService {
-  const params = { pinoHttp: apiLogOptions(config) };
+  const params: Params = { pinoHttp: [apiLogOptions(config), logDestination()] };
   return new Logger(new PinoLogger(params), params);
 }

@@ -4,9 +4,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
 import { QUERY_TRANSITIONS, QueryState } from '@app/contracts';
-import { JobQueue, QueryRegistry } from '@app/transport';
+import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
-import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
 
 /** Recent queries looked at for the kept-result gauges (the registry's index, newest first). */
 const KEPT_SCAN = 500;
@@ -33,8 +33,7 @@ export class ApiMetricsService {
   private readonly bytes: Counter;
   private pool: QueryPoolService | undefined;
   private readonly resultTtlMs: number;
-  private scan:
-    { at: number; result: Promise<{ counts: Map<string, number>; bytes: number }> } | undefined;
+  private scan: { at: number; result: Promise<Map<string, number>> } | undefined;
 
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
@@ -42,6 +41,7 @@ export class ApiMetricsService {
     private readonly roster: WorkerRosterService,
     moduleRef: ModuleRef,
     @Inject(QUERY_REGISTRY) private readonly queryRegistry: QueryRegistry,
+    @Inject(RESULT_SOURCE) private readonly results: ResultSource,
   ) {
     this.resultTtlMs = config.resultTtlSeconds * 1000;
     this.registry.setDefaultLabels({ app: 'api' });
@@ -115,43 +115,40 @@ export class ApiMetricsService {
       registers,
       collect: () =>
         this.quietly('kept results', async () => {
-          for (const [state, n] of (await this.keptScan()).counts) kept.set({ state }, n);
+          for (const [state, n] of await this.keptScan()) kept.set({ state }, n);
         }),
     });
     const keptBytes: Gauge = new Gauge({
       name: 'sluice_kept_result_bytes',
-      help: 'Body bytes of the finished kept results not yet expired (as their queries recorded them).',
+      help: 'Body bytes all kept results hold now, running ones included (bounded by SLUICE_RESULT_TOTAL_MAX_BYTES; all api processes together in cluster mode).',
       registers,
       collect: () =>
-        this.quietly('kept results', async () => keptBytes.set((await this.keptScan()).bytes)),
+        this.quietly('kept result bytes', async () =>
+          keptBytes.set(await this.results.keptBytes()),
+        ),
     });
     if (this.pool) registerPoolMetrics(this.registry, this.pool);
   }
 
-  /**
-   * Kept results among the registry's recent queries: how many by state, and their bytes. One
-   * scan serves both gauges of a scrape (prom-client collects them at the same time).
-   */
-  private keptScan(): Promise<{ counts: Map<string, number>; bytes: number }> {
+  /** Kept results among the registry's recent queries, by state (read at most once a second). */
+  private keptScan(): Promise<Map<string, number>> {
     if (this.scan && Date.now() - this.scan.at < 1000) return this.scan.result;
     const result = this.scanKept();
     this.scan = { at: Date.now(), result };
     return result;
   }
 
-  private async scanKept(): Promise<{ counts: Map<string, number>; bytes: number }> {
+  private async scanKept(): Promise<Map<string, number>> {
     const now = Date.now();
     const states = Object.keys(QUERY_TRANSITIONS) as QueryState[];
     const counts = new Map<string, number>(states.map((state) => [state, 0]));
-    let bytes = 0;
     for (const record of await this.queryRegistry.list(KEPT_SCAN)) {
       if (!record.kept) continue;
       const finished = record.finishedAt !== undefined;
       if (finished && record.finishedAt! + this.resultTtlMs < now) continue;
       counts.set(record.state, (counts.get(record.state) ?? 0) + 1);
-      if (finished) bytes += record.bytes;
     }
-    return { counts, bytes };
+    return counts;
   }
 
   /** Counts one finished execute request. */

@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import {
   FINAL_STATES,
   MEDIA_TYPES,
+  finalState,
   ResultFormat,
   ResultRecord,
   SluiceError,
@@ -10,11 +11,20 @@ import {
   httpStatusOf,
   statusOf,
 } from '@app/contracts';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
-import { JobQueue, QueryRecord, QueryRegistry, ResultReader, ResultSource } from '@app/transport';
+import {
+  JobQueue,
+  QueryRecord,
+  QueryRegistry,
+  ResultReader,
+  ResultSink,
+  ResultSource,
+} from '@app/transport';
 import { ExecutionResponse } from '../execute/execution.response';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { WorkerRosterService } from '../health/worker-roster.service';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
 
 const TEXT_FORMATS = new Set<string>(['json', 'ndjson', 'csv']);
 
@@ -38,7 +48,10 @@ export class KeptResultService {
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
+    @Inject(RESULT_SINK) private readonly sink: ResultSink,
     private readonly lifecycle: QueryLifecycle,
+    private readonly workers: WorkerRosterService,
+    @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {}
 
   async fetch(record: QueryRecord, range: string | undefined): Promise<ExecutionResponse> {
@@ -103,6 +116,32 @@ export class KeptResultService {
     }
   }
 
+  /**
+   * A queued kept query past its queue-wait limit, or with no worker of its lane alive, will not
+   * run: it is taken off the queue and ended as the synchronous path ends it (504 TIME_LIMIT, 503
+   * no worker), its result keeping that error for later fetches. Undefined while it may still run
+   * (or a worker took it meanwhile).
+   */
+  private async neverStarts(record: QueryRecord): Promise<ResultRecord | undefined> {
+    const { queryId } = record;
+    const lane = record.lane ?? 'interactive';
+    // Its job's latest start: the api that queued it set it this long after the record's creation.
+    const late = Date.now() > record.createdAt + this.config.maxQueueWaitMs;
+    if (!late && (await this.workers.alive(lane)).length > 0) return undefined;
+    if (!(await this.queue.removeQueued(queryId))) return undefined;
+    const status = late
+      ? statusOf('TIME_LIMIT', 'query waited too long in the queue')
+      : statusOf(
+          'UNAVAILABLE',
+          `no worker is available to run the query in the ${lane} lane (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
+        );
+    await this.sink.end(queryId, { kind: 'error', status });
+    await this.lifecycle.transition({ queryId, owner: record.owner }, finalState(status), {
+      status,
+    });
+    return { kind: 'error', status };
+  }
+
   /** A query that ended with an error before any byte: its envelope, with its own HTTP code. */
   private async failed(queryId: string, status: Status, reader: ResultReader): Promise<never> {
     await reader.close();
@@ -111,8 +150,9 @@ export class KeptResultService {
 
   /**
    * Asked when the result is quiet. A query that ended without a last record ends the body; one
-   * whose worker died (its job active, its lock gone) is recorded as failed and ends it too, so
-   * that no fetch waits for a producer that is gone.
+   * whose worker died (its job active, its lock gone) is recorded as failed and ends it too, and
+   * so does one still queued that will not run (neverStarts), so that no fetch waits for a
+   * producer that is gone or never comes.
    */
   private silenceCheck(record: QueryRecord): () => Promise<ResultRecord | undefined> {
     const { queryId } = record;
@@ -124,7 +164,8 @@ export class KeptResultService {
         return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
       }
       const state = await this.queue.state(queryId);
-      if (state === 'queued' || state === 'active') return undefined;
+      if (state === 'queued') return this.neverStarts(record);
+      if (state === 'active') return undefined;
       // Ended: its last record may have come just after the read. Lost: its worker died.
       if (state !== 'lost' && !endedOnce) {
         endedOnce = true;

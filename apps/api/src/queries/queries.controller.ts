@@ -47,10 +47,15 @@ export class QueriesController {
     description:
       'The kept result of a query sent with wait_timeout, in the format and compression it was ' +
       'asked with, from the start (as it comes while the query runs). A finished one answers ' +
-      '`Range: bytes=N-` with 206 from byte N.',
+      '`Range: bytes=N-` with 206 from byte N; on one still running, Range is ignored (200).',
   })
   @ApiResponse({ status: 206, description: 'The bytes from N on (Content-Range).' })
   @ApiResponse({ status: 410, description: 'The result is no longer kept (past its TTL).' })
+  @ApiResponse({
+    status: 413,
+    description:
+      'The query failed: its result passed SLUICE_RESULT_MAX_BYTES, or all kept results SLUICE_RESULT_TOTAL_MAX_BYTES.',
+  })
   @ApiNotFoundResponse({ description: 'No such query, not yours, or it keeps no result.' })
   async result(
     @Param('queryId') queryId: string,

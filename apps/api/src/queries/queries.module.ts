@@ -1,11 +1,12 @@
 import { Module } from '@nestjs/common';
 import { AuthModule } from '../auth/auth.module';
+import { HealthModule } from '../health/health.module';
 import { QueriesController } from './queries.controller';
 import { QueriesService } from './queries.service';
 import { KeptResultService } from './kept-result.service';
 
 @Module({
-  imports: [AuthModule],
+  imports: [AuthModule, HealthModule],
   controllers: [QueriesController],
   providers: [QueriesService, KeptResultService],
   exports: [QueriesService, KeptResultService],

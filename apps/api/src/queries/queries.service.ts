@@ -38,9 +38,11 @@ export class QueriesService {
   /** Cancels a query: a queued one never runs, a running one is stopped in PostgreSQL. */
   async cancel(queryId: string, user: AuthUser): Promise<QueryInfo> {
     const record = await this.visible(queryId, user);
-    // What a query keeps goes with the cancel: a finished one's result is dropped now.
-    if (record.kept) await this.results.dropKept(queryId);
-    if (FINAL_STATES.includes(record.state)) return this.info(record);
+    if (FINAL_STATES.includes(record.state)) {
+      // What a query keeps goes with the cancel: a finished one's result is dropped now.
+      if (record.kept) await this.results.dropKept(queryId);
+      return this.info(record);
+    }
     const status = statusOf('CANCELLED', `cancelled by ${user.username}`);
     if (await this.queue.removeQueued(queryId)) {
       // Nobody will run it: end its channel so that the waiting client gets the status.
@@ -49,6 +51,8 @@ export class QueriesService {
     } else {
       await this.results.cancel(queryId);
     }
+    // Dropped after the cancel is sent: in-process, the cancel goes through the kept channel.
+    if (record.kept) await this.results.dropKept(queryId);
     return this.info((await this.registry.get(queryId)) ?? record);
   }
 
@@ -80,6 +84,7 @@ export class QueriesService {
       queue_position: position ?? null,
       rows: record.rows,
       bytes: record.bytes,
+      ...produced(record),
       status: record.status ?? null,
       result_url: record.kept ? `/v1/queries/${record.queryId}/result` : null,
       result_kept_until:
@@ -88,4 +93,18 @@ export class QueriesService {
           : null,
     };
   }
+}
+
+/**
+ * What the producer made. Ended: at least what was sent (the api may have recorded the end before
+ * the worker's own report, which then changes nothing).
+ */
+function produced(record: QueryRecord): { rows_produced: number; bytes_produced: number } {
+  const rows = record.rowsProduced ?? 0;
+  const bytes = record.bytesProduced ?? 0;
+  if (!FINAL_STATES.includes(record.state)) return { rows_produced: rows, bytes_produced: bytes };
+  return {
+    rows_produced: Math.max(rows, record.rows),
+    bytes_produced: Math.max(bytes, record.bytes),
+  };
 }

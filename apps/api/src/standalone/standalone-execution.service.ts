@@ -32,7 +32,7 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
     private readonly channel: InProcessResultChannel,
     private readonly pool: QueryPoolService,
     private readonly logins: SessionLoginResolver,
-    @Inject(QUERY_REGISTRY) registry: QueryRegistry,
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {
     // Its own writer: the ends the api's request log waits for are the api's.
@@ -63,7 +63,13 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
       return;
     }
     const { port1, port2 } = new MessageChannel();
-    this.channel.attach(job.queryId, port1);
+    this.channel.attach(
+      job.queryId,
+      port1,
+      (produced) =>
+        // Shown, not relied on: in memory, it cannot fail.
+        void this.registry.progress(job.queryId, produced),
+    );
     try {
       await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login }));
     } catch (err) {
@@ -84,5 +90,6 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
       await Promise.all([...this.running.keys()].map((id) => this.channel.cancel(id)));
       await all;
     }
+    this.lifecycle.close();
   }
 }

@@ -5,11 +5,10 @@ import {
   OnApplicationBootstrap,
   OnModuleDestroy,
 } from '@nestjs/common';
-import type Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { RedisKeys, readWorkerBeat, workerBeat } from '@app/transport';
+import { RedisClient, RedisKeys, readWorkerBeat, workerBeat } from '@app/transport';
 import { OPS_REDIS } from './ops.tokens';
 
 /** Heartbeats older than this are someone else's leftovers: removed when a worker starts (ms). */
@@ -32,7 +31,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
 
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
-    @Inject(OPS_REDIS) private readonly redis: Redis,
+    @Inject(OPS_REDIS) private readonly redis: RedisClient,
   ) {
     this.keys = new RedisKeys(config.keyPrefix);
   }

@@ -1,7 +1,7 @@
 import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
-import Redis from 'ioredis';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { ExecutionModule } from '@app/execution';
+import { RedisClient, RedisConnector } from '@app/transport';
 import { MetricsServer } from '../metrics/metrics.server';
 import { WorkerMetricsService } from '../metrics/worker-metrics.service';
 import { HeartbeatService } from './heartbeat.service';
@@ -17,7 +17,7 @@ import { WorkerReadinessService } from './worker-readiness.service';
       inject: [SLUICE_CONFIG],
       useFactory: (config: SluiceConfig) => {
         // Fails fast while Redis is away: a heartbeat or a probe must not wait for it.
-        const redis = new Redis(config.redisUrl!, {
+        const redis = new RedisConnector(config.redis!).connect({
           maxRetriesPerRequest: 1,
           connectTimeout: 2_000,
         });
@@ -33,7 +33,7 @@ import { WorkerReadinessService } from './worker-readiness.service';
   ],
 })
 export class WorkerOpsModule implements OnApplicationShutdown {
-  constructor(@Inject(OPS_REDIS) private readonly redis: Redis) {}
+  constructor(@Inject(OPS_REDIS) private readonly redis: RedisClient) {}
 
   async onApplicationShutdown(): Promise<void> {
     // Shutdown: a connection already closed or down has nothing left to flush.

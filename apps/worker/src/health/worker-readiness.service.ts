@@ -1,11 +1,11 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
-import type Redis from 'ioredis';
 import { Pool } from 'pg';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryPoolService } from '@app/execution';
 import { HeartbeatService } from './heartbeat.service';
 import { OPS_REDIS } from './ops.tokens';
 import { ReadinessReport, check, report } from '@app/contracts';
+import { RedisClient, pingEvery } from '@app/transport';
 
 /** Can this worker take jobs: Redis and PostgreSQL answer, its heartbeat is fresh, its pool has threads. */
 @Injectable()
@@ -14,7 +14,7 @@ export class WorkerReadinessService implements OnModuleDestroy {
 
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
-    @Inject(OPS_REDIS) private readonly redis: Redis,
+    @Inject(OPS_REDIS) private readonly redis: RedisClient,
     private readonly heartbeat: HeartbeatService,
     private readonly pool: QueryPoolService,
   ) {
@@ -26,7 +26,7 @@ export class WorkerReadinessService implements OnModuleDestroy {
   async ready(): Promise<ReadinessReport> {
     const staleAfter = this.config.workerHeartbeatMs * 3;
     const [redis, database, heartbeat, pool] = await Promise.all([
-      check('redis', async () => `answered ${await this.redis.ping()}`),
+      check('redis', async () => `answered ${await pingEvery(this.redis)}`),
       check('database', async () => {
         await this.database.query('SELECT 1');
         return 'answered';

@@ -6,7 +6,6 @@ import {
   OnModuleDestroy,
 } from '@nestjs/common';
 import { Worker } from 'bullmq';
-import Redis from 'ioredis';
 import { ExecuteJobData, LANE_QUEUES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
@@ -16,7 +15,14 @@ import {
   QueryPoolService,
   SessionLoginResolver,
 } from '@app/execution';
-import { RedisKeys, RedisQueryRegistry, RedisResultSink, ResultSink } from '@app/transport';
+import {
+  RedisClient,
+  RedisConnector,
+  RedisKeys,
+  RedisQueryRegistry,
+  RedisResultSink,
+  ResultSink,
+} from '@app/transport';
 
 /**
  * Takes execution jobs off the BullMQ queues of the lanes this worker serves (SLUICE_WORKER_LANES),
@@ -27,9 +33,9 @@ import { RedisKeys, RedisQueryRegistry, RedisResultSink, ResultSink } from '@app
 export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(ExecuteProcessor.name);
   private readonly keys: RedisKeys;
-  private readonly connection: Redis;
+  private readonly connection: RedisClient;
   /** The registry's and the sink's: not BullMQ's, whose scripts make every pipeline on it slow. */
-  private readonly commands: Redis;
+  private readonly commands: RedisClient;
   private readonly sink: ResultSink;
   private readonly lifecycle: JobLifecycle;
   private readonly running = new Set<string>();
@@ -42,12 +48,15 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   ) {
     this.keys = new RedisKeys(config.keyPrefix);
     // BullMQ workers need maxRetriesPerRequest null on their connection.
-    this.connection = new Redis(config.redisUrl!, { maxRetriesPerRequest: null });
+    const connector = new RedisConnector(config.redis!);
+    this.connection = connector.connect({
+      maxRetriesPerRequest: null,
+    });
     // ioredis reconnects by itself; the BullMQ worker reports the errors ('error' handler below).
     this.connection.on('error', () => undefined);
     // ioredis copies every script defined on a connection (BullMQ defines ~50) into each pipeline
     // it builds; on a connection of their own, the registry's writes of one tick go together.
-    this.commands = new Redis(config.redisUrl!, {
+    this.commands = connector.connect({
       maxRetriesPerRequest: null,
       enableAutoPipelining: true,
     });
@@ -121,6 +130,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       await Promise.all([...this.running].map((id) => this.sink.cancel(id)));
       await closing;
     }
+    this.lifecycle.close();
     // Shutdown: a connection already closed or down has nothing left to flush.
     await this.connection.quit().catch(() => undefined);
     await this.commands.quit().catch(() => undefined);

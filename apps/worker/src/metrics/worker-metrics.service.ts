@@ -1,10 +1,8 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import type Redis from 'ioredis';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
-import { BullmqJobQueue, JobQueue, RedisKeys } from '@app/transport';
-import { OPS_REDIS } from '../health/ops.tokens';
+import { BullmqJobQueue, JobQueue, RedisConnector, RedisKeys } from '@app/transport';
 
 /**
  * Prometheus metrics of a worker process: the BullMQ queue's depth by state, its thread pool's
@@ -16,13 +14,13 @@ export class WorkerMetricsService implements OnModuleDestroy {
   private readonly logger = new Logger(WorkerMetricsService.name);
   private readonly queue: JobQueue;
 
-  constructor(
-    @Inject(SLUICE_CONFIG) config: SluiceConfig,
-    @Inject(OPS_REDIS) redis: Redis,
-    pool: QueryPoolService,
-  ) {
+  constructor(@Inject(SLUICE_CONFIG) config: SluiceConfig, pool: QueryPoolService) {
     this.queue = new BullmqJobQueue(
-      redis,
+      // BullMQ's own connection; fails fast, as the other probes of this module.
+      new RedisConnector(config.redis!).connect({
+        maxRetriesPerRequest: 1,
+        connectTimeout: 2_000,
+      }),
       new RedisKeys(config.keyPrefix),
       config.jobRetentionSeconds,
     );

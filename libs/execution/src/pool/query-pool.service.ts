@@ -6,6 +6,7 @@ import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData, LANES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig, laneThreads, poolLanes } from '@app/config';
 import type { PgLogin } from '@app/access';
+import { SharedKeptTotal } from '@app/transport';
 import type { ExecuteTask } from '../tasks/execute-query.task';
 import { ExecutionOutcome } from '../tasks/query.runner';
 import { ThreadSettings } from '../tasks/thread.settings';
@@ -24,6 +25,8 @@ export class QueryPoolService implements OnApplicationShutdown {
   private readonly connectionCounts = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
   /** When an interactive statement last started, in any thread: exports give way after it. */
   private readonly lastInteractive = new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT);
+  /** Bytes all kept results hold, shared with standalone's in-process result channel. */
+  readonly keptBytes = SharedKeptTotal.buffer();
 
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
     this.threads = laneThreads({
@@ -33,7 +36,7 @@ export class QueryPoolService implements OnApplicationShutdown {
     });
     const settings: ThreadSettings = {
       databaseUrl: config.databaseUrl!,
-      redisUrl: config.redisUrl,
+      redis: config.redis,
       keyPrefix: config.keyPrefix,
       pgPoolSize: config.pgPoolSize,
       pgMaxConnectionsPerThread: this.pgMaxConnections / this.totalThreads,
@@ -48,6 +51,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       cancelPollMs: config.cancelPollMs,
       nice: 0,
       lastInteractive: this.lastInteractive,
+      keptBytes: this.keptBytes,
       exportYieldMs: config.exportYieldMs,
     };
     // libuv's own thread pool (zlib, crypto, dns) is made by the first thread that needs it and

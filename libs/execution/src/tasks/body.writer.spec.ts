@@ -1,5 +1,5 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { ExecuteJobData, ResultRecord, okStatus } from '@app/contracts';
+import { ExecuteJobData, ResultRecord, okStatus, statusOf } from '@app/contracts';
 import { ResultWriter } from '@app/transport';
 import { BodyWriter } from './body.writer';
 
@@ -53,8 +53,29 @@ describe(BodyWriter.name, () => {
     expect(out.trips).toBe(1);
     // One record: the whole body, its rows and its status.
     expect(out.records).toEqual([
-      { kind: 'end', status: okStatus(), bytes: Buffer.from('{[1]}'), rows: 1 },
+      {
+        kind: 'end',
+        status: okStatus(),
+        bytes: Buffer.from('{[1]}'),
+        rows: 1,
+        startedAt: expect.any(Number),
+      },
     ]);
+  });
+
+  it('tells in its final record, end or error, when the statement began', async () => {
+    const before = Date.now();
+    for (const ending of ['end', 'error'] as const) {
+      const out = new RecordingWriter();
+      const body = new BodyWriter(out, job(), 1024);
+      if (ending === 'end') await body.end(okStatus(), Buffer.from('[]'));
+      else await body.fail(statusOf('SYNTAX_ERROR'));
+      const last = out.records[out.records.length - 1];
+      expect(last.kind).toBe(ending);
+      expect(last.kind !== 'head' && last.kind !== 'data' && last.startedAt).toBeGreaterThanOrEqual(
+        before,
+      );
+    }
   });
 
   it('keeps a held result in its records when the whole would not fit in one entry', async () => {
@@ -96,6 +117,7 @@ describe(BodyWriter.name, () => {
     expect(out.records[out.records.length - 1]).toEqual({
       kind: 'error',
       status: { reason: 'boom', sql_state: '22012', vendor_code: -520 },
+      startedAt: expect.any(Number),
     });
   });
 });

@@ -22,7 +22,7 @@ function wholeBody(
   parts.push(end.bytes);
   const bytes = Buffer.concat(parts);
   if (bytes.length > maxEntryBytes) return undefined;
-  return { kind: 'end', status: end.status, bytes, rows };
+  return { kind: 'end', status: end.status, bytes, rows, startedAt: end.startedAt };
 }
 
 /**
@@ -37,6 +37,8 @@ export class BodyWriter {
   private begun = false;
   /** Records held back to go out with the final status in one round trip. */
   private held: ResultRecord[] | undefined;
+  /** When the statement began (ms): its final record carries it for the registry. */
+  private readonly startedAt = Date.now();
 
   constructor(
     private readonly writer: ResultWriter,
@@ -103,7 +105,13 @@ export class BodyWriter {
   async end(status: Status, tail: Buffer | null): Promise<void> {
     if (tail === null) {
       this.compressor?.destroy();
-      await this.finish({ kind: 'end', status, bytes: Buffer.alloc(0), abort: true });
+      await this.finish({
+        kind: 'end',
+        status,
+        bytes: Buffer.alloc(0),
+        abort: true,
+        startedAt: this.startedAt,
+      });
       return;
     }
     const bytes = this.compressor ? await this.compressor.finish(tail) : tail;
@@ -113,14 +121,19 @@ export class BodyWriter {
     for (; bytes.length - at > max; at += max) {
       await this.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
     }
-    await this.finish({ kind: 'end', status, bytes: bytes.subarray(at) });
+    await this.finish({
+      kind: 'end',
+      status,
+      bytes: bytes.subarray(at),
+      startedAt: this.startedAt,
+    });
   }
 
   /** Ends before any byte of the body: the api answers with the error envelope. */
   async fail(status: Status): Promise<void> {
     this.compressor?.destroy();
     this.held = undefined;
-    await this.writer.write({ kind: 'error', status });
+    await this.writer.write({ kind: 'error', status, startedAt: this.startedAt });
   }
 
   private compress(chunk: Buffer, head = false): Promise<Buffer> | Buffer {

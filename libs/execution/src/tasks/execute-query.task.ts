@@ -1,4 +1,3 @@
-import Redis from 'ioredis';
 import { workerData } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
@@ -7,14 +6,22 @@ import {
   CappedResultWriter,
   FlowWindow,
   PortResultWriter,
+  Produced,
+  ProgressMessage,
+  RedisClient,
+  RedisConnector,
+  RedisKeptLedger,
+  RedisQueryRegistry,
   RedisKeys,
   RedisResultWriter,
   ResultWriter,
+  SharedKeptTotal,
 } from '@app/transport';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { InteractiveClock, exportPace } from './export.pace';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
+import { ProgressThrottle } from './progress.throttle';
 import { lowerThreadPriority } from './thread.priority';
 import { ThreadSettings } from './thread.settings';
 
@@ -23,6 +30,7 @@ const settings = workerData as ThreadSettings;
 // An export thread beside interactive ones gives way to them (where the OS allows it).
 if (settings.nice > 0) lowerThreadPriority(settings.nice);
 const keys = new RedisKeys(settings.keyPrefix);
+const keptTotal = new SharedKeptTotal(settings.keptBytes);
 const counts = new Int32Array(settings.connectionCounts);
 const databases = new DatabaseRegistry(settings.databaseUrl);
 const logins = new LoginPools({
@@ -34,11 +42,16 @@ const logins = new LoginPools({
 });
 const provisioner = new LoginRoleProvisioner(settings.credentialKey);
 const runner = new QueryRunner(databases, logins, provisioner, settings);
-let redis: Redis | undefined;
+let redis: RedisClient | undefined;
+let ledger: RedisKeptLedger | undefined;
+let registry: RedisQueryRegistry | undefined;
 
-function connection(): Redis {
+function connection(): RedisClient {
   if (!redis) {
-    redis = new Redis(settings.redisUrl!, { maxRetriesPerRequest: 3, enableAutoPipelining: true });
+    redis = new RedisConnector(settings.redis!).connect({
+      maxRetriesPerRequest: 3,
+      enableAutoPipelining: true,
+    });
     // ioredis reconnects by itself; a write that fails meanwhile ends its query with the error.
     redis.on('error', () => undefined);
   }
@@ -74,7 +87,36 @@ function writerFor(task: ExecuteTask): ResultWriter {
         settings.cancelPollMs,
         !retain,
       );
-  return retain ? new CappedResultWriter(writer, retain.maxBytes) : writer;
+  if (!retain) return writer;
+  const cap = retain.totalMaxBytes;
+  const budget =
+    cap === undefined
+      ? undefined
+      : task.port
+        ? keptTotal.budget(cap)
+        : (ledger ??= new RedisKeptLedger(connection(), keys)).budget(
+            queryId,
+            cap,
+            retain.ttlSeconds,
+          );
+  return new CappedResultWriter(writer, retain.maxBytes, budget);
+}
+
+/**
+ * Where a running query's progress goes: in Redis, to its registry record (the retention given
+ * is never used: progress is no transition); in-process, over its port to the main thread.
+ */
+function progressOf(task: ExecuteTask): ProgressThrottle {
+  const { port, job } = task;
+  const report = port
+    ? (produced: Produced) =>
+        port.postMessage({ type: 'progress', ...produced } satisfies ProgressMessage)
+    : (produced: Produced) =>
+        void (registry ??= new RedisQueryRegistry(connection(), keys, 0))
+          .progress(job.queryId, produced)
+          // Progress is shown, not relied on: the next report (or the end) says it again.
+          .catch(() => undefined);
+  return new ProgressThrottle(report);
 }
 
 const interactive = new InteractiveClock(settings.lastInteractive);
@@ -83,9 +125,12 @@ const exportGivesWay = exportPace(interactive, settings.exportYieldMs);
 /** Runs one execution job and writes its result to the query's result channel. */
 export default async function executeQuery(task: ExecuteTask): Promise<ExecutionOutcome> {
   const { job } = task;
-  if (job.lane === 'export') return runner.run(job, writerFor(task), task.login, exportGivesWay);
+  const progress = progressOf(task);
+  if (job.lane === 'export') {
+    return runner.run(job, writerFor(task), task.login, exportGivesWay, progress);
+  }
   interactive.started();
-  return runner.run(job, writerFor(task), task.login);
+  return runner.run(job, writerFor(task), task.login, undefined, progress);
 }
 
 /** Start-up check: the thread loaded and reaches the default database. */

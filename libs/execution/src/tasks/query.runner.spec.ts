@@ -208,7 +208,9 @@ describe(QueryRunner.name, () => {
     const outcome = await runner.run(job, writer, login);
     expect(Date.now() - startedAt).toBeLessThan(1_000);
     expect(outcome).toMatchObject({ rows: 0, status: CANCELLED });
-    expect(await drain(reader)).toEqual([{ kind: 'error', status: outcome.status }]);
+    expect(await drain(reader)).toEqual([
+      { kind: 'error', status: outcome.status, startedAt: expect.any(Number) },
+    ]);
     await reader.close();
   });
 
@@ -223,7 +225,9 @@ describe(QueryRunner.name, () => {
       expect(Date.now() - stoppedAt).toBeLessThan(2_000);
       expect(outcome.status).toMatchObject(CANCELLED);
       // Nothing was sent yet: the reader gets the error record, not a cut body.
-      expect(await drain(reader)).toEqual([{ kind: 'error', status: outcome.status }]);
+      expect(await drain(reader)).toEqual([
+        { kind: 'error', status: outcome.status, startedAt: expect.any(Number) },
+      ]);
       await reader.close();
       await expectCleanAfter(job, backend);
     });

@@ -13,6 +13,7 @@ import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { BodyWriter } from './body.writer';
 import { DatabaseHandle, DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
+import { ProgressThrottle } from './progress.throttle';
 import { isPgError } from './pg.error';
 import { StatementLife } from './statement.life';
 import { TextCursor } from './text.cursor';
@@ -61,7 +62,8 @@ export function beginStatements(job: ExecuteJobData): string[] {
 
 function stopStatus(reason: StopReason): Status {
   const message = new ProducerStoppedError(reason).message;
-  if (reason === 'too-large') return statusOf('RESULT_TOO_LARGE', message);
+  if (reason === 'too-large' || reason === 'kept-full')
+    return statusOf('RESULT_TOO_LARGE', message);
   return statusOf(
     reason === 'timeout' ? 'TIME_LIMIT' : 'CANCELLED',
     new ProducerStoppedError(reason).message,
@@ -109,13 +111,15 @@ export class QueryRunner {
   /**
    * Runs `job` over `login`: a database user's own, or (absent) the login role provisioned for
    * the job's role, which is created or repaired here when PostgreSQL does not accept it. `pace`
-   * is awaited before each batch after the first.
+   * is awaited before each batch after the first; `progress` hears of what has been produced
+   * (throttled: ProgressThrottle).
    */
   async run(
     job: ExecuteJobData,
     writer: ResultWriter,
     login?: PgLogin,
     pace?: Pace,
+    progress?: ProgressThrottle,
   ): Promise<ExecutionOutcome> {
     const db = this.databases.get(job.database);
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
@@ -156,6 +160,7 @@ export class QueryRunner {
         // as unhandled meanwhile.
         prefetch.catch(() => undefined);
         await body.data(batch.length, encoder.rows(batch));
+        progress?.tick(rows, body.bytes);
         const next = await prefetch;
         if (capped) {
           truncated = next.length > 0;

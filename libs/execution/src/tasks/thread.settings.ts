@@ -1,7 +1,9 @@
+import type { RedisSettings } from '@app/config';
 /** What every piscina thread is told at start-up (piscina's workerData); plain data. */
 export interface ThreadSettings {
   databaseUrl: string;
-  redisUrl?: string;
+  /** Where result streams go (cluster mode); each thread makes its own connection from it. */
+  redis?: RedisSettings;
   keyPrefix: string;
   pgPoolSize: number;
   /** Statement connections one thread may hold (the process's cap shared out). */
@@ -22,6 +24,8 @@ export interface ThreadSettings {
   nice: number;
   /** One BigInt64 shared by all threads of the process: when an interactive statement last started (ms). */
   lastInteractive: SharedArrayBuffer;
+  /** One BigInt64 shared with the in-process result channel: bytes all kept results hold (standalone). */
+  keptBytes: SharedArrayBuffer;
   /** How long an export waits before its next batch while interactive statements run (ms). */
   exportYieldMs: number;
 }

@@ -1,5 +1,11 @@
 import { FINAL_STATES, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
-import { IdempotencyClaim, QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
+import {
+  IdempotencyClaim,
+  Produced,
+  QueryFacts,
+  QueryRecord,
+  QueryRegistry,
+} from '../query.registry';
 
 /** The query registry of standalone mode: one process knows everything. */
 export class InProcessQueryRegistry implements QueryRegistry {
@@ -18,16 +24,30 @@ export class InProcessQueryRegistry implements QueryRegistry {
     queryId: string,
     to: QueryState,
     facts: QueryFacts = {},
+    readBack = true,
   ): Promise<QueryRecord | undefined> {
     const record = this.records.get(queryId);
     if (record && QUERY_TRANSITIONS[record.state].includes(to)) {
-      Object.assign(record, facts, { state: to });
+      // A fact not known (undefined) leaves what the record holds, as in Redis.
+      for (const [field, value] of Object.entries(facts)) {
+        if (value !== undefined) Object.assign(record, { [field]: value });
+      }
+      record.state = to;
       if (FINAL_STATES.includes(to)) {
         record.finishedAt = Date.now();
         setTimeout(() => this.records.delete(queryId), this.retentionSeconds * 1000).unref();
       }
     }
-    return Promise.resolve(record ? { ...record } : undefined);
+    return Promise.resolve(record && readBack ? { ...record } : undefined);
+  }
+
+  progress(queryId: string, produced: Produced): Promise<void> {
+    const record = this.records.get(queryId);
+    if (record && !FINAL_STATES.includes(record.state)) {
+      record.rowsProduced = produced.rows;
+      record.bytesProduced = produced.bytes;
+    }
+    return Promise.resolve();
   }
 
   get(queryId: string): Promise<QueryRecord | undefined> {

@@ -4,6 +4,7 @@ import { ResultRecord } from '@app/contracts';
 import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { ReaderClosedError } from '../result.channel';
 import { InProcessResultChannel } from './in-process-result.channel';
+import { SharedKeptTotal } from './shared-kept.total';
 import { RecordMessage } from './port.messages';
 
 /** The in-process reader's one way out: the same promises as the Redis reader's. */
@@ -139,6 +140,64 @@ describe('InProcessResultChannel kept results', () => {
       port2.close();
     } finally {
       await short.close();
+    }
+  });
+});
+
+describe('InProcessResultChannel kept results and their total', () => {
+  const ok = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
+  const data = (n: number): ResultRecord => ({ kind: 'data', rows: 1, bytes: Buffer.alloc(n) });
+
+  it('gives back what a kept result holds when it fails, when it is dropped, and what comes after a drop', async () => {
+    const total = new SharedKeptTotal(SharedKeptTotal.buffer());
+    const capped = new InProcessResultChannel(5000, 60, total);
+    // As a writer does: takes the bytes, then posts the record.
+    const send = (port: MessagePort, record: ResultRecord) => {
+      if (record.kind !== 'error') {
+        expect(total.take(record.bytes.length, 1000)).toBe(true);
+      }
+      post(port, record);
+    };
+    try {
+      const first = capped.openKept('k1', quiet);
+      const a = new MessageChannel();
+      capped.attach('k1', a.port1);
+      send(a.port2, { kind: 'end', status: ok, bytes: Buffer.alloc(600) });
+      expect((await first.next()).kind).toBe('end');
+      expect(await capped.keptBytes()).toBe(600);
+
+      const second = capped.openKept('k2', quiet);
+      const b = new MessageChannel();
+      capped.attach('k2', b.port1);
+      send(b.port2, data(300));
+      expect((await second.next()).kind).toBe('data');
+      expect(total.take(300, 1000)).toBe(false);
+      send(b.port2, {
+        kind: 'error',
+        status: { reason: 'full', sql_state: '54000', vendor_code: -112 },
+      });
+      // The reader had read the first record: the error comes next; the 300 bytes went back.
+      expect(await second.next()).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
+      expect(await capped.keptBytes()).toBe(600);
+      // A new reader reads the error alone.
+      expect(await capped.openKept('k2', quiet).next()).toMatchObject({ kind: 'error' });
+
+      // Dropped while it runs: the bytes of what still comes go back too.
+      capped.openKept('k3', quiet);
+      const c = new MessageChannel();
+      capped.attach('k3', c.port1);
+      send(c.port2, data(100));
+      await sleep(20);
+      await capped.dropKept('k3');
+      send(c.port2, data(100));
+      send(c.port2, { kind: 'end', status: ok, bytes: Buffer.alloc(50) });
+      await sleep(20);
+      expect(await capped.keptBytes()).toBe(600);
+      await capped.dropKept('k1');
+      expect(await capped.keptBytes()).toBe(0);
+      for (const port of [a.port2, b.port2, c.port2]) port.close();
+    } finally {
+      await capped.close();
     }
   });
 });

@@ -1,5 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
-import { ResultRecord } from '@app/contracts';
+import { ResultRecord, isTerminal } from '@app/contracts';
 import {
   ReaderClosedError,
   ReaderHooks,
@@ -7,7 +7,8 @@ import {
   ResultSink,
   ResultSource,
 } from '../result.channel';
-import { ControlMessage, RecordMessage, reviveRecord } from './port.messages';
+import { ControlMessage, ProgressMessage, RecordMessage, reviveRecord } from './port.messages';
+import { SharedKeptTotal } from './shared-kept.total';
 
 interface Channel {
   records: ResultRecord[];
@@ -33,9 +34,15 @@ function wokenWithin(ms: number, register: (wake: () => void) => void): Promise<
 
 /** What a kept channel holds beyond a streamed one's. */
 interface Kept {
+  /** Its records from the `skipped`-th on: a failed result drops those before its error. */
   all: ResultRecord[];
+  skipped: number;
+  /** Body bytes it holds, counted in the channel's total. */
+  held: number;
   /** Readers waiting for the next record. */
   waiters: Set<() => void>;
+  /** Its last record came. */
+  ended: boolean;
   /** Drops the result once its TTL has passed after its last record. */
   expiry: NodeJS.Timeout | undefined;
 }
@@ -54,7 +61,9 @@ class InProcessKeptReader implements ResultReader {
 
   async next(): Promise<ResultRecord> {
     const { kept } = this.channel;
-    while (this.at >= kept.all.length) {
+    // What was read is gone (the result failed): the error comes next.
+    if (this.at < kept.skipped) this.at = kept.skipped;
+    while (this.at - kept.skipped >= kept.all.length) {
       if (this.closed) throw new ReaderClosedError();
       const arrived = await wokenWithin(this.silenceMs, (wake) => {
         this.wake = wake;
@@ -62,13 +71,14 @@ class InProcessKeptReader implements ResultReader {
       });
       kept.waiters.delete(this.wake!);
       if (this.closed) throw new ReaderClosedError();
-      if (!arrived && this.at >= kept.all.length) {
+      if (!arrived && this.at - kept.skipped >= kept.all.length) {
         const verdict = await this.hooks.onSilence();
         if (this.closed) throw new ReaderClosedError();
         if (verdict) return verdict;
       }
+      if (this.at < kept.skipped) this.at = kept.skipped;
     }
-    return kept.all[this.at++];
+    return kept.all[this.at++ - kept.skipped];
   }
 
   cancel(): Promise<void> {
@@ -86,6 +96,11 @@ class InProcessKeptReader implements ResultReader {
     this.wake?.();
     return Promise.resolve();
   }
+}
+
+/** A record that ends a result badly: a kept result keeps only it. */
+function failedRecord(record: ResultRecord): boolean {
+  return record.kind === 'error' || (record.kind === 'end' && record.status.vendor_code !== 0);
 }
 
 /** A channel whose reader closed before its producer attached is kept this long (ms). */
@@ -162,16 +177,33 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   private readonly channels = new Map<string, Channel>();
   /** Queries whose reader closed before their producer attached, with when (epoch ms). */
   private readonly gone = new Map<string, number>();
+  /** Kept results dropped while their producer still writes. */
+  private readonly draining = new Set<string>();
 
   constructor(
     private readonly silenceMs: number,
     /** How long a kept result stays after its last record (s). */
     private readonly keptTtlSeconds = 3600,
+    /** Bytes all kept results hold, taken by their writers and given back here as they go. */
+    private readonly keptTotal = new SharedKeptTotal(SharedKeptTotal.buffer()),
   ) {}
 
   openKept(queryId: string, hooks: ReaderHooks): ResultReader {
     const channel = this.channel(queryId);
-    channel.kept ??= { all: [...channel.records], waiters: new Set(), expiry: undefined };
+    if (!channel.kept) {
+      const all = [...channel.records];
+      const held = all.reduce((sum, r) => sum + (r.kind === 'error' ? 0 : r.bytes.length), 0);
+      // Records that came before it was known to be kept: counted now.
+      this.keptTotal.take(held, Number.MAX_SAFE_INTEGER);
+      channel.kept = {
+        all,
+        skipped: 0,
+        held,
+        ended: false,
+        waiters: new Set(),
+        expiry: undefined,
+      };
+    }
     channel.records.length = 0;
     return new InProcessKeptReader(channel as Channel & { kept: Kept }, hooks, this.silenceMs);
   }
@@ -184,6 +216,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     const channel = this.channels.get(queryId);
     if (channel?.kept) {
       clearTimeout(channel.kept.expiry);
+      this.keptTotal.give(channel.kept.held);
+      channel.kept.held = 0;
+      // Dropped while it runs: what its writer still sends was taken from the total, and goes back.
+      if (channel.port && !channel.kept.ended) this.draining.add(queryId);
       this.channels.delete(queryId);
       channel.closed = true;
       for (const wake of channel.kept.waiters) wake();
@@ -191,8 +227,19 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     return Promise.resolve();
   }
 
-  /** Connects the producer's port of a query. */
-  attach(queryId: string, port: MessagePort): void {
+  keptBytes(): Promise<number> {
+    return Promise.resolve(this.keptTotal.bytes);
+  }
+
+  /**
+   * Connects the producer's port of a query; `onProgress` hears what the producer says it has
+   * made so far (ProgressMessage), for the registry.
+   */
+  attach(
+    queryId: string,
+    port: MessagePort,
+    onProgress?: (produced: { rows: number; bytes: number }) => void,
+  ): void {
     const gone = this.gone.get(queryId);
     if (gone) {
       // Its reader closed before the producer started: nobody will read, so stop it at once.
@@ -202,9 +249,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     }
     const channel = this.channel(queryId);
     channel.port = port;
-    port.on('message', (message: RecordMessage) =>
-      this.push(queryId, reviveRecord(message.record)),
-    );
+    port.on('message', (message: RecordMessage | ProgressMessage) => {
+      if (message.type === 'progress') onProgress?.({ rows: message.rows, bytes: message.bytes });
+      else this.push(queryId, reviveRecord(message.record));
+    });
     if (channel.cancelled) port.postMessage({ type: 'cancel' } satisfies ControlMessage);
   }
 
@@ -241,6 +289,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     }
     this.channels.clear();
     this.gone.clear();
+    this.draining.clear();
     return Promise.resolve();
   }
 
@@ -282,6 +331,12 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
 
   private push(queryId: string, record: ResultRecord): void {
     const channel = this.channels.get(queryId);
+    if (!channel && this.draining.has(queryId)) {
+      if (!failedRecord(record) && record.kind !== 'error')
+        this.keptTotal.give(record.bytes.length);
+      if (isTerminal(record)) this.draining.delete(queryId);
+      return;
+    }
     if (!channel || channel.closed) return;
     const kept = channel.kept;
     if (!kept) {
@@ -289,16 +344,41 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
       channel.waiter?.();
       return;
     }
-    kept.all.push(record);
     // No reader holds a kept result's producer back: every record is taken as it comes.
+    channel.taken += 1;
     try {
-      channel.port?.postMessage({ type: 'ack', taken: kept.all.length } satisfies ControlMessage);
+      channel.port?.postMessage({ type: 'ack', taken: channel.taken } satisfies ControlMessage);
     } catch {
       // the producer closed its end already
     }
+    this.keep(kept, record);
     for (const wake of kept.waiters) wake();
     clearTimeout(kept.expiry);
     kept.expiry = setTimeout(() => void this.dropKept(queryId), this.keptTtlSeconds * 1000);
     kept.expiry.unref();
+  }
+
+  /**
+   * Adds a record to a kept result; its writer took its bytes from the total already
+   * (SharedKeptTotal). A kept result that fails keeps only its error (CappedResultWriter's rule,
+   * here where the records are held): what it held goes, and its bytes go back.
+   */
+  private keep(kept: Kept, record: ResultRecord): void {
+    if (isTerminal(record)) kept.ended = true;
+    if (failedRecord(record)) {
+      this.dropRecords(kept);
+      if (record.kind === 'end') record = { kind: 'error', status: record.status };
+    } else if (record.kind !== 'error') {
+      kept.held += record.bytes.length;
+    }
+    kept.all.push(record);
+  }
+
+  /** Drops a kept result's records and gives their bytes back; readers skip to what comes next. */
+  private dropRecords(kept: Kept): void {
+    this.keptTotal.give(kept.held);
+    kept.held = 0;
+    kept.skipped += kept.all.length;
+    kept.all = [];
   }
 }

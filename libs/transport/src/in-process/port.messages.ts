@@ -6,6 +6,13 @@ export interface RecordMessage {
   record: ResultRecord;
 }
 
+/** Producer → consumer over a MessagePort: what the query has produced so far (now and then). */
+export interface ProgressMessage {
+  type: 'progress';
+  rows: number;
+  bytes: number;
+}
+
 /** Consumer → producer: how many records it has taken so far, or a request to stop. */
 export type ControlMessage = { type: 'ack'; taken: number } | { type: 'cancel' };
 

@@ -60,7 +60,7 @@ async function until(check: () => Promise<boolean>, ms: number): Promise<void> {
 beforeEach(() => {
   redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   keys = new RedisKeys(`jobq-spec-${randomBytes(4).toString('hex')}`);
-  queue = new BullmqJobQueue(redis, keys, 60);
+  queue = new BullmqJobQueue(redis.duplicate(), keys, 60);
 });
 
 afterEach(async () => {

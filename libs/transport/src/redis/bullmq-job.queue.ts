@@ -1,8 +1,8 @@
 import { Queue } from 'bullmq';
-import type Redis from 'ioredis';
 import { ExecuteJobData, LANES, LANE_QUEUES, Lane } from '@app/contracts';
 import { JobCounts, JobQueue, JobState } from '../job.queue';
 import { RedisKeys } from '../redis.keys';
+import { RedisClient } from './redis.connector';
 
 /** The results of one MULTI, in order; a failed command throws. */
 function replies(result: [Error | null, unknown][] | null): (number | null)[] {
@@ -20,22 +20,19 @@ function replies(result: [Error | null, unknown][] | null): (number | null)[] {
 export class BullmqJobQueue implements JobQueue {
   readonly queues: Readonly<Record<Lane, Queue<ExecuteJobData>>>;
   /**
-   * A connection of BullMQ's own, never the one given. BullMQ defines its ~50 Lua scripts on the
-   * connection it uses, and ioredis copies every script defined on a connection into each
-   * pipeline it builds — each MULTI, and each auto-pipelined batch — which made that copying a
-   * tenth of the api's CPU on small queries when the registry and readers shared it.
+   * @param connection BullMQ's own, closed by close(), never one shared with others. BullMQ
+   * defines its ~50 Lua scripts on the connection it uses, and ioredis copies every script
+   * defined on a connection into each pipeline it builds — each MULTI, and each auto-pipelined
+   * batch — which made that copying a tenth of the api's CPU on small queries when the registry
+   * and readers shared it.
    */
-  private readonly connection: Redis;
-
   constructor(
-    given: Redis,
+    private readonly connection: RedisClient,
     keys: RedisKeys,
     private readonly retentionSeconds: number,
   ) {
-    const connection = given.duplicate({ enableAutoPipelining: false });
     // Failures reach callers through the commands they send; ioredis reconnects by itself.
     connection.on('error', () => undefined);
-    this.connection = connection;
     const queue = (lane: Lane) =>
       new Queue<ExecuteJobData>(LANE_QUEUES[lane], { connection, prefix: keys.bullPrefix });
     this.queues = { interactive: queue('interactive'), export: queue('export') };

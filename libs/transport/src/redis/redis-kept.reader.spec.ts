@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { ResultRecord, okStatus } from '@app/contracts';
 import { ReaderClosedError } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
 import { recordFields } from './stream.codec';
 import { testRedisUrl } from '@test/settings';
@@ -17,7 +18,7 @@ beforeAll(() => {
   shared = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   keys = new RedisKeys(`kept-spec-${randomBytes(4).toString('hex')}`);
   source = new RedisResultSource(shared, keys, {
-    redisUrl: testRedisUrl,
+    connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
     silenceMs: 5000,
     ttlSeconds: 60,
   });

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from './redis.connector';
 import { ResultRecord } from '@app/contracts';
 import { ReaderClosedError, ReaderHooks, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
@@ -18,8 +18,8 @@ export class RedisKeptReader implements ResultReader {
   private closed = false;
 
   constructor(
-    private readonly blocking: Redis,
-    private readonly shared: Redis,
+    private readonly blocking: RedisClient,
+    private readonly shared: RedisClient,
     keys: RedisKeys,
     queryId: string,
     private readonly hooks: ReaderHooks,

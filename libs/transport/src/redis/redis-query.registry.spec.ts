@@ -65,3 +65,54 @@ describe('RedisQueryRegistry slots', () => {
     expect(await registry.admit('alice', randomUUID(), 1)).toBe(0);
   });
 });
+
+describe('RedisQueryRegistry held slots', () => {
+  it('holds a slot renewed for longer than a lease, and a later short lease does not cut it', async () => {
+    const [held, other] = [randomUUID(), randomUUID()];
+    expect(await registry.admit('alice', held, 2)).toBe(0);
+    await registry.renew('alice', held, LEASE_MS * 4);
+    await sleep(LEASE_MS * 0.5);
+    expect(await registry.admit('alice', other, 2)).toBe(1);
+    await sleep(LEASE_MS * 1.5);
+    // The short lease lapsed; the long one is still counted (the set did not expire with it).
+    expect(await registry.admit('alice', randomUUID(), 1)).toBeUndefined();
+    expect(await redis.zscore(keys.userActive('alice'), held)).not.toBeNull();
+    expect(await redis.zscore(keys.userActive('alice'), other)).toBeNull();
+  });
+});
+
+describe('RedisQueryRegistry progress', () => {
+  it('records what a running query produced, and nothing once it ended or without a record', async () => {
+    const queryId = randomUUID();
+    const record = {
+      queryId,
+      owner: 'alice',
+      state: 'queued' as const,
+      format: 'json',
+      statement: 'select 1',
+      createdAt: Date.now(),
+      rows: 0,
+      bytes: 0,
+    };
+    try {
+      await registry.create(record);
+      await registry.progress(queryId, { rows: 5, bytes: 50 });
+      expect((await registry.get(queryId))?.rowsProduced).toBeUndefined();
+      await registry.transition(queryId, 'running');
+      await registry.progress(queryId, { rows: 10, bytes: 100 });
+      expect(await registry.get(queryId)).toMatchObject({
+        state: 'running',
+        rowsProduced: 10,
+        bytesProduced: 100,
+      });
+      await registry.transition(queryId, 'succeeded', { rowsProduced: 12, bytesProduced: 120 });
+      await registry.progress(queryId, { rows: 11, bytes: 110 });
+      expect(await registry.get(queryId)).toMatchObject({ rowsProduced: 12, bytesProduced: 120 });
+      const none = randomUUID();
+      await registry.progress(none, { rows: 1, bytes: 1 });
+      expect(await redis.exists(keys.meta(none))).toBe(0);
+    } finally {
+      await redis.del(keys.meta(queryId), keys.queries);
+    }
+  });
+});

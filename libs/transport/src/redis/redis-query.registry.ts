@@ -1,34 +1,43 @@
 import { createHash } from 'node:crypto';
-import type Redis from 'ioredis';
+import type { RedisClient } from './redis.connector';
 import { FINAL_STATES, Lane, QueryState, Status, statesBefore } from '@app/contracts';
-import { IdempotencyClaim, QueryFacts, QueryRecord, QueryRegistry } from '../query.registry';
+import {
+  IdempotencyClaim,
+  Produced,
+  QueryFacts,
+  QueryRecord,
+  QueryRegistry,
+} from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 
 /**
  * Moves a query if its state is one it may move from (KEYS[1] = meta; ARGV = the states it may be
- * in, as `,a,b,`; the retention in seconds, 0 to keep the TTL; field, value, …), and returns the
- * hash as it is then.
+ * in, as `,a,b,`; the retention in seconds, 0 to keep the TTL; '1' to read the hash back, '0' not
+ * to; field, value, …), and returns the hash as it is then (or nothing).
  */
 const TRANSITION = `
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {} end
 if string.find(ARGV[1], ',' .. state .. ',', 1, true) then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+  redis.call('HSET', KEYS[1], unpack(ARGV, 4))
   if ARGV[2] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
 end
+if ARGV[3] == '0' then return {} end
 return redis.call('HGETALL', KEYS[1])`;
 
 /**
  * Counts a query against its owner in one round trip (KEYS[1] = the owner's set, scored by each
  * slot's deadline; ARGV = now, cap, deadline, query id, lease ms): drops the slots past their
- * deadline, then returns the count before, or -1 when the cap is reached.
+ * deadline, then returns the count before, or -1 when the cap is reached. The set lives as long
+ * as its longest lease: a short one never cuts a long one (a kept query's, held through its
+ * queue wait).
  */
 const ADMIT = `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 local before = redis.call('ZCARD', KEYS[1])
 if before >= tonumber(ARGV[2]) then return -1 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return before`;
 
 /**
@@ -38,8 +47,18 @@ return before`;
 const RENEW = `
 if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 return 1`;
+
+/**
+ * Records a running query's progress (KEYS[1] = meta; ARGV = rows, bytes produced): only while it
+ * runs, so that a late report never changes an ended query, nor makes a record out of nothing.
+ */
+const PROGRESS = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == 'running' or state == 'streaming' then
+  redis.call('HSET', KEYS[1], 'rowsProduced', ARGV[1], 'bytesProduced', ARGV[2])
+end`;
 
 /** Writes a new query's hash with its TTL (KEYS[1] = meta; ARGV = TTL seconds, field, value, …). */
 const CREATE = `
@@ -52,7 +71,7 @@ const TRIM_EVERY_MS = 10_000;
 /** A Lua script defined on a connection: called by EVALSHA, sent in full only when Redis lacks it. */
 type Script = (key: string, ...args: string[]) => Promise<unknown>;
 
-function defineScript(redis: Redis, name: string, lua: string): Script {
+function defineScript(redis: RedisClient, name: string, lua: string): Script {
   redis.defineCommand(name, { numberOfKeys: 1, lua });
   const commands = redis as unknown as Record<string, Script>;
   return (key, ...args) => commands[name](key, ...args);
@@ -73,11 +92,14 @@ export const SLOT_LEASE_MS = 15_000;
  * index of recent queries, and per-user sets of queued and running queries.
  */
 export class RedisQueryRegistry implements QueryRegistry {
-  private readonly scripts: Record<'create' | 'transition' | 'admit' | 'renew', Script>;
+  private readonly scripts: Record<
+    'create' | 'transition' | 'admit' | 'renew' | 'progress',
+    Script
+  >;
   private trimmedAt = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly retentionSeconds: number,
     private readonly leaseMs = SLOT_LEASE_MS,
@@ -87,6 +109,7 @@ export class RedisQueryRegistry implements QueryRegistry {
       transition: defineScript(redis, 'sluiceQueryTransition', TRANSITION),
       admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
       renew: defineScript(redis, 'sluiceSlotRenew', RENEW),
+      progress: defineScript(redis, 'sluiceQueryProgress', PROGRESS),
     };
   }
 
@@ -121,6 +144,7 @@ export class RedisQueryRegistry implements QueryRegistry {
     queryId: string,
     to: QueryState,
     facts: QueryFacts = {},
+    readBack = true,
   ): Promise<QueryRecord | undefined> {
     const final = FINAL_STATES.includes(to);
     const fields = toHash({ ...facts, state: to, finishedAt: final ? Date.now() : undefined });
@@ -128,11 +152,21 @@ export class RedisQueryRegistry implements QueryRegistry {
       this.keys.meta(queryId),
       `,${statesBefore(to).join(',')},`,
       final ? String(this.retentionSeconds || 1) : '0',
+      readBack ? '1' : '0',
       ...Object.entries(fields).flat(),
     )) as string[];
+    if (!readBack) return undefined;
     const record: Record<string, string> = {};
     for (let i = 0; i + 1 < hash.length; i += 2) record[hash[i]] = hash[i + 1];
     return fromHash(record);
+  }
+
+  async progress(queryId: string, produced: Produced): Promise<void> {
+    await this.scripts.progress(
+      this.keys.meta(queryId),
+      String(produced.rows),
+      String(produced.bytes),
+    );
   }
 
   async get(queryId: string): Promise<QueryRecord | undefined> {
@@ -142,13 +176,20 @@ export class RedisQueryRegistry implements QueryRegistry {
   async list(limit: number): Promise<QueryRecord[]> {
     const ids = await this.redis.zrevrange(this.keys.queries, 0, limit - 1);
     if (ids.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    for (const id of ids) pipeline.hgetall(this.keys.meta(id));
-    const replies = (await pipeline.exec()) ?? [];
+    // One command per query, not one pipeline: each query's hash is in a hash slot of its own,
+    // and a Redis Cluster pipeline must stay in one (auto-pipelining still sends them together).
+    const replies = await Promise.all(
+      ids.map((id) =>
+        this.redis.hgetall(this.keys.meta(id)).then(
+          (hash) => [null, hash] as const,
+          (err: Error) => [err, undefined] as const,
+        ),
+      ),
+    );
     const records: QueryRecord[] = [];
     const gone: string[] = [];
     replies.forEach(([err, hash], i) => {
-      const record = err ? undefined : fromHash(hash as Record<string, string>);
+      const record = err || !hash ? undefined : fromHash(hash);
       if (record) records.push(record);
       else gone.push(ids[i]);
     });
@@ -169,12 +210,12 @@ export class RedisQueryRegistry implements QueryRegistry {
     return before < 0 ? undefined : before;
   }
 
-  async renew(owner: string, queryId: string): Promise<void> {
+  async renew(owner: string, queryId: string, leaseMs = this.leaseMs): Promise<void> {
     await this.scripts.renew(
       this.keys.userActive(owner),
-      String(Date.now() + this.leaseMs),
+      String(Date.now() + leaseMs),
       queryId,
-      String(this.leaseMs),
+      String(leaseMs),
     );
   }
 
@@ -242,6 +283,8 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     finishedAt: num(hash.finishedAt),
     rows: Number(hash.rows ?? 0),
     bytes: Number(hash.bytes ?? 0),
+    rowsProduced: num(hash.rowsProduced),
+    bytesProduced: num(hash.bytesProduced),
     status: hash.status ? (JSON.parse(hash.status) as Status) : undefined,
   };
 }

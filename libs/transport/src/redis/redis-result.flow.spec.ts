@@ -4,6 +4,7 @@ import { ResultRecord, statusOf } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
 import { FlowWindow, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
 import { RedisResultWriter } from './redis-result.writer';
 import { data, end, settledAfter, sleep, stoppedWith } from '@test/support/flow';
@@ -27,7 +28,7 @@ beforeEach(async () => {
   await redis.ping();
   keys = new RedisKeys(`flow-spec-${randomBytes(4).toString('hex')}`);
   source = new RedisResultSource(redis, keys, {
-    redisUrl: testRedisUrl,
+    connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
     silenceMs: 5_000,
     ttlSeconds: 60,
   });

@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { ResultRecord } from '@app/contracts';
 import { ReaderClosedError, ReaderHooks } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { RedisConnector } from './redis.connector';
 import { RedisResultSink } from './redis-result.sink';
 import { RedisResultSource } from './redis-result.source';
 import { recordFields } from './stream.codec';
@@ -28,7 +29,7 @@ let source: RedisResultSource;
  */
 async function warmSource(silenceMs: number): Promise<void> {
   source = new RedisResultSource(shared, keys, {
-    redisUrl: testRedisUrl,
+    connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
     silenceMs,
     ttlSeconds: 60,
   });

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from './redis.connector';
 import { ResultRecord } from '@app/contracts';
 import { ReaderClosedError, ReaderHooks, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
@@ -45,7 +45,7 @@ export class RedisResultReader implements ResultReader, MuxSubscriber {
 
   constructor(
     private readonly mux: RedisStreamMux,
-    private readonly shared: Redis,
+    private readonly shared: RedisClient,
     keys: RedisKeys,
     queryId: string,
     private readonly hooks: ReaderHooks,

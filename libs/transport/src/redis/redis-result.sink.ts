@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from './redis.connector';
 import { ResultRecord } from '@app/contracts';
 import { ResultSink } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
@@ -7,7 +7,7 @@ import { recordFields } from './stream.codec';
 /** The producer side of every query's Redis stream, over one shared connection. */
 export class RedisResultSink implements ResultSink {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly ttlSeconds: number,
   ) {}

@@ -1,9 +1,10 @@
-import Redis from 'ioredis';
 import { ReaderHooks, ResultReader, ResultSource } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { RedisKeptLedger } from './redis-kept.ledger';
 import { RedisKeptReader } from './redis-kept.reader';
 import { RedisResultReader } from './redis-result.reader';
 import { RedisStreamMux } from './redis-stream.mux';
+import { RedisClient, RedisConnector } from './redis.connector';
 
 /** A reader refreshes its query's alive key this often; the key lives three times as long. */
 const ALIVE_REFRESH_MS = 2000;
@@ -14,7 +15,8 @@ const ALIVE_REFRESH_MS = 2000;
 const BLOCK_MS = 1000;
 
 export interface RedisSourceOptions {
-  redisUrl: string;
+  /** Makes the blocking connections (the mux's, kept readers'). */
+  connector: RedisConnector;
   silenceMs: number;
   ttlSeconds: number;
   /** How long one XREAD of the mux blocks at most (default 1000 ms). */
@@ -38,14 +40,16 @@ export interface ResultSourceStats {
 export class RedisResultSource implements ResultSource {
   private readonly mux: RedisStreamMux;
   private readonly readers = new Set<ResultReader>();
+  private readonly ledger: RedisKeptLedger;
 
   constructor(
-    private readonly shared: Redis,
+    private readonly shared: RedisClient,
     private readonly keys: RedisKeys,
     private readonly options: RedisSourceOptions,
   ) {
+    this.ledger = new RedisKeptLedger(shared, keys);
     this.mux = new RedisStreamMux(shared, keys, {
-      redisUrl: options.redisUrl,
+      connector: options.connector,
       blockMs: options.blockMs ?? BLOCK_MS,
       connectionName: this.connectionName,
     });
@@ -79,7 +83,11 @@ export class RedisResultSource implements ResultSource {
   }
 
   openKept(queryId: string, hooks: ReaderHooks): ResultReader {
-    const blocking = this.shared.duplicate({ connectionName: `${this.connectionName}:kept` });
+    const blocking = this.options.connector.connect({
+      name: `${this.connectionName}:kept`,
+      // As the shared connection: a read waits through one reconnect, then fails.
+      maxRetriesPerRequest: 1,
+    });
     // Its failures reach the reader through the commands it sends.
     blocking.on('error', () => undefined);
     const reader: RedisKeptReader = new RedisKeptReader(
@@ -105,7 +113,12 @@ export class RedisResultSource implements ResultSource {
   }
 
   async dropKept(queryId: string): Promise<void> {
-    await this.shared.unlink(this.keys.out(queryId));
+    // Two commands, not one MULTI: the ledger's keys are in a Redis Cluster slot of their own.
+    await Promise.all([this.shared.unlink(this.keys.out(queryId)), this.ledger.release(queryId)]);
+  }
+
+  keptBytes(): Promise<number> {
+    return this.ledger.held();
   }
 
   async cancel(queryId: string): Promise<void> {

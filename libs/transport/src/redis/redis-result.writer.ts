@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from './redis.connector';
 import { ResultRecord, isTerminal } from '@app/contracts';
 import {
   FlowWindow,
@@ -26,14 +26,17 @@ export class RedisResultWriter implements ResultWriter {
   private inFlightBytes = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     keys: RedisKeys,
     queryId: string,
     private readonly window: FlowWindow,
     private readonly ttlSeconds: number,
     /** How often watch() looks for a cancel and for the consumer's liveness (SLUICE_CANCEL_POLL_MS). */
     private readonly pollMs: number,
-    /** False for a result kept for a later fetch: nobody need be reading while it is made. */
+    /**
+     * False for a result kept for a later fetch: nobody need be reading while it is made, and one
+     * that ends with an error keeps only that.
+     */
     private readonly needsConsumer = true,
   ) {
     this.key = keys.out(queryId);
@@ -97,6 +100,11 @@ export class RedisResultWriter implements ResultWriter {
 
   async writeFinal(records: ResultRecord[]): Promise<void> {
     const multi = this.redis.multi();
+    // A kept result that failed keeps only its error (CappedResultWriter): what came before goes.
+    // XTRIM, not DEL: the stream keeps its last id, so a reader part-way through reads the error next.
+    if (!this.needsConsumer && records[records.length - 1]?.kind === 'error') {
+      multi.xtrim(this.key, 'MAXLEN', 0);
+    }
     for (const record of records) multi.xadd(this.key, '*', ...recordFields(record));
     const result = await multi.expire(this.key, this.ttlSeconds).exec();
     if (!result) throw new Error('result stream write was aborted');

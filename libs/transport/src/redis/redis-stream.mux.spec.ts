@@ -6,6 +6,7 @@ import { data, end, settledAfter, sleep } from '@test/support/flow';
 import { CommandLog, logCommands } from '@test/support/monitor';
 import { FlowWindow, ReaderClosedError, ReaderHooks, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
+import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
 import { RedisResultWriter } from './redis-result.writer';
 import { RedisStreamMux } from './redis-stream.mux';
@@ -28,7 +29,7 @@ beforeEach(async () => {
   await redis.ping();
   keys = new RedisKeys(`mux-spec-${randomBytes(4).toString('hex')}`);
   source = new RedisResultSource(redis, keys, {
-    redisUrl: testRedisUrl,
+    connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
     silenceMs: 30_000,
     ttlSeconds: 60,
     blockMs: BLOCK_MS,
@@ -191,7 +192,7 @@ describe(RedisStreamMux.name, () => {
   it('asks each reader onSilence after its own quiet spell, whatever the other streams carry', async () => {
     await source.close();
     source = new RedisResultSource(redis, keys, {
-      redisUrl: testRedisUrl,
+      connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
       silenceMs: 300,
       ttlSeconds: 60,
       blockMs: BLOCK_MS,

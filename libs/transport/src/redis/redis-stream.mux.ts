@@ -1,7 +1,8 @@
-import Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { RedisKeys } from '../redis.keys';
+import { hashSlot, hashTagOf } from './hash.slot';
+import { RedisClient, RedisConnector } from './redis.connector';
 
 /** An entry as XREADBUFFER returns it: its id and its flat field/value list. */
 export type StreamEntry = [id: Buffer, fields: Buffer[]];
@@ -24,7 +25,8 @@ export interface MuxSubscriber {
 }
 
 export interface StreamMuxOptions {
-  redisUrl: string;
+  /** Makes the blocking connections. */
+  connector: RedisConnector;
   /** How long one XREAD blocks at most; a wake ends it sooner. */
   blockMs: number;
   /** The name its blocking connections carry in CLIENT LIST. */
@@ -36,7 +38,7 @@ interface MuxGroup {
   /** A stream that ends the group's blocking XREAD when new demand comes. */
   readonly wakeKey: string;
   wakeId: string;
-  connection: Redis | undefined;
+  connection: RedisClient | undefined;
   /** Subscribers waiting for entries now: what the next XREAD reads. */
   readonly waiting: Set<MuxSubscriber>;
   /** The subscribers the XREAD in flight reads for, by key. */
@@ -50,24 +52,21 @@ const COUNT = 64;
 const WAKE_MAXLEN = 16;
 /** A wake stream outlives its api process by this much at most. */
 const WAKE_TTL_MS = 60_000;
-
-/**
- * The group a stream is read in: one XREAD reads the streams of one group. A single Redis node
- * serves any keys together, so there is one group. Redis Cluster refuses a multi-key command
- * across hash slots (CROSSSLOT): there (issue 16) the group becomes the key's hash slot, each
- * group with its own connection to the slot's node and a wake key tagged into that slot.
- */
-function groupOf(key: string): string {
-  void key;
-  return '';
-}
+/** Redis Cluster: blocking connections kept for the next slot to read, beyond those reading. */
+const IDLE_KEPT = 4;
+/** How long a closing connection may take to say it ended. */
+const DISCONNECT_WAIT_MS = 2_000;
 
 /** Closes a connection, also one blocked in XREAD (QUIT would wait behind it), and its socket. */
-async function disconnected(connection: Redis | undefined): Promise<void> {
+async function disconnected(connection: RedisClient | undefined): Promise<void> {
   if (!connection || connection.status === 'end') return;
   const ended = once(connection, 'end');
   connection.disconnect();
-  await ended;
+  // A cluster client with no node left to close may never say so: its sockets are closed anyway.
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, DISCONNECT_WAIT_MS)));
+  await Promise.race([ended, late]);
+  clearTimeout(timer);
 }
 
 /**
@@ -76,23 +75,32 @@ async function disconnected(connection: Redis | undefined): Promise<void> {
  * handed out yet is not read for, and its producer's window stays where it is. New demand while
  * the XREAD blocks ends it at once through the mux's wake stream (Redis orders the commands: a
  * wake sent before the XREAD runs is read by it), and the next XREAD reads for everyone waiting.
+ *
+ * Redis Cluster refuses a command over keys of two hash slots (CROSSSLOT), and each query's keys
+ * have a slot of their own: there the streams are read in groups, one per hash slot, each with a
+ * blocking connection while it has demand and a wake key in its slot. A group without demand is
+ * dropped and its connection kept for the next (a few at most).
  */
 export class RedisStreamMux {
   private readonly id = randomBytes(8).toString('hex');
   private readonly groups = new Map<string, MuxGroup>();
+  /** Redis Cluster: blocking connections no group uses now. */
+  private readonly idle: RedisClient[] = [];
+  /** Wake keys written, to delete at close (they expire by themselves otherwise). */
+  private readonly wakeKeys = new Set<string>();
   /** Wakes and loop starts of one tick go out together, when it ends. */
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
 
   constructor(
-    private readonly shared: Redis,
+    private readonly shared: RedisClient,
     private readonly keys: RedisKeys,
     private readonly options: StreamMuxOptions,
   ) {}
 
   /** Blocking connections made (one per group that was read), and subscribers waiting now. */
   get stats(): { connections: number; waiting: number } {
-    let connections = 0;
+    let connections = this.idle.length;
     let waiting = 0;
     for (const group of this.groups.values()) {
       if (group.connection && group.connection.status !== 'end') connections += 1;
@@ -113,7 +121,7 @@ export class RedisStreamMux {
 
   /** Stops reading a subscriber's stream for it (it closed, or stopped waiting). */
   leave(sub: MuxSubscriber): void {
-    const group = this.groups.get(groupOf(sub.key));
+    const group = this.groups.get(this.groupOf(sub.key));
     if (!group || !group.waiting.delete(sub)) return;
     const reading = group.reading;
     // An XREAD that serves nobody any more would keep the connection blocked until its timeout.
@@ -134,18 +142,31 @@ export class RedisStreamMux {
       for (const sub of group.waiting) sub.fail(closed);
       group.waiting.clear();
     }
-    await Promise.all(groups.map((g) => disconnected(g.connection)));
-    if (groups.length === 0) return;
-    // Shutting down: a wake stream left behind expires by itself.
-    await this.shared.del(...groups.map((g) => g.wakeKey)).catch(() => undefined);
+    const connections = [...groups.map((g) => g.connection), ...this.idle.splice(0)];
+    await Promise.all(connections.map((connection) => disconnected(connection)));
+    const wakeKeys = [...this.wakeKeys];
+    this.wakeKeys.clear();
+    // One DEL per key: in Redis Cluster they are in different slots. Shutting down: a wake
+    // stream left behind expires by itself.
+    await Promise.all(wakeKeys.map((key) => this.shared.del(key).catch(() => undefined)));
+  }
+
+  /**
+   * The group a stream is read in: one XREAD reads the streams of one group. A single Redis node
+   * (also behind Sentinel) serves any keys together: one group. Redis Cluster: the key's slot.
+   */
+  private groupOf(key: string): string {
+    return this.options.connector.isCluster ? String(hashSlot(key)) : '';
   }
 
   private groupFor(key: string): MuxGroup {
-    const name = groupOf(key);
+    const name = this.groupOf(key);
     let group = this.groups.get(name);
     if (!group) {
       group = {
-        wakeKey: this.keys.wake(this.id),
+        wakeKey: this.options.connector.isCluster
+          ? this.keys.wake(this.id, hashTagOf(key))
+          : this.keys.wake(this.id),
         wakeId: '0-0',
         connection: undefined,
         waiting: new Set(),
@@ -173,6 +194,7 @@ export class RedisStreamMux {
   }
 
   private wake(group: MuxGroup): void {
+    this.wakeKeys.add(group.wakeKey);
     this.shared
       .pipeline()
       .xadd(group.wakeKey, 'MAXLEN', '~', WAKE_MAXLEN, '*', 'w', '1')
@@ -193,7 +215,20 @@ export class RedisStreamMux {
       }
     } finally {
       group.running = false;
+      if (this.options.connector.isCluster && !this.closed && group.waiting.size === 0) {
+        this.drop(group);
+      }
     }
+  }
+
+  /** Redis Cluster: forgets a group without demand; its connection waits for the next group. */
+  private drop(group: MuxGroup): void {
+    for (const [name, g] of this.groups) if (g === group) this.groups.delete(name);
+    const connection = group.connection;
+    group.connection = undefined;
+    if (!connection || connection.status === 'end') return;
+    if (this.idle.length < IDLE_KEPT) this.idle.push(connection);
+    else void disconnected(connection);
   }
 
   /** One XREAD over the group's demand, its deletions first; never throws. */
@@ -266,10 +301,16 @@ export class RedisStreamMux {
     }
   }
 
-  private connectionOf(group: MuxGroup): Redis {
+  private connectionOf(group: MuxGroup): RedisClient {
     if (group.connection && group.connection.status !== 'end') return group.connection;
-    const connection = new Redis(this.options.redisUrl, {
-      connectionName: this.options.connectionName,
+    let kept = this.idle.pop();
+    while (kept && kept.status === 'end') kept = this.idle.pop();
+    if (kept) {
+      group.connection = kept;
+      return kept;
+    }
+    const connection = this.options.connector.connect({
+      name: this.options.connectionName,
       // A lost connection fails the XREAD in flight at once (its subscribers' reads fail, as a
       // reader's own failed XREAD did) instead of resending it; the next XREAD waits for the
       // reconnect, and fails if that fails.

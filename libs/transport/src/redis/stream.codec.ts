@@ -14,12 +14,22 @@ export function recordFields(record: ResultRecord): (string | Buffer)[] {
         'k',
         'end',
         'm',
-        JSON.stringify({ status: record.status, abort: record.abort === true, rows: record.rows }),
+        JSON.stringify({
+          status: record.status,
+          abort: record.abort === true,
+          rows: record.rows,
+          startedAt: record.startedAt,
+        }),
         'b',
         record.bytes,
       ];
     case 'error':
-      return ['k', 'error', 'm', JSON.stringify({ status: record.status })];
+      return [
+        'k',
+        'error',
+        'm',
+        JSON.stringify({ status: record.status, startedAt: record.startedAt }),
+      ];
   }
 }
 
@@ -40,13 +50,23 @@ export function parseRecord(fields: Buffer[]): ResultRecord {
     case 'data':
       return { kind, rows: Number(meta), bytes };
     case 'end': {
-      const m = JSON.parse(meta) as { status: never; abort: boolean; rows?: number };
-      return m.rows === undefined
-        ? { kind, status: m.status, bytes, abort: m.abort }
-        : { kind, status: m.status, bytes, abort: m.abort, rows: m.rows };
+      const m = JSON.parse(meta) as {
+        status: never;
+        abort: boolean;
+        rows?: number;
+        startedAt?: number;
+      };
+      const record: ResultRecord = { kind, status: m.status, bytes, abort: m.abort };
+      if (m.rows !== undefined) record.rows = m.rows;
+      if (m.startedAt !== undefined) record.startedAt = m.startedAt;
+      return record;
     }
-    case 'error':
-      return { kind, status: (JSON.parse(meta) as { status: never }).status };
+    case 'error': {
+      const m = JSON.parse(meta) as { status: never; startedAt?: number };
+      return m.startedAt === undefined
+        ? { kind, status: m.status }
+        : { kind, status: m.status, startedAt: m.startedAt };
+    }
     default:
       throw new Error(`unknown stream record kind "${kind}"`);
   }

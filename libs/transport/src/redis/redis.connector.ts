@@ -1,0 +1,92 @@
+import Redis, { Cluster, RedisOptions } from 'ioredis';
+import type { RedisSettings } from '@app/config';
+
+/** A connection to Redis as Sluice uses it: one node (also behind Sentinel) or a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
+
+/** What a connection is for: how long a command waits for Redis, and how commands go out. */
+export interface RedisConnectionOptions {
+  /** The name it carries in CLIENT LIST. */
+  name?: string;
+  /**
+   * Reconnects a command waits through before it fails (0: fails with the connection it was sent
+   * on); null: waits as long as it takes, as BullMQ's connections must.
+   */
+  maxRetriesPerRequest: number | null;
+  enableAutoPipelining?: boolean;
+  /** How long a connection attempt may take (ms). */
+  connectTimeout?: number;
+}
+
+/** Options with the unset ones left out, so that ioredis's defaults apply to them. */
+function defined<T extends object>(options: T): T {
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as T;
+}
+
+/**
+ * Builds every Redis connection Sluice makes (api, worker, BullMQ, blocking readers, heartbeats,
+ * piscina threads) from the one configured mode, so that none is made another way.
+ */
+export class RedisConnector {
+  constructor(readonly settings: RedisSettings) {}
+
+  /** Redis Cluster: a multi-key command or a pipeline must stay within one hash slot. */
+  get isCluster(): boolean {
+    return this.settings.mode === 'cluster';
+  }
+
+  connect(options: RedisConnectionOptions): RedisClient {
+    const settings = this.settings;
+    const node: RedisOptions = defined({
+      connectionName: options.name,
+      maxRetriesPerRequest: options.maxRetriesPerRequest,
+      connectTimeout: options.connectTimeout,
+    });
+    const pipelining = defined({ enableAutoPipelining: options.enableAutoPipelining });
+    switch (settings.mode) {
+      case 'single':
+        return new Redis(settings.url, { ...node, ...pipelining });
+      case 'sentinel':
+        return new Redis({
+          ...node,
+          ...pipelining,
+          sentinels: settings.sentinels,
+          name: settings.name,
+          ...defined({ password: settings.password, sentinelPassword: settings.sentinelPassword }),
+          ...(settings.tls ? { tls: {}, enableTLSForSentinelMode: true } : {}),
+        });
+      case 'cluster':
+        return new Cluster(settings.nodes, {
+          ...pipelining,
+          redisOptions: {
+            ...node,
+            ...defined({ password: settings.password }),
+            ...(settings.tls ? { tls: {} } : {}),
+          },
+          // A command to a master that is gone is retried on the slot's new owner, for a second
+          // and a half at most (16 redirections 100 ms apart), then fails.
+          retryDelayOnFailover: 100,
+          retryDelayOnClusterDown: 100,
+          // A failover is also noticed with no command to redirect.
+          slotsRefreshInterval: 2_000,
+        });
+    }
+  }
+}
+
+/**
+ * Answers when every node that holds keys answers PING: one master of a Redis Cluster down is an
+ * outage for the queries whose keys it holds, though the others still answer.
+ */
+export async function pingEvery(client: RedisClient): Promise<string> {
+  if (!(client instanceof Cluster)) return client.ping();
+  const masters = client.nodes('master');
+  if (masters.length === 0) throw new Error('no Redis Cluster master known');
+  await Promise.all(masters.map((node) => node.ping()));
+  return `PONG from ${masters.length} masters`;
+}
+
+/** True for a Redis Cluster client (its commands are routed by hash slot). */
+export function isClusterClient(client: RedisClient): client is Cluster {
+  return client instanceof Cluster;
+}
