@@ -7,7 +7,13 @@ import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { testDatabaseUrl as DATABASE_URL } from '../settings';
 import { e2eEnv } from './support/client';
-import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
+import {
+  ServiceProcess,
+  freePort,
+  startProcess,
+  waitForApi,
+  workerStarted,
+} from './support/service';
 import { TcpProxy } from './support/tcp.proxy';
 
 /**
@@ -157,7 +163,7 @@ async function forgetKilledWorkers(): Promise<void> {
 /** Starts a worker and waits until it takes jobs. */
 async function startWorker(): Promise<ServiceProcess> {
   const worker = start('worker');
-  await until(() => Promise.resolve(worker.output().includes('ready')), 30_000);
+  await until(() => Promise.resolve(workerStarted(worker)), 30_000);
   return worker;
 }
 
@@ -351,6 +357,47 @@ describe('fault tolerance', () => {
     expect(await queryInfo(queryId, bearer)).toMatchObject({
       state: 'failed',
       status: { vendor_code: -110 },
+    });
+    await startWorker();
+  }, 90_000);
+
+  it('ends the fetch of a kept query still queued when the last worker dies: 503 within seconds, not the queue-wait limit', async () => {
+    const bearer = await token();
+    const marker = `queued_kept_${randomBytes(3).toString('hex')}`;
+    const [worker] = liveWorkers();
+    const headers = { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' };
+    const submit = async () => {
+      const res = await fetch(`${baseUrl}/v1/execute`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ statement: `select pg_sleep(60), '${marker}'`, wait_timeout: 0 }),
+      });
+      expect(res.status).toBe(202);
+      return ((await res.json()) as { query_id: string }).query_id;
+    };
+    // Fill the worker until a query waits in the queue.
+    let queued: string | undefined;
+    for (let i = 0; i < 12 && !queued; i++) {
+      const queryId = await submit();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      if ((await queryInfo(queryId, bearer)).state === 'queued') queued = queryId;
+    }
+    expect(queued).toBeDefined();
+    await worker.stop('SIGKILL');
+    await forgetKilledWorkers();
+    const asked = Date.now();
+    const res = await fetch(`${baseUrl}/v1/queries/${queued}/result`, { headers });
+    // SLUICE_MAX_QUEUE_WAIT_MS is 30 s here: the fetch does not wait for it.
+    expect(Date.now() - asked).toBeLessThan(5_000);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { status: object }).status).toMatchObject({
+      sql_state: '57P03',
+      vendor_code: -109,
+      reason: expect.stringContaining('no worker is available') as string,
+    });
+    expect(await queryInfo(queued!, bearer)).toMatchObject({
+      state: 'failed',
+      status: { vendor_code: -109 },
     });
     await startWorker();
   }, 90_000);

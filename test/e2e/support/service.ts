@@ -84,6 +84,14 @@ export function startProcess(app: 'api' | 'worker', env: Record<string, string>)
   };
 }
 
+/**
+ * True once a worker process has started (its last start-up line), not merely its pools (whose
+ * lines say "threads ready" too).
+ */
+export function workerStarted(proc: ServiceProcess): boolean {
+  return proc.output().includes('"msg":"ready"');
+}
+
 /** Polls GET /v1/info until it answers 200. */
 export async function waitForApi(
   baseUrl: string,

@@ -27,7 +27,10 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
   private timer: NodeJS.Timeout | undefined;
   private lastBeat = 0;
   private failing = false;
-  private beating = false;
+  /** The beat being written, if any. */
+  private beating: Promise<void> | undefined;
+  /** Set on shutdown: no beat is written after the one that removes it. */
+  private stopped = false;
 
   constructor(
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
@@ -39,6 +42,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
   async onApplicationBootstrap(): Promise<void> {
     await this.forgetStale();
     await this.beat();
+    if (this.stopped) return;
     this.timer = setInterval(() => void this.beat(), this.config.workerHeartbeatMs);
     this.timer.unref();
   }
@@ -49,15 +53,22 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.timer);
     this.timer = undefined;
+    // A SIGTERM during start-up may come while the first beat is on its way: removed after it.
+    await this.beating;
     // Best effort: a beat left behind goes stale after three intervals, and the apis drop it.
     await this.redis.hdel(this.keys.workers, this.id).catch(() => undefined);
   }
 
-  private async beat(): Promise<void> {
-    if (this.beating) return;
-    this.beating = true;
+  private beat(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    this.beating ??= this.write().finally(() => (this.beating = undefined));
+    return this.beating;
+  }
+
+  private async write(): Promise<void> {
     try {
       const now = Date.now();
       await this.redis.hset(this.keys.workers, this.id, workerBeat(now, this.config.workerLanes));
@@ -67,8 +78,6 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
     } catch (err) {
       if (!this.failing) this.logger.warn(`heartbeat failed: ${(err as Error).message}`);
       this.failing = true;
-    } finally {
-      this.beating = false;
     }
   }
 
