@@ -1,8 +1,11 @@
 import { Readable } from 'node:stream';
-import { ExecuteJobData, ResultRecord, Status } from '@app/contracts';
+import { Logger } from '@nestjs/common';
+import { ExecuteJobData, ResultRecord, Status, statusOf } from '@app/contracts';
 import { createEncoder } from '@app/formats';
 import { ReaderClosedError } from '@app/transport';
 import { Execution } from './execution';
+
+const logger = new Logger('Execution');
 
 /**
  * The bytes that end a body in-band with a failure status, given the last bytes sent; null when
@@ -33,7 +36,7 @@ async function* records(
   let lastSent: Buffer = Buffer.alloc(0);
   try {
     for (;;) {
-      const record = pending.shift() ?? (await execution.next());
+      const record = pending.shift() ?? (await nextOrLost(execution));
       execution.sent(record);
       switch (record.kind) {
         case 'head':
@@ -55,8 +58,8 @@ async function* records(
           return;
         }
         case 'error': {
-          // Found by the api itself after the body started (the worker was lost): a worker
-          // never writes `error` once it has sent a byte.
+          // Found by the api itself after the body started (the worker or the result stream was
+          // lost): a worker never writes `error` once it has sent a byte.
           await execution.end(record.status);
           const tail = lateFailure(record.status, lastSent);
           if (!tail) throw new Error(`query failed mid-stream: ${record.status.reason}`);
@@ -72,6 +75,28 @@ async function* records(
     throw err;
   } finally {
     await execution.close();
+  }
+}
+
+/**
+ * The next record. A result stream that fails under the reader (Redis gone, or its node failing
+ * over: what was in the stream may be gone with it) comes back as an error record, so that the
+ * body ends with a failure status where its format can carry one; the producer is told to stop.
+ */
+async function nextOrLost(execution: Execution): Promise<ResultRecord> {
+  try {
+    return await execution.next();
+  } catch (err) {
+    if (err instanceof ReaderClosedError) throw err;
+    logger.warn(`query ${execution.queryId}: its result stream failed: ${(err as Error).message}`);
+    await execution.cancel();
+    return {
+      kind: 'error',
+      status: statusOf(
+        'UNAVAILABLE',
+        'the result stream was lost: Redis is unavailable or failing over; retry the query',
+      ),
+    };
   }
 }
 

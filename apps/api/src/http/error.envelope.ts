@@ -94,6 +94,19 @@ function isDatabaseDown(err: unknown): boolean {
   );
 }
 
+/** Redis errors of a node that is gone or of a cluster in the middle of a failover. */
+const REDIS_DOWN =
+  /^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK|LOADING|READONLY|MASTERDOWN)\b|Connection is closed|Too many Cluster redirections|Stream isn't writeable|All sentinels are unreachable|Failed to refresh slots cache|None of startup nodes is available|Reached the max retries per request limit/;
+
+/** Redis (queue and result streams) cannot be reached, or is failing over. */
+function isRedisDown(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  return (
+    ['MaxRetriesPerRequestError', 'ClusterAllFailedError'].includes(err.name) ||
+    REDIS_DOWN.test(err.message)
+  );
+}
+
 /** Maps anything thrown while handling a request to the envelope; internals are logged only. */
 export function toEnvelope(err: unknown): EnvelopeReply {
   if (err instanceof ExecutionFailedError) {
@@ -117,6 +130,12 @@ export function toEnvelope(err: unknown): EnvelopeReply {
   ) {
     const mapped = fastifyError(err as { code: string; statusCode?: number; message: string });
     if (mapped) return mapped;
+  }
+  if (isRedisDown(err)) {
+    logger.warn(`Redis unavailable: ${(err as Error).message}`);
+    return fromCode('UNAVAILABLE', 'Redis is unavailable or failing over; retry later', {
+      'retry-after': '1',
+    });
   }
   if (isDatabaseDown(err)) return fromCode('DB_UNAVAILABLE', 'database unavailable');
   if (

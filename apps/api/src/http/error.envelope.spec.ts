@@ -1,0 +1,55 @@
+import Redis from 'ioredis';
+import { toEnvelope } from './error.envelope';
+import { testRedisUrl } from '@test/settings';
+
+/** Errors of a Redis that is gone or failing over, as ioredis raises them, answer 503. */
+describe(toEnvelope.name, () => {
+  let redis: Redis;
+
+  beforeAll(() => {
+    redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
+  });
+
+  afterAll(() => redis.quit());
+
+  it('answers 503 with Retry-After for a cluster that is down or moving a slot', async () => {
+    for (const reply of [
+      'CLUSTERDOWN The cluster is down',
+      'MOVED 3999 127.0.0.1:7002',
+      'TRYAGAIN Multiple keys request during rehashing of slot',
+    ]) {
+      // A real ReplyError, as Redis sends it.
+      const err = await redis.eval(`return redis.error_reply('${reply}')`, 0).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(toEnvelope(err)).toEqual({
+        httpStatus: 503,
+        headers: { 'retry-after': '1' },
+        body: {
+          status: {
+            reason: 'Redis is unavailable or failing over; retry later',
+            sql_state: '57P03',
+            vendor_code: -109,
+          },
+        },
+      });
+    }
+  });
+
+  it('answers 503 when the connection to Redis is gone', async () => {
+    const gone = new Redis({ port: 1, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    gone.on('error', () => undefined);
+    const err = await gone.ping().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    gone.disconnect();
+    expect(toEnvelope(err).httpStatus).toBe(503);
+  });
+
+  it('still answers 500, logged only, for an error it does not know', () => {
+    expect(toEnvelope(new Error('something else')).httpStatus).toBe(500);
+    expect(toEnvelope(new Error('ERR unknown command')).body.status.vendor_code).toBe(-103);
+  });
+});
