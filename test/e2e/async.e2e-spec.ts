@@ -1,6 +1,5 @@
 import { spawnSync } from 'node:child_process';
 import { IncomingHttpHeaders, get as httpGet, request as httpRequest } from 'node:http';
-import Redis from 'ioredis';
 import {
   backendsOf,
   closeDb,
@@ -15,6 +14,7 @@ import {
   request,
 } from './support/client';
 import { ROOT, freePort } from './support/service';
+import { connectTestRedis } from './support/redis';
 import { TcpProxy } from './support/tcp.proxy';
 
 /**
@@ -286,7 +286,7 @@ describe('GET /v1/queries/{id}/result', () => {
     expect(gone.status).toBe(410);
     expect(JSON.parse(gone.bytes.toString()).status.vendor_code).toBe(-113);
     if (e2eEnv().mode === 'cluster') {
-      const redis = new Redis(e2eEnv().redisUrl);
+      const redis = connectTestRedis();
       try {
         expect(await redis.exists(`${e2eEnv().keyPrefix}:q:{${queryId}}:out`)).toBe(0);
       } finally {
@@ -361,7 +361,7 @@ describe('SLUICE_RESULT_TOTAL_MAX_BYTES', () => {
         submitAsync({ statement }, { accept: 'text/csv' }, submitters[i % submitters.length]),
       ),
     );
-    const redis = e2eEnv().mode === 'cluster' ? new Redis(e2eEnv().redisUrl) : undefined;
+    const redis = e2eEnv().mode === 'cluster' ? connectTestRedis() : undefined;
     const streams = ids.map((id) => `${e2eEnv().keyPrefix}:q:{${id}}:out`);
     let maxMetric = 0;
     let maxRedis = 0;

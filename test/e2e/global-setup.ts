@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { testDatabaseUrl as DATABASE_URL, testRedisUrl as REDIS_URL } from '../settings';
 import { prepareServiceDatabase } from './support/roles';
+import { startRedisCluster } from './support/redis-cluster';
+import { startSentinelTopology } from './support/redis-sentinel';
 import {
   E2eEnvironment,
   ServiceProcess,
@@ -13,7 +15,33 @@ import {
 } from './support/service';
 
 declare global {
-  var __SLUICE_E2E__: { processes: ServiceProcess[]; dataDir?: string } | undefined;
+  var __SLUICE_E2E__:
+    | { processes: ServiceProcess[]; dataDir?: string; redis?: { stop(): Promise<void> } }
+    | undefined;
+}
+
+/** The Redis deployment the cluster-mode suite runs on (SLUICE_E2E_REDIS): its own, but one node. */
+async function startRedis(): Promise<{
+  kind: E2eEnvironment['redisKind'];
+  env: Record<string, string>;
+  stop?: () => Promise<void>;
+}> {
+  switch (process.env.SLUICE_E2E_REDIS ?? 'single') {
+    case 'single':
+      return { kind: 'single', env: { REDIS_URL } };
+    case 'cluster': {
+      const cluster = await startRedisCluster({ masters: 3 });
+      return { kind: 'cluster', env: cluster.env, stop: () => cluster.stop() };
+    }
+    case 'sentinel': {
+      const sentinel = await startSentinelTopology();
+      return { kind: 'sentinel', env: sentinel.env, stop: () => sentinel.stop() };
+    }
+    default:
+      throw new Error(
+        `SLUICE_E2E_REDIS: single, cluster or sentinel, not ${process.env.SLUICE_E2E_REDIS}`,
+      );
+  }
 }
 
 const PG_MAX_CONNECTIONS = 6;
@@ -62,13 +90,18 @@ export default async function globalSetup(): Promise<void> {
   let env: E2eEnvironment;
   let processes: ServiceProcess[];
   let dataDir: string | undefined;
+  let redisStop: (() => Promise<void>) | undefined;
   if (mode === 'cluster') {
     const jwtSecret = randomBytes(24).toString('hex');
+    const redis = await startRedis();
+    redisStop = redis.stop;
+    // Stopped by the teardown even if the processes below never start.
+    globalThis.__SLUICE_E2E__ = { processes: [], redis: redisStop && { stop: redisStop } };
     // Two api and two worker processes share one Redis: every test runs scaled out.
     const cluster = {
       ...common,
       ...local.env,
-      REDIS_URL,
+      ...redis.env,
       SLUICE_JWT_SECRET: jwtSecret,
       SLUICE_WORKER_THREADS: '1',
     };
@@ -85,6 +118,8 @@ export default async function globalSetup(): Promise<void> {
       ...base,
       baseUrls: [base.baseUrl, `http://127.0.0.1:${port2}`],
       mode,
+      redisKind: redis.kind,
+      redisEnv: redis.env,
       jwtSecret,
       databaseUrl: DATABASE_URL,
       defaultDatabase: new URL(DATABASE_URL).pathname.slice(1),
@@ -106,6 +141,8 @@ export default async function globalSetup(): Promise<void> {
     env = {
       ...base,
       mode,
+      redisKind: 'single',
+      redisEnv: { REDIS_URL },
       jwtSecret: '',
       databaseUrl: '',
       defaultDatabase: 'sluice_demo',
@@ -132,7 +169,7 @@ export default async function globalSetup(): Promise<void> {
       SLUICE_ADMIN_ROLE: 'sluice_admin',
     };
   }
-  globalThis.__SLUICE_E2E__ = { processes, dataDir };
+  globalThis.__SLUICE_E2E__ = { processes, dataDir, redis: redisStop && { stop: redisStop } };
   // What the suite's processes print, for tests that assert what never reaches the logs.
   env.logFiles = processes.map((p, i) => {
     const file = join(tmpdir(), `${base.keyPrefix}-${i}.log`);

@@ -2,12 +2,15 @@ import Redis from 'ioredis';
 import { rmSync } from 'node:fs';
 import { Client } from 'pg';
 import { dropServiceDatabase } from './support/roles';
+import { keysMatching, unlinkEach } from './support/redis';
 import { E2eEnvironment } from './support/service';
 
 /** Stops the processes and removes every Redis key and the admin user of this run. */
 export default async function globalTeardown(): Promise<void> {
   const state = globalThis.__SLUICE_E2E__;
   if (state) await Promise.all(state.processes.map((p) => p.stop()));
+  // Its own Redis (SLUICE_E2E_REDIS cluster or sentinel): nothing to clean, it all stops.
+  await state?.redis?.stop();
   if (state?.dataDir) rmSync(state.dataDir, { recursive: true, force: true });
   const raw = process.env.SLUICE_E2E;
   if (!raw) return;
@@ -25,15 +28,11 @@ export default async function globalTeardown(): Promise<void> {
     // Roles a failed spec left behind keep the control login granted: say so, do not fail.
     console.warn(`could not drop the suite's roles: ${err.message}`);
   });
+  if (state?.redis) return;
   const redis = new Redis(env.redisUrl);
   try {
     for (const pattern of [`${env.keyPrefix}:*`, `{${env.keyPrefix}}:*`]) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-        cursor = next;
-        if (keys.length > 0) await redis.unlink(...keys);
-      } while (cursor !== '0');
+      await unlinkEach(redis, await keysMatching(redis, pattern));
     }
   } finally {
     redis.disconnect();

@@ -1,7 +1,7 @@
-import Redis from 'ioredis';
 import { brotliDecompressSync, createGunzip, gunzipSync } from 'node:zlib';
 import { db, closeDb, e2eEnv, execute, login, request } from './support/client';
 import { open, readAll, readUntil } from './support/raw';
+import { connectTestRedis } from './support/redis';
 
 // About 60 MB as NDJSON: more than every buffer between the worker and the client.
 const BIG = 'select g, repeat(md5(g::text), 8) as h from generate_series(1, 200000) g';
@@ -171,7 +171,7 @@ describe('flow control', () => {
     const env = e2eEnv();
     const queryId = (JSON.parse(head.toString().split('\n')[0]) as { query_id: string }).query_id;
     if (env.mode === 'cluster') {
-      const redis = new Redis(env.redisUrl);
+      const redis = connectTestRedis();
       const length = await redis.xlen(`${env.keyPrefix}:q:{${queryId}}:out`);
       redis.disconnect();
       // The window is 16 chunks; the api holds a few more in its socket buffers, never the result.
@@ -198,7 +198,7 @@ describe('flow control', () => {
     expect(all.pop()).toMatchObject({ status: { row_count: 200000 } });
     expect(all.slice(1).reduce((n, l) => n + (l.data as unknown[]).length, 0)).toBe(200000);
     if (env.mode === 'cluster') {
-      const redis = new Redis(env.redisUrl);
+      const redis = connectTestRedis();
       // Nothing of the query stays in Redis once its response is sent.
       expect(await redis.exists(`${env.keyPrefix}:q:{${queryId}}:out`)).toBe(0);
       redis.disconnect();

@@ -36,7 +36,7 @@ export async function startExtraApi(overrides: Record<string, string> = {}): Pro
   };
   const modeEnv: Record<string, string> =
     env.mode === 'cluster'
-      ? { REDIS_URL: env.redisUrl, SLUICE_KEY_PREFIX: env.keyPrefix }
+      ? { ...env.redisEnv, SLUICE_KEY_PREFIX: env.keyPrefix }
       : { SLUICE_DATA_DIR: dataDir };
   const proc: ServiceProcess = startProcess('api', { ...common, ...modeEnv, ...overrides });
   const baseUrl = `http://127.0.0.1:${port}`;

@@ -51,7 +51,7 @@ export function sample(
 export function startWorker(prefix: string, extra: Record<string, string>): ServiceProcess {
   return startProcess('worker', {
     ...env.serviceEnv,
-    REDIS_URL: env.redisUrl,
+    ...env.redisEnv,
     SLUICE_KEY_PREFIX: prefix,
     SLUICE_WORKER_METRICS_PORT: '0',
     ...extra,

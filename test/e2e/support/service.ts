@@ -20,7 +20,12 @@ export interface E2eEnvironment {
   controlRole: string;
   /** Role the admin's statements run as. */
   adminRole: string;
+  /** The single Redis node (REDIS_URL) of the default run; see `redisEnv` for the others. */
   redisUrl: string;
+  /** The Redis deployment the suite's processes use (SLUICE_E2E_REDIS). */
+  redisKind: 'single' | 'cluster' | 'sentinel';
+  /** The environment that points a Sluice process at it (REDIS_URL, or Cluster/Sentinel nodes). */
+  redisEnv: Record<string, string>;
   keyPrefix: string;
   jwtSecret: string;
   adminUser: string;
