@@ -1,0 +1,305 @@
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { Pool } from 'pg';
+import { testDatabaseUrl as DATABASE_URL } from '../settings';
+import { e2eEnv } from './support/client';
+import { RedisClusterTopology, startRedisCluster } from './support/redis-cluster';
+import { redisCli } from './support/redis-servers';
+import { SentinelTopology, startSentinelTopology } from './support/redis-sentinel';
+import {
+  ServiceProcess,
+  freePort,
+  startProcess,
+  waitForApi,
+  workerStarted,
+} from './support/service';
+
+/**
+ * A Redis master dies under a streaming query, on a Redis Cluster (three masters, each with a
+ * replica) and on a master watched by three Sentinels: the client gets an error status, never a
+ * success nor a hang; readiness says so; new queries succeed once a replica is promoted, with no
+ * restart of Sluice. Each deployment is the spec's own (Redis processes, api, worker), on loopback.
+ */
+const db = new Pool({ connectionString: DATABASE_URL, max: 2 });
+
+afterAll(() => db.end());
+
+interface Deployment {
+  baseUrl: string;
+  prefix: string;
+  bearer: string;
+  processes: ServiceProcess[];
+}
+
+async function deploy(redisEnv: Record<string, string>): Promise<Deployment> {
+  const port = await freePort();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const admin = {
+    user: `failover_${randomBytes(3).toString('hex')}`,
+    password: randomBytes(9).toString('base64url'),
+  };
+  const prefix = `failover-${randomBytes(3).toString('hex')}`;
+  const env = {
+    ...e2eEnv().local.env,
+    ...redisEnv,
+    SLUICE_JWT_SECRET: randomBytes(24).toString('hex'),
+    SLUICE_ADMIN_USER: admin.user,
+    SLUICE_ADMIN_PASSWORD: admin.password,
+    SLUICE_KEY_PREFIX: prefix,
+    SLUICE_WORKER_THREADS: '1',
+    // The spread case keeps two dozen results of one user at once.
+    SLUICE_MAX_ACTIVE_PER_USER: '64',
+    SLUICE_PRODUCER_SILENCE_MS: '1000',
+    SLUICE_WORKER_METRICS_PORT: '0',
+    PORT: String(port),
+    HOST: '127.0.0.1',
+  };
+  const api = startProcess('api', env);
+  const worker = startProcess('worker', env);
+  const processes = [api, worker];
+  await waitForApi(baseUrl, api);
+  await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+  const res = await fetch(`${baseUrl}/v1/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: admin.user, password: admin.password }),
+  });
+  const bearer = ((await res.json()) as { access_token: string }).access_token;
+  return { baseUrl, prefix, bearer, processes };
+}
+
+async function undeploy(deployment: Deployment | undefined): Promise<void> {
+  if (!deployment) return;
+  await Promise.all(deployment.processes.map((p) => p.stop('SIGKILL')));
+  await db.query('DELETE FROM sluice.users WHERE username like $1', ['failover\\_%']);
+}
+
+async function until(check: () => Promise<boolean>, ms: number): Promise<number> {
+  const started = Date.now();
+  while (!(await check())) {
+    if (Date.now() - started > ms) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return Date.now() - started;
+}
+
+/** A stream+json request; calls onLine with each complete line; resolves when the body ends. */
+function stream(
+  deployment: Deployment,
+  statement: string,
+  onLine: (line: string) => void,
+): Promise<{ status: number; lines: string[]; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${deployment.baseUrl}/v1/execute`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/stream+json',
+        authorization: `Bearer ${deployment.bearer}`,
+      },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      let rest = '';
+      const lines: string[] = [];
+      res.on('data', (chunk: Buffer) => {
+        rest += chunk.toString();
+        const parts = rest.split('\n');
+        rest = parts.pop()!;
+        for (const line of parts) {
+          lines.push(line);
+          onLine(line);
+        }
+      });
+      const end = () => resolve({ status: res.statusCode ?? 0, lines, complete: res.complete });
+      res.on('close', end);
+      res.on('error', end);
+    });
+    req.end(JSON.stringify({ statement, fetch_size: 1 }));
+  });
+}
+
+async function answer(deployment: Deployment): Promise<number> {
+  const res = await fetch(`${deployment.baseUrl}/v1/execute`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${deployment.bearer}` },
+    body: JSON.stringify({ statement: 'select 42 as answer' }),
+    signal: AbortSignal.timeout(10_000),
+  }).catch(() => undefined);
+  if (res?.status !== 200) return res?.status ?? 0;
+  return (await res.text()).includes('[[42]]') ? 200 : -1;
+}
+
+async function readiness(deployment: Deployment): Promise<number> {
+  const res = await fetch(`${deployment.baseUrl}/health/ready`, {
+    signal: AbortSignal.timeout(5_000),
+  }).catch(() => undefined);
+  return res?.status ?? 0;
+}
+
+/**
+ * Streams a slow result, kills the master that `masterOf` names once rows flow, and checks what
+ * the client, readiness and the next queries see.
+ */
+async function killMasterDuringStream(
+  deployment: Deployment,
+  masterOf: (queryId: string) => Promise<number>,
+  kill: (port: number) => Promise<void>,
+): Promise<number> {
+  let queryId = '';
+  let killed: Promise<number> | undefined;
+  let killedAt = 0;
+  let outage = 0;
+  const res = await stream(
+    deployment,
+    'select g, pg_sleep(0.05) from generate_series(1, 300) g',
+    (line) => {
+      const parsed = JSON.parse(line) as { query_id?: string; data?: unknown };
+      if (parsed.query_id) queryId = parsed.query_id;
+      if (parsed.data && !killed) {
+        killed = masterOf(queryId).then(async (port) => {
+          await kill(port);
+          killedAt = Date.now();
+          outage = await readiness(deployment);
+          return port;
+        });
+      }
+    },
+  );
+  await killed;
+  // Readiness reports the outage while the dead master's keys have no master.
+  expect(outage).toBe(503);
+  // Ended within bounds, with a failure status in-band as its last line: never as a success.
+  expect(Date.now() - killedAt).toBeLessThan(20_000);
+  expect(res.status).toBe(200);
+  expect(res.complete).toBe(true);
+  expect(JSON.parse(res.lines.at(-1)!)).toEqual({
+    status: {
+      reason: expect.stringContaining('result stream was lost') as string,
+      sql_state: '57P03',
+      vendor_code: -109,
+    },
+  });
+  const rows = res.lines.filter((l) => l.startsWith('{"data"')).length;
+  expect(rows).toBeLessThan(300);
+  // Served again by the promoted replica, within 30 s of the kill, with no restart; meanwhile
+  // a request is refused as unavailable (503), never answered as an internal error.
+  const seen = new Set<number>();
+  await until(
+    async () => {
+      const status = await answer(deployment);
+      seen.add(status);
+      return status === 200;
+    },
+    30_000 - (Date.now() - killedAt),
+  );
+  expect([...seen].filter((s) => s !== 200 && s !== 503)).toEqual([]);
+  // The statement did not run on to its end unread.
+  await until(async () => {
+    const { rows: backends } = await db.query(
+      'select 1 from pg_stat_activity where application_name = $1',
+      [`sluice:${queryId}`],
+    );
+    return backends.length === 0;
+  }, 15_000);
+  expect(await readiness(deployment)).toBe(200);
+  for (let i = 0; i < 5; i++) expect(await answer(deployment)).toBe(200);
+  return killed!;
+}
+
+describe('Redis Cluster failover', () => {
+  let cluster: RedisClusterTopology;
+  let deployment: Deployment | undefined;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1000 });
+    deployment = await deploy(cluster.env);
+  }, 120_000);
+
+  afterAll(async () => {
+    await undeploy(deployment);
+    await cluster?.stop();
+  });
+
+  it('spreads the result streams of many queries over the masters', async () => {
+    const d = deployment!;
+    const ids = await Promise.all(
+      Array.from({ length: 24 }, async (_, i) => {
+        const res = await fetch(`${d.baseUrl}/v1/execute`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${d.bearer}` },
+          body: JSON.stringify({ statement: `select ${i} as n`, wait_timeout: 0 }),
+        });
+        expect(res.status).toBe(202);
+        return ((await res.json()) as { query_id: string }).query_id;
+      }),
+    );
+    // Kept results stay in their streams: find each on the master that holds it.
+    const holders = new Map<number, number>();
+    await until(async () => {
+      holders.clear();
+      for (const port of await cluster.masters()) {
+        const keys = (await redisCli(port, 'keys', `${d.prefix}:q:*:out`)).split('\n');
+        const held = ids.filter((id) => keys.includes(`${d.prefix}:q:{${id}}:out`)).length;
+        if (held > 0) holders.set(port, held);
+      }
+      return [...holders.values()].reduce((a, b) => a + b, 0) === ids.length;
+    }, 20_000);
+    expect(holders.size).toBeGreaterThanOrEqual(2);
+  }, 60_000);
+
+  it('ends a stream whose master dies with an error status, and serves new queries within 30 s', async () => {
+    const d = deployment!;
+    expect(await answer(d)).toBe(200);
+    const killed = await killMasterDuringStream(
+      d,
+      (id) => cluster.masterOf(`${d.prefix}:q:{${id}}:out`),
+      (port) => cluster.kill(port),
+    );
+    // Back as the replica of the master that took its place: the next case may kill that one.
+    await cluster.revive(killed);
+  }, 90_000);
+
+  it('serves new queries within 30 s when the master of the queue dies', async () => {
+    const d = deployment!;
+    // Every key of BullMQ's queues carries the deployment's tag: one slot, one master.
+    const port = await cluster.masterOf(`{${d.prefix}}:execute`);
+    await cluster.kill(port);
+    const killedAt = Date.now();
+    const seen = new Set<number>();
+    await until(async () => {
+      const status = await answer(d);
+      seen.add(status);
+      return status === 200;
+    }, 30_000);
+    expect(Date.now() - killedAt).toBeLessThan(30_000);
+    expect([...seen].filter((s) => s !== 200 && s !== 503)).toEqual([]);
+    for (let i = 0; i < 5; i++) expect(await answer(d)).toBe(200);
+    await cluster.revive(port);
+  }, 60_000);
+});
+
+describe('Redis Sentinel failover', () => {
+  let sentinel: SentinelTopology;
+  let deployment: Deployment | undefined;
+
+  beforeAll(async () => {
+    sentinel = await startSentinelTopology();
+    deployment = await deploy(sentinel.env);
+  }, 120_000);
+
+  afterAll(async () => {
+    await undeploy(deployment);
+    await sentinel?.stop();
+  });
+
+  it('ends a stream whose master dies with an error status, and serves new queries within 30 s', async () => {
+    const d = deployment!;
+    expect(await answer(d)).toBe(200);
+    await killMasterDuringStream(
+      d,
+      () => sentinel.masterPort(),
+      (port) => sentinel.kill(port),
+    );
+  }, 90_000);
+});
