@@ -6,7 +6,7 @@ import { Queue } from 'bullmq';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { testDatabaseUrl as DATABASE_URL } from '../settings';
-import { e2eEnv } from './support/client';
+import { e2eEnv, until } from './support/client';
 import {
   ServiceProcess,
   freePort,
@@ -173,15 +173,6 @@ async function backends(marker: string): Promise<number> {
     [`%${marker}%`],
   );
   return rows[0].n;
-}
-
-async function until(check: () => Promise<boolean>, ms: number): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > ms) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return Date.now() - started;
 }
 
 beforeAll(async () => {

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { testDatabaseUrl as DATABASE_URL, testRedisUrl as REDIS_URL } from '../settings';
 import { prepareServiceDatabase } from './support/roles';
-import { startRedisCluster } from './support/redis-cluster';
-import { startSentinelTopology } from './support/redis-sentinel';
+import { startRedisCluster } from '../support/redis-cluster';
+import { startSentinelTopology } from '../support/redis-sentinel';
 import {
   E2eEnvironment,
   ServiceProcess,

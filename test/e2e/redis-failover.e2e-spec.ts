@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { Pool } from 'pg';
 import { testDatabaseUrl as DATABASE_URL } from '../settings';
-import { e2eEnv } from './support/client';
-import { RedisClusterTopology, startRedisCluster } from './support/redis-cluster';
-import { redisCli } from './support/redis-servers';
-import { SentinelTopology, startSentinelTopology } from './support/redis-sentinel';
+import { e2eEnv, until } from './support/client';
+import { RedisClusterTopology, startRedisCluster } from '../support/redis-cluster';
+import { redisCli } from '../support/redis-servers';
+import { SentinelTopology, startSentinelTopology } from '../support/redis-sentinel';
 import {
   ServiceProcess,
   freePort,
@@ -72,15 +72,6 @@ async function undeploy(deployment: Deployment | undefined): Promise<void> {
   if (!deployment) return;
   await Promise.all(deployment.processes.map((p) => p.stop('SIGKILL')));
   await db.query('DELETE FROM sluice.users WHERE username like $1', ['failover\\_%']);
-}
-
-async function until(check: () => Promise<boolean>, ms: number): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > ms) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return Date.now() - started;
 }
 
 /** A stream+json request; calls onLine with each complete line; resolves when the body ends. */

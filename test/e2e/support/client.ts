@@ -138,6 +138,16 @@ export async function eventually<T>(check: () => Promise<T | undefined>, ms = 10
   }
 }
 
+/** Polls until `check` holds; resolves with the milliseconds it took, or fails after `ms`. */
+export async function until(check: () => Promise<boolean>, ms: number): Promise<number> {
+  const started = Date.now();
+  while (!(await check())) {
+    if (Date.now() - started > ms) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return Date.now() - started;
+}
+
 /** Backends running a query of Sluice's (application_name is sluice:<query_id>). */
 export async function backendsOf(queryId: string): Promise<number> {
   const { rows } = await db().query<{ n: number }>(

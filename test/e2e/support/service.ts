@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { freePort } from '../../support/free-port';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import type { ServiceDatabase } from './roles';
 
@@ -42,16 +42,9 @@ export interface E2eEnvironment {
   local: ServiceDatabase;
 }
 
-export const ROOT = join(__dirname, '..', '..', '..');
+export { freePort };
 
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  server.close();
-  return port;
-}
+export const ROOT = join(__dirname, '..', '..', '..');
 
 export function randomName(prefix: string): string {
   return `${prefix}_${randomBytes(4).toString('hex')}`;

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { RedisServers, redisCli, waitFor } from './redis-servers';
-import { freePort } from './service';
+import { RedisSecurity, RedisServers, redisCli, securityEnv, waitFor } from './redis-servers';
+import { freePort } from './free-port';
 
 /** A Redis master, its replica and three Sentinels a test started on loopback. */
 export interface SentinelTopology {
@@ -27,10 +27,10 @@ const NAME = 'sluice-master';
  * every Sentinel knows it.
  */
 export async function startSentinelTopology(
-  options: { downAfterMs?: number; failoverTimeoutMs?: number } = {},
+  options: { downAfterMs?: number; failoverTimeoutMs?: number; security?: RedisSecurity } = {},
 ): Promise<SentinelTopology> {
-  const { downAfterMs = 1000, failoverTimeoutMs = 3000 } = options;
-  const servers = new RedisServers();
+  const { downAfterMs = 1000, failoverTimeoutMs = 3000, security = {} } = options;
+  const servers = new RedisServers(security);
   const sentinelPorts: number[] = [];
   try {
     const master = await freePort();
@@ -51,10 +51,15 @@ export async function startSentinelTopology(
           `sentinel monitor ${NAME} 127.0.0.1 ${master} 2`,
           `sentinel down-after-milliseconds ${NAME} ${downAfterMs}`,
           `sentinel failover-timeout ${NAME} ${failoverTimeoutMs}`,
+          ...(security.password ? [`sentinel auth-pass ${NAME} ${security.password}`] : []),
+          // What a Sentinel tells the others with, when they ask for a password.
+          ...(security.sentinelPassword
+            ? [`sentinel sentinel-pass ${security.sentinelPassword}`]
+            : []),
           '',
         ].join('\n'),
       );
-      await servers.start(port, [conf, '--sentinel']);
+      await servers.start(port, [conf, '--sentinel'], 'sentinel');
     }
     for (const port of sentinelPorts) {
       await waitFor(`sentinel ${port} to see the replica and the other sentinels`, async () => {
@@ -76,7 +81,11 @@ export async function startSentinelTopology(
   return {
     name: NAME,
     sentinels,
-    env: { SLUICE_REDIS_SENTINELS: sentinels, SLUICE_REDIS_SENTINEL_NAME: NAME },
+    env: {
+      SLUICE_REDIS_SENTINELS: sentinels,
+      SLUICE_REDIS_SENTINEL_NAME: NAME,
+      ...securityEnv(security, servers.caFile),
+    },
     masterPort: async () => {
       const [, port] = (
         await redisCli(sentinelPorts[0], 'sentinel', 'get-master-addr-by-name', NAME)

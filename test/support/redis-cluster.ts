@@ -1,12 +1,12 @@
 import { join } from 'node:path';
-import { RedisServers, redisCli, waitFor } from './redis-servers';
-import { freePort } from './service';
+import { RedisSecurity, RedisServers, redisCli, securityEnv, waitFor } from './redis-servers';
+import { freePort } from './free-port';
 
 /** A Redis Cluster a test started on loopback. */
 export interface RedisClusterTopology {
   /** 'host:port,...' of every node, for SLUICE_REDIS_CLUSTER_NODES. */
   nodes: string;
-  /** The environment that points a Sluice process at it (SLUICE_REDIS_CLUSTER_NODES). */
+  /** The environment that points a Sluice process at it (SLUICE_REDIS_CLUSTER_NODES, …). */
   env: Record<string, string>;
   /** Ports of the current masters. */
   masters(): Promise<number[]>;
@@ -34,10 +34,15 @@ function parseNode(line: string): { port: number; liveMaster: boolean; slots: st
  * once every node sees the cluster whole and every replica has its master's data.
  */
 export async function startRedisCluster(
-  options: { masters?: number; replicas?: number; nodeTimeoutMs?: number } = {},
+  options: {
+    masters?: number;
+    replicas?: number;
+    nodeTimeoutMs?: number;
+    security?: RedisSecurity;
+  } = {},
 ): Promise<RedisClusterTopology> {
-  const { masters = 3, replicas = 0, nodeTimeoutMs = 1000 } = options;
-  const servers = new RedisServers();
+  const { masters = 3, replicas = 0, nodeTimeoutMs = 1000, security = {} } = options;
+  const servers = new RedisServers(security);
   const ports: number[] = [];
   const dead = new Set<number>();
   const nodeArgs = (port: number) => [
@@ -84,7 +89,10 @@ export async function startRedisCluster(
   const nodes = ports.map((port) => `127.0.0.1:${port}`).join(',');
   return {
     nodes,
-    env: { SLUICE_REDIS_CLUSTER_NODES: nodes },
+    env: {
+      SLUICE_REDIS_CLUSTER_NODES: nodes,
+      ...securityEnv({ ...security, sentinelPassword: undefined }, servers.caFile),
+    },
     masters: async () => (await liveMasters()).map((node) => node.port),
     masterOf: async (key) => {
       const slot = Number((await redisCli(liveNode(), 'cluster', 'keyslot', key)).trim());
