@@ -44,6 +44,11 @@ const FEEDS: Record<
     value: 'true',
     with: { SLUICE_REDIS_CLUSTER_NODES: 'a.example:7001' },
   },
+  SLUICE_REDIS_TLS_CA: {
+    setting: 'redis',
+    value: __filename,
+    with: { SLUICE_REDIS_CLUSTER_NODES: 'a.example:7001', SLUICE_REDIS_TLS: 'true' },
+  },
   SLUICE_CREDENTIAL_KEY: { setting: 'credentialKey', value: 'k'.repeat(32) },
   SLUICE_AUTH: { setting: 'authMode', value: 'database' },
   SLUICE_KEY_PREFIX: { setting: 'keyPrefix', value: 'other' },

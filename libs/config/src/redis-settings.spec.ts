@@ -44,6 +44,15 @@ describe('Redis settings', () => {
     expect(named).toMatchObject({ name: 'sluice', sentinelPassword: 'spw' });
   });
 
+  it('reads the certificate authorities for TLS from a file that must be readable', () => {
+    const { redis } = loadConfig({
+      SLUICE_REDIS_SENTINELS: 's1:26379',
+      SLUICE_REDIS_TLS: 'true',
+      SLUICE_REDIS_TLS_CA: __filename,
+    });
+    expect(redis).toMatchObject({ mode: 'sentinel', tls: true, tlsCa: __filename });
+  });
+
   it.each([
     [{ REDIS_URL: 'redis://a:1', SLUICE_REDIS_CLUSTER_NODES: 'b:2' }, 'SLUICE_REDIS_CLUSTER_NODES'],
     [
@@ -57,6 +66,15 @@ describe('Redis settings', () => {
     [{ SLUICE_REDIS_PASSWORD: 'x', REDIS_URL: 'redis://a:1' }, 'SLUICE_REDIS_PASSWORD'],
     [{ SLUICE_REDIS_TLS: 'true' }, 'SLUICE_REDIS_TLS'],
     [{ SLUICE_REDIS_TLS: 'yes', SLUICE_REDIS_CLUSTER_NODES: 'b:2' }, 'SLUICE_REDIS_TLS'],
+    [{ SLUICE_REDIS_TLS_CA: __filename, SLUICE_REDIS_CLUSTER_NODES: 'b:2' }, 'SLUICE_REDIS_TLS_CA'],
+    [
+      {
+        SLUICE_REDIS_TLS: 'true',
+        SLUICE_REDIS_TLS_CA: '/nonexistent/ca.pem',
+        SLUICE_REDIS_CLUSTER_NODES: 'b:2',
+      },
+      'SLUICE_REDIS_TLS_CA',
+    ],
   ])('stops start-up on %j, naming %s', (env, variable) => {
     let thrown: unknown;
     try {

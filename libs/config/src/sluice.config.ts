@@ -1,3 +1,4 @@
+import { accessSync, constants } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { LANES, Lane } from '@app/contracts';
 
@@ -118,7 +119,7 @@ export interface RedisAddress {
  */
 export type RedisSettings =
   | { mode: 'single'; url: string }
-  | { mode: 'cluster'; nodes: RedisAddress[]; password?: string; tls: boolean }
+  | { mode: 'cluster'; nodes: RedisAddress[]; password?: string; tls: boolean; tlsCa?: string }
   | {
       mode: 'sentinel';
       sentinels: RedisAddress[];
@@ -126,6 +127,8 @@ export type RedisSettings =
       password?: string;
       sentinelPassword?: string;
       tls: boolean;
+      /** A PEM file of the certificate authorities Redis's certificates are checked against. */
+      tlsCa?: string;
     };
 
 /** A configuration value that stops start-up; the message names the variable. */
@@ -206,6 +209,14 @@ function redisSettings(env: Env): RedisSettings | undefined {
     throw new ConfigError('SLUICE_REDIS_TLS', `must be true or false, got "${tlsRaw}"`);
   }
   const tls = tlsRaw === 'true';
+  const tlsCa = str(env, 'SLUICE_REDIS_TLS_CA');
+  if (tlsCa !== undefined) {
+    try {
+      accessSync(tlsCa, constants.R_OK);
+    } catch {
+      throw new ConfigError('SLUICE_REDIS_TLS_CA', `must name a readable file, got "${tlsCa}"`);
+    }
+  }
   // Each setting belongs to one mode: one that would be ignored is a mistake worth stopping for.
   const stray = (variable: string, set: unknown, mode: string) => {
     if (set) throw new ConfigError(variable, `applies only with ${mode}`);
@@ -216,8 +227,9 @@ function redisSettings(env: Env): RedisSettings | undefined {
     'SLUICE_REDIS_CLUSTER_NODES or SLUICE_REDIS_SENTINELS (REDIS_URL carries its own)';
   stray('SLUICE_REDIS_PASSWORD', !nodes && !sentinels && password, eitherOf);
   stray('SLUICE_REDIS_TLS', !nodes && !sentinels && tls, eitherOf);
+  stray('SLUICE_REDIS_TLS_CA', !tls && tlsCa, 'SLUICE_REDIS_TLS=true');
   if (single) return { mode: 'single', url: single };
-  if (nodes) return { mode: 'cluster', nodes, password, tls };
+  if (nodes) return { mode: 'cluster', nodes, password, tls, ...(tlsCa ? { tlsCa } : {}) };
   if (sentinels) {
     return {
       mode: 'sentinel',
@@ -226,6 +238,7 @@ function redisSettings(env: Env): RedisSettings | undefined {
       password,
       sentinelPassword,
       tls,
+      ...(tlsCa ? { tlsCa } : {}),
     };
   }
   return undefined;

@@ -1,4 +1,6 @@
 import Redis, { Cluster, RedisOptions } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
 import type { RedisSettings } from '@app/config';
 
 /** A connection to Redis as Sluice uses it: one node (also behind Sentinel) or a Redis Cluster. */
@@ -28,7 +30,14 @@ function defined<T extends object>(options: T): T {
  * piscina threads) from the one configured mode, so that none is made another way.
  */
 export class RedisConnector {
-  constructor(readonly settings: RedisSettings) {}
+  /** TLS options for the nodes (and Sentinels), when the mode asks for TLS. */
+  private readonly tls?: ConnectionOptions;
+
+  constructor(readonly settings: RedisSettings) {
+    if (settings.mode !== 'single' && settings.tls) {
+      this.tls = settings.tlsCa ? { ca: readFileSync(settings.tlsCa) } : {};
+    }
+  }
 
   /** Redis Cluster: a multi-key command or a pipeline must stay within one hash slot. */
   get isCluster(): boolean {
@@ -53,7 +62,10 @@ export class RedisConnector {
           sentinels: settings.sentinels,
           name: settings.name,
           ...defined({ password: settings.password, sentinelPassword: settings.sentinelPassword }),
-          ...(settings.tls ? { tls: {}, enableTLSForSentinelMode: true } : {}),
+          // The Sentinels are asked over TLS as well as the master.
+          ...(this.tls
+            ? { tls: this.tls, sentinelTLS: this.tls, enableTLSForSentinelMode: true }
+            : {}),
         });
       case 'cluster':
         return new Cluster(settings.nodes, {
@@ -61,7 +73,7 @@ export class RedisConnector {
           redisOptions: {
             ...node,
             ...defined({ password: settings.password }),
-            ...(settings.tls ? { tls: {} } : {}),
+            ...(this.tls ? { tls: this.tls } : {}),
           },
           // A command to a master that is gone is retried on the slot's new owner, for a second
           // and a half at most (16 redirections 100 ms apart), then fails.

@@ -1,0 +1,93 @@
+import { once } from 'node:events';
+import { loadConfig } from '@app/config';
+import { RedisSecurity } from '@test/support/redis-servers';
+import { startRedisCluster } from '@test/support/redis-cluster';
+import { startSentinelTopology } from '@test/support/redis-sentinel';
+import { RedisClient, RedisConnector, pingEvery } from './redis.connector';
+
+jest.setTimeout(60_000);
+
+/** Nodes that ask a password, Sentinels that ask another, and TLS only, from a CA of the test's. */
+const security: RedisSecurity = {
+  password: 'node-secret',
+  sentinelPassword: 'sentinel-secret',
+  tls: true,
+};
+
+function connect(env: Record<string, string>): RedisClient {
+  return new RedisConnector(loadConfig(env).redis!).connect({
+    name: 'connector-spec',
+    maxRetriesPerRequest: 0,
+  });
+}
+
+/** The first error a connection reports, as text (a cluster's carries its last node's error). */
+async function firstError(client: RedisClient): Promise<string> {
+  try {
+    const [err] = (await once(client, 'error')) as [Error & { lastNodeError?: Error }];
+    return `${err.message} ${err.lastNodeError?.message ?? ''}`;
+  } finally {
+    client.disconnect();
+  }
+}
+
+describe('RedisConnector against a Redis Cluster with a password and TLS', () => {
+  let cluster: Awaited<ReturnType<typeof startRedisCluster>>;
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3, security });
+  });
+  afterAll(() => cluster?.stop());
+
+  it('reaches every master with SLUICE_REDIS_PASSWORD, SLUICE_REDIS_TLS and SLUICE_REDIS_TLS_CA', async () => {
+    const client = connect(cluster.env);
+    try {
+      for (let i = 0; i < 30; i++) await client.set(`{connector-${i}}`, String(i), 'EX', 60);
+      expect(await client.get('{connector-17}')).toBe('17');
+      expect(await pingEvery(client)).toBe('PONG from 3 masters');
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('is refused without the password', async () => {
+    const { SLUICE_REDIS_PASSWORD: _, ...withoutPassword } = cluster.env;
+    expect(await firstError(connect(withoutPassword))).toMatch(/NOAUTH/);
+  });
+
+  it('does not trust the nodes without the certificate authority', async () => {
+    const { SLUICE_REDIS_TLS_CA: _, ...withoutCa } = cluster.env;
+    expect(await firstError(connect(withoutCa))).toMatch(/slots cache.*Connection is closed/);
+  });
+});
+
+describe('RedisConnector against Sentinels with passwords and TLS', () => {
+  let topology: Awaited<ReturnType<typeof startSentinelTopology>>;
+  beforeAll(async () => {
+    topology = await startSentinelTopology({ security });
+  });
+  afterAll(() => topology?.stop());
+
+  it('asks the Sentinels with SLUICE_REDIS_SENTINEL_PASSWORD and reaches the master they name', async () => {
+    const client = connect(topology.env);
+    try {
+      await client.set('connector-spec', 'written', 'EX', 60);
+      expect(await client.get('connector-spec')).toBe('written');
+      const info = await client.info('server');
+      expect(info).toContain(`tcp_port:${await topology.masterPort()}`);
+      expect(await client.info('replication')).toContain('role:master');
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('is refused without the Sentinels’ password', async () => {
+    const { SLUICE_REDIS_SENTINEL_PASSWORD: _, ...withoutPassword } = topology.env;
+    expect(await firstError(connect(withoutPassword))).toMatch(/NOAUTH/);
+  });
+
+  it('does not trust the Sentinels without the certificate authority', async () => {
+    // ioredis closes a connection whose certificate it cannot verify, and says no more.
+    const { SLUICE_REDIS_TLS_CA: _, ...withoutCa } = topology.env;
+    expect(await firstError(connect(withoutCa))).toMatch(/unreachable.*Connection is closed/);
+  });
+});
