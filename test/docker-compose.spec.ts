@@ -14,11 +14,19 @@ interface Service {
   deploy?: { replicas?: number };
   healthcheck?: { test: string[] };
   volumes?: string[];
+  networks?: Record<string, { ipv4_address?: string }>;
 }
 
-const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+interface Compose {
   services: Record<string, Service>;
-};
+}
+
+function load(file: string): Compose {
+  return parse(readFileSync(join(root, file), 'utf8'), { merge: true }) as Compose;
+}
+
+const compose = load('docker-compose.yml');
+const clustered = load('docker-compose.redis-cluster.yml');
 
 const WORKERS = ['worker-interactive', 'worker-export'];
 const APPS = ['api', ...WORKERS];
@@ -88,6 +96,55 @@ describe('docker-compose.yml', () => {
     for (const volume of compose.services.postgres.volumes ?? []) {
       const source = volume.split(':')[0];
       if (source.startsWith('./')) expect(existsSync(join(root, source))).toBe(true);
+    }
+  });
+});
+
+describe('docker-compose.redis-cluster.yml', () => {
+  const NODES = ['redis-1', 'redis-2', 'redis-3'];
+  const address = (name: string) =>
+    `${clustered.services[name].networks?.default.ipv4_address}:6379`;
+
+  it('has the same api and workers as docker-compose.yml, on a Redis Cluster of three nodes', () => {
+    expect(Object.keys(clustered.services).sort()).toEqual(
+      ['api', 'postgres', 'redis-cluster-init', ...NODES, ...WORKERS].sort(),
+    );
+    for (const name of APPS) {
+      const { environment, ...rest } = clustered.services[name];
+      const { environment: single, ...singleRest } = compose.services[name];
+      expect({ ...rest, depends_on: undefined }).toEqual({ ...singleRest, depends_on: undefined });
+      const { REDIS_URL, ...others } = single ?? {};
+      expect(REDIS_URL).toBeDefined();
+      expect(environment).toEqual({
+        ...others,
+        SLUICE_REDIS_CLUSTER_NODES: NODES.map(address).join(','),
+      });
+    }
+  });
+
+  it('runs each node in cluster mode at an address of its own', () => {
+    const addresses = NODES.map(address);
+    expect(new Set(addresses).size).toBe(3);
+    for (const name of NODES) {
+      const command = clustered.services[name].command?.join(' ') ?? '';
+      expect(command).toMatch(/^redis-server .*--cluster-enabled yes/);
+      expect(clustered.services[name].healthcheck?.test).toEqual(['CMD', 'redis-cli', 'ping']);
+    }
+  });
+
+  it('forms the cluster from those nodes once they answer, and starts the apps after it', () => {
+    const init = clustered.services['redis-cluster-init'];
+    expect(init.command?.join(' ')).toContain(
+      `redis-cli --cluster create ${NODES.map(address).join(' ')} --cluster-replicas 0 --cluster-yes`,
+    );
+    expect(init.depends_on).toEqual(
+      Object.fromEntries(NODES.map((n) => [n, { condition: 'service_healthy' }])),
+    );
+    for (const name of APPS) {
+      expect(clustered.services[name].depends_on).toEqual({
+        postgres: { condition: 'service_healthy' },
+        'redis-cluster-init': { condition: 'service_completed_successfully' },
+      });
     }
   });
 });
