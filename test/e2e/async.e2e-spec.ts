@@ -1,5 +1,8 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { IncomingHttpHeaders, get as httpGet, request as httpRequest } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import {
   backendsOf,
   closeDb,
@@ -245,6 +248,26 @@ describe('GET /v1/queries/{id}/result', () => {
       expect(past.headers['content-range']).toBe(`bytes */${whole.bytes.length}`);
     },
   );
+
+  it('lets `curl -C -` finish a download cut short in a file', async () => {
+    const queryId = await submitAsync({ statement }, { accept: 'text/csv' });
+    expect(await finished(queryId)).toMatchObject({ state: 'succeeded' });
+    const whole = await fetchResult(queryId);
+    const file = join(mkdtempSync(join(tmpdir(), 'sluice-curl-')), 'result.csv');
+    try {
+      writeFileSync(file, whole.bytes.subarray(0, 1000));
+      const curl = spawnSync('curl', [
+        ...['--silent', '--show-error', '--fail', '--continue-at', '-', '--output', file],
+        ...['--header', `Authorization: Bearer ${token}`],
+        `${e2eEnv().baseUrl}/v1/queries/${queryId}/result`,
+      ]);
+      expect(curl.stderr.toString()).toBe('');
+      expect(curl.status).toBe(0);
+      expect(readFileSync(file).equals(whole.bytes)).toBe(true);
+    } finally {
+      rmSync(dirname(file), { recursive: true, force: true });
+    }
+  });
 
   it('ignores Range on a query still running (RFC 9110 allows it): 200 with the whole body from its first byte, as it comes', async () => {
     const queryId = await submitAsync(
