@@ -1,3 +1,4 @@
+import { Cluster } from 'ioredis';
 import { once } from 'node:events';
 import { loadConfig } from '@app/config';
 import { RedisSecurity } from '@test/support/redis-servers';
@@ -64,6 +65,26 @@ describe('RedisConnector against a Redis Cluster with a password and TLS', () =>
     expect(await firstError(connect(without(cluster.env, 'SLUICE_REDIS_TLS_CA')))).toMatch(
       /slots cache.*Connection is closed/,
     );
+  });
+
+  // Last: it kills a master, which (no replicas) leaves the cluster down.
+  it('pingEvery fails while a master is dead, also once ioredis dropped its connection', async () => {
+    const client = connect(cluster.env);
+    try {
+      await expect(pingEvery(client)).rejects.toThrow('the Redis Cluster connection is connecting');
+      await client.ping();
+      expect(await pingEvery(client)).toBe('PONG from 3 masters');
+      const [victim] = await cluster.masters();
+      await cluster.kill(victim);
+      const dropped = Date.now() + 10_000;
+      while ((client as Cluster).nodes('master').length === 3 && Date.now() < dropped) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect((client as Cluster).nodes('master')).toHaveLength(2);
+      await expect(pingEvery(client)).rejects.toThrow(`127.0.0.1:${victim} is gone`);
+    } finally {
+      client.disconnect();
+    }
   });
 });
 

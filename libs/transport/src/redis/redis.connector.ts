@@ -86,16 +86,36 @@ export class RedisConnector {
   }
 }
 
+/** Hash slots of a Redis Cluster. */
+const CLUSTER_SLOTS = 16_384;
+
 /**
  * Answers when every node that holds keys answers PING: one master of a Redis Cluster down is an
- * outage for the queries whose keys it holds, though the others still answer.
+ * outage for the queries whose keys it holds, though the others still answer. A cluster's masters
+ * are those its slot table names, not the connections open now: ioredis drops the connection of
+ * a node that died at once, and learns who took its slots only later.
  */
 export async function pingEvery(client: RedisClient): Promise<string> {
   if (!(client instanceof Cluster)) return client.ping();
-  const masters = client.nodes('master');
-  if (masters.length === 0) throw new Error('no Redis Cluster master known');
-  await Promise.all(masters.map((node) => node.ping()));
-  return `PONG from ${masters.length} masters`;
+  if (client.status !== 'ready')
+    throw new Error(`the Redis Cluster connection is ${client.status}`);
+  const open = new Map(
+    client.nodes('master').map((node) => [`${node.options.host}:${node.options.port}`, node]),
+  );
+  const owners = new Set<string>();
+  for (let slot = 0; slot < CLUSTER_SLOTS; slot++) {
+    const owner = client.slots[slot]?.[0];
+    if (!owner) throw new Error(`no Redis Cluster master known for slot ${slot}`);
+    owners.add(owner);
+  }
+  await Promise.all(
+    [...owners].map((owner) => {
+      const node = open.get(owner);
+      if (!node) throw new Error(`the Redis Cluster master ${owner} is gone`);
+      return node.ping();
+    }),
+  );
+  return `PONG from ${owners.size} masters`;
 }
 
 /** True for a Redis Cluster client (its commands are routed by hash slot). */
