@@ -129,13 +129,38 @@ async function readiness(deployment: Deployment): Promise<number> {
 }
 
 /**
+ * Sends a query until one succeeds, for at most `ms`; the statuses seen on the way. A failure
+ * says what the Redis processes last logged.
+ */
+async function servedAgain(
+  deployment: Deployment,
+  ms: number,
+  diagnose: () => Promise<string>,
+): Promise<Set<number>> {
+  const seen = new Set<number>();
+  try {
+    await until(async () => {
+      const status = await answer(deployment);
+      seen.add(status);
+      return status === 200;
+    }, ms);
+  } catch (err) {
+    const statuses = [...seen].join(', ');
+    throw new Error(`${(err as Error).message}; answers: ${statuses}\n${await diagnose()}`, {
+      cause: err,
+    });
+  }
+  return seen;
+}
+
+/**
  * Streams a slow result, kills the master that `masterOf` names once rows flow, and checks what
  * the client, readiness and the next queries see.
  */
 async function killMasterDuringStream(
   deployment: Deployment,
   masterOf: (queryId: string) => Promise<number>,
-  kill: (port: number) => Promise<void>,
+  { kill, diagnose }: Pick<RedisClusterTopology, 'kill' | 'diagnose'>,
 ): Promise<number> {
   let queryId = '';
   let killed: Promise<number> | undefined;
@@ -175,15 +200,7 @@ async function killMasterDuringStream(
   expect(rows).toBeLessThan(300);
   // Served again by the promoted replica, within 30 s of the kill, with no restart; meanwhile
   // a request is refused as unavailable (503), never answered as an internal error.
-  const seen = new Set<number>();
-  await until(
-    async () => {
-      const status = await answer(deployment);
-      seen.add(status);
-      return status === 200;
-    },
-    30_000 - (Date.now() - killedAt),
-  );
+  const seen = await servedAgain(deployment, 30_000 - (Date.now() - killedAt), diagnose);
   expect([...seen].filter((s) => s !== 200 && s !== 503)).toEqual([]);
   // The statement did not run on to its end unread.
   await until(async () => {
@@ -245,7 +262,7 @@ describe('Redis Cluster failover', () => {
     const killed = await killMasterDuringStream(
       d,
       (id) => cluster.masterOf(`${d.prefix}:q:{${id}}:out`),
-      (port) => cluster.kill(port),
+      cluster,
     );
     // Back as the replica of the master that took its place: the next case may kill that one.
     await cluster.revive(killed);
@@ -257,12 +274,7 @@ describe('Redis Cluster failover', () => {
     const port = await cluster.masterOf(`{${d.prefix}}:execute`);
     await cluster.kill(port);
     const killedAt = Date.now();
-    const seen = new Set<number>();
-    await until(async () => {
-      const status = await answer(d);
-      seen.add(status);
-      return status === 200;
-    }, 30_000);
+    const seen = await servedAgain(d, 30_000, () => cluster.diagnose());
     expect(Date.now() - killedAt).toBeLessThan(30_000);
     expect([...seen].filter((s) => s !== 200 && s !== 503)).toEqual([]);
     for (let i = 0; i < 5; i++) expect(await answer(d)).toBe(200);
@@ -287,10 +299,6 @@ describe('Redis Sentinel failover', () => {
   it('ends a stream whose master dies with an error status, and serves new queries within 30 s', async () => {
     const d = deployment!;
     expect(await answer(d)).toBe(200);
-    await killMasterDuringStream(
-      d,
-      () => sentinel.masterPort(),
-      (port) => sentinel.kill(port),
-    );
+    await killMasterDuringStream(d, () => sentinel.masterPort(), sentinel);
   }, 90_000);
 });

@@ -16,6 +16,8 @@ export interface RedisClusterTopology {
   kill(port: number): Promise<void>;
   /** Starts a killed node again: it rejoins as a replica, in sync once this resolves. */
   revive(port: number): Promise<void>;
+  /** What the nodes say and last logged: to explain a test that failed. */
+  diagnose(): Promise<string>;
   /** Stops every process it started and removes its files; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -116,6 +118,12 @@ export async function startRedisCluster(
         const replication = await redisCli(port, 'info', 'replication');
         return replication.includes('role:slave') && (await inSync(port));
       });
+    },
+    diagnose: async () => {
+      const nodes = await redisCli(liveNode(), 'cluster', 'nodes').catch(
+        (err: Error) => err.message,
+      );
+      return `cluster nodes:\n${nodes}\n${servers.logTails()}`;
     },
     stop: () => servers.stop(),
   };

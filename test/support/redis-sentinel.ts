@@ -15,6 +15,8 @@ export interface SentinelTopology {
   masterPort(): Promise<number>;
   /** SIGKILLs the redis-server listening on that port (a crash, not a shutdown). */
   kill(port: number): Promise<void>;
+  /** What the servers and Sentinels last logged: to explain a test that failed. */
+  diagnose(): Promise<string>;
   /** Stops every process it started and removes its files; safe to call twice. */
   stop(): Promise<void>;
 }
@@ -95,6 +97,7 @@ export async function startSentinelTopology(
       return Number(port);
     },
     kill: (port) => servers.kill(port),
+    diagnose: () => Promise.resolve(servers.logTails()),
     stop: () => servers.stop(),
   };
 }

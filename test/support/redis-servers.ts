@@ -1,6 +1,6 @@
 import { ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -185,6 +185,9 @@ export class RedisServers {
         this.dir,
         '--dbfilename',
         `dump-${port}.rdb`,
+        // What a failed test shows (logTails) of how a failover went.
+        '--logfile',
+        this.logFile(port),
         // A replica's first sync at once, not after the default 5 s wait for more replicas.
         '--repl-diskless-sync-delay',
         '0',
@@ -195,6 +198,21 @@ export class RedisServers {
     await waitFor(`redis-server on port ${port}`, async () =>
       (await redisCli(port, 'ping')).includes('PONG'),
     );
+  }
+
+  private logFile(port: number): string {
+    return join(this.dir, `redis-${port}.log`);
+  }
+
+  /** The last lines each server logged, to explain a test that failed. */
+  logTails(lines = 12): string {
+    return [...reach.keys()]
+      .filter((port) => existsSync(this.logFile(port)))
+      .map((port) => {
+        const log = readFileSync(this.logFile(port), 'utf8').trimEnd().split('\n');
+        return `--- redis ${port}\n${log.slice(-lines).join('\n')}`;
+      })
+      .join('\n');
   }
 
   /** SIGKILLs the server on `port`: a crash, not a shutdown (its `timeout` parent stays). */
