@@ -100,5 +100,22 @@ export default tseslint.config(
     },
     rules: { 'import-x/no-cycle': 'error' },
   },
+  {
+    // Every Redis connection follows the configured mode (one node, Cluster, Sentinel): only
+    // RedisConnector makes them.
+    files: ['apps/**/*.ts', 'libs/**/*.ts'],
+    ignores: ['**/*.spec.ts', 'libs/transport/src/redis/redis.connector.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            'NewExpression[callee.name=/^(Redis|IORedis|Cluster)$/], NewExpression[callee.property.name=/^(Redis|Cluster)$/]',
+          message:
+            'make Redis connections with RedisConnector (@app/transport), so that each follows the configured mode.',
+        },
+      ],
+    },
+  },
   ...boundaries,
 );

@@ -74,4 +74,25 @@ describe('module boundaries', () => {
       [4, 'no-restricted-imports'],
     ]);
   });
+
+  it('lints a Redis connection made anywhere but in RedisConnector', () => {
+    const code = [
+      "import Redis, { Cluster } from 'ioredis';",
+      "import * as ioredis from 'ioredis';",
+      "export const a = new Redis('redis://127.0.0.1:6379');", // 3
+      "export const b = new Cluster([{ host: '127.0.0.1', port: 7000 }]);", // 4
+      'export const c = new ioredis.Cluster([]);', // 5
+      'export const d = a.duplicate();', // 6: a copy of one made by RedisConnector
+    ].join('\n');
+    expect(
+      lint('no-restricted-syntax', code, 'apps/worker/src/health/heartbeat.service.ts'),
+    ).toEqual([
+      [3, 'no-restricted-syntax'],
+      [4, 'no-restricted-syntax'],
+      [5, 'no-restricted-syntax'],
+    ]);
+    expect(
+      lint('no-restricted-syntax', code, 'libs/transport/src/redis/redis.connector.ts'),
+    ).toEqual([]);
+  });
 });
