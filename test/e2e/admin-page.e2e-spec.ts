@@ -76,11 +76,12 @@ describe('AdminPage', () => {
     const cells = await row.locator('td').allTextContents();
     expect(cells[1]).toBe(owner.username);
     expect(cells[2]).toBe('running');
-    expect(cells[3]).toBe('');
-    expect(cells[4]).toMatch(/^\d+\.\d s$/);
-    expect(cells[5]).toBe('0');
-    expect(cells[6]).toBe('');
-    expect(cells[8]).toBe('select pg_sleep(30)');
+    expect(cells[3]).toBe('interactive');
+    expect(cells[4]).toBe('');
+    expect(cells[5]).toMatch(/^\d+\.\d s$/);
+    expect(cells[6]).toBe('0');
+    expect(cells[7]).toBe('');
+    expect(cells[9]).toBe('select pg_sleep(30)');
     await tab.screenshot({ path: join(ARTIFACTS, 'admin-page-running.png'), fullPage: true });
 
     await row.locator('button.cancel').click();
@@ -91,7 +92,7 @@ describe('AdminPage', () => {
     await row.waitFor({ state: 'detached' });
     await tab.check('#show-finished');
     await tab.locator(`tr[data-query-id="${queryId}"][data-state="cancelled"]`).waitFor();
-    expect(await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(9).textContent()).toMatch(
+    expect(await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(10).textContent()).toMatch(
       /cancel/,
     );
     await tab.screenshot({ path: join(ARTIFACTS, 'admin-page-cancelled.png'), fullPage: true });

@@ -115,6 +115,7 @@ const SCRIPT = `
       state.className = 'state state-' + q.state;
       state.textContent = q.state;
       cell(tr, '').appendChild(state);
+      cell(tr, q.lane || '');
       cell(tr, q.queue_position === null ? '' : String(q.queue_position), 'num');
       cell(tr, elapsed(q.elapsed_ms), 'num');
       // Made by the worker, and of those sent (a query nobody reads makes rows all the same).
@@ -237,7 +238,7 @@ export const ADMIN_PAGE_HTML = `<!doctype html>
     <span id="updated" class="muted"></span>
   </div>
   <table id="queries">
-    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Queue position</th><th>Elapsed</th><th>Rows made</th><th>Result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
+    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Queue position</th><th>Elapsed</th><th>Rows made</th><th>Result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
     <tbody></tbody>
   </table>
   <p id="empty" class="muted">No queued or running queries.</p>
