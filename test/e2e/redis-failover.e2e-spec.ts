@@ -154,6 +154,34 @@ async function servedAgain(
 }
 
 /**
+ * Kills every Redis node with `killAll` while a stream is in flight: the stream ends with an error
+ * status, and a new request and readiness are answered 503 at once, not held until Redis is back.
+ */
+async function outage(deployment: Deployment, killAll: () => Promise<void>): Promise<void> {
+  expect(await answer(deployment)).toBe(200);
+  let killedAt = 0;
+  let killing: Promise<void> | undefined;
+  const statement = 'select g, pg_sleep(0.05) from generate_series(1, 300) g';
+  const res = await stream(deployment, statement, (line) => {
+    if (!killing && line.startsWith('{"data"')) {
+      killing = killAll().then(() => {
+        killedAt = Date.now();
+      });
+    }
+  });
+  await killing;
+  expect(Date.now() - killedAt).toBeLessThan(10_000);
+  expect(res.complete).toBe(true);
+  expect(JSON.parse(res.lines.at(-1)!)).toMatchObject({
+    status: { sql_state: '57P03', vendor_code: -109 },
+  });
+  const asked = Date.now();
+  expect(await answer(deployment)).toBe(503);
+  expect(Date.now() - asked).toBeLessThan(5_000);
+  expect(await readiness(deployment)).toBe(503);
+}
+
+/**
  * Streams a slow result, kills the master that `masterOf` names once rows flow, and checks what
  * the client, readiness and the next queries see.
  */
@@ -280,6 +308,15 @@ describe('Redis Cluster failover', () => {
     for (let i = 0; i < 5; i++) expect(await answer(d)).toBe(200);
     await cluster.revive(port);
   }, 60_000);
+
+  // Last: the cluster does not come back.
+  it('answers at once while every node is down, and ends a stream in flight with an error status', async () => {
+    await outage(deployment!, () =>
+      Promise.all(
+        cluster.nodes.split(',').map((node) => cluster.kill(Number(node.split(':')[1]))),
+      ).then(() => undefined),
+    );
+  }, 60_000);
 });
 
 describe('Redis Sentinel failover', () => {
@@ -301,4 +338,9 @@ describe('Redis Sentinel failover', () => {
     expect(await answer(d)).toBe(200);
     await killMasterDuringStream(d, () => sentinel.masterPort(), sentinel);
   }, 90_000);
+
+  // Last, after the first failover: the master left has no replica, and nothing comes back.
+  it('answers at once while the master and its replica are down, and ends a stream in flight', async () => {
+    await outage(deployment!, async () => sentinel.kill(await sentinel.masterPort()));
+  }, 60_000);
 });

@@ -67,8 +67,8 @@ export class RedisConnector {
             ? { tls: this.tls, sentinelTLS: this.tls, enableTLSForSentinelMode: true }
             : {}),
         });
-      case 'cluster':
-        return new Cluster(settings.nodes, {
+      case 'cluster': {
+        const cluster = new Cluster(settings.nodes, {
           ...pipelining,
           redisOptions: {
             ...node,
@@ -82,8 +82,24 @@ export class RedisConnector {
           // A failover is also noticed with no command to redirect.
           slotsRefreshInterval: 2_000,
         });
+        if (options.maxRetriesPerRequest !== null) failFastOnceReady(cluster);
+        return cluster;
+      }
     }
   }
+}
+
+/**
+ * A Cluster client queues every command, with no bound, while it has no node to send it to: with
+ * every node gone, a request would wait until Redis came back. A connection that is to fail
+ * rather than wait (a number of retries, as a single node's maxRetriesPerRequest bounds them)
+ * queues only until it first connects, so that start-up waits for the cluster; after that a
+ * command fails at once while no node answers.
+ */
+function failFastOnceReady(cluster: Cluster): void {
+  cluster.once('ready', () => {
+    cluster.options.enableOfflineQueue = false;
+  });
 }
 
 /** Hash slots of a Redis Cluster. */
