@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
+import { Client } from 'pg';
 import { toEnvelope } from './error.envelope';
-import { testRedisUrl } from '@test/settings';
+import { testDatabaseUrl, testRedisUrl } from '@test/settings';
 
 /** Errors of a Redis that is gone or failing over, as ioredis raises them, answer 503. */
 describe(toEnvelope.name, () => {
@@ -51,5 +52,23 @@ describe(toEnvelope.name, () => {
   it('still answers 500, logged only, for an error it does not know', () => {
     expect(toEnvelope(new Error('something else')).httpStatus).toBe(500);
     expect(toEnvelope(new Error('ERR unknown command')).body.status.vendor_code).toBe(-103);
+  });
+
+  it("never takes a PostgreSQL error for Redis's, whatever its message says", async () => {
+    const pg = new Client({ connectionString: testDatabaseUrl });
+    await pg.connect();
+    try {
+      for (const message of ['Connection is closed.', 'CLUSTERDOWN The cluster is down']) {
+        // What a hostile user would raise to pass a failure off as an outage.
+        const err = await pg.query(`DO $$ BEGIN RAISE EXCEPTION '${message}'; END $$`).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect((err as Error).message).toBe(message);
+        expect(toEnvelope(err).httpStatus).not.toBe(503);
+      }
+    } finally {
+      await pg.end();
+    }
   });
 });

@@ -96,11 +96,15 @@ function isDatabaseDown(err: unknown): boolean {
 
 /** Redis errors of a node that is gone or of a cluster in the middle of a failover. */
 const REDIS_DOWN =
-  /^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK|LOADING|READONLY|MASTERDOWN)\b|Connection is closed|Too many Cluster redirections|Stream isn't writeable|All sentinels are unreachable|Failed to refresh slots cache|None of startup nodes is available|Reached the max retries per request limit/;
+  /^(CLUSTERDOWN|TRYAGAIN|MOVED|ASK|LOADING|READONLY|MASTERDOWN)\b|^(Connection is closed|Too many Cluster redirections|Stream isn't writeable|All sentinels are unreachable|Failed to refresh slots cache|None of startup nodes is available|Cluster isn't ready|Reached the max retries per request limit)/;
 
-/** Redis (queue and result streams) cannot be reached, or is failing over. */
+/**
+ * Redis (queue and result streams) cannot be reached, or is failing over. Told by the message
+ * ioredis gives, so never for an error of PostgreSQL's (it has a severity), whose message a user
+ * writes (RAISE).
+ */
 function isRedisDown(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
+  if (!(err instanceof Error) || 'severity' in err) return false;
   return (
     ['MaxRetriesPerRequestError', 'ClusterAllFailedError'].includes(err.name) ||
     REDIS_DOWN.test(err.message)
