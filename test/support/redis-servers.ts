@@ -1,9 +1,10 @@
-import { ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { ChildProcess, execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { until } from './poll';
 
 const run = promisify(execFile);
 
@@ -102,12 +103,9 @@ export async function waitFor(
   check: () => Promise<boolean>,
   ms = 20_000,
 ): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await until(() => check().catch(() => false), ms).catch((err: Error) => {
+    throw new Error(`${what}: not within ${ms} ms`, { cause: err });
+  });
 }
 
 /**
@@ -120,6 +118,14 @@ export class RedisServers {
   private readonly certificates?: { ca: string; cert: string; key: string };
 
   constructor(readonly security: RedisSecurity = {}) {
+    for (const tool of ['redis-server', 'redis-cli', ...(security.tls ? ['openssl'] : [])]) {
+      if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) {
+        throw new Error(
+          `${tool} is not installed: the Redis Cluster and Sentinel tests start their own ` +
+            'Redis processes (apt-get install -y redis-server openssl; .ci/run does this).',
+        );
+      }
+    }
     if (security.tls) this.certificates = makeCertificates(this.dir);
   }
 

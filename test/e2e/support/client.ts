@@ -1,5 +1,8 @@
 import { Pool } from 'pg';
 import { E2eEnvironment } from './service';
+import { until } from '../../support/poll';
+
+export { until };
 
 export function e2eEnv(): E2eEnvironment {
   const raw = process.env.SLUICE_E2E;
@@ -136,16 +139,6 @@ export async function eventually<T>(check: () => Promise<T | undefined>, ms = 10
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 50));
   }
-}
-
-/** Polls until `check` holds; resolves with the milliseconds it took, or fails after `ms`. */
-export async function until(check: () => Promise<boolean>, ms: number): Promise<number> {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > ms) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return Date.now() - started;
 }
 
 /** Backends running a query of Sluice's (application_name is sluice:<query_id>). */
