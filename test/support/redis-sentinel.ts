@@ -11,6 +11,8 @@ export interface SentinelTopology {
   sentinels: string;
   /** The environment that points a Sluice process at it (SLUICE_REDIS_SENTINELS, _NAME). */
   env: Record<string, string>;
+  /** Ports of the master and the replica it started with (the roles may have changed since). */
+  dataPorts: number[];
   /** Port of the current master, as the sentinels see it. */
   masterPort(): Promise<number>;
   /** SIGKILLs the redis-server listening on that port (a crash, not a shutdown). */
@@ -34,9 +36,9 @@ export async function startSentinelTopology(
   const { downAfterMs = 1000, failoverTimeoutMs = 3000, security = {} } = options;
   const servers = new RedisServers(security);
   const sentinelPorts: number[] = [];
+  const master = await freePort();
+  const replica = await freePort();
   try {
-    const master = await freePort();
-    const replica = await freePort();
     await servers.start(master);
     await servers.start(replica, ['--replicaof', '127.0.0.1', String(master)]);
     await waitFor('the replica in sync', async () =>
@@ -88,6 +90,7 @@ export async function startSentinelTopology(
       SLUICE_REDIS_SENTINEL_NAME: NAME,
       ...securityEnv(security, servers.caFile),
     },
+    dataPorts: [master, replica],
     masterPort: async () => {
       const [, port] = (
         await redisCli(sentinelPorts[0], 'sentinel', 'get-master-addr-by-name', NAME)
