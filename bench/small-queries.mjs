@@ -7,12 +7,14 @@
 // hard overall limit. Everything it starts (child processes, Redis keys) is removed at the end, also
 // on error and on Ctrl-C. See bench/README.md for the settings.
 import http from 'node:http';
+import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   DATABASE_URL,
   REDIS_URL,
   cpuPercent,
   cpuSnapshot,
+  deleteRedisKeys,
   envInt,
   gitDescription,
   installGuards,
@@ -124,13 +126,18 @@ async function runLoad({ label, url, headers = {}, cpuGroups }) {
 
 const ms = (v) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
 
-function report(direct, sluice, loadAtStart) {
+function report(direct, skeleton, sluice, loadAtStart) {
   const row = (r) =>
     `| ${r.label} | ${r.requests} | ${Math.round(r.rps)} | ${ms(r.p50)} | ${ms(r.p90)} | ${ms(r.p99)} | ${r.errors} |`;
   const ratio = sluice.rps / direct.rps;
   const addedP50 = sluice.p50 - direct.p50;
   const ratioMet = ratio >= GOAL_THROUGHPUT_RATIO;
   const rpsMet = sluice.rps >= GOAL_RPS;
+  const perRequest = (r) =>
+    Object.entries(r.cpu)
+      .filter(([k]) => !k.startsWith('machine') && !k.startsWith('other'))
+      .map(([k, v]) => `${k} ${(((v / 100) * 1000) / r.rps).toFixed(2)}`)
+      .join(', ');
   const cpuLine = (r) =>
     Object.entries(r.cpu)
       .map(([k, v]) => `${k} ${Math.round(v)}%`)
@@ -149,18 +156,27 @@ function report(direct, sluice, loadAtStart) {
     '| target | requests | req/s | p50 ms | p90 ms | p99 ms | errors |',
     '|---|---:|---:|---:|---:|---:|---:|',
     row(direct),
+    row(skeleton),
     row(sluice),
     '',
     `- Sluice throughput: **${Math.round(sluice.rps)} req/s** (goal ≥ ${GOAL_RPS}: ${rpsMet ? 'met' : 'NOT met'})`,
     `- Throughput Sluice/direct: **${ratio.toFixed(2)}×** (next goal ≥ ${GOAL_THROUGHPUT_RATIO}×: ${ratioMet ? 'met' : 'NOT met'})`,
     `- Added p50 latency: **${ms(addedP50)} ms**`,
+    `- Sluice/skeleton (the architecture's own floor: the same hops, none of Sluice's work): ` +
+      `**${(sluice.rps / skeleton.rps).toFixed(2)}×**; skeleton/direct: ${(skeleton.rps / direct.rps).toFixed(2)}×`,
     '',
     'CPU during the measured window (100% = one core):',
     '',
     `- direct: ${cpuLine(direct)}`,
+    `- skeleton: ${cpuLine(skeleton)}`,
     `- Sluice: ${cpuLine(sluice)}`,
+    '',
+    'CPU per request (ms), by process:',
+    '',
+    `- skeleton: ${perRequest(skeleton)}`,
+    `- Sluice: ${perRequest(sluice)}`,
   ];
-  for (const r of [direct, sluice]) {
+  for (const r of [direct, skeleton, sluice]) {
     if (r.errorSamples.length > 0) {
       out.push('', `First errors (${r.label}):`, ...r.errorSamples.map((s) => `    ${s}`));
     }
@@ -170,14 +186,50 @@ function report(direct, sluice, loadAtStart) {
 
 // ---------------------------------------------------------------------------------------------
 
-/** The URL the direct baseline prints once it listens. */
-async function directUrl(child) {
+/** What a child prints once it is ready (the URL after `prefix`, if any). */
+async function printed(child, prefix) {
   for (const deadline = Date.now() + START_TIMEOUT_MS; Date.now() < deadline;) {
-    const line = child.lines.find((l) => l.startsWith('direct baseline on '));
-    if (line) return line.slice('direct baseline on '.length).trim();
+    const line = child.lines.find((l) => l.startsWith(prefix));
+    if (line) return line.slice(prefix.length).trim();
     await Promise.race([sleep(50), child.died]);
   }
-  throw new Error('the direct baseline did not start');
+  throw new Error(`${child.name} did not start`);
+}
+
+/** The architecture's floor (bench/skeleton-baseline.mjs): its worker, then its api. */
+async function measureSkeleton(external) {
+  const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
+  const env = {
+    ...process.env,
+    BENCH_DATABASE_URL: SETTINGS.databaseUrl,
+    BENCH_REDIS_URL: SETTINGS.redisUrl,
+    BENCH_SKELETON_PREFIX: `{${id}}`,
+  };
+  onCleanup(() => deleteRedisKeys(id, SETTINGS.redisUrl));
+  const file = 'bench/skeleton-baseline.mjs';
+  const worker = startChild('skeleton worker', file, { ...env, BENCH_SKELETON_ROLE: 'worker' });
+  onCleanup(worker.stop);
+  await printed(worker, 'skeleton worker ready');
+  const api = startChild('skeleton api', file, { ...env, BENCH_SKELETON_ROLE: 'api' });
+  onCleanup(api.stop);
+  const url = await printed(api, 'skeleton api on ');
+  const result = await Promise.race([
+    runLoad({
+      label: 'skeleton (node:http → BullMQ → piscina → pg → Redis stream)',
+      url,
+      cpuGroups: {
+        'bench client': [process.pid],
+        api: [api.pid],
+        worker: [worker.pid],
+        ...external,
+      },
+    }),
+    worker.died,
+    api.died,
+  ]);
+  await api.stop();
+  await worker.stop();
+  return result;
 }
 
 async function main() {
@@ -194,13 +246,14 @@ async function main() {
     BENCH_DIRECT_POOL_SIZE: '16',
   });
   onCleanup(directServer.stop);
-  const url = await directUrl(directServer);
+  const url = await printed(directServer, 'direct baseline on ');
   const direct = await runLoad({
     label: 'direct (node:http + pg)',
     url,
     cpuGroups: { 'bench client': [process.pid], 'direct server': [directServer.pid], ...external },
   });
   await directServer.stop();
+  const skeleton = await measureSkeleton(external);
 
   // One user sends every request: lift the per-user admission cap (default 16) above the load.
   const sluice = await startSluice({
@@ -224,7 +277,7 @@ async function main() {
     for (const c of sluice.children)
       console.error(`  [${c.name}]\n    ${c.lines.slice(-15).join('\n    ')}`);
   }
-  report(direct, result, loadAtStart);
+  report(direct, skeleton, result, loadAtStart);
 }
 
 await runMain(main);

@@ -1,0 +1,167 @@
+// The floor of Sluice's architecture for bench/small-queries.mjs: the same hops as a query through
+// Sluice — HTTP to an api process, a BullMQ job, a worker process that hands it to a piscina
+// thread, the statement on a pg connection there, the result into a Redis stream, the api reading
+// it back — each done the leanest way, with none of Sluice's own work around them (no auth, no
+// validation, no admission, no registry, no lifecycle, no logging, no cancel). What Sluice costs
+// above this is its own; what this costs above the direct floor is the architecture's.
+//
+// One file in three roles: `BENCH_SKELETON_ROLE=api` (the default) and `=worker` are processes,
+// started by small-queries.mjs; the piscina threads load it again as their task.
+//
+// Run alone (two shells):  BENCH_SKELETON_ROLE=worker node bench/skeleton-baseline.mjs
+//                          node bench/skeleton-baseline.mjs   (prints its URL; Ctrl-C stops)
+import http from 'node:http';
+import { isMainThread } from 'node:worker_threads';
+import { Queue, Worker } from 'bullmq';
+import Redis from 'ioredis';
+import pg from 'pg';
+import { Piscina } from 'piscina';
+
+const databaseUrl =
+  process.env.BENCH_DATABASE_URL ??
+  process.env.DATABASE_URL ??
+  'postgresql://root@127.0.0.1:5432/test';
+const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+// A bench run's own prefix (its keys are removed by prefix at the end) with a hash tag, as Sluice's.
+const prefix = process.env.BENCH_SKELETON_PREFIX ?? '{bench-skeleton}';
+const QUEUE = 'skeleton';
+const THREADS = 2;
+const TASKS_PER_THREAD = 4;
+// As Sluice's: a job is kept a while after it ends, and never retried.
+const JOB_OPTIONS = {
+  attempts: 1,
+  removeOnComplete: { age: 60 },
+  removeOnFail: { age: 60 },
+};
+
+const streamKey = (id) => `${prefix}:${id}:out`;
+const quoteIdent = (name) => '"' + name.replace(/"/g, '""') + '"';
+// Sluice runs every statement under its user's role: so does the floor, as its login role.
+const role = quoteIdent(decodeURIComponent(new URL(databaseUrl).username) || 'postgres');
+
+// ---------------------------------------------------------------------------------------------
+// Piscina thread: run the statement under a role in a transaction, one round trip, and put the
+// JSON body into the query's stream.
+
+let database;
+let redis;
+
+export default async function runTask({ id, statement }) {
+  database ??= new pg.Pool({ connectionString: databaseUrl, max: TASKS_PER_THREAD });
+  redis ??= new Redis(redisUrl, { enableAutoPipelining: true });
+  const client = await database.connect();
+  let body;
+  try {
+    const results = await client.query({
+      text: `BEGIN; SET LOCAL ROLE ${role}; ${statement}; COMMIT`,
+      rowMode: 'array',
+    });
+    const rows = results[2].rows;
+    body = JSON.stringify({
+      query_id: id,
+      data: rows,
+      status: { reason: 'OK', sql_state: '00000', vendor_code: 0, row_count: rows.length },
+    });
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    body = JSON.stringify({ query_id: id, status: { reason: String(err?.message ?? err) } });
+  } finally {
+    client.release();
+  }
+  await redis.multi().xadd(streamKey(id), '*', 'b', body).pexpire(streamKey(id), 60_000).exec();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker process: one BullMQ worker feeding the thread pool.
+
+async function worker() {
+  const pool = new Piscina({
+    filename: new URL(import.meta.url).href,
+    minThreads: THREADS,
+    maxThreads: THREADS,
+    concurrentTasksPerWorker: TASKS_PER_THREAD,
+  });
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const consumer = new Worker(QUEUE, (job) => pool.run(job.data), {
+    connection,
+    prefix,
+    concurrency: THREADS * TASKS_PER_THREAD,
+    maxStalledCount: 0,
+    stalledInterval: 5_000,
+    lockDuration: 10_000,
+  });
+  await consumer.waitUntilReady();
+  console.log('skeleton worker ready');
+  const stop = () =>
+    consumer
+      .close()
+      .then(() => pool.destroy())
+      .then(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Api process: enqueue, then block on the query's stream on a connection of its own (kept for the
+// next request) until the body is there.
+
+function send(res, status, text) {
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+async function api() {
+  const commands = new Redis(redisUrl, { enableAutoPipelining: true });
+  const queue = new Queue(QUEUE, { connection: new Redis(redisUrl), prefix });
+  const idle = [];
+  let next = 0;
+
+  async function answer(statement) {
+    const id = `${process.pid}-${next++}`;
+    await queue.add('q', { id, statement }, { jobId: id, ...JOB_OPTIONS });
+    const reader = idle.pop() ?? new Redis(redisUrl);
+    try {
+      const reply = await reader.xread('BLOCK', 10_000, 'STREAMS', streamKey(id), '0');
+      if (!reply) throw new Error('no result within 10 s');
+      return reply[0][1][0][1][1];
+    } finally {
+      idle.push(reader);
+      void commands.unlink(streamKey(id));
+    }
+  }
+
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      let statement;
+      try {
+        statement = JSON.parse(Buffer.concat(chunks).toString('utf8')).statement;
+      } catch {
+        return send(res, 400, '{"error":"body is not JSON"}');
+      }
+      answer(statement).then(
+        (body) => send(res, 200, body),
+        (err) => send(res, 500, JSON.stringify({ error: String(err?.message ?? err) })),
+      );
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(0, '127.0.0.1', () => {
+    console.log(`skeleton api on http://127.0.0.1:${server.address().port}`);
+  });
+  const stop = () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+if (isMainThread) {
+  if (process.env.BENCH_SKELETON_ROLE === 'worker') await worker();
+  else await api();
+}
