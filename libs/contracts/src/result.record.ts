@@ -10,6 +10,9 @@ export interface Column {
  * What a worker writes to a query's result channel, in order: `head`, any number of `data`,
  * then exactly one terminal record (`end`, or `error` when nothing was written before it). A
  * small result may come as its `end` alone, carrying the whole body and its `rows`.
+ *
+ * `recorded` on a terminal record: its producer recorded the query's end in the registry in the
+ * same step as it wrote this record, so nobody who reads it need record the end again.
  */
 export type ResultRecord =
   | { kind: 'head'; columns: Column[]; bytes: Buffer }
@@ -21,8 +24,9 @@ export type ResultRecord =
       abort?: boolean;
       rows?: number;
       startedAt?: number;
+      recorded?: boolean;
     }
-  | { kind: 'error'; status: Status; startedAt?: number };
+  | { kind: 'error'; status: Status; startedAt?: number; recorded?: boolean };
 
 export function isTerminal(record: ResultRecord): boolean {
   return record.kind === 'end' || record.kind === 'error';

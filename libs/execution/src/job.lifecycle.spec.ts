@@ -87,6 +87,21 @@ describe(JobLifecycle.name, () => {
     expect(record?.finishedAt).toBeGreaterThanOrEqual(record?.startedAt ?? Infinity);
   });
 
+  it('writes nothing for a job whose thread recorded its end with the last entry, nor later', async () => {
+    const registry = new InProcessQueryRegistry(60);
+    await started(registry);
+    const transition = jest.spyOn(registry, 'transition');
+    const release = jest.spyOn(registry, 'release');
+    const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 20);
+    expect(await lifecycle.start(job)).toBe(true);
+    await lifecycle.finish(job, { status: okStatus(), rows: 3, bytes: 40, recorded: true });
+    // Not even the pending `running` (its timer is stopped); the api that reads the end frees the slot.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(transition).not.toHaveBeenCalled();
+    expect(release).not.toHaveBeenCalled();
+    expect((await registry.get('q1'))?.state).toBe('queued');
+  });
+
   it('ends the stream with the refusal of a job whose session ended, and records it', async () => {
     const registry = new InProcessQueryRegistry(60);
     await started(registry);

@@ -63,6 +63,12 @@ export class JobLifecycle {
   }
 
   async finish(job: ExecuteJobData, outcome: ExecutionOutcome): Promise<void> {
+    if (outcome.recorded) {
+      // Its thread recorded the end with the result's last entry; the api that reads that entry
+      // frees the owner's slot (if none does, the slot's lease lapses).
+      this.forget(job);
+      return;
+    }
     await this.ended(job, outcome.status, {
       rows: outcome.rows,
       bytes: outcome.bytes,
@@ -95,17 +101,22 @@ export class JobLifecycle {
   }
 
   private async ended(job: ExecuteJobData, status: Status, progress?: QueryFacts): Promise<void> {
-    const started = this.started.get(job.queryId);
-    if (started) {
-      clearTimeout(started.timer);
-      this.started.delete(job.queryId);
-      if (this.started.size === 0) this.stopRenewing();
-    }
+    const started = this.forget(job);
     await this.lifecycle.transition(queryOf(job), finalState(status), {
       status,
       startedAt: started?.at,
       ...progress,
     });
+  }
+
+  /** Stops the job's pending `running` write and its slot's renewal; when it started, if it did. */
+  private forget(job: ExecuteJobData): { at: number } | undefined {
+    const started = this.started.get(job.queryId);
+    if (!started) return undefined;
+    clearTimeout(started.timer);
+    this.started.delete(job.queryId);
+    if (this.started.size === 0) this.stopRenewing();
+    return started;
   }
 
   /** Renews the slots of the jobs running here; one timer for all of them. */

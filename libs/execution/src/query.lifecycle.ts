@@ -73,6 +73,18 @@ export class QueryLifecycle {
   }
 
   /**
+   * The query's end is in the registry already, recorded by its producer with the result's last
+   * entry: what is left is to free its owner's slot and, where ends are told, to tell `record`
+   * (the end as this process knows it: the same facts as the registry's). Never throws.
+   */
+  async endedWithResult(query: QueryRef, record?: QueryRecord): Promise<void> {
+    await this.retried(query, "free its owner's slot", () =>
+      this.registry.release(query.owner, query.queryId),
+    );
+    this.told(query.queryId, record);
+  }
+
+  /**
    * Keeps the owner's slot while the query lives (a lease where the registry is shared), for one
    * lease or `leaseMs` from now.
    */

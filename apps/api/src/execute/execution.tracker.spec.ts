@@ -55,6 +55,51 @@ describe(ExecutionTracker.name, () => {
     expect(await registry.get('q1')).toMatchObject({ state: 'succeeded', rows: 3, bytes: 15 });
   });
 
+  it('does not write an end its producer recorded with the last record: frees the slot, tells it', async () => {
+    const lifecycle = new QueryLifecycle(registry, true);
+    const about = { format: 'json', lane: 'interactive' as const, createdAt: 0 };
+    tracker = new ExecutionTracker(lifecycle, 'q1', 'ann', about);
+    await jest.advanceTimersByTimeAsync(40);
+    tracker.sent({
+      kind: 'end',
+      status: okStatus(),
+      bytes: Buffer.alloc(12),
+      rows: 2,
+      startedAt: 30,
+      recorded: true,
+    });
+    const transition = jest.spyOn(registry, 'transition');
+    await tracker.end(okStatus());
+    expect(transition).not.toHaveBeenCalled();
+    // The producer's record stands (here: as created); the owner's slot is free again.
+    expect((await registry.get('q1'))?.state).toBe('running');
+    expect(await registry.admit('ann', 'q2', 1)).toBe(0);
+    expect(await lifecycle.ended('q1', 0)).toEqual({
+      ...about,
+      queryId: 'q1',
+      owner: 'ann',
+      state: 'succeeded',
+      statement: '',
+      status: okStatus(),
+      rows: 2,
+      bytes: 12,
+      rowsProduced: 2,
+      bytesProduced: 12,
+      startedAt: 30,
+      finishedAt: 40,
+    });
+  });
+
+  it('records an end its producer did not record (an older worker, a kept result)', async () => {
+    tracker = new ExecutionTracker(new QueryLifecycle(registry), 'q1', 'ann', {
+      format: 'json',
+      createdAt: 0,
+    });
+    tracker.sent({ kind: 'error', status: statusOf('SYNTAX_ERROR') });
+    await tracker.end(statusOf('SYNTAX_ERROR'));
+    expect((await registry.get('q1'))?.state).toBe('failed');
+  });
+
   it('shows the query streaming, with what was sent, 100 ms after its first record', async () => {
     await jest.advanceTimersByTimeAsync(1_000);
     tracker.sent({ kind: 'head', columns: [], bytes: Buffer.alloc(5) });

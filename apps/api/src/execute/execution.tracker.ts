@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { ResultRecord, Status, finalState } from '@app/contracts';
 import { QueryLifecycle, QueryRef } from '@app/execution';
-import { SLOT_LEASE_MS } from '@app/transport';
+import { QueryRecord, SLOT_LEASE_MS } from '@app/transport';
 
 const PROGRESS_EVERY_MS = 500;
 /** A query that ends sooner is never shown as streaming: one registry write saved per query. */
@@ -9,6 +9,9 @@ const STREAMING_AFTER_MS = 100;
 const logger = new Logger('ExecutionTracker');
 /** A slot's lease is renewed this long after it was last taken or renewed. */
 const RENEW_AFTER_MS = SLOT_LEASE_MS / 3;
+
+/** What the api knows of a query from its start, for the end it tells without reading it back. */
+export type QueryAbout = Pick<QueryRecord, 'database' | 'format' | 'lane' | 'kept' | 'createdAt'>;
 
 /**
  * Keeps one query's entry in the registry up to date from the api's side: streaming once its
@@ -27,6 +30,8 @@ export class ExecutionTracker {
   private renewFailed = false;
   /** When the statement began, as its final record tells (the worker may record it later). */
   private startedAt: number | undefined;
+  /** The final record said its producer recorded the query's end with it. */
+  private endRecorded = false;
 
   private readonly query: QueryRef;
 
@@ -34,13 +39,17 @@ export class ExecutionTracker {
     private readonly lifecycle: QueryLifecycle,
     private readonly queryId: string,
     owner: string,
+    private readonly about?: QueryAbout,
   ) {
     this.query = { queryId, owner };
   }
 
   /** Counts a record handed to the client; the registry hears of it soon after, not each time. */
   sent(record: ResultRecord): void {
-    if (record.kind === 'end' || record.kind === 'error') this.startedAt ??= record.startedAt;
+    if (record.kind === 'end' || record.kind === 'error') {
+      this.startedAt ??= record.startedAt;
+      this.endRecorded ||= record.recorded === true;
+    }
     if (record.kind === 'error') return;
     this.bytes += record.bytes.length;
     if (record.kind === 'data' || record.kind === 'end') this.rows += record.rows ?? 0;
@@ -89,11 +98,31 @@ export class ExecutionTracker {
       );
   }
 
-  /** Records the end, once (and frees the owner's slot). */
+  /**
+   * Records the end, once (and frees the owner's slot). An end its producer recorded with the
+   * final record is not written again: the slot is freed, and the end told as the api knows it.
+   */
   async end(status: Status): Promise<void> {
     if (this.done) return;
     this.done = true;
     clearTimeout(this.timer);
+    if (this.endRecorded && this.about) {
+      const state = finalState(status);
+      await this.lifecycle.endedWithResult(this.query, {
+        ...this.about,
+        ...this.query,
+        state,
+        statement: '',
+        status,
+        rows: this.rows,
+        bytes: this.bytes,
+        rowsProduced: this.rows,
+        bytesProduced: this.bytes,
+        startedAt: this.startedAt,
+        finishedAt: Date.now(),
+      });
+      return;
+    }
     await this.lifecycle.transition(this.query, finalState(status), {
       status,
       rows: this.rows,

@@ -33,7 +33,13 @@ export class Execution {
     job: ExecuteJobData,
     onSilence: SilenceCheck,
   ): Execution {
-    const tracker = new ExecutionTracker(lifecycle, job.queryId, job.username);
+    const tracker = new ExecutionTracker(lifecycle, job.queryId, job.username, {
+      database: job.database,
+      format: job.format,
+      lane: job.lane,
+      kept: job.retain !== undefined || undefined,
+      createdAt: job.enqueuedAt,
+    });
     // Nobody may read a kept result while it waits: its slot is held through the wait.
     if (job.retain && job.startBy !== undefined) tracker.holdSlotUntil(job.startBy);
     // A kept result (an asynchronous query's) is read without being taken away.

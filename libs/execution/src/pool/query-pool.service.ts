@@ -47,6 +47,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       windowBytes: config.windowBytes,
       maxEntryBytes: config.maxEntryBytes,
       streamTtlSeconds: config.streamTtlSeconds,
+      jobRetentionSeconds: config.jobRetentionSeconds,
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
       cancelPollMs: config.cancelPollMs,
       nice: 0,

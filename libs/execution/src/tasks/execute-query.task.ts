@@ -1,9 +1,10 @@
 import { workerData } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
-import { ExecuteJobData } from '@app/contracts';
+import { ExecuteJobData, finalState } from '@app/contracts';
 import { LoginRoleProvisioner, type PgLogin } from '@app/access';
 import {
   CappedResultWriter,
+  EndRecorder,
   FlowWindow,
   PortResultWriter,
   Produced,
@@ -46,6 +47,33 @@ let redis: RedisClient | undefined;
 let ledger: RedisKeptLedger | undefined;
 let registry: RedisQueryRegistry | undefined;
 
+/** The registry, on the thread's connection: progress reports, and ends with the last entry. */
+function registryOf(): RedisQueryRegistry {
+  registry ??= new RedisQueryRegistry(connection(), keys, settings.jobRetentionSeconds);
+  return registry;
+}
+
+/**
+ * Records a query's end in the MULTI that writes its stream's last entry: one write, and no end
+ * without its entry nor entry without its end, whatever dies after it.
+ */
+function endRecorder(queryId: string): EndRecorder {
+  // Made now, before any MULTI: ioredis gives a MULTI the scripts its connection has when it is
+  // made, and the registry defines its own on the connection as it is made.
+  const registry = registryOf();
+  return (multi, end, produced) => {
+    if (end.kind !== 'end' && end.kind !== 'error') return;
+    registry.endIn(multi, queryId, finalState(end.status), {
+      status: end.status,
+      startedAt: end.startedAt,
+      rows: produced.rows,
+      bytes: produced.bytes,
+      rowsProduced: produced.rows,
+      bytesProduced: produced.bytes,
+    });
+  };
+}
+
 function connection(): RedisClient {
   if (!redis) {
     redis = new RedisConnector(settings.redis!).connect({
@@ -86,6 +114,8 @@ function writerFor(task: ExecuteTask): ResultWriter {
         retain ? retain.ttlSeconds : settings.streamTtlSeconds,
         settings.cancelPollMs,
         !retain,
+        // A kept result's end stays with the worker's job lifecycle (its size and ledger rules).
+        retain ? undefined : endRecorder(queryId),
       );
   if (!retain) return writer;
   const cap = retain.totalMaxBytes;
@@ -103,8 +133,8 @@ function writerFor(task: ExecuteTask): ResultWriter {
 }
 
 /**
- * Where a running query's progress goes: in Redis, to its registry record (the retention given
- * is never used: progress is no transition); in-process, over its port to the main thread.
+ * Where a running query's progress goes: in Redis, to its registry record; in-process, over its
+ * port to the main thread.
  */
 function progressOf(task: ExecuteTask): ProgressThrottle {
   const { port, job } = task;
@@ -112,7 +142,7 @@ function progressOf(task: ExecuteTask): ProgressThrottle {
     ? (produced: Produced) =>
         port.postMessage({ type: 'progress', ...produced } satisfies ProgressMessage)
     : (produced: Produced) =>
-        void (registry ??= new RedisQueryRegistry(connection(), keys, 0))
+        void registryOf()
           .progress(job.queryId, produced)
           // Progress is shown, not relied on: the next report (or the end) says it again.
           .catch(() => undefined);
@@ -126,11 +156,19 @@ const exportGivesWay = exportPace(interactive, settings.exportYieldMs);
 export default async function executeQuery(task: ExecuteTask): Promise<ExecutionOutcome> {
   const { job } = task;
   const progress = progressOf(task);
-  if (job.lane === 'export') {
-    return runner.run(job, writerFor(task), task.login, exportGivesWay, progress);
-  }
-  interactive.started();
-  return runner.run(job, writerFor(task), task.login, undefined, progress);
+  const writer = writerFor(task);
+  const exporting = job.lane === 'export';
+  if (!exporting) interactive.started();
+  const outcome = await runner.run(
+    job,
+    writer,
+    task.login,
+    exporting ? exportGivesWay : undefined,
+    progress,
+  );
+  return writer instanceof RedisResultWriter && writer.recorded
+    ? { ...outcome, recorded: true }
+    : outcome;
 }
 
 /** Start-up check: the thread loaded and reaches the default database. */

@@ -23,6 +23,8 @@ export interface ExecutionOutcome {
   status: Status;
   rows: number;
   bytes: number;
+  /** The end is in the registry already: written with the result's last entry. */
+  recorded?: boolean;
 }
 
 /**

@@ -17,6 +17,8 @@ export interface ThreadSettings {
   windowBytes: number;
   maxEntryBytes: number;
   streamTtlSeconds: number;
+  /** How long a query's record is kept after its end (the end is recorded from the thread). */
+  jobRetentionSeconds: number;
   clientIdleTimeoutMs: number;
   /** How often a running query looks for its cancel in Redis (cluster mode; standalone is told). */
   cancelPollMs: number;

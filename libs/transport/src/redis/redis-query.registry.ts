@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './redis.connector';
 import { FINAL_STATES, Lane, QueryState, Status, statesBefore } from '@app/contracts';
 import {
@@ -24,6 +25,8 @@ if string.find(ARGV[1], ',' .. state .. ',', 1, true) then
 end
 if ARGV[3] == '0' then return {} end
 return redis.call('HGETALL', KEYS[1])`;
+
+const TRANSITION_COMMAND = 'sluiceQueryTransition';
 
 /**
  * Counts a query against its owner in one round trip (KEYS[1] = the owner's set, scored by each
@@ -106,7 +109,7 @@ export class RedisQueryRegistry implements QueryRegistry {
   ) {
     this.scripts = {
       create: defineScript(redis, 'sluiceQueryCreate', CREATE),
-      transition: defineScript(redis, 'sluiceQueryTransition', TRANSITION),
+      transition: defineScript(redis, TRANSITION_COMMAND, TRANSITION),
       admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
       renew: defineScript(redis, 'sluiceSlotRenew', RENEW),
       progress: defineScript(redis, 'sluiceQueryProgress', PROGRESS),
@@ -146,19 +149,48 @@ export class RedisQueryRegistry implements QueryRegistry {
     facts: QueryFacts = {},
     readBack = true,
   ): Promise<QueryRecord | undefined> {
-    const final = FINAL_STATES.includes(to);
-    const fields = toHash({ ...facts, state: to, finishedAt: final ? Date.now() : undefined });
     const hash = (await this.scripts.transition(
-      this.keys.meta(queryId),
-      `,${statesBefore(to).join(',')},`,
-      final ? String(this.retentionSeconds || 1) : '0',
-      readBack ? '1' : '0',
-      ...Object.entries(fields).flat(),
+      ...this.transitionArgs(queryId, to, facts, readBack),
     )) as string[];
     if (!readBack) return undefined;
     const record: Record<string, string> = {};
     for (let i = 0; i + 1 < hash.length; i += 2) record[hash[i]] = hash[i + 1];
     return fromHash(record);
+  }
+
+  /**
+   * Adds a final transition, as transition() writes it (not read back), to `multi`: a producer
+   * records the query's end in the same step as its stream's last entry, whose key carries the
+   * same hash tag. `multi` must be made on this registry's connection after the registry (which
+   * defines its script on the connection).
+   */
+  endIn(multi: ChainableCommander, queryId: string, to: QueryState, facts: QueryFacts): void {
+    const commands = multi as unknown as Record<
+      string,
+      ((...args: string[]) => unknown) | undefined
+    >;
+    const transition = commands[TRANSITION_COMMAND];
+    // ioredis copies a connection's scripts into a MULTI when the MULTI is made.
+    if (!transition)
+      throw new Error('the registry was made after this MULTI: its script is not in it');
+    transition.call(multi, ...this.transitionArgs(queryId, to, facts, false));
+  }
+
+  private transitionArgs(
+    queryId: string,
+    to: QueryState,
+    facts: QueryFacts,
+    readBack: boolean,
+  ): [string, ...string[]] {
+    const final = FINAL_STATES.includes(to);
+    const fields = toHash({ ...facts, state: to, finishedAt: final ? Date.now() : undefined });
+    return [
+      this.keys.meta(queryId),
+      `,${statesBefore(to).join(',')},`,
+      final ? String(this.retentionSeconds || 1) : '0',
+      readBack ? '1' : '0',
+      ...Object.entries(fields).flat(),
+    ];
   }
 
   async progress(queryId: string, produced: Produced): Promise<void> {

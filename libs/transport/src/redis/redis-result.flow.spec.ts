@@ -1,13 +1,16 @@
 import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { ResultRecord, statusOf } from '@app/contracts';
+import { ResultRecord, finalState, okStatus, statusOf } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
 import { FlowWindow, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
-import { RedisResultWriter } from './redis-result.writer';
+import { EndRecorder, RedisResultWriter } from './redis-result.writer';
+import { RedisQueryRegistry } from './redis-query.registry';
+import { parseRecord } from './stream.codec';
 import { data, end, settledAfter, sleep, stoppedWith } from '@test/support/flow';
+import { queuedRecord } from '@test/support/query-record';
 
 /**
  * Flow control of cluster mode against a real Redis: a RedisResultWriter appends to a query's
@@ -194,5 +197,101 @@ describe('RedisResultWriter flow control', () => {
     const last = { ...end(), abort: false };
     expect(got).toEqual([head, ...[1, 2, 3, 4, 5, 6, 7].map((n) => data(n, n)), last]);
     await reader.close();
+  });
+});
+
+describe('RedisResultWriter recording the end with the last entry', () => {
+  const RETENTION_SECONDS = 60;
+
+  async function recording(): Promise<{
+    queryId: string;
+    registry: RedisQueryRegistry;
+    writer: RedisResultWriter;
+  }> {
+    const queryId = randomUUID();
+    const registry = new RedisQueryRegistry(redis, keys, RETENTION_SECONDS);
+    await registry.create(queuedRecord(queryId));
+    const recordEnd: EndRecorder = (multi, last, produced) => {
+      if (last.kind !== 'end' && last.kind !== 'error') return;
+      registry.endIn(multi, queryId, finalState(last.status), {
+        status: last.status,
+        startedAt: last.startedAt,
+        rows: produced.rows,
+        bytes: produced.bytes,
+      });
+    };
+    const window = { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000 };
+    const writer = new RedisResultWriter(redis, keys, queryId, window, 60, 20, true, recordEnd);
+    return { queryId, registry, writer };
+  }
+
+  /** The stream's entries as the reader would decode them, without taking them. */
+  async function entries(queryId: string): Promise<ResultRecord[]> {
+    const raw = await redis.xrangeBuffer(keys.out(queryId), '-', '+');
+    return raw.map(([, fields]) => parseRecord(fields));
+  }
+
+  it('records the end and writes the last entry in one step, with what every entry came to', async () => {
+    const { queryId, registry, writer } = await recording();
+    await writer.write({ kind: 'head', columns: [], bytes: Buffer.from('[') });
+    await writer.write(data(3, 10));
+    expect((await registry.get(queryId))?.state).toBe('queued');
+    await writer.writeFinal([
+      data(2, 5),
+      { kind: 'end', status: okStatus(), bytes: Buffer.from('e'), startedAt: 7 },
+    ]);
+    expect(writer.recorded).toBe(true);
+    const written = await entries(queryId);
+    expect(written.at(-1)).toMatchObject({ kind: 'end', recorded: true, startedAt: 7 });
+    // Only the last entry says so: a reader that sees it need not record the end again.
+    expect(written.slice(0, -1).some((e) => 'recorded' in e)).toBe(false);
+    const record = await registry.get(queryId);
+    expect(record).toMatchObject({
+      state: 'succeeded',
+      rows: 5,
+      bytes: 1 + 10 + 5 + 1,
+      startedAt: 7,
+    });
+    expect(record?.status?.sql_state).toBe('00000');
+    expect(await redis.ttl(keys.meta(queryId))).toBeLessThanOrEqual(RETENTION_SECONDS);
+  });
+
+  it('records a failure written as the only entry', async () => {
+    const { queryId, registry, writer } = await recording();
+    await writer.write({ kind: 'error', status: statusOf('SYNTAX_ERROR') });
+    expect(await entries(queryId)).toEqual([
+      { kind: 'error', status: statusOf('SYNTAX_ERROR'), recorded: true },
+    ]);
+    expect(await registry.get(queryId)).toMatchObject({ state: 'failed', rows: 0, bytes: 0 });
+  });
+
+  it('leaves an end recorded first by someone else (a cancel) as it was', async () => {
+    const { queryId, registry, writer } = await recording();
+    await registry.transition(queryId, 'cancelled', { status: statusOf('CANCELLED') }, false);
+    await writer.write(end());
+    expect((await registry.get(queryId))?.state).toBe('cancelled');
+  });
+
+  it('refuses a MULTI made before its registry, whose script it lacks', async () => {
+    const fresh = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
+    try {
+      const multi = fresh.multi();
+      const registry = new RedisQueryRegistry(fresh, keys, RETENTION_SECONDS);
+      expect(() => registry.endIn(multi, randomUUID(), 'succeeded', {})).toThrow(
+        /made after this MULTI/,
+      );
+    } finally {
+      await fresh.quit();
+    }
+  });
+
+  it('records nothing, and says nothing of it, without a recorder', async () => {
+    const { queryId, writer } = open();
+    const registry = new RedisQueryRegistry(redis, keys, RETENTION_SECONDS);
+    await registry.create(queuedRecord(queryId));
+    await writer.write(end());
+    expect(writer.recorded).toBe(false);
+    expect((await entries(queryId))[0]).not.toHaveProperty('recorded');
+    expect((await registry.get(queryId))?.state).toBe('queued');
   });
 });

@@ -1,5 +1,7 @@
+import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './redis.connector';
 import { ResultRecord, isTerminal } from '@app/contracts';
+import { Produced } from '../query.registry';
 import {
   FlowWindow,
   ProducerStoppedError,
@@ -13,6 +15,17 @@ import { recordFields } from './stream.codec';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * Adds the query's end to the MULTI that writes its stream's last entry (`end`: that entry;
+ * `produced`: the rows and body bytes of every entry written, that one included), so that the
+ * end is recorded if and only if the entry is written.
+ */
+export type EndRecorder = (
+  multi: ChainableCommander,
+  end: ResultRecord,
+  produced: Produced,
+) => void;
+
+/**
  * Appends a query's records to its Redis stream. The consumer deletes what it has taken, so the
  * stream's length is what is still in flight: the writer waits while that exceeds the window.
  */
@@ -24,6 +37,10 @@ export class RedisResultWriter implements ResultWriter {
   /** Sizes of the entries written and not yet known to be consumed, oldest first. */
   private readonly inFlight: number[] = [];
   private inFlightBytes = 0;
+  /** Rows and body bytes of the entries written so far. */
+  private readonly produced: Produced = { rows: 0, bytes: 0 };
+  /** The last entry went with the query's end (the recorder's). */
+  private endRecorded = false;
 
   constructor(
     private readonly redis: RedisClient,
@@ -38,6 +55,8 @@ export class RedisResultWriter implements ResultWriter {
      * that ends with an error keeps only that.
      */
     private readonly needsConsumer = true,
+    /** Records the query's end with the last entry; absent, whoever reads the end records it. */
+    private readonly recordEnd?: EndRecorder,
   ) {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
@@ -83,15 +102,17 @@ export class RedisResultWriter implements ResultWriter {
       await this.waitForRoom();
     }
     const size = recordSize(record);
-    const result = await this.redis
+    const multi = this.redis
       .multi()
-      .xadd(this.key, '*', ...recordFields(record))
+      .xadd(this.key, '*', ...recordFields(this.withEnd(record)))
       .expire(this.key, this.ttlSeconds)
       .xlen(this.key)
-      .exists(this.cancelKey)
-      .exec();
+      .exists(this.cancelKey);
+    const written = this.addEnd(multi, [record]);
+    const result = await multi.exec();
     if (!result) throw new Error('result stream write was aborted');
     for (const [err] of result) if (err) throw err;
+    written();
     this.inFlight.push(size);
     this.inFlightBytes += size;
     this.settle(Number(result[2][1]));
@@ -105,10 +126,48 @@ export class RedisResultWriter implements ResultWriter {
     if (!this.needsConsumer && records[records.length - 1]?.kind === 'error') {
       multi.xtrim(this.key, 'MAXLEN', 0);
     }
-    for (const record of records) multi.xadd(this.key, '*', ...recordFields(record));
-    const result = await multi.expire(this.key, this.ttlSeconds).exec();
+    for (const record of records) multi.xadd(this.key, '*', ...recordFields(this.withEnd(record)));
+    multi.expire(this.key, this.ttlSeconds);
+    const written = this.addEnd(multi, records);
+    const result = await multi.exec();
     if (!result) throw new Error('result stream write was aborted');
     for (const [err] of result) if (err) throw err;
+    written();
+  }
+
+  /** Whether the query's end was recorded with the stream's last entry (by `recordEnd`). */
+  get recorded(): boolean {
+    return this.endRecorded;
+  }
+
+  /** The record as written: a terminal one says that its end is recorded with it, when it is. */
+  private withEnd(record: ResultRecord): ResultRecord {
+    if (!this.recordEnd || this.endRecorded) return record;
+    return record.kind === 'end' || record.kind === 'error'
+      ? { ...record, recorded: true }
+      : record;
+  }
+
+  /**
+   * Adds the query's end to `multi` when `records` end the query, with what they make the result
+   * come to; returns what to count once `multi` succeeds (a second terminal record, reporting a
+   * failure after an end that did not arrive, finds the end not recorded and records it then).
+   */
+  private addEnd(multi: ChainableCommander, records: ResultRecord[]): () => void {
+    const produced = { ...this.produced };
+    for (const record of records) {
+      if (record.kind === 'error') continue;
+      produced.bytes += record.bytes.length;
+      if (record.kind !== 'head') produced.rows += record.rows ?? 0;
+    }
+    const end = records.at(-1);
+    const recorder = this.endRecorded ? undefined : this.recordEnd;
+    const recorded = recorder !== undefined && end !== undefined && isTerminal(end);
+    if (recorded) recorder(multi, end, produced);
+    return () => {
+      Object.assign(this.produced, produced);
+      this.endRecorded ||= recorded;
+    };
   }
 
   /** Drops the entries the consumer has taken, given the stream's current length. */

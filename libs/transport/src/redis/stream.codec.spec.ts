@@ -29,6 +29,22 @@ describe('stream codec', () => {
       'an error with when it began',
       { kind: 'error', status: statusOf('SYNTAX_ERROR'), startedAt: 9 },
     ],
+    [
+      'an end its producer recorded',
+      {
+        kind: 'end',
+        status: okStatus(),
+        bytes: Buffer.from('{}'),
+        abort: false,
+        rows: 1,
+        startedAt: 5,
+        recorded: true,
+      },
+    ],
+    [
+      'an error its producer recorded',
+      { kind: 'error', status: statusOf('SYNTAX_ERROR'), startedAt: 9, recorded: true },
+    ],
   ])('gives back %s as written', (_name, record) => {
     expect(roundTrip(record)).toStrictEqual(record);
   });

@@ -19,6 +19,7 @@ export function recordFields(record: ResultRecord): (string | Buffer)[] {
           abort: record.abort === true,
           rows: record.rows,
           startedAt: record.startedAt,
+          recorded: record.recorded || undefined,
         }),
         'b',
         record.bytes,
@@ -28,7 +29,11 @@ export function recordFields(record: ResultRecord): (string | Buffer)[] {
         'k',
         'error',
         'm',
-        JSON.stringify({ status: record.status, startedAt: record.startedAt }),
+        JSON.stringify({
+          status: record.status,
+          startedAt: record.startedAt,
+          recorded: record.recorded || undefined,
+        }),
       ];
   }
 }
@@ -55,17 +60,20 @@ export function parseRecord(fields: Buffer[]): ResultRecord {
         abort: boolean;
         rows?: number;
         startedAt?: number;
+        recorded?: boolean;
       };
       const record: ResultRecord = { kind, status: m.status, bytes, abort: m.abort };
       if (m.rows !== undefined) record.rows = m.rows;
       if (m.startedAt !== undefined) record.startedAt = m.startedAt;
+      if (m.recorded === true) record.recorded = true;
       return record;
     }
     case 'error': {
-      const m = JSON.parse(meta) as { status: never; startedAt?: number };
-      return m.startedAt === undefined
-        ? { kind, status: m.status }
-        : { kind, status: m.status, startedAt: m.startedAt };
+      const m = JSON.parse(meta) as { status: never; startedAt?: number; recorded?: boolean };
+      const record: ResultRecord = { kind, status: m.status };
+      if (m.startedAt !== undefined) record.startedAt = m.startedAt;
+      if (m.recorded === true) record.recorded = true;
+      return record;
     }
     default:
       throw new Error(`unknown stream record kind "${kind}"`);
