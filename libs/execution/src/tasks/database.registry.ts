@@ -28,18 +28,20 @@ export class DatabaseHandle {
     this.pool.on('error', () => undefined);
   }
 
+  /** Whether ensureTypes(oids) has nothing to load: no query would be asked. */
+  typesKnown(oids: number[]): boolean {
+    return (
+      this.catalog.missing(oids).length === 0 && this.catalog.loadedComposites(oids).length === 0
+    );
+  }
+
   /**
    * Loads type info for the given OIDs (and what they refer to), one load at a time. Composite
    * types among them that were loaded before are loaded again: ALTER TABLE and ALTER TYPE change
    * their attributes under the same oid. Results without composites cost no query once loaded.
    */
   async ensureTypes(oids: number[]): Promise<void> {
-    if (
-      this.catalog.missing(oids).length === 0 &&
-      this.catalog.loadedComposites(oids).length === 0
-    ) {
-      return;
-    }
+    if (this.typesKnown(oids)) return;
     const run = this.lastTypeLoad.then(async () => {
       const stale = this.catalog.loadedComposites(oids);
       if (stale.length > 0) await this.load(stale);

@@ -1,5 +1,6 @@
 import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData, ResultRecord, Status } from '@app/contracts';
 import { LoginRoleProvisioner, PgLogin } from '@app/access';
@@ -190,6 +191,97 @@ describe(QueryRunner.name, () => {
     // Before the second, the third and the (empty) fourth read.
     expect(paced).toBe(3);
     await reader.close();
+  });
+
+  describe("commits a short statement with the portal's close", () => {
+    const pgPort = Number(url.port || 5432);
+    const table = `runner_spec_${randomUUID().replace(/-/g, '')}`;
+    const mood = `${table}_mood`;
+
+    beforeAll(async () => {
+      await control.query(`CREATE TABLE ${table} (n int, m text)`);
+      await control.query(`CREATE TYPE ${mood} AS ENUM ('ok', 'meh')`);
+    });
+
+    afterAll(async () => {
+      await control.query(`DROP TABLE ${table}`);
+      await control.query(`DROP TYPE ${mood}`);
+    });
+
+    /** Socket writes to PostgreSQL while `job` runs (after a first statement warmed the pool). */
+    async function writesOf(
+      job: ExecuteJobData,
+      warmed?: () => void,
+    ): Promise<{ writes: number; outcome: ExecutionOutcome }> {
+      const warm = start(jobOf('SELECT 1'));
+      await drain(warm.reader);
+      await warm.running;
+      warmed?.();
+      const socket = net.Socket.prototype as unknown as Record<
+        '_write' | '_writev',
+        (...args: unknown[]) => void
+      >;
+      let writes = 0;
+      const counted = (name: '_write' | '_writev') => {
+        const real = socket[name];
+        return jest.spyOn(socket, name).mockImplementation(function (this: net.Socket, ...args) {
+          if (this.remotePort === pgPort) writes += 1;
+          return real.apply(this, args);
+        });
+      };
+      const spies = [counted('_write'), counted('_writev')];
+      try {
+        const { reader, running } = start(job);
+        await drain(reader);
+        const outcome = await running;
+        await reader.close();
+        return { writes, outcome };
+      } finally {
+        spies.forEach((spy) => spy.mockRestore());
+      }
+    }
+
+    const rowsOf = async (where: string) =>
+      (await control.query<{ n: number }>(`SELECT n FROM ${table} WHERE ${where}`)).rows;
+
+    it('in two writes to PostgreSQL, not three, and it took effect', async () => {
+      const { writes, outcome } = await writesOf(
+        jobOf(`INSERT INTO ${table} (n) VALUES (1), (2) RETURNING n`),
+      );
+      expect(outcome.status).toMatchObject({ vendor_code: 0, row_count: 2 });
+      expect(writes).toBe(2);
+      expect(await rowsOf('n IN (1, 2)')).toHaveLength(2);
+    });
+
+    it('but not before the type of a column is looked up: a lookup that fails leaves nothing done', async () => {
+      const db = databases.get(undefined);
+      const { outcome } = await writesOf(
+        jobOf(`INSERT INTO ${table} (n, m) VALUES (3, 'ok') RETURNING n, m::${mood}`),
+        () => jest.spyOn(db, 'ensureTypes').mockRejectedValueOnce(new Error('catalog unreachable')),
+      );
+      expect(outcome.status.vendor_code).toBeLessThan(0);
+      expect(await rowsOf('n = 3')).toHaveLength(0);
+    });
+
+    it('whose COMMIT fails: the failure is reported, the connection taken again', async () => {
+      await control.query(
+        `CREATE TABLE IF NOT EXISTS ${table}_once (n int UNIQUE DEFERRABLE INITIALLY DEFERRED)`,
+      );
+      try {
+        const job = jobOf(`INSERT INTO ${table}_once VALUES (1), (1) RETURNING n`);
+        const { writes, outcome } = await writesOf(job);
+        expect(outcome.status).toMatchObject({ sql_state: '23505' });
+        // The close with the COMMIT, then DISCARD ALL: the reset that the failed COMMIT skipped.
+        expect(writes).toBe(3);
+        const { reader, running } = start(jobOf('SELECT 42'));
+        await drain(reader);
+        expect((await running).status.vendor_code).toBe(0);
+        await reader.close();
+        expect((await control.query(`SELECT * FROM ${table}_once`)).rows).toHaveLength(0);
+      } finally {
+        await control.query(`DROP TABLE ${table}_once`);
+      }
+    });
   });
 
   it('does not run a statement whose reader cancelled before it started', async () => {

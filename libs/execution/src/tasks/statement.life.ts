@@ -1,4 +1,4 @@
-import type { PoolClient } from 'pg';
+import type { Connection, PoolClient } from 'pg';
 import type { TextRow } from '@app/formats';
 import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { DatabaseHandle } from './database.registry';
@@ -21,8 +21,8 @@ function socketOf(client: PoolClient): { cork(): void; uncork(): void } | undefi
  *
  * Its life: start → read… → commit, or, on any failure, abandon; then always release, the one
  * place the connection goes back to its pool (or is dropped) and the watching ends. A short
- * statement takes three round trips: the cursor's prelude (BEGIN, SET LOCALs) with its first read,
- * the portal's close, and the commit with the session's reset.
+ * statement takes two round trips: the cursor's prelude (BEGIN, SET LOCALs) with its first read,
+ * then the portal's close with the commit and the session's reset (see commitWithClose).
  */
 export class StatementLife {
   private readonly stop: StatementStop;
@@ -35,6 +35,8 @@ export class StatementLife {
   private reset = false;
   /** The connection may be out of step with the server: dropped, not pooled. */
   private broken = false;
+  /** The COMMIT and reset, sent with the portal's close when the statement completed. */
+  private ending: TransactionEnd | undefined;
 
   constructor(
     private readonly db: DatabaseHandle,
@@ -60,15 +62,19 @@ export class StatementLife {
   start(client: PoolClient, cursor: TextCursor, rows: number): Promise<TextRow[]> {
     this.client = client;
     this.inTransaction = true;
+    cursor.onComplete = () => this.commitWithClose(client, cursor);
     return this.corked(() => {
       this.cursor = client.query(cursor);
       return this.read(rows);
     });
   }
 
-  /** The next `n` rows; a stopped statement reads no more (a rejection, never a throw). */
+  /**
+   * The next `n` rows; a stopped statement reads no more (a rejection, never a throw), unless its
+   * COMMIT is on its way already: then the (empty) read of a completed cursor goes on.
+   */
   async read(n: number): Promise<TextRow[]> {
-    this.stop.throwIfStopped();
+    if (!this.ending) this.stop.throwIfStopped();
     // Execute and Flush in one write.
     this.reading = this.corked(() => this.cursor!.read(n));
     try {
@@ -79,14 +85,35 @@ export class StatementLife {
   }
 
   /**
+   * The statement completed in PostgreSQL (its CommandComplete is being handled, the portal's
+   * Close and Sync are being written): sends the COMMIT and the session's reset in the same write,
+   * one round trip instead of two, when nothing that could still fail the statement comes before
+   * its commit but the encoding of rows already read. Not when a stop came, nor when a column's
+   * type must still be looked up on another connection: a lookup that failed after the commit
+   * would answer an error for a statement that took effect (an INSERT … RETURNING a client would
+   * then send again). Both leave the commit to commit(), after the lookup, as before.
+   */
+  private commitWithClose(client: PoolClient, cursor: TextCursor): void {
+    if (this.stop.reason !== undefined || this.ending) return;
+    if (!this.db.typesKnown(cursor.fields.map((field) => field.dataTypeID))) return;
+    const connection = (client as unknown as { connection: Connection }).connection;
+    const ending = new TransactionEnd();
+    ending.sendNow(connection);
+    // Next in the client's queue: it takes the answers that follow the portal's ReadyForQuery.
+    void client.query(ending);
+    this.ending = ending;
+  }
+
+  /**
    * The statement ran to its end: closes the portal and commits, unless told to stop meanwhile;
    * the session's reset goes with the COMMIT. A reset that fails after the commit went through
-   * does not fail the statement: its connection is dropped instead of pooled.
+   * does not fail the statement: its connection is dropped instead of pooled. A COMMIT already
+   * sent with the close (commitWithClose) is awaited: a stop that came after it is too late.
    */
   async commit(): Promise<void> {
     await this.cursor!.close();
-    this.stop.throwIfStopped();
-    const end = this.client!.query(new TransactionEnd());
+    if (!this.ending) this.stop.throwIfStopped();
+    const end = this.ending ?? this.client!.query(new TransactionEnd());
     const { committed, reset, error } = await end.done;
     if (!committed) throw error ?? new Error('COMMIT was not acknowledged');
     this.inTransaction = false;
@@ -109,6 +136,13 @@ export class StatementLife {
     if (reading) {
       await this.cancel();
       await reading.catch(() => undefined); // its failure is not the one being reported
+    }
+    // A COMMIT sent with the portal's close ended the transaction, whether or not it committed
+    // (a COMMIT that fails rolls back): what is left is the reset it may not have reached.
+    if (this.ending) {
+      const { committed, reset } = await this.ending.done;
+      this.inTransaction = false;
+      this.reset = committed && reset;
     }
     // A suspended portal holds the connection: nothing else runs on it until it is closed.
     if (this.cursor?.open) {

@@ -31,6 +31,11 @@ type ParseMessage = Parameters<Connection['parse']>[0];
  */
 export class TextCursor extends Cursor<(string | null)[]> {
   commandTag: string | undefined;
+  /**
+   * Told when the statement completed in PostgreSQL, while the portal's Close and Sync are being
+   * written: whatever it writes to the connection goes in the same write, after them.
+   */
+  onComplete: (() => void) | undefined;
   /** Prelude statements whose CommandComplete has not come yet. */
   private preludeLeft: number;
 
@@ -77,11 +82,12 @@ export class TextCursor extends Cursor<(string | null)[]> {
       return;
     }
     this.commandTag = msg.text;
-    // pg-cursor answers it with Close and Sync: one write.
+    // pg-cursor answers it with Close and Sync (and onComplete may add to them): one write.
     const socket = (this as unknown as { connection?: Connection }).connection?.stream;
     socket?.cork();
     try {
       (Cursor.prototype as unknown as CursorInternals).handleCommandComplete.call(this, msg);
+      this.onComplete?.();
     } finally {
       socket?.uncork();
     }

@@ -39,6 +39,8 @@ export interface TransactionEndResult {
  */
 export class TransactionEnd {
   private readonly completed: string[] = [];
+  /** Written ahead of its turn (sendNow): its turn in the client's queue writes nothing. */
+  private sent = false;
   private error: Error | undefined;
   readonly done: Promise<TransactionEndResult>;
   private resolve!: (result: TransactionEndResult) => void;
@@ -48,7 +50,17 @@ export class TransactionEnd {
   }
 
   submit(connection: Connection): void {
+    if (!this.sent) connection.query(`COMMIT; ${SESSION_RESET}`);
+  }
+
+  /**
+   * Writes it now, while the query before it still has the connection (in the same write as that
+   * one's last messages); it must then be the next query queued on the client, whose answers
+   * come after that one's ReadyForQuery, in order.
+   */
+  sendNow(connection: Connection): void {
     connection.query(`COMMIT; ${SESSION_RESET}`);
+    this.sent = true;
   }
 
   handleCommandComplete(msg: { text: string }): void {
