@@ -116,9 +116,10 @@ export class RedisResultReader implements ResultReader, MuxSubscriber {
     waiter?.reject(new ReaderClosedError());
     this.buffered.length = 0;
     this.read = [];
-    // Same hash tag: one round trip, also in Redis Cluster. Issued after any beat's SET on the
-    // same connection, so the alive key cannot come back.
-    await this.shared.multi().del(this.aliveKey).unlink(this.key).exec();
+    // One command (same hash tag, also in Redis Cluster), auto-pipelined with what else this
+    // tick sends (the owner's slot freed at the end). Issued after any beat's SET on the same
+    // connection, so the alive key cannot come back.
+    await this.shared.unlink(this.aliveKey, this.key);
   }
 
   /** Waits in the mux for entries, and for a verdict on the producer after a quiet spell. */
