@@ -1,10 +1,9 @@
 import { workerData } from 'piscina';
 import type { MessagePort } from 'node:worker_threads';
-import { ExecuteJobData, finalState } from '@app/contracts';
+import { ExecuteJobData } from '@app/contracts';
 import { LoginRoleProvisioner, type PgLogin } from '@app/access';
 import {
   CappedResultWriter,
-  EndRecorder,
   FlowWindow,
   PortResultWriter,
   Produced,
@@ -53,27 +52,6 @@ function registryOf(): RedisQueryRegistry {
   return registry;
 }
 
-/**
- * Records a query's end in the MULTI that writes its stream's last entry: one write, and no end
- * without its entry nor entry without its end, whatever dies after it.
- */
-function endRecorder(queryId: string): EndRecorder {
-  // Made now, before any MULTI: ioredis gives a MULTI the scripts its connection has when it is
-  // made, and the registry defines its own on the connection as it is made.
-  const registry = registryOf();
-  return (multi, end, produced) => {
-    if (end.kind !== 'end' && end.kind !== 'error') return;
-    registry.endIn(multi, queryId, finalState(end.status), {
-      status: end.status,
-      startedAt: end.startedAt,
-      rows: produced.rows,
-      bytes: produced.bytes,
-      rowsProduced: produced.rows,
-      bytesProduced: produced.bytes,
-    });
-  };
-}
-
 function connection(): RedisClient {
   if (!redis) {
     redis = new RedisConnector(settings.redis!).connect({
@@ -115,7 +93,8 @@ function writerFor(task: ExecuteTask): ResultWriter {
         settings.cancelPollMs,
         !retain,
         // A kept result's end stays with the worker's job lifecycle (its size and ledger rules).
-        retain ? undefined : endRecorder(queryId),
+        // The end with the last entry: no end without its entry, nor entry without its end.
+        retain ? undefined : registryOf().endRecorder(queryId),
       );
   if (!retain) return writer;
   const cap = retain.totalMaxBytes;

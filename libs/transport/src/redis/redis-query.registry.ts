@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './redis.connector';
-import { FINAL_STATES, Lane, QueryState, Status, statesBefore } from '@app/contracts';
+import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
 import {
   IdempotencyClaim,
   Produced,
@@ -10,6 +10,7 @@ import {
   QueryRegistry,
 } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
+import type { EndRecorder } from './redis-result.writer';
 
 /**
  * Moves a query if its state is one it may move from (KEYS[1] = meta; ARGV = the states it may be
@@ -159,11 +160,27 @@ export class RedisQueryRegistry implements QueryRegistry {
   }
 
   /**
-   * Adds a final transition, as transition() writes it (not read back), to `multi`: a producer
-   * records the query's end in the same step as its stream's last entry, whose key carries the
-   * same hash tag. `multi` must be made on this registry's connection after the registry (which
-   * defines its script on the connection).
+   * What records a query's end in the MULTI that writes its stream's last entry (whose key carries
+   * the same hash tag), as transition() writes it, not read back: a producer's, so that the end is
+   * recorded exactly when that entry is written. Make it before any such MULTI: ioredis gives a
+   * MULTI the scripts its connection has when it is made, and this registry defines its own on
+   * the connection when it is made.
    */
+  endRecorder(queryId: string): EndRecorder {
+    return (multi, end, produced) => {
+      if (end.kind !== 'end' && end.kind !== 'error') return;
+      this.endIn(multi, queryId, finalState(end.status), {
+        status: end.status,
+        startedAt: end.startedAt,
+        rows: produced.rows,
+        bytes: produced.bytes,
+        rowsProduced: produced.rows,
+        bytesProduced: produced.bytes,
+      });
+    };
+  }
+
+  /** Adds a final transition to `multi`, which must be made on this registry's connection after it. */
   endIn(multi: ChainableCommander, queryId: string, to: QueryState, facts: QueryFacts): void {
     const commands = multi as unknown as Record<
       string,

@@ -1,12 +1,12 @@
 import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { ResultRecord, finalState, okStatus, statusOf } from '@app/contracts';
+import { ResultRecord, okStatus, statusOf } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
 import { FlowWindow, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
-import { EndRecorder, RedisResultWriter } from './redis-result.writer';
+import { RedisResultWriter } from './redis-result.writer';
 import { RedisQueryRegistry } from './redis-query.registry';
 import { parseRecord } from './stream.codec';
 import { data, end, settledAfter, sleep, stoppedWith } from '@test/support/flow';
@@ -211,16 +211,8 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     const queryId = randomUUID();
     const registry = new RedisQueryRegistry(redis, keys, RETENTION_SECONDS);
     await registry.create(queuedRecord(queryId));
-    const recordEnd: EndRecorder = (multi, last, produced) => {
-      if (last.kind !== 'end' && last.kind !== 'error') return;
-      registry.endIn(multi, queryId, finalState(last.status), {
-        status: last.status,
-        startedAt: last.startedAt,
-        rows: produced.rows,
-        bytes: produced.bytes,
-      });
-    };
     const window = { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000 };
+    const recordEnd = registry.endRecorder(queryId);
     const writer = new RedisResultWriter(redis, keys, queryId, window, 60, 20, true, recordEnd);
     return { queryId, registry, writer };
   }
