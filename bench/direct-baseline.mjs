@@ -4,8 +4,8 @@
 // overhead is read off the fastest floor, not a flattering one.
 //
 // Run alone:  node bench/direct-baseline.mjs   (listens on 127.0.0.1, prints the URL, Ctrl-C stops)
-import http from 'node:http';
 import pg from 'pg';
+import { floorServer } from './lib/floor-server.mjs';
 
 const databaseUrl =
   process.env.BENCH_DATABASE_URL ??
@@ -17,41 +17,15 @@ const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
 // An idle client that loses its connection must not crash the bench.
 pool.on('error', () => {});
 
-function send(res, status, body) {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-  });
-  res.end(text);
-}
-
-const server = http.createServer((req, res) => {
-  if (req.method !== 'POST' || req.url !== '/v1/execute')
-    return send(res, 404, { error: 'not found' });
-  const chunks = [];
-  req.on('data', (c) => chunks.push(c));
-  req.on('end', () => {
-    let statement;
-    try {
-      statement = JSON.parse(Buffer.concat(chunks).toString('utf8')).statement;
-    } catch {
-      return send(res, 400, { error: 'body is not JSON' });
-    }
-    if (typeof statement !== 'string' || statement === '') {
-      return send(res, 400, { error: 'statement required' });
-    }
-    // rowMode array: the same row shape as Sluice's default JSON array format.
-    pool.query({ text: statement, rowMode: 'array' }).then(
-      (result) => send(res, 200, { data: result.rows }),
-      (err) => send(res, 400, { error: err instanceof Error ? err.message : String(err) }),
-    );
-  });
-});
+// rowMode array: the same row shape as Sluice's default JSON array format.
+const server = floorServer((statement) =>
+  pool
+    .query({ text: statement, rowMode: 'array' })
+    .then((result) => JSON.stringify({ data: result.rows })),
+);
 
 // Fail before the load starts if the database is unreachable.
 await pool.query('select 1');
-server.keepAliveTimeout = 60_000;
 server.listen(0, '127.0.0.1', () => {
   console.log(`direct baseline on http://127.0.0.1:${server.address().port}`);
 });

@@ -10,12 +10,12 @@
 //
 // Run alone (two shells):  BENCH_SKELETON_ROLE=worker node bench/skeleton-baseline.mjs
 //                          node bench/skeleton-baseline.mjs   (prints its URL; Ctrl-C stops)
-import http from 'node:http';
 import { isMainThread } from 'node:worker_threads';
 import { Queue, Worker } from 'bullmq';
 import Redis from 'ioredis';
 import pg from 'pg';
 import { Piscina } from 'piscina';
+import { floorServer } from './lib/floor-server.mjs';
 
 const databaseUrl =
   process.env.BENCH_DATABASE_URL ??
@@ -105,14 +105,6 @@ async function worker() {
 // Api process: enqueue, then block on the query's stream on a connection of its own (kept for the
 // next request) until the body is there.
 
-function send(res, status, text) {
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-  });
-  res.end(text);
-}
-
 async function api() {
   const commands = new Redis(redisUrl, { enableAutoPipelining: true });
   const queue = new Queue(QUEUE, { connection: new Redis(redisUrl), prefix });
@@ -133,23 +125,7 @@ async function api() {
     }
   }
 
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      let statement;
-      try {
-        statement = JSON.parse(Buffer.concat(chunks).toString('utf8')).statement;
-      } catch {
-        return send(res, 400, '{"error":"body is not JSON"}');
-      }
-      answer(statement).then(
-        (body) => send(res, 200, body),
-        (err) => send(res, 500, JSON.stringify({ error: String(err?.message ?? err) })),
-      );
-    });
-  });
-  server.keepAliveTimeout = 60_000;
+  const server = floorServer(answer);
   server.listen(0, '127.0.0.1', () => {
     console.log(`skeleton api on http://127.0.0.1:${server.address().port}`);
   });
