@@ -253,6 +253,15 @@ describe(QueryRunner.name, () => {
       expect(await rowsOf('n IN (1, 2)')).toHaveLength(2);
     });
 
+    it('but not after a first batch: a result of more than one commits after the close, as before', async () => {
+      // First read (prelude, statement, 100 rows), second read, Close + Sync, COMMIT + reset.
+      const { writes, outcome } = await writesOf(
+        jobOf('SELECT g FROM generate_series(1, 150) g', { fetchSize: 100 }),
+      );
+      expect(outcome.status).toMatchObject({ vendor_code: 0, row_count: 150 });
+      expect(writes).toBe(4);
+    });
+
     it('but not before the type of a column is looked up: a lookup that fails leaves nothing done', async () => {
       const db = databases.get(undefined);
       const { outcome } = await writesOf(

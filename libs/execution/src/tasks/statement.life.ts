@@ -37,6 +37,8 @@ export class StatementLife {
   private broken = false;
   /** The COMMIT and reset, sent with the portal's close when the statement completed. */
   private ending: TransactionEnd | undefined;
+  /** Reads asked for so far, the first one included. */
+  private reads = 0;
 
   constructor(
     private readonly db: DatabaseHandle,
@@ -75,6 +77,7 @@ export class StatementLife {
    */
   async read(n: number): Promise<TextRow[]> {
     if (!this.ending) this.stop.throwIfStopped();
+    this.reads += 1;
     // Execute and Flush in one write.
     this.reading = this.corked(() => this.cursor!.read(n));
     try {
@@ -88,13 +91,15 @@ export class StatementLife {
    * The statement completed in PostgreSQL (its CommandComplete is being handled, the portal's
    * Close and Sync are being written): sends the COMMIT and the session's reset in the same write,
    * one round trip instead of two, when nothing that could still fail the statement comes before
-   * its commit but the encoding of rows already read. Not when a stop came, nor when a column's
-   * type must still be looked up on another connection: a lookup that failed after the commit
-   * would answer an error for a statement that took effect (an INSERT … RETURNING a client would
-   * then send again). Both leave the commit to commit(), after the lookup, as before.
+   * its commit but the encoding of the rows read. So only in the first read: a result shorter than
+   * one batch, whose body the runner holds until its end (nothing of it has gone out, and a stop
+   * cannot fail a write of it); later reads have sent batches that a stop may cut. Not when a stop
+   * came, nor when a column's type must still be looked up on another connection: a lookup that
+   * failed after the commit would answer an error for a statement that took effect (an INSERT …
+   * RETURNING a client would then send again). These leave the commit to commit(), as before.
    */
   private commitWithClose(client: PoolClient, cursor: TextCursor): void {
-    if (this.stop.reason !== undefined || this.ending) return;
+    if (this.reads !== 1 || this.stop.reason !== undefined || this.ending) return;
     if (!this.db.typesKnown(cursor.fields.map((field) => field.dataTypeID))) return;
     const connection = (client as unknown as { connection: Connection }).connection;
     const ending = new TransactionEnd();
