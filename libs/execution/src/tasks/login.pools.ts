@@ -89,6 +89,10 @@ export class LoginPools {
     const created = pool;
     // An idle connection that dies is removed by the pool; it must not take the thread down.
     created.on('error', () => undefined);
+    // Nor one that dies while a statement holds it (its backend terminated, PostgreSQL gone): pg
+    // tells the statement's query, then emits 'error' on the client, which pg-pool listens to only
+    // while the client is idle. The statement fails; the dead client is dropped when released.
+    created.on('connect', (client) => client.on('error', () => undefined));
     created.on('release', () => this.changed());
     created.on('remove', () => {
       this.changed();
