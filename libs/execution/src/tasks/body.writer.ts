@@ -48,8 +48,12 @@ export class BodyWriter {
     if (job.encoding) this.compressor = new ChunkCompressor(job.encoding.name, job.encoding.level);
   }
 
+  /**
+   * Whether any of the body may have reached the client: not while it is all held back (a
+   * failure then is answered with the error envelope, not as a body ending in an error).
+   */
   get started(): boolean {
-    return this.begun;
+    return this.begun && this.held === undefined;
   }
 
   /**
