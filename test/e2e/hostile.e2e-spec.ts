@@ -670,6 +670,56 @@ describe('fuzzing the request body', () => {
   });
 });
 
+describe('a statement that ends its own backend', () => {
+  // The session's login is a role of its own, of which the user's role is no member: PostgreSQL
+  // refuses the statement, however it is sent, and nothing else on the worker notices.
+  it('is refused, in the statement, and a statement running beside it goes on', async () => {
+    const attacker = await createUser({ prefix: 'e2e_killer' });
+    roles.push(attacker.role);
+    users.push(attacker.username);
+    const token = await login(attacker.username, attacker.password);
+    const victim = execute({ statement: 'select pg_sleep(2), 42 as answer' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const attacks = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        execute({ statement: 'select pg_terminate_backend(pg_backend_pid())' }, { token }),
+      ),
+    );
+    for (const res of attacks) {
+      expect(res.status).toBe(403);
+      expectEnvelope(res, '42501', -700);
+    }
+    const res = await victim;
+    expect(res.status).toBe(200);
+    expect((res.json.data as unknown[][])[0][1]).toBe(42);
+  });
+
+  it('is refused at COMMIT, from a deferred trigger of its own: nothing is inserted', async () => {
+    const admin = await login();
+    for (const statement of [
+      `create table ${schema}.die (n int)`,
+      `create function ${schema}.die() returns trigger language plpgsql as
+         $$begin perform pg_terminate_backend(pg_backend_pid()); return null; end$$`,
+      `create constraint trigger die after insert on ${schema}.die
+         deferrable initially deferred for each row execute function ${schema}.die()`,
+    ]) {
+      expect((await execute({ statement }, { token: admin })).status).toBe(200);
+    }
+    const res = await execute(
+      { statement: `insert into ${schema}.die values (1) returning n` },
+      { token: admin },
+    );
+    // The rows it returned were held back: the answer is the error envelope, without them.
+    expect(res.status).toBe(403);
+    expectEnvelope(res, '42501', -700);
+    expect(res.json).not.toHaveProperty('data');
+    expect((await db().query(`select * from ${schema}.die`)).rows).toHaveLength(0);
+    expect((await execute({ statement: 'select 41 + 1' }, { token: admin })).json.data).toEqual([
+      [42],
+    ]);
+  });
+});
+
 describe('after all of it', () => {
   it('still serves a normal query and a login', async () => {
     const res = await execute({ statement: 'select 41 + 1 as answer' });

@@ -10,6 +10,8 @@ import {
   login,
   request,
 } from './support/client';
+import { connectTestRedis } from './support/redis';
+import type Redis from 'ioredis';
 
 const users: string[] = [];
 
@@ -73,6 +75,47 @@ describe('query resources', () => {
     const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
     expect((list.json as { query_id: string }[]).map((q) => q.query_id)).toContain(id);
   });
+
+  // MONITOR sees one node: the default run's single Redis (cluster mode).
+  if (e2eEnv().mode === 'cluster' && e2eEnv().redisKind === 'single') {
+    it("records a query's end once, in the same MULTI as its stream's last entry", async () => {
+      const token = await login();
+      const redis = connectTestRedis() as Redis;
+      const monitor = await redis.monitor();
+      const seen: { command: string; args: string[]; source: string }[] = [];
+      monitor.on('monitor', (_time: string, args: string[], source: string) =>
+        seen.push({ command: args[0].toLowerCase(), args, source }),
+      );
+      try {
+        const res = await execute(
+          { statement: 'select g from generate_series(1, 3) g' },
+          { token },
+        );
+        expect(res.status).toBe(200);
+        // Long enough for whatever the worker's main thread would still send after the answer.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        const id = res.json.query_id as string;
+        const meta = `${e2eEnv().keyPrefix}:q:{${id}}:meta`;
+        const out = `${e2eEnv().keyPrefix}:q:{${id}}:out`;
+        // A final transition names the states it may leave; neither the api nor the worker's
+        // main thread sends one of their own.
+        const isEnd = (e: { args: string[] }) =>
+          e.args.includes(meta) && e.args.includes(',queued,running,streaming,');
+        expect(seen.filter(isEnd)).toHaveLength(1);
+        const writer = seen.filter((e) => e.source === seen.find(isEnd)!.source);
+        const entry = writer.findIndex((e) => e.command === 'xadd' && e.args[1] === out);
+        const end = writer.findIndex(isEnd);
+        const exec = writer.findIndex((e, i) => i > entry && e.command === 'exec');
+        expect(writer[entry].args).toContain('end');
+        expect(writer[entry - 1].command).toBe('multi');
+        expect(end).toBeGreaterThan(entry);
+        expect(end).toBeLessThan(exec);
+      } finally {
+        monitor.disconnect();
+        redis.disconnect();
+      }
+    });
+  }
 
   it("answers 404 for another user's query, and lists only your own", async () => {
     const admin = await login();

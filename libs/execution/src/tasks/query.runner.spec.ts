@@ -208,11 +208,22 @@ describe(QueryRunner.name, () => {
       await control.query(`DROP TYPE ${mood}`);
     });
 
+    /** The rows of an ndjson body's data lines. */
+    function rowsIn(records: ResultRecord[]): unknown[][] {
+      const body = Buffer.concat(
+        records.map((r) => (r.kind === 'error' ? Buffer.alloc(0) : r.bytes)),
+      ).toString();
+      return body
+        .split('\n')
+        .filter((line) => line.startsWith('{"data"'))
+        .flatMap((line) => (JSON.parse(line) as { data: unknown[][] }).data);
+    }
+
     /** Socket writes to PostgreSQL while `job` runs (after a first statement warmed the pool). */
     async function writesOf(
       job: ExecuteJobData,
       warmed?: () => void,
-    ): Promise<{ writes: number; outcome: ExecutionOutcome }> {
+    ): Promise<{ writes: number; outcome: ExecutionOutcome; rows: unknown[][] }> {
       const warm = start(jobOf('SELECT 1'));
       await drain(warm.reader);
       await warm.running;
@@ -232,10 +243,10 @@ describe(QueryRunner.name, () => {
       const spies = [counted('_write'), counted('_writev')];
       try {
         const { reader, running } = start(job);
-        await drain(reader);
+        const records = await drain(reader);
         const outcome = await running;
         await reader.close();
-        return { writes, outcome };
+        return { writes, outcome, rows: rowsIn(records) };
       } finally {
         spies.forEach((spy) => spy.mockRestore());
       }
@@ -278,8 +289,10 @@ describe(QueryRunner.name, () => {
       );
       try {
         const job = jobOf(`INSERT INTO ${table}_once VALUES (1), (1) RETURNING n`);
-        const { writes, outcome } = await writesOf(job);
+        const { writes, outcome, rows } = await writesOf(job);
         expect(outcome.status).toMatchObject({ sql_state: '23505' });
+        // Nothing of the held body goes out: no rows of an INSERT that did not happen.
+        expect(rows).toEqual([]);
         // The close with the COMMIT, then DISCARD ALL: the reset that the failed COMMIT skipped.
         expect(writes).toBe(3);
         const { reader, running } = start(jobOf('SELECT 42'));
@@ -289,6 +302,84 @@ describe(QueryRunner.name, () => {
         expect((await control.query(`SELECT * FROM ${table}_once`)).rows).toHaveLength(0);
       } finally {
         await control.query(`DROP TABLE ${table}_once`);
+      }
+    });
+
+    it('leaves nothing a hostile statement set on the session to the next one on the connection', async () => {
+      const hostile = jobOf(
+        `SELECT pg_backend_pid() AS pid,
+                set_config('search_path', 'evil', false),
+                set_config('work_mem', '64kB', false),
+                pg_try_advisory_lock(4242)`,
+      );
+      // Its column types known already (looking one up takes a query of its own).
+      await writesOf(jobOf(`SELECT 1, 'a'::text, 'b'::text, true`));
+      const { writes, rows: hostileRows } = await writesOf(hostile);
+      // The short path: its COMMIT and the reset went with the close.
+      expect(writes).toBe(2);
+      const { rows } = await writesOf(
+        jobOf(
+          `SELECT pg_backend_pid(), current_setting('search_path'),
+                  current_setting('work_mem'),
+                  (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())`,
+        ),
+      );
+      const [[pid, searchPath, workMem, locks]] = rows;
+      // The same connection, pooled again (not a new one, which would prove nothing).
+      expect(pid).toBe(hostileRows[0][0]);
+      expect(searchPath).not.toContain('evil');
+      expect(workMem).not.toBe('64kB');
+      expect(Number(locks)).toBe(0);
+    });
+
+    it('keeps the commit of a statement that sets a 1 ms statement_timeout on the session, and leaks it to nobody', async () => {
+      // The reset after the COMMIT runs under it: whether it completes (the connection is pooled
+      // again, reset) or is cancelled (the connection is dropped), nothing of it reaches the next.
+      const { writes, outcome, rows } = await writesOf(
+        jobOf(
+          `INSERT INTO ${table} (n) SELECT 7 FROM set_config('statement_timeout', '1', false)
+             RETURNING pg_backend_pid()`,
+        ),
+      );
+      expect(writes).toBe(2);
+      expect(outcome.status.vendor_code).toBe(0);
+      expect(await rowsOf('n = 7')).toHaveLength(1);
+      const next = await writesOf(
+        jobOf(`SELECT pg_backend_pid(), current_setting('statement_timeout')`),
+      );
+      expect(rows).toHaveLength(1);
+      expect(next.rows[0][1]).toBe('0');
+    });
+
+    it('answers, and takes a new connection, when its backend is terminated mid-statement', async () => {
+      const job = jobOf('SELECT pg_sleep(5)');
+      const { reader, running } = start(job);
+      const backend = await backendOf(job, 'active');
+      await control.query('SELECT pg_terminate_backend($1)', [backend]);
+      const records = await drain(reader);
+      expect(statusOfLast(records).vendor_code).toBeLessThan(0);
+      expect((await running).status.vendor_code).toBeLessThan(0);
+      await reader.close();
+      expect((await writesOf(jobOf('SELECT 41 + 1'))).rows).toEqual([[42]]);
+    });
+
+    it('answers, and takes a new connection, when the backend dies in the COMMIT sent with the close', async () => {
+      // A deferred constraint trigger runs at COMMIT: this one ends its own backend there.
+      await control.query(`CREATE TABLE ${table}_die (n int)`);
+      await control.query(`CREATE FUNCTION ${table}_die() RETURNS trigger LANGUAGE plpgsql AS
+        $$BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NULL; END$$`);
+      await control.query(`CREATE CONSTRAINT TRIGGER die AFTER INSERT ON ${table}_die
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ${table}_die()`);
+      try {
+        const { outcome } = await writesOf(
+          jobOf(`INSERT INTO ${table}_die VALUES (1) RETURNING n`),
+        );
+        expect(outcome.status.vendor_code).toBeLessThan(0);
+        expect((await control.query(`SELECT * FROM ${table}_die`)).rows).toHaveLength(0);
+        expect((await writesOf(jobOf('SELECT 41 + 1'))).rows).toEqual([[42]]);
+      } finally {
+        await control.query(`DROP TABLE ${table}_die`);
+        await control.query(`DROP FUNCTION ${table}_die()`);
       }
     });
   });

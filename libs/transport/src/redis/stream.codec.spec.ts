@@ -5,6 +5,15 @@ import { parseRecord, recordFields } from './stream.codec';
 const roundTrip = (record: ResultRecord): ResultRecord =>
   parseRecord(recordFields(record).map((field) => Buffer.from(field)));
 
+const WHOLE: ResultRecord = {
+  kind: 'end',
+  status: okStatus(),
+  bytes: Buffer.from('{}'),
+  abort: false,
+  rows: 1,
+  startedAt: 5,
+};
+
 describe('stream codec', () => {
   it.each<[string, ResultRecord]>([
     [
@@ -13,34 +22,13 @@ describe('stream codec', () => {
     ],
     ['data', { kind: 'data', rows: 3, bytes: Buffer.from('[1],[2],[3]') }],
     ['an end', { kind: 'end', status: okStatus(), bytes: Buffer.from('}'), abort: false }],
-    [
-      'a whole small result with when it began',
-      {
-        kind: 'end',
-        status: okStatus(),
-        bytes: Buffer.from('{}'),
-        abort: false,
-        rows: 1,
-        startedAt: 5,
-      },
-    ],
+    ['a whole small result with when it began', WHOLE],
     ['an error', { kind: 'error', status: statusOf('SYNTAX_ERROR') }],
     [
       'an error with when it began',
       { kind: 'error', status: statusOf('SYNTAX_ERROR'), startedAt: 9 },
     ],
-    [
-      'an end its producer recorded',
-      {
-        kind: 'end',
-        status: okStatus(),
-        bytes: Buffer.from('{}'),
-        abort: false,
-        rows: 1,
-        startedAt: 5,
-        recorded: true,
-      },
-    ],
+    ['an end its producer recorded', { ...WHOLE, recorded: true }],
     [
       'an error its producer recorded',
       { kind: 'error', status: statusOf('SYNTAX_ERROR'), startedAt: 9, recorded: true },
