@@ -14,6 +14,7 @@ import {
   REDIS_URL,
   cpuPercent,
   cpuSnapshot,
+  writeCounts,
   deleteRedisKeys,
   envInt,
   gitDescription,
@@ -36,11 +37,17 @@ const SETTINGS = {
   redisUrl: REDIS_URL,
   seconds: envInt('BENCH_SECONDS', 10),
   warmupSeconds: envInt('BENCH_WARMUP_SECONDS', 2),
+  // Each target's first load, not measured: Sluice's processes take tens of seconds under load
+  // to reach their speed (measured here: ≈190 req/s in the first 10 s, ≈350 from the fortieth).
+  targetWarmupSeconds: envInt('BENCH_TARGET_WARMUP_SECONDS', 40),
   concurrency: envInt('BENCH_CONCURRENCY', 32),
   requestTimeoutMs: 10_000,
   startTimeoutMs: START_TIMEOUT_MS,
   statement: 'select g, md5(g::text) from generate_series(1,10) g',
   expectedRows: 10,
+  // Rounds of the three targets in turn: this machine's speed drifts by ±10% over minutes, so one
+  // load each would compare targets measured at different speeds.
+  rounds: envInt('BENCH_ROUNDS', 3),
 };
 // Goals from the issue.
 // Goals (issue 13): at least 2,400 req/s (3× the ≈770 it measured), then 0.25× the floor.
@@ -48,7 +55,10 @@ const GOAL_RPS = 2_400;
 const GOAL_THROUGHPUT_RATIO = 0.25;
 // Whatever happens (hung child, stuck socket), the bench ends by then.
 const HARD_LIMIT_MS =
-  2 * (SETTINGS.warmupSeconds + SETTINGS.seconds) * 1000 + 3 * SETTINGS.startTimeoutMs + 30_000;
+  3 * (SETTINGS.targetWarmupSeconds + 5) * 1000 +
+  3 * SETTINGS.rounds * (SETTINGS.warmupSeconds + SETTINGS.seconds + 5) * 1000 +
+  3 * SETTINGS.startTimeoutMs +
+  30_000;
 installGuards(HARD_LIMIT_MS);
 
 /** A whole, successful result: every row there, and (Sluice) the final status says OK. */
@@ -57,8 +67,15 @@ const isGoodResult = (res) => isOkJson(res, SETTINGS.expectedRows);
 // ---------------------------------------------------------------------------------------------
 // Load: N keep-alive clients in a closed loop; only requests started after the warm-up count.
 
-async function runLoad({ label, url, headers = {}, cpuGroups }) {
-  const { concurrency, warmupSeconds, seconds } = SETTINGS;
+async function runLoad({
+  label,
+  url,
+  headers = {},
+  cpuGroups,
+  warmupSeconds = SETTINGS.warmupSeconds,
+  seconds = SETTINGS.seconds,
+}) {
+  const { concurrency } = SETTINGS;
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   const body = Buffer.from(JSON.stringify({ statement: SETTINGS.statement }));
   const options = {
@@ -100,7 +117,9 @@ async function runLoad({ label, url, headers = {}, cpuGroups }) {
   }
   await Promise.all(Array.from({ length: concurrency }, client));
   clearTimeout(cpuTimer);
-  const cpu = cpuBefore ? cpuPercent(cpuBefore, cpuSnapshot(cpuGroups)) : {};
+  const cpuAfter = cpuBefore ? cpuSnapshot(cpuGroups) : undefined;
+  const cpu = cpuBefore ? cpuPercent(cpuBefore, cpuAfter) : {};
+  const writes = cpuBefore ? writeCounts(cpuBefore, cpuAfter) : {};
   agent.destroy();
 
   latencies.sort((a, b) => a - b);
@@ -116,6 +135,10 @@ async function runLoad({ label, url, headers = {}, cpuGroups }) {
     errors,
     errorSamples,
     cpu,
+    // Write system calls per second of the same window, by process.
+    writesPerSecond: Object.fromEntries(
+      Object.entries(writes).map(([k, n]) => [k, n / ((cpuAfter.at - cpuBefore.at) / 1000)]),
+    ),
   };
   console.log(`${Math.round(result.rps)} req/s, ${errors} errors`);
   return result;
@@ -126,10 +149,24 @@ async function runLoad({ label, url, headers = {}, cpuGroups }) {
 
 const ms = (v) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
 
-function report(direct, skeleton, sluice, loadAtStart) {
-  const row = (r) =>
-    `| ${r.label} | ${r.requests} | ${Math.round(r.rps)} | ${ms(r.p50)} | ${ms(r.p90)} | ${ms(r.p99)} | ${r.errors} |`;
-  const ratio = sluice.rps / direct.rps;
+/** The round whose throughput is the median of a target's rounds. */
+function medianRound(rounds) {
+  const sorted = [...rounds].sort((a, b) => a.rps - b.rps);
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}
+
+const medianOf = (values) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)];
+
+function report(rounds, loadAtStart) {
+  const row = (r, round) =>
+    `| ${r.label} | ${round} | ${r.requests} | ${Math.round(r.rps)} | ${ms(r.p50)} | ${ms(r.p90)} | ${ms(r.p99)} | ${r.errors} |`;
+  const direct = medianRound(rounds.map((r) => r.direct));
+  const skeleton = medianRound(rounds.map((r) => r.skeleton));
+  const sluice = medianRound(rounds.map((r) => r.sluice));
+  // Ratios within each round (targets measured minutes apart at most), then their median.
+  const ratio = medianOf(rounds.map((r) => r.sluice.rps / r.direct.rps));
+  const ofSkeleton = medianOf(rounds.map((r) => r.sluice.rps / r.skeleton.rps));
+  const skeletonRatio = medianOf(rounds.map((r) => r.skeleton.rps / r.direct.rps));
   const addedP50 = sluice.p50 - direct.p50;
   const ratioMet = ratio >= GOAL_THROUGHPUT_RATIO;
   const rpsMet = sluice.rps >= GOAL_RPS;
@@ -138,10 +175,16 @@ function report(direct, skeleton, sluice, loadAtStart) {
       .filter(([k]) => !k.startsWith('machine') && !k.startsWith('other'))
       .map(([k, v]) => `${k} ${(((v / 100) * 1000) / r.rps).toFixed(2)}`)
       .join(', ');
+  const writesPerRequest = (r) =>
+    Object.entries(r.writesPerSecond ?? {})
+      .filter(([k]) => k !== 'postgres')
+      .map(([k, v]) => `${k} ${(v / r.rps).toFixed(1)}`)
+      .join(', ');
   const cpuLine = (r) =>
     Object.entries(r.cpu)
       .map(([k, v]) => `${k} ${Math.round(v)}%`)
       .join(', ');
+  const perRound = (pick) => rounds.map((r) => `${(pick(r) ?? NaN).toFixed(2)}×`).join(', ');
 
   const out = [
     `### Small queries — ${new Date().toISOString()}`,
@@ -150,22 +193,25 @@ function report(direct, skeleton, sluice, loadAtStart) {
     `- Load average at start: ${loadAtStart}; at end: ${loadAverage()}`,
     `- Code: ${gitDescription()}`,
     `- Load: ${SETTINGS.concurrency} keep-alive clients (node:http), closed loop, ${SETTINGS.seconds} s after ${SETTINGS.warmupSeconds} s warm-up, ` +
-      `the direct server in a process of its own`,
+      `${SETTINGS.rounds} rounds of the three targets in turn after a first load of ${SETTINGS.targetWarmupSeconds} s each, ` +
+      'each target in processes of its own (the others idle meanwhile)',
     `- Statement: \`${SETTINGS.statement}\` (JSON body, default format)`,
     '',
-    '| target | requests | req/s | p50 ms | p90 ms | p99 ms | errors |',
-    '|---|---:|---:|---:|---:|---:|---:|',
-    row(direct),
-    row(skeleton),
-    row(sluice),
+    '| target | round | requests | req/s | p50 ms | p90 ms | p99 ms | errors |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...rounds.flatMap((r, i) => [
+      row(r.direct, i + 1),
+      row(r.skeleton, i + 1),
+      row(r.sluice, i + 1),
+    ]),
     '',
-    `- Sluice throughput: **${Math.round(sluice.rps)} req/s** (goal ≥ ${GOAL_RPS}: ${rpsMet ? 'met' : 'NOT met'})`,
-    `- Throughput Sluice/direct: **${ratio.toFixed(2)}×** (next goal ≥ ${GOAL_THROUGHPUT_RATIO}×: ${ratioMet ? 'met' : 'NOT met'})`,
-    `- Added p50 latency: **${ms(addedP50)} ms**`,
+    `- Sluice throughput (median round): **${Math.round(sluice.rps)} req/s** (goal ≥ ${GOAL_RPS}: ${rpsMet ? 'met' : 'NOT met'})`,
+    `- Throughput Sluice/direct (median of the rounds' ratios): **${ratio.toFixed(2)}×** (next goal ≥ ${GOAL_THROUGHPUT_RATIO}×: ${ratioMet ? 'met' : 'NOT met'}); by round: ${perRound((r) => r.sluice.rps / r.direct.rps)}`,
+    `- Added p50 latency (median rounds): **${ms(addedP50)} ms**`,
     `- Sluice/skeleton (the architecture's own floor: the same hops, none of Sluice's work): ` +
-      `**${(sluice.rps / skeleton.rps).toFixed(2)}×**; skeleton/direct: ${(skeleton.rps / direct.rps).toFixed(2)}×`,
+      `**${ofSkeleton.toFixed(2)}×**, by round: ${perRound((r) => r.sluice.rps / r.skeleton.rps)}; skeleton/direct: ${skeletonRatio.toFixed(2)}×`,
     '',
-    'CPU during the measured window (100% = one core):',
+    'CPU during the median round of each target (100% = one core):',
     '',
     `- direct: ${cpuLine(direct)}`,
     `- skeleton: ${cpuLine(skeleton)}`,
@@ -175,10 +221,17 @@ function report(direct, skeleton, sluice, loadAtStart) {
     '',
     `- skeleton: ${perRequest(skeleton)}`,
     `- Sluice: ${perRequest(sluice)}`,
+    '',
+    // On a VM a socket write that wakes another process costs far more than the bytes it moves.
+    'Write system calls per request (write/writev, by process; PostgreSQL sends with send(), not counted):',
+    '',
+    `- direct: ${writesPerRequest(direct)}`,
+    `- skeleton: ${writesPerRequest(skeleton)}`,
+    `- Sluice: ${writesPerRequest(sluice)}`,
   ];
-  for (const r of [direct, skeleton, sluice]) {
+  for (const r of rounds.flatMap((round) => [round.direct, round.skeleton, round.sluice])) {
     if (r.errorSamples.length > 0) {
-      out.push('', `First errors (${r.label}):`, ...r.errorSamples.map((s) => `    ${s}`));
+      out.push('', `First errors (${r.label}):`, ...r.errorSamples.map((e) => `    ${e}`));
     }
   }
   console.log(`\n${out.join('\n')}\n`);
@@ -197,7 +250,7 @@ async function printed(child, prefix) {
 }
 
 /** The architecture's floor (bench/skeleton-baseline.mjs): its worker, then its api. */
-async function measureSkeleton(external) {
+async function startSkeleton() {
   const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
   const env = {
     ...process.env,
@@ -213,23 +266,12 @@ async function measureSkeleton(external) {
   const api = startChild('skeleton api', file, { ...env, BENCH_SKELETON_ROLE: 'api' });
   onCleanup(api.stop);
   const url = await printed(api, 'skeleton api on ');
-  const result = await Promise.race([
-    runLoad({
-      label: 'skeleton (node:http → BullMQ → piscina → pg → Redis stream)',
-      url,
-      cpuGroups: {
-        'bench client': [process.pid],
-        api: [api.pid],
-        worker: [worker.pid],
-        ...external,
-      },
-    }),
-    worker.died,
-    api.died,
-  ]);
-  await api.stop();
-  await worker.stop();
-  return result;
+  return { url, worker, api, children: [worker, api] };
+}
+
+/** Runs a load, or rejects as soon as one of the target's processes dies. */
+function loadUnlessDied(children, load) {
+  return Promise.race([runLoad(load), ...children.map((c) => c.died)]);
 }
 
 async function main() {
@@ -239,45 +281,76 @@ async function main() {
   // Shared services, looked up by process name (other users of them show up here too).
   const external = { postgres: 'postgres', redis: 'redis-server' };
 
-  // The floor first, in a process of its own, stopped before Sluice starts so they never overlap.
+  // Each target in processes of its own, all started first; only one is loaded at a time.
   const directServer = startChild('direct baseline', 'bench/direct-baseline.mjs', {
     ...process.env,
     BENCH_DATABASE_URL: SETTINGS.databaseUrl,
     BENCH_DIRECT_POOL_SIZE: '16',
   });
   onCleanup(directServer.stop);
-  const url = await printed(directServer, 'direct baseline on ');
-  const direct = await runLoad({
-    label: 'direct (node:http + pg)',
-    url,
-    cpuGroups: { 'bench client': [process.pid], 'direct server': [directServer.pid], ...external },
-  });
-  await directServer.stop();
-  const skeleton = await measureSkeleton(external);
-
+  const directUrl = await printed(directServer, 'direct baseline on ');
+  const skeleton = await startSkeleton();
   // One user sends every request: lift the per-user admission cap (default 16) above the load.
   const sluice = await startSluice({
     isGood: isGoodResult,
     env: { SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)) },
   });
-  const run = runLoad({
-    label: 'Sluice (api + worker)',
-    url: sluice.baseUrl,
-    headers: sluice.headers,
-    cpuGroups: {
-      'bench client': [process.pid],
-      api: [sluice.api.pid],
-      worker: [sluice.worker.pid],
-      ...external,
+  const client = { 'bench client': [process.pid] };
+  const targets = {
+    direct: {
+      children: [directServer],
+      load: {
+        label: 'direct (node:http + pg)',
+        url: directUrl,
+        cpuGroups: { ...client, 'direct server': [directServer.pid], ...external },
+      },
     },
-  });
-  const result = await Promise.race([run, ...sluice.children.map((c) => c.died)]);
-  if (result.errors > 0) {
-    console.error('\nlast output of the Sluice processes:');
-    for (const c of sluice.children)
-      console.error(`  [${c.name}]\n    ${c.lines.slice(-15).join('\n    ')}`);
+    skeleton: {
+      children: skeleton.children,
+      load: {
+        label: 'skeleton (node:http → BullMQ → piscina → pg → Redis stream)',
+        url: skeleton.url,
+        cpuGroups: {
+          ...client,
+          api: [skeleton.api.pid],
+          worker: [skeleton.worker.pid],
+          ...external,
+        },
+      },
+    },
+    sluice: {
+      children: sluice.children,
+      load: {
+        label: 'Sluice (api + worker)',
+        url: sluice.baseUrl,
+        headers: sluice.headers,
+        cpuGroups: { ...client, api: [sluice.api.pid], worker: [sluice.worker.pid], ...external },
+      },
+    },
+  };
+  for (const { children, load } of Object.values(targets)) {
+    process.stdout.write('warm-up, not measured: ');
+    await loadUnlessDied(children, {
+      ...load,
+      warmupSeconds: SETTINGS.targetWarmupSeconds,
+      seconds: 1,
+    });
   }
-  report(direct, skeleton, result, loadAtStart);
+
+  const rounds = [];
+  for (let round = 1; round <= SETTINGS.rounds; round += 1) {
+    console.log(`round ${round} of ${SETTINGS.rounds}`);
+    const direct = await loadUnlessDied(targets.direct.children, targets.direct.load);
+    const skeletonResult = await loadUnlessDied(targets.skeleton.children, targets.skeleton.load);
+    const sluiceResult = await loadUnlessDied(targets.sluice.children, targets.sluice.load);
+    if (sluiceResult.errors > 0) {
+      console.error('\nlast output of the Sluice processes:');
+      for (const c of sluice.children)
+        console.error(`  [${c.name}]\n    ${c.lines.slice(-15).join('\n    ')}`);
+    }
+    rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult });
+  }
+  report(rounds, loadAtStart);
 }
 
 await runMain(main);

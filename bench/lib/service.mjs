@@ -182,6 +182,19 @@ function procTicks(pid) {
   }
 }
 
+/**
+ * Write system calls a process made so far, all its threads (`syscw` in /proc/<pid>/io: write and
+ * writev, which Node and Redis send socket data with; PostgreSQL's send() is not counted).
+ */
+function procWrites(pid) {
+  try {
+    const m = /^syscw:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0; // gone, or not ours to read
+  }
+}
+
 export function pidsNamed(comm) {
   const pids = [];
   let entries = [];
@@ -219,11 +232,27 @@ function machineTicks() {
  */
 export function cpuSnapshot(groups) {
   const ticks = {};
+  const writes = {};
   for (const [label, members] of Object.entries(groups)) {
     const pids = typeof members === 'string' ? pidsNamed(members) : members;
     ticks[label] = new Map(pids.map((pid) => [pid, procTicks(pid)]));
+    writes[label] = new Map(pids.map((pid) => [pid, procWrites(pid)]));
   }
-  return { at: performance.now(), ticks, machine: machineTicks() };
+  return { at: performance.now(), ticks, writes, machine: machineTicks() };
+}
+
+/** Per group, the write system calls made between two snapshots (by processes alive at both). */
+export function writeCounts(before, after) {
+  const out = {};
+  for (const [label, pids] of Object.entries(after.writes)) {
+    let delta = 0;
+    for (const [pid, n] of pids) {
+      const was = before.writes[label]?.get(pid);
+      if (n > 0 && was !== undefined) delta += n - was;
+    }
+    out[label] = delta;
+  }
+  return out;
 }
 
 /** Per group, % of one core used between two snapshots; "other" is what no group accounts for. */
