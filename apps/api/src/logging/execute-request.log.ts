@@ -1,13 +1,14 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { InjectPinoLogger, PinoLogger } from 'nestjs-pino';
+import type { Logger as Pino } from 'pino';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { ERROR_CATALOGUE, ErrorEnvelope, FINAL_STATES, QueryState } from '@app/contracts';
 import { QueryLifecycle } from '@app/execution';
 import { AuthUser } from '../auth/auth-user';
 import { ApiMetricsService } from '../metrics/api-metrics.service';
 import { ExecuteOutcome, ExecuteSummary } from './execute.summary';
+import { executeLineLogger } from './log.options';
 
 /**
  * Longest wait for a query's end after its response closed (ms): the api records it as the
@@ -52,14 +53,15 @@ function outcomeOfStatus(httpStatus: number, vendorCode: number | undefined): Ex
 export class ExecuteRequestLog implements OnModuleInit {
   private readonly pending = new WeakMap<FastifyRequest, Pending>();
   private readonly defaultDatabase: string | undefined;
+  private readonly log: Pino;
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
     private readonly lifecycle: QueryLifecycle,
     private readonly metrics: ApiMetricsService,
-    @InjectPinoLogger('ExecuteRequest') private readonly log: PinoLogger,
   ) {
+    this.log = executeLineLogger(config);
     const url = config.databaseUrl ? new URL(config.databaseUrl) : undefined;
     this.defaultDatabase = url ? decodeURIComponent(url.pathname.slice(1)) || undefined : undefined;
   }
@@ -163,7 +165,7 @@ export class ExecuteRequestLog implements OnModuleInit {
       },
       'execute',
     );
-    if (this.log.logger.isLevelEnabled('debug')) {
+    if (this.log.isLevelEnabled('debug')) {
       this.log.debug(
         {
           request_id: request.id,

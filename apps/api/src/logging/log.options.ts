@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import { Logger, Params, PinoLogger } from 'nestjs-pino';
 import type { IncomingMessage } from 'node:http';
-import { DestinationStream, destination, stdTimeFunctions } from 'pino';
+import pino, { DestinationStream, Logger as Pino, destination, stdTimeFunctions } from 'pino';
 import type { Options } from 'pino-http';
 import { SluiceConfig } from '@app/config';
 
@@ -94,4 +94,17 @@ export function apiLogOptions(config: SluiceConfig): Options {
 export function apiLogger(config: SluiceConfig): LoggerService {
   const params: Params = { pinoHttp: [apiLogOptions(config), logDestination()] };
   return new Logger(new PinoLogger(params), params);
+}
+
+/**
+ * The logger of the line each execute request ends with: the api's name, level, timestamps and
+ * destination, without redaction. That line's fields are fixed (ExecuteRequestLog) and hold no
+ * secret; redaction walks its wildcard paths over every line it is given, and with it and
+ * nestjs-pino's wrapper the line was ≈4.5% of a warm api's CPU on small queries.
+ */
+export function executeLineLogger(config: SluiceConfig): Pino {
+  return pino(
+    { name: 'sluice-api', level: config.logLevel, timestamp: stdTimeFunctions.isoTime },
+    logDestination(),
+  ).child({ context: 'ExecuteRequest' });
 }
