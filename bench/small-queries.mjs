@@ -184,6 +184,15 @@ function report(rounds, loadAtStart) {
     Object.entries(r.cpu)
       .map(([k, v]) => `${k} ${Math.round(v)}%`)
       .join(', ');
+  const all = { direct, skeleton, Sluice: sluice };
+  const measured = { skeleton, Sluice: sluice };
+  /** A titled list: one line per target. */
+  const section = (title, line, targets) => [
+    title,
+    '',
+    ...Object.entries(targets).map(([name, r]) => `- ${name}: ${line(r)}`),
+    '',
+  ];
   const perRound = (pick) => rounds.map((r) => `${(pick(r) ?? NaN).toFixed(2)}×`).join(', ');
 
   const out = [
@@ -211,23 +220,14 @@ function report(rounds, loadAtStart) {
     `- Sluice/skeleton (the architecture's own floor: the same hops, none of Sluice's work): ` +
       `**${ofSkeleton.toFixed(2)}×**, by round: ${perRound((r) => r.sluice.rps / r.skeleton.rps)}; skeleton/direct: ${skeletonRatio.toFixed(2)}×`,
     '',
-    'CPU during the median round of each target (100% = one core):',
-    '',
-    `- direct: ${cpuLine(direct)}`,
-    `- skeleton: ${cpuLine(skeleton)}`,
-    `- Sluice: ${cpuLine(sluice)}`,
-    '',
-    'CPU per request (ms), by process:',
-    '',
-    `- skeleton: ${perRequest(skeleton)}`,
-    `- Sluice: ${perRequest(sluice)}`,
-    '',
+    ...section('CPU during the median round of each target (100% = one core):', cpuLine, all),
+    ...section('CPU per request (ms), by process:', perRequest, measured),
     // On a VM a socket write that wakes another process costs far more than the bytes it moves.
-    'Write system calls per request (write/writev, by process; PostgreSQL sends with send(), not counted):',
-    '',
-    `- direct: ${writesPerRequest(direct)}`,
-    `- skeleton: ${writesPerRequest(skeleton)}`,
-    `- Sluice: ${writesPerRequest(sluice)}`,
+    ...section(
+      'Write system calls per request (write/writev, by process; PostgreSQL sends with send(), not counted):',
+      writesPerRequest,
+      all,
+    ),
   ];
   for (const r of rounds.flatMap((round) => [round.direct, round.skeleton, round.sluice])) {
     if (r.errorSamples.length > 0) {
