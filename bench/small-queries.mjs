@@ -22,6 +22,8 @@ import {
   isOkJson,
   loadAverage,
   machineDescription,
+  median,
+  ms,
   onCleanup,
   percentile,
   request,
@@ -147,15 +149,11 @@ async function runLoad({
 // ---------------------------------------------------------------------------------------------
 // Report
 
-const ms = (v) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
-
 /** The round whose throughput is the median of a target's rounds. */
 function medianRound(rounds) {
   const sorted = [...rounds].sort((a, b) => a.rps - b.rps);
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
-
-const medianOf = (values) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)];
 
 function report(rounds, loadAtStart) {
   const row = (r, round) =>
@@ -164,9 +162,9 @@ function report(rounds, loadAtStart) {
   const skeleton = medianRound(rounds.map((r) => r.skeleton));
   const sluice = medianRound(rounds.map((r) => r.sluice));
   // Ratios within each round (targets measured minutes apart at most), then their median.
-  const ratio = medianOf(rounds.map((r) => r.sluice.rps / r.direct.rps));
-  const ofSkeleton = medianOf(rounds.map((r) => r.sluice.rps / r.skeleton.rps));
-  const skeletonRatio = medianOf(rounds.map((r) => r.skeleton.rps / r.direct.rps));
+  const ratio = median(rounds.map((r) => r.sluice.rps / r.direct.rps));
+  const ofSkeleton = median(rounds.map((r) => r.sluice.rps / r.skeleton.rps));
+  const skeletonRatio = median(rounds.map((r) => r.skeleton.rps / r.direct.rps));
   const addedP50 = sluice.p50 - direct.p50;
   const ratioMet = ratio >= GOAL_THROUGHPUT_RATIO;
   const rpsMet = sluice.rps >= GOAL_RPS;
