@@ -59,6 +59,20 @@ describe(TextCursor.name, () => {
     await cursor.close();
   });
 
+  it('leaves the connection as it found it, however many statements it has run', async () => {
+    // Wrapping the connection's parse anew on each statement without undoing it chains one more
+    // call per statement on a pooled connection: a worker slowed down the longer it served.
+    const connection = (client as unknown as { connection: { parse: unknown } }).connection;
+    const parse = connection.parse;
+    for (let i = 0; i < 3; i++) {
+      const cursor = open('select $1::int as n', [String(i)], [OID_INT4]);
+      expect(await cursor.read(10)).toEqual([[String(i)]]);
+      await cursor.close();
+    }
+    expect(connection.parse).toBe(parse);
+    expect(Object.prototype.hasOwnProperty.call(connection, 'parse')).toBe(false);
+  });
+
   it('leaves a parameter of type 0 to PostgreSQL to infer, like a literal', async () => {
     const cursor = open('select $1::int + 1 as n, $2::text as t', ['41', null], [0, 0]);
     expect(await cursor.read(10)).toEqual([['42', null]]);

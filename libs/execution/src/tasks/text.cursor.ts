@@ -54,13 +54,16 @@ export class TextCursor extends Cursor<(string | null)[]> {
         connection.bind({}, true);
         connection.execute({}, true);
       }
+      // Shadowed for this one call and then removed, so the prototype's parse shows through
+      // again: restoring a wrapper instead would chain one more call per statement on a pooled
+      // connection.
       const parse = connection.parse.bind(connection);
       connection.parse = (query: ParseMessage, more: boolean) =>
         parse({ ...query, types: paramTypes as never }, more);
       try {
         internals.submit.call(this, connection);
       } finally {
-        connection.parse = parse;
+        delete (connection as Partial<Connection>).parse;
       }
     };
   }
