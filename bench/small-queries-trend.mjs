@@ -1,0 +1,97 @@
+// One Sluice under the small-query load of small-queries.mjs, measured in back-to-back windows:
+// throughput, CPU per request of each process, write system calls per request and RSS, window by
+// window. Shows whether Sluice gets faster as it warms up or slower the longer it serves (a cost
+// that grows per statement once made a worker lose 10% a minute). Run by hand:
+//
+//   npm run build && node bench/small-queries-trend.mjs
+//
+// Needs PostgreSQL and Redis on loopback. Bounded in time; stops its processes and removes its
+// Redis keys at the end, also on error.
+import http from 'node:http';
+import {
+  cpuPercent,
+  cpuSnapshot,
+  envInt,
+  installGuards,
+  isOkJson,
+  mb,
+  ms,
+  request,
+  rssBytes,
+  runMain,
+  sluiceCpuGroups,
+  staleBuildWarning,
+  startSluice,
+  writeCounts,
+} from './lib/service.mjs';
+
+const WINDOWS = envInt('BENCH_WINDOWS', 9);
+const WINDOW_SECONDS = envInt('BENCH_WINDOW_SECONDS', 10);
+const CONCURRENCY = envInt('BENCH_CONCURRENCY', 32);
+const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
+const PROCESSES = ['api', 'worker', 'postgres', 'redis'];
+
+installGuards((WINDOWS * WINDOW_SECONDS + 120) * 1000);
+
+await runMain(async () => {
+  const stale = staleBuildWarning();
+  if (stale) console.warn(stale);
+  // One user sends everything: its cap on active queries must not be what is measured.
+  const sluice = await startSluice({
+    env: { SLUICE_MAX_ACTIVE_PER_USER: String(CONCURRENCY * 2) },
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  const body = Buffer.from(JSON.stringify({ statement: STATEMENT }));
+  const options = {
+    method: 'POST',
+    agent,
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'content-length': body.length,
+      ...sluice.headers,
+    },
+  };
+  const url = new URL('/v1/execute', sluice.baseUrl);
+  let done = 0;
+  let errors = 0;
+  let stop = false;
+  const client = async () => {
+    while (!stop) {
+      if (isOkJson(await request(url, options), 10)) done++;
+      else errors++;
+    }
+  };
+  const clients = Array.from({ length: CONCURRENCY }, client);
+  const groups = sluiceCpuGroups(sluice);
+
+  console.log(
+    `${CONCURRENCY} clients, \`${STATEMENT}\`, ${WINDOWS} windows of ${WINDOW_SECONDS} s\n`,
+  );
+  console.log(
+    `| window | req/s | ${PROCESSES.map((p) => `${p} CPU ms/req`).join(' | ')} | ` +
+      'api / worker / redis writes/req | api / worker RSS MB | errors |',
+  );
+  console.log(`|---|---:|${PROCESSES.map(() => '---:|').join('')}---|---|---:|`);
+  for (let w = 1; w <= WINDOWS; w++) {
+    const before = cpuSnapshot(groups);
+    const from = done;
+    await new Promise((resolve) => setTimeout(resolve, WINDOW_SECONDS * 1000));
+    const after = cpuSnapshot(groups);
+    const n = done - from;
+    const cpu = cpuPercent(before, after);
+    const writes = writeCounts(before, after);
+    const seconds = (after.at - before.at) / 1000;
+    // % of one core over the window, as ms of CPU per request.
+    const perRequest = (p) => ms((cpu[p] * 10 * seconds) / n);
+    const writesPer = ['api', 'worker', 'redis'].map((p) => (writes[p] / n).toFixed(1));
+    console.log(
+      `| ${(w - 1) * WINDOW_SECONDS}–${w * WINDOW_SECONDS} s | ${Math.round(n / seconds)} | ` +
+        `${PROCESSES.map(perRequest).join(' | ')} | ${writesPer.join(' / ')} | ` +
+        `${mb(rssBytes(sluice.api.pid))} / ${mb(rssBytes(sluice.worker.pid))} | ${errors} |`,
+    );
+  }
+  stop = true;
+  await Promise.all(clients);
+  agent.destroy();
+});
