@@ -26,6 +26,7 @@ import {
   ms,
   onCleanup,
   percentile,
+  printChildOutput,
   request,
   runMain,
   staleBuildWarning,
@@ -39,8 +40,9 @@ const SETTINGS = {
   redisUrl: REDIS_URL,
   seconds: envInt('BENCH_SECONDS', 10),
   warmupSeconds: envInt('BENCH_WARMUP_SECONDS', 2),
-  // Each target's first load, not measured: Sluice's processes take tens of seconds under load
-  // to reach their speed (measured here: ≈190 req/s in the first 10 s, ≈350 from the fortieth).
+  // Each target's first load, not measured: Sluice's processes take seconds to tens of seconds
+  // under load to reach their speed (on a slow 2-core VM: ≈190 req/s in the first 10 s, ≈350
+  // from the fortieth; bench/small-queries-trend.mjs shows it window by window).
   targetWarmupSeconds: envInt('BENCH_TARGET_WARMUP_SECONDS', 40),
   concurrency: envInt('BENCH_CONCURRENCY', 32),
   requestTimeoutMs: 10_000,
@@ -51,7 +53,6 @@ const SETTINGS = {
   // load each would compare targets measured at different speeds.
   rounds: envInt('BENCH_ROUNDS', 3),
 };
-// Goals from the issue.
 // Goals (issue 13): at least 2,400 req/s (3× the ≈770 it measured), then 0.25× the floor.
 const GOAL_RPS = 2_400;
 const GOAL_THROUGHPUT_RATIO = 0.25;
@@ -341,11 +342,7 @@ async function main() {
     const direct = await loadUnlessDied(targets.direct.children, targets.direct.load);
     const skeletonResult = await loadUnlessDied(targets.skeleton.children, targets.skeleton.load);
     const sluiceResult = await loadUnlessDied(targets.sluice.children, targets.sluice.load);
-    if (sluiceResult.errors > 0) {
-      console.error('\nlast output of the Sluice processes:');
-      for (const c of sluice.children)
-        console.error(`  [${c.name}]\n    ${c.lines.slice(-15).join('\n    ')}`);
-    }
+    if (sluiceResult.errors > 0) printChildOutput(sluice);
     rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult });
   }
   report(rounds, loadAtStart);

@@ -69,6 +69,10 @@ describe(TextCursor.name, () => {
       expect(await cursor.read(10)).toEqual([[String(i)]]);
       await cursor.close();
     }
+    // Also after a statement PostgreSQL refuses.
+    await expect(open('select from nowhere_at_all', [], []).read(10)).rejects.toThrow(
+      /nowhere_at_all/,
+    );
     expect(connection.parse).toBe(parse);
     expect(Object.prototype.hasOwnProperty.call(connection, 'parse')).toBe(false);
   });
