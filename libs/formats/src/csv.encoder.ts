@@ -1,6 +1,7 @@
 import { Status } from '@app/contracts';
 import { builtins, type builtinsTypes } from 'pg-types';
 import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { Utf8Builder } from './utf8.builder';
 
 // PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
 const OID: Readonly<Record<builtinsTypes, number>> = builtins;
@@ -36,6 +37,7 @@ function field(text: string): string {
  */
 export class CsvEncoder implements ResultEncoder {
   private readonly bool: boolean[];
+  private readonly out = new Utf8Builder();
 
   constructor(private readonly options: EncoderOptions) {
     // RowDescription reports a domain's base type, so this also covers domains over boolean.
@@ -49,19 +51,19 @@ export class CsvEncoder implements ResultEncoder {
   rows(rows: TextRow[]): Buffer {
     const bool = this.bool;
     const n = bool.length;
-    let out = '';
+    const out = this.out;
     for (let r = 0; r < rows.length; r++) {
       const row = rows[r];
       for (let i = 0; i < n; i++) {
-        if (i > 0) out += ',';
+        if (i > 0) out.append(',');
         const v = row[i];
         if (v === null) continue;
-        if (bool[i]) out += v === 't' ? 'true' : v === 'f' ? 'false' : field(v);
-        else out += field(v);
+        if (bool[i]) out.append(v === 't' ? 'true' : v === 'f' ? 'false' : field(v));
+        else out.append(field(v));
       }
-      out += CRLF;
+      out.append(CRLF);
     }
-    return Buffer.from(out);
+    return out.take();
   }
 
   end(_status: Status, failed: boolean): Buffer | null {

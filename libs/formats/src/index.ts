@@ -1,4 +1,5 @@
 export * from './result.encoder';
+export * from './utf8.builder';
 export * from './json-row.writer';
 export * from './json.encoder';
 export * from './ndjson.encoder';

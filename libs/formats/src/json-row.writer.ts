@@ -1,5 +1,6 @@
 import { ResultLayout } from '@app/contracts';
 import { EncoderColumn, TextRow } from './result.encoder';
+import { Utf8Builder } from './utf8.builder';
 
 /** Writes rows as JSON arrays or objects, from PostgreSQL's text values. */
 export class JsonRowWriter {
@@ -20,26 +21,24 @@ export class JsonRowWriter {
     );
   }
 
-  /** The rows joined by commas, each as `[…]` or `{…}`. */
-  write(rows: TextRow[], leadingComma: boolean): string {
+  /** Appends the rows to `out`, joined by commas, each as `[…]` or `{…}`. */
+  write(out: Utf8Builder, rows: TextRow[], leadingComma: boolean): void {
     const n = this.encoders.length;
     const close = this.layout === 'collection' ? '}' : ']';
     const empty = this.layout === 'collection' ? '{}' : '[]';
-    let out = '';
     for (let r = 0; r < rows.length; r++) {
-      if (r > 0 || leadingComma) out += ',';
+      if (r > 0 || leadingComma) out.append(',');
       if (n === 0) {
-        out += empty;
+        out.append(empty);
         continue;
       }
       const row = rows[r];
       for (let i = 0; i < n; i++) {
         const v = row[i];
-        out += this.prefixes[i];
-        out += v === null ? 'null' : this.encoders[i](v);
+        out.append(this.prefixes[i]);
+        out.append(v === null ? 'null' : this.encoders[i](v));
       }
-      out += close;
+      out.append(close);
     }
-    return out;
   }
 }

@@ -1,10 +1,12 @@
 import { Status } from '@app/contracts';
 import { JsonRowWriter } from './json-row.writer';
 import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { Utf8Builder } from './utf8.builder';
 
 /** application/json: one document, `status` last so that a late failure is still reported. */
 export class JsonEncoder implements ResultEncoder {
   private readonly writer: JsonRowWriter;
+  private readonly out = new Utf8Builder();
   private first = true;
 
   constructor(private readonly options: EncoderOptions) {
@@ -21,9 +23,9 @@ export class JsonEncoder implements ResultEncoder {
   }
 
   rows(rows: TextRow[]): Buffer {
-    const text = this.writer.write(rows, !this.first);
+    this.writer.write(this.out, rows, !this.first);
     if (rows.length > 0) this.first = false;
-    return Buffer.from(text);
+    return this.out.take();
   }
 
   end(status: Status): Buffer {

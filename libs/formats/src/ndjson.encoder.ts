@@ -1,6 +1,7 @@
 import { Status } from '@app/contracts';
 import { JsonRowWriter } from './json-row.writer';
 import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { Utf8Builder } from './utf8.builder';
 
 /**
  * application/stream+json: one JSON object per line — `{"query_id","schema"}`, then one
@@ -8,6 +9,7 @@ import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
  */
 export class NdjsonEncoder implements ResultEncoder {
   private readonly writer: JsonRowWriter;
+  private readonly out = new Utf8Builder();
 
   constructor(private readonly options: EncoderOptions) {
     this.writer = new JsonRowWriter(options.columns, options.layout);
@@ -21,7 +23,10 @@ export class NdjsonEncoder implements ResultEncoder {
 
   rows(rows: TextRow[]): Buffer {
     if (rows.length === 0) return Buffer.alloc(0);
-    return Buffer.from(`{"data":[${this.writer.write(rows, false)}]}\n`);
+    this.out.append('{"data":[');
+    this.writer.write(this.out, rows, false);
+    this.out.append(']}\n');
+    return this.out.take();
   }
 
   end(status: Status): Buffer {
