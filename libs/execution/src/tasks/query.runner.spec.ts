@@ -4,7 +4,15 @@ import net from 'node:net';
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData, ResultRecord, Status } from '@app/contracts';
 import { LoginRoleProvisioner, PgLogin } from '@app/access';
-import { FlowWindow, InProcessResultChannel, PortResultWriter, ResultReader } from '@app/transport';
+import { NdjsonEncoder } from '@app/formats';
+import {
+  FlowWindow,
+  InProcessResultChannel,
+  PortResultWriter,
+  ResultReader,
+  ResultWriter,
+  StopReason,
+} from '@app/transport';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
@@ -91,11 +99,58 @@ function jobOf(text: string, extra: Partial<ExecuteJobData> = {}): ExecuteJobDat
   };
 }
 
+/**
+ * Passes records on to `inner`, each data record after `delayMs`: a slow result stream. The
+ * `failAt`-th data record fails instead, as a write to a stream that broke. Counts the writes in
+ * flight and logs each data write's start and end.
+ */
+class SlowWriter implements ResultWriter {
+  readonly log: string[] = [];
+  maxInFlight = 0;
+  private inFlight = 0;
+  private dataWrites = 0;
+
+  constructor(
+    private readonly inner: ResultWriter,
+    private readonly delayMs: number,
+    private readonly failAt?: number,
+  ) {}
+
+  async write(record: ResultRecord): Promise<void> {
+    if (record.kind !== 'data') return this.inner.write(record);
+    const n = (this.dataWrites += 1);
+    this.inFlight += 1;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    this.log.push(`write ${n}`);
+    try {
+      await sleep(this.delayMs);
+      if (n === this.failAt) throw new Error('the result stream broke');
+      await this.inner.write(record);
+      this.log.push(`written ${n}`);
+    } finally {
+      this.inFlight -= 1;
+    }
+  }
+
+  writeFinal(records: ResultRecord[]): Promise<void> {
+    return this.inner.writeFinal(records);
+  }
+
+  watch(onStop: (reason: StopReason) => void): () => void {
+    return this.inner.watch(onStop);
+  }
+
+  interrupt(reason: StopReason): void {
+    this.inner.interrupt(reason);
+  }
+}
+
 /** Starts `job` with a reader on the other side of the channel, as the worker pool does. */
 function start(
   job: ExecuteJobData,
   window: Partial<FlowWindow> = {},
   pace?: Pace,
+  wrap: (writer: ResultWriter) => ResultWriter = (writer) => writer,
 ): { reader: ResultReader; running: Promise<ExecutionOutcome> } {
   const reader = channel.open(job.queryId, { onSilence: () => Promise.resolve(undefined) });
   const { port1, port2 } = new MessageChannel();
@@ -106,7 +161,7 @@ function start(
     idleTimeoutMs: 10_000,
     ...window,
   });
-  return { reader, running: runner.run(job, writer, login, pace) };
+  return { reader, running: runner.run(job, wrap(writer), login, pace) };
 }
 
 /** What the reader has left, through the terminal record. */
@@ -191,6 +246,78 @@ describe(QueryRunner.name, () => {
     // Before the second, the third and the (empty) fourth read.
     expect(paced).toBe(3);
     await reader.close();
+  });
+
+  describe('writes one batch while it reads and encodes the next', () => {
+    afterEach(() => jest.restoreAllMocks());
+
+    it('with one write in flight at a time, in order', async () => {
+      const job = jobOf('SELECT g FROM generate_series(1, 250) g', { fetchSize: 100 });
+      let slow: SlowWriter | undefined;
+      const encodeRows = Object.getOwnPropertyDescriptor(NdjsonEncoder.prototype, 'rows')!
+        .value as NdjsonEncoder['rows'];
+      let encoded = 0;
+      jest.spyOn(NdjsonEncoder.prototype, 'rows').mockImplementation(function (
+        this: NdjsonEncoder,
+        rows,
+      ) {
+        slow?.log.push(`encode ${(encoded += 1)}`);
+        return encodeRows.call(this, rows);
+      });
+      const { reader, running } = start(job, {}, undefined, (writer) => {
+        slow = new SlowWriter(writer, 200);
+        return slow;
+      });
+      const records = await drain(reader);
+      expect((await running).status).toMatchObject({ reason: 'OK', row_count: 250 });
+      expect(slow!.maxInFlight).toBe(1);
+      // The second batch was encoded while the first one's write was still on its way.
+      expect(slow!.log.indexOf('encode 2')).toBeLessThan(slow!.log.indexOf('written 1'));
+      expect(slow!.log.filter((entry) => entry.startsWith('written'))).toEqual([
+        'written 1',
+        'written 2',
+        'written 3',
+      ]);
+      const body = Buffer.concat(
+        records.map((r) => (r.kind === 'error' ? Buffer.alloc(0) : r.bytes)),
+      ).toString();
+      const values = body
+        .split('\n')
+        .filter((line) => line.startsWith('{"data"'))
+        .flatMap((line) => (JSON.parse(line) as { data: number[][] }).data.map(([g]) => g));
+      expect(values).toEqual(Array.from({ length: 250 }, (_, i) => i + 1));
+      await reader.close();
+    });
+
+    it('and ends with the failure of a write that failed, written after it', async () => {
+      const job = jobOf('SELECT g FROM generate_series(1, 1000) g', { fetchSize: 100 });
+      let slow: SlowWriter | undefined;
+      const { reader, running } = start(job, {}, undefined, (writer) => {
+        slow = new SlowWriter(writer, 20, 2);
+        return slow;
+      });
+      const backend = await backendOf(job);
+      const records = await drain(reader);
+      const outcome = await running;
+      expect(outcome.status).toMatchObject({ reason: 'internal error', vendor_code: -103 });
+      // The first batch, then the end reporting the failure: nothing after the broken write.
+      expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'end']);
+      expect(statusOfLast(records)).toEqual(outcome.status);
+      expect(slow!.log).toEqual(['write 1', 'written 1', 'write 2']);
+      await reader.close();
+      // Its connection is dropped (a failure not from PostgreSQL may leave it out of step): its
+      // backend ends, and nothing of the statement is left.
+      let left = 1;
+      for (let tries = 0; left > 0 && tries < 100; tries += 1) {
+        if (tries > 0) await sleep(20);
+        const { rows } = await control.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1`,
+          [backend],
+        );
+        left = rows[0].n;
+      }
+      expect(left).toBe(0);
+    });
   });
 
   describe("commits a short statement with the portal's close", () => {

@@ -130,6 +130,8 @@ export class QueryRunner {
     const statement = new StatementLife(db, applicationNameOf(job.queryId), writer, job.timeoutMs);
     let encoder: ResultEncoder | undefined;
     let rows = 0;
+    /** The write of the last batch encoded: one at a time, settled before anything else is written. */
+    let writing: Promise<void> | undefined;
     try {
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
@@ -156,20 +158,26 @@ export class QueryRunner {
         const capped = limit !== undefined && rows >= limit;
         const want = capped ? 1 : limit === undefined ? fetch : Math.min(fetch, limit - rows);
         await pace?.();
-        // PostgreSQL produces the next batch while this one is encoded and written.
+        // PostgreSQL produces the next batch while this one is encoded and written, and the
+        // previous batch's write goes on while this one is encoded.
         const prefetch = statement.read(want);
         // Awaited below, or by abandon() while still in flight: this only keeps it from counting
         // as unhandled meanwhile.
         prefetch.catch(() => undefined);
-        await body.data(batch.length, encoder.rows(batch));
-        progress?.tick(rows, body.bytes);
+        const chunk = encoder.rows(batch);
+        await writing;
+        writing = body.data(batch.length, chunk);
+        // Awaited in the next round, after the loop, or before a failure is reported.
+        writing.catch(() => undefined);
         const next = await prefetch;
+        progress?.tick(rows, body.bytes);
         if (capped) {
           truncated = next.length > 0;
           break;
         }
         batch = next;
       }
+      await writing;
       await statement.commit();
       const tag = cursor.commandTag;
       const reason = fields.length > 0 || !tag ? 'OK' : tag;
@@ -180,6 +188,9 @@ export class QueryRunner {
       await body.end(status, encoder.end(status, false) ?? Buffer.alloc(0));
       return { status, rows, bytes: body.bytes };
     } catch (err) {
+      // A write still on its way lands first: nothing else is written meanwhile, and its own
+      // failure is not the one reported.
+      await writing?.catch(() => undefined);
       const status = failureStatus(err, statement.stopReason);
       await statement.abandon(err);
       // The channel itself failed: the api notices the silence, finds the job ended and says so.
