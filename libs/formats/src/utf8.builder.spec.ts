@@ -58,6 +58,21 @@ describe(Utf8Builder.name, () => {
     expect(built(pieces, 1)).toEqual(reference(pieces));
   });
 
+  it('grows for a long value by its bytes, and does not keep a buffer grown past 4 MiB', () => {
+    const out = new Utf8Builder(16);
+    const value = 'é'.repeat(3 * 1024 * 1024);
+    out.append('"');
+    out.append(value);
+    // Two bytes a character: 6 MiB, not the 9 MiB that three bytes a unit would reserve.
+    expect(out.capacity).toBeLessThan(7 * 1024 * 1024);
+    out.append('"');
+    expect(out.take()).toEqual(Buffer.from(`"${value}"`));
+    expect(out.capacity).toBe(16);
+    out.append('small');
+    out.take();
+    expect(out.capacity).toBe(16);
+  });
+
   it('starts over after take, and what it gave is not overwritten by the next chunk', () => {
     const out = new Utf8Builder(4);
     out.append('first chunk, é');

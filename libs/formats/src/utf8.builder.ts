@@ -1,5 +1,7 @@
 /** Strings at least this long go to Buffer's native UTF-8 writer in one call. */
 const NATIVE_FROM = 256;
+/** A buffer grown past this for one large chunk is not kept for the next one. */
+const MAX_KEPT_BYTES = 4 * 1024 * 1024;
 
 /**
  * Builds one chunk's bytes from many short strings, as `Buffer.from(a + b + …)` would give them,
@@ -12,20 +14,26 @@ export class Utf8Builder {
   private buf: Buffer;
   private length = 0;
 
-  constructor(initialBytes = 1024) {
+  constructor(private readonly initialBytes = 1024) {
     this.buf = Buffer.allocUnsafe(initialBytes);
+  }
+
+  /** Bytes the builder holds for the chunk it builds (and the next). */
+  get capacity(): number {
+    return this.buf.length;
   }
 
   append(text: string): void {
     const n = text.length;
-    // UTF-8 takes at most three bytes per UTF-16 unit (a surrogate pair: four for two).
-    if (this.length + 3 * n > this.buf.length) this.grow(3 * n);
-    const buf = this.buf;
-    let at = this.length;
     if (n >= NATIVE_FROM) {
-      this.length = at + buf.write(text, at);
+      this.reserve(Buffer.byteLength(text));
+      this.length += this.buf.write(text, this.length);
       return;
     }
+    // UTF-8 takes at most three bytes per UTF-16 unit (a surrogate pair: four for two).
+    this.reserve(3 * n);
+    const buf = this.buf;
+    let at = this.length;
     for (let i = 0; i < n; i++) {
       const c = text.charCodeAt(i);
       if (c >= 0x80) {
@@ -44,11 +52,13 @@ export class Utf8Builder {
     const out = Buffer.allocUnsafe(this.length);
     this.buf.copy(out, 0, 0, this.length);
     this.length = 0;
+    if (this.buf.length > MAX_KEPT_BYTES) this.buf = Buffer.allocUnsafe(this.initialBytes);
     return out;
   }
 
-  private grow(needed: number): void {
-    const next = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.length + needed));
+  private reserve(bytes: number): void {
+    if (this.length + bytes <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.length + bytes));
     this.buf.copy(next, 0, 0, this.length);
     this.buf = next;
   }
