@@ -17,6 +17,7 @@ import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { ExecutionOutcome, Pace, QueryRunner, applicationNameOf } from './query.runner';
+import { StatementLife } from './statement.life';
 
 /**
  * The runner's three ways to stop a statement — a cancel, its time limit, its client lost or idle
@@ -257,6 +258,16 @@ describe(QueryRunner.name, () => {
       const encodeRows = Object.getOwnPropertyDescriptor(NdjsonEncoder.prototype, 'rows')!
         .value as NdjsonEncoder['rows'];
       let encoded = 0;
+      const readRows = Object.getOwnPropertyDescriptor(StatementLife.prototype, 'read')!
+        .value as StatementLife['read'];
+      let reads = 0;
+      jest.spyOn(StatementLife.prototype, 'read').mockImplementation(function (
+        this: StatementLife,
+        n,
+      ) {
+        slow?.log.push(`read ${(reads += 1)}`);
+        return readRows.call(this, n);
+      });
       jest.spyOn(NdjsonEncoder.prototype, 'rows').mockImplementation(function (
         this: NdjsonEncoder,
         rows,
@@ -271,7 +282,9 @@ describe(QueryRunner.name, () => {
       const records = await drain(reader);
       expect((await running).status).toMatchObject({ reason: 'OK', row_count: 250 });
       expect(slow!.maxInFlight).toBe(1);
-      // The second batch was encoded while the first one's write was still on its way.
+      // PostgreSQL was asked for the second batch before the first was encoded, and the second
+      // batch was encoded while the first one's write was still on its way.
+      expect(slow!.log.indexOf('read 2')).toBeLessThan(slow!.log.indexOf('encode 1'));
       expect(slow!.log.indexOf('encode 2')).toBeLessThan(slow!.log.indexOf('written 1'));
       expect(slow!.log.filter((entry) => entry.startsWith('written'))).toEqual([
         'written 1',
