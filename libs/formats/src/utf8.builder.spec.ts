@@ -58,7 +58,7 @@ describe(Utf8Builder.name, () => {
     expect(built(pieces, 1)).toEqual(reference(pieces));
   });
 
-  it('grows for a long value by its bytes, and does not keep a buffer grown past 4 MiB', () => {
+  it('grows for a long value by its bytes, hands a chunk past 4 MiB over and keeps no such buffer', () => {
     const out = new Utf8Builder(16);
     const value = 'é'.repeat(3 * 1024 * 1024);
     out.append('"');
@@ -66,11 +66,16 @@ describe(Utf8Builder.name, () => {
     // Two bytes a character: 6 MiB, not the 9 MiB that three bytes a unit would reserve.
     expect(out.capacity).toBeLessThan(7 * 1024 * 1024);
     out.append('"');
-    expect(out.take()).toEqual(Buffer.from(`"${value}"`));
+    // The closing quote grows it by an eighth, not to twice its size.
+    expect(out.capacity).toBeLessThan(8 * 1024 * 1024);
+    const big = out.take();
+    expect(big).toEqual(Buffer.from(`"${value}"`));
     expect(out.capacity).toBe(16);
     out.append('small');
-    out.take();
+    expect(out.take().toString()).toBe('small');
     expect(out.capacity).toBe(16);
+    // What it handed over is the caller's: the next chunks do not write into it.
+    expect(big.subarray(0, 3)).toEqual(Buffer.from('"é'));
   });
 
   it('starts over after take, and what it gave is not overwritten by the next chunk', () => {

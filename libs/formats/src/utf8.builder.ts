@@ -1,7 +1,9 @@
+import { utf8Room, writeUtf8 } from './pg-text.decoder';
+
 /** Strings at least this long go to Buffer's native UTF-8 writer in one call. */
 const NATIVE_FROM = 256;
-/** A buffer grown past this for one large chunk is not kept for the next one. */
-const MAX_KEPT_BYTES = 4 * 1024 * 1024;
+/** Past this, a buffer grows by an eighth rather than doubling, and is not kept after its chunk. */
+const LARGE_BYTES = 4 * 1024 * 1024;
 
 /**
  * Builds one chunk's bytes from many short strings, as `Buffer.from(a + b + …)` would give them,
@@ -24,21 +26,19 @@ export class Utf8Builder {
   }
 
   append(text: string): void {
+    this.reserve(utf8Room(text));
     const n = text.length;
     if (n >= NATIVE_FROM) {
-      this.reserve(Buffer.byteLength(text));
-      this.length += this.buf.write(text, this.length);
+      this.length += writeUtf8(this.buf, text, this.length);
       return;
     }
-    // UTF-8 takes at most three bytes per UTF-16 unit (a surrogate pair: four for two).
-    this.reserve(3 * n);
     const buf = this.buf;
     let at = this.length;
     for (let i = 0; i < n; i++) {
       const c = text.charCodeAt(i);
       if (c >= 0x80) {
         // Everything before i was ASCII, so no surrogate pair is cut here.
-        at += buf.write(i === 0 ? text : text.slice(i), at);
+        at += writeUtf8(buf, i === 0 ? text : text.slice(i), at);
         this.length = at;
         return;
       }
@@ -49,16 +49,26 @@ export class Utf8Builder {
 
   /** The bytes appended since the last take, in a Buffer of their own; the builder starts over. */
   take(): Buffer {
-    const out = Buffer.allocUnsafe(this.length);
-    this.buf.copy(out, 0, 0, this.length);
+    const length = this.length;
     this.length = 0;
-    if (this.buf.length > MAX_KEPT_BYTES) this.buf = Buffer.allocUnsafe(this.initialBytes);
+    if (this.buf.length > LARGE_BYTES) {
+      // A chunk grown this large (a huge value) is handed over as it is, not copied or kept.
+      const out = this.buf.subarray(0, length);
+      this.buf = Buffer.allocUnsafe(this.initialBytes);
+      return out;
+    }
+    const out = Buffer.allocUnsafe(length);
+    this.buf.copy(out, 0, 0, length);
     return out;
   }
 
   private reserve(bytes: number): void {
-    if (this.length + bytes <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.length + bytes));
+    const need = this.length + bytes;
+    if (need <= this.buf.length) return;
+    // Doubling keeps appends cheap; past LARGE_BYTES it would double for one closing quote.
+    const size =
+      this.buf.length < LARGE_BYTES ? Math.max(2 * this.buf.length, need) : need + (need >> 3);
+    const next = Buffer.allocUnsafe(size);
     this.buf.copy(next, 0, 0, this.length);
     this.buf = next;
   }
