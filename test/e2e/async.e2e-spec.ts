@@ -679,6 +679,12 @@ describe('Idempotency-Key', () => {
     }
     const { rows } = await db().query<{ n: number }>(`select count(*)::int as n from ${schema}.t`);
     expect(rows[0].n).toBe(1);
+    // The repeats were never queries: only the first is listed.
+    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+    const listed = (list.json as { query_id: string; statement: string }[]).filter(
+      (q) => q.statement === insert.statement,
+    );
+    expect(listed.map((q) => q.query_id)).toEqual([...ids]);
   });
 
   it('answers 422 for the same key with another request, and runs nothing', async () => {

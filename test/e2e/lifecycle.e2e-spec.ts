@@ -284,10 +284,14 @@ describe('admission', () => {
       );
       return open.length === 6 ? true : undefined;
     });
-    const res = await execute({ statement: 'select 1' }, { token });
+    const res = await execute({ statement: 'select 1 as refused' }, { token });
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('1');
     expect(res.json.status).toMatchObject({ sql_state: '53000', vendor_code: -108 });
+    // The refused query left no record behind: only the six are listed.
+    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+    const statements = (list.json as { statement: string }[]).map((q) => q.statement);
+    expect(statements).toEqual(Array(6).fill('select pg_sleep(1.5)'));
     await Promise.all(sleepers);
     const after = await execute({ statement: 'select 1 as ok' }, { token });
     expect(after.status).toBe(200);

@@ -99,6 +99,20 @@ describe.each(adapters)('%s registry transitions', (_name, make) => {
     expect(await registry.get(queryId)).toMatchObject({ state: 'running', startedAt: 3 });
   });
 
+  it('forgets a discarded query: gone from get and from the list, others kept', async () => {
+    const kept = queuedRecord(randomUUID());
+    await registry.create(kept);
+    await queued();
+    await registry.discard(queryId);
+    expect(await registry.get(queryId)).toBeUndefined();
+    const listed = (await registry.list(1000)).map((record) => record.queryId);
+    expect(listed).toContain(kept.queryId);
+    expect(listed).not.toContain(queryId);
+    // A late transition does not bring it back.
+    expect(await registry.transition(queryId, 'running')).toBeUndefined();
+    expect(await registry.get(queryId)).toBeUndefined();
+  });
+
   it('knows no query it was never told of', async () => {
     expect(await registry.transition(queryId, 'running')).toBeUndefined();
     expect(await registry.get(queryId)).toBeUndefined();

@@ -47,6 +47,8 @@ export type QueryFacts = Partial<
 export interface QueryRegistry {
   /** A new query, queued. */
   create(record: QueryRecord): Promise<void>;
+  /** Removes the record of a query that was refused before it was queued: it never was one. */
+  discard(queryId: string): Promise<void>;
   /**
    * Moves a query to `to` with what is known of it then, in one step, if QUERY_TRANSITIONS allows
    * it from the state the query is in (else nothing changes: of two processes ending a query, the

@@ -9,10 +9,13 @@ import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
 const QUEUE_DEPTH_TTL_MS = 100;
 /** How long a reading of the workers' heartbeats is used again (beats come a second apart). */
 const ROSTER_TTL_MS = 250;
+/** When to try again after a 429: slots and queue places free up as queries end. */
+const RETRY_AFTER: Readonly<Record<string, string>> = Object.freeze({ 'Retry-After': '1' });
 
 /**
  * Whether a statement may be queued at all: a worker must be alive to run it, the queue must
- * have room (SLUICE_MAX_QUEUED), and its user a free slot (SLUICE_MAX_ACTIVE_PER_USER).
+ * have room (SLUICE_MAX_QUEUED), and its user a free slot (SLUICE_MAX_ACTIVE_PER_USER). The checks
+ * come first; the slot is taken by the caller together with the query's record (one write).
  */
 @Injectable()
 export class AdmissionService {
@@ -25,27 +28,32 @@ export class AdmissionService {
     private readonly workers: WorkerRosterService,
   ) {}
 
-  /** Takes a slot of the user's for the query; returns the job's dispatch priority. */
-  async admit(username: string, queryId: string, lane: Lane): Promise<number> {
-    // No worker of its lane alive (no fresh heartbeat): 503 at once rather than a wait for the
-    // queue limit.
+  /**
+   * Whether the queue takes a query of `lane` now: a worker of its lane must be alive (no fresh
+   * heartbeat: 503 at once rather than a wait for the queue limit) and the queue must have room.
+   * Both readings are cached briefly, so this seldom waits for Redis.
+   */
+  async check(lane: Lane): Promise<void> {
     if (!(await this.workerAlive(lane))) throw this.noWorker(lane);
-    const retryAfter = { 'Retry-After': '1' };
     if ((await this.waiting()) >= this.config.maxQueued) {
       throw new SluiceError(
         'QUEUE_FULL',
         'the query queue is full; retry later',
         undefined,
-        retryAfter,
+        RETRY_AFTER,
       );
     }
+  }
+
+  /** Takes a slot of the user's for the query; returns the job's dispatch priority. */
+  async takeSlot(username: string, queryId: string): Promise<number> {
     const before = await this.registry.admit(username, queryId, this.config.maxActivePerUser);
     if (before === undefined) {
       throw new SluiceError(
         'QUEUE_FULL',
         `you have ${this.config.maxActivePerUser} queries queued or running; retry when one ends`,
         undefined,
-        retryAfter,
+        RETRY_AFTER,
       );
     }
     // Per-user fairness: a user's n-th concurrent query waits behind everyone's first.

@@ -9,8 +9,6 @@ export interface JobParts extends NegotiatedRequest {
   queryId: string;
   bound: BoundStatement;
   user: AuthUser;
-  /** Its dispatch priority, from admission. */
-  priority: number;
   /** When it was asked for (epoch ms): its queue wait counts from here. */
   now: number;
 }
@@ -47,7 +45,6 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     timeoutMs: timeoutFor(request.timeout, config),
     startBy: now + config.maxQueueWaitMs,
     lane: parts.lane,
-    priority: parts.priority,
     enqueuedAt: now,
     // A query that may be answered before its result, or repeated, keeps it for a later fetch.
     retain:

@@ -20,6 +20,11 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve();
   }
 
+  discard(queryId: string): Promise<void> {
+    this.records.delete(queryId);
+    return Promise.resolve();
+  }
+
   transition(
     queryId: string,
     to: QueryState,

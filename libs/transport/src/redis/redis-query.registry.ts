@@ -144,6 +144,14 @@ export class RedisQueryRegistry implements QueryRegistry {
     await Promise.all(writes);
   }
 
+  async discard(queryId: string): Promise<void> {
+    // Two hash slots: two commands, sent together by auto-pipelining.
+    await Promise.all([
+      this.redis.unlink(this.keys.meta(queryId)),
+      this.redis.zrem(this.keys.queries, queryId),
+    ]);
+  }
+
   async transition(
     queryId: string,
     to: QueryState,
