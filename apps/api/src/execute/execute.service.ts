@@ -39,10 +39,14 @@ const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
 
 /**
  * The body as one Buffer when the result ended within the records read so far (a small result
- * comes as one record): its end is recorded and the execution released before the response is
- * sent, in one write with its length instead of chunk by chunk.
+ * comes as one record), sent in one write with its length instead of chunk by chunk. Its end is
+ * recorded and the execution released (the owner's slot freed) as the response goes, not before:
+ * they are asked of Redis first, on the connection this api's admissions use, which keeps its
+ * commands in order — so a client at its per-user cap that sends its next query on receipt of
+ * this answer finds the slot free — while the answer does not wait a round trip for them. Neither
+ * throws (a failed write is retried, then logged).
  */
-async function wholeBody(execution: Execution, read: ResultRecord[]): Promise<Buffer | undefined> {
+function wholeBody(execution: Execution, read: ResultRecord[]): Buffer | undefined {
   const last = read[read.length - 1];
   if (last.kind !== 'end' || last.abort) return undefined;
   const bytes: Buffer[] = [];
@@ -51,8 +55,8 @@ async function wholeBody(execution: Execution, read: ResultRecord[]): Promise<Bu
     execution.sent(record);
     bytes.push(record.bytes);
   }
-  // Issued together: one round trip for both.
-  await Promise.all([execution.end(last.status), execution.close()]);
+  // Asked for together: one write for both.
+  void Promise.all([execution.end(last.status), execution.close()]);
   return Buffer.concat(bytes);
 }
 
@@ -107,7 +111,7 @@ export class ExecuteService {
         ? `${MEDIA_TYPES[format]}; charset=utf-8`
         : MEDIA_TYPES[format],
       body:
-        (await wholeBody(execution, readAhead)) ??
+        wholeBody(execution, readAhead) ??
         executionBody(execution, readAhead, lateFailureTail(job, this.config.maxEntryBytes)),
       close: () => execution.close(),
     };
