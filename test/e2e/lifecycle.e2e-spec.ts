@@ -297,6 +297,20 @@ describe('admission', () => {
     expect(after.status).toBe(200);
   });
 
+  it('never refuses a user at the cap who sends each next query as soon as an answer comes', async () => {
+    const { token } = await user('e2e_eager');
+    // Six loops: every slot of the cap (SLUICE_MAX_ACTIVE_PER_USER=6) taken, and each freed by
+    // an answer the next request of its loop follows at once.
+    const loops = Array.from({ length: 6 }, async () => {
+      const statuses: number[] = [];
+      for (let i = 0; i < 15; i++) {
+        statuses.push((await execute({ statement: 'select 1 as n' }, { token })).status);
+      }
+      return statuses;
+    });
+    expect((await Promise.all(loops)).flat()).toEqual(Array(90).fill(200));
+  });
+
   it("starts another user's query before the flooding user's queued ones", async () => {
     const flooder = await user('e2e_flood');
     const other = await user('e2e_fair');
