@@ -100,6 +100,9 @@ export class ExecuteService {
       const repeated = await this.claim(job, key, requestFingerprint(negotiated));
       if (repeated) return repeated;
     }
+    // The reader's alive key is written in this turn of the event loop, a moment after the job's
+    // add on BullMQ's own connection: the worker first looks for it SLUICE_CANCEL_POLL_MS (at
+    // least 10 ms) after the statement starts, which is later still.
     const execution = Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
     await this.enqueue(execution, job, key);
     const readAhead = await this.firstBytes(execution, options.signal, negotiated.wait);
