@@ -300,7 +300,8 @@ describe('admission', () => {
   it('never refuses a user at the cap who sends each next query as soon as an answer comes', async () => {
     const { token } = await user('e2e_eager');
     // Six loops: every slot of the cap (SLUICE_MAX_ACTIVE_PER_USER=6) taken, and each freed by
-    // an answer the next request of its loop follows at once.
+    // an answer the next request of its loop follows at once — in cluster mode to the other api
+    // (requests alternate between the two), whose admission must find the slot free.
     const loops = Array.from({ length: 6 }, async () => {
       const statuses: number[] = [];
       for (let i = 0; i < 15; i++) {

@@ -1,4 +1,4 @@
-import { ExecuteRequestDto, okStatus } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/contracts';
 import { QueryLifecycle } from '@app/execution';
 import { loadConfig } from '@app/config';
 import {
@@ -15,10 +15,9 @@ import { AdmissionService } from './admission.service';
 import { ExecuteService } from './execute.service';
 
 /**
- * The user's slot and the query's record: asked for together (one write to Redis, where the
- * registry is Redis), neither left behind by a query that is refused, and the slot's release not
- * waited for by a whole answer. Over the in-process adapters, with a registry that tells when each
- * call is made and answered.
+ * Admission and the query's record: asked for together (one write to Redis, where the registry is
+ * Redis), and neither left behind by a query that is refused. Over the in-process adapters, with
+ * a registry that tells when each call is made and answered.
  */
 const CAP = 2;
 const user: AuthUser = { username: 'ann', role: 'r', isAdmin: false, readOnly: false };
@@ -27,22 +26,12 @@ const body: ExecuteRequestDto = { statement: 'select 1' };
 class WatchedRegistry extends InProcessQueryRegistry {
   readonly events: string[] = [];
   failCreate = false;
-  /** Slots released from now on are never answered. */
-  holdReleases = false;
-  lastCreated: string | undefined;
 
   override admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
     return this.watched('slot', () => super.admit(owner, queryId, cap));
   }
 
-  override release(owner: string, queryId: string): Promise<void> {
-    return this.watched('release', () =>
-      this.holdReleases ? new Promise<void>(() => undefined) : super.release(owner, queryId),
-    );
-  }
-
   override create(record: QueryRecord): Promise<void> {
-    this.lastCreated = record.queryId;
     return this.watched('record', () =>
       this.failCreate ? Promise.reject(new Error('registry down')) : super.create(record),
     );
@@ -55,14 +44,13 @@ class WatchedRegistry extends InProcessQueryRegistry {
 }
 
 let registry: WatchedRegistry;
-let channel: InProcessResultChannel;
 let service: ExecuteService;
 
 beforeEach(() => {
   const config = loadConfig({ SLUICE_MAX_ACTIVE_PER_USER: String(CAP) });
   registry = new WatchedRegistry(60);
   const queue = new InProcessJobQueue(60);
-  channel = new InProcessResultChannel(config.producerSilenceMs);
+  const channel = new InProcessResultChannel(config.producerSilenceMs);
   const lifecycle = new QueryLifecycle(registry);
   const roster = new WorkerRosterService(config, undefined);
   const policy = { check: () => Promise.resolve() } as unknown as ExecutePolicyService;
@@ -78,10 +66,6 @@ beforeEach(() => {
   );
 });
 
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
-}
-
 /** The user's slots taken so far: admitting up to the cap tells how many were free. */
 async function slotsTaken(): Promise<number> {
   let taken = CAP;
@@ -91,7 +75,7 @@ async function slotsTaken(): Promise<number> {
   return taken;
 }
 
-describe(`${ExecuteService.name}: the slot and the record`, () => {
+describe(`${ExecuteService.name} admission`, () => {
   it('asks for the slot and the record together, and a refused query keeps neither', async () => {
     await registry.admit(user.username, 'held-1', CAP);
     await registry.admit(user.username, 'held-2', CAP);
@@ -109,18 +93,5 @@ describe(`${ExecuteService.name}: the slot and the record`, () => {
     await expect(service.execute(body, user, {})).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(registry.events.slice(0, 2).sort()).toEqual(['ask record', 'ask slot']);
     expect(await slotsTaken()).toBe(0);
-  });
-
-  it("answers a whole result without waiting for its slot's release, asked for before", async () => {
-    registry.holdReleases = true;
-    const answer = service.execute(body, user, {});
-    await until(() => registry.lastCreated !== undefined);
-    const bytes = Buffer.from('{"query_id":"q","data":[[1]],"status":{}}');
-    // Plays the worker: the whole result in one record.
-    await channel.end(registry.lastCreated!, { kind: 'end', status: okStatus(), bytes });
-    const response = await answer;
-    expect(response.body).toEqual(bytes);
-    expect(registry.events).toContain('ask release');
-    expect(registry.events).not.toContain('answer release');
   });
 });

@@ -39,14 +39,12 @@ const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
 
 /**
  * The body as one Buffer when the result ended within the records read so far (a small result
- * comes as one record), sent in one write with its length instead of chunk by chunk. Its end is
- * recorded and the execution released (the owner's slot freed) as the response goes, not before:
- * they are asked of Redis first, on the connection this api's admissions use, which keeps its
- * commands in order — so a client at its per-user cap that sends its next query on receipt of
- * this answer finds the slot free — while the answer does not wait a round trip for them. Neither
- * throws (a failed write is retried, then logged).
+ * comes as one record): its end is recorded and the execution released before the response is
+ * sent, in one write with its length instead of chunk by chunk. Released before, not as it goes:
+ * a client at its per-user cap may send its next query at once, to another api (no sticky
+ * sessions), whose admission must find the slot free; only Redis's answer says it will.
  */
-function wholeBody(execution: Execution, read: ResultRecord[]): Buffer | undefined {
+async function wholeBody(execution: Execution, read: ResultRecord[]): Promise<Buffer | undefined> {
   const last = read[read.length - 1];
   if (last.kind !== 'end' || last.abort) return undefined;
   const bytes: Buffer[] = [];
@@ -55,8 +53,8 @@ function wholeBody(execution: Execution, read: ResultRecord[]): Buffer | undefin
     execution.sent(record);
     bytes.push(record.bytes);
   }
-  // Asked for together: one write for both.
-  void Promise.all([execution.end(last.status), execution.close()]);
+  // Issued together: one round trip for both.
+  await Promise.all([execution.end(last.status), execution.close()]);
   return Buffer.concat(bytes);
 }
 
@@ -114,7 +112,7 @@ export class ExecuteService {
         ? `${MEDIA_TYPES[format]}; charset=utf-8`
         : MEDIA_TYPES[format],
       body:
-        wholeBody(execution, readAhead) ??
+        (await wholeBody(execution, readAhead)) ??
         executionBody(execution, readAhead, lateFailureTail(job, this.config.maxEntryBytes)),
       close: () => execution.close(),
     };
