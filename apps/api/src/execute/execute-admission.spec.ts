@@ -1,4 +1,6 @@
-import { ExecuteRequestDto } from '@app/contracts';
+import Redis from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { ExecuteJobData, ExecuteRequestDto } from '@app/contracts';
 import { QueryLifecycle } from '@app/execution';
 import { loadConfig } from '@app/config';
 import {
@@ -6,7 +8,15 @@ import {
   InProcessQueryRegistry,
   InProcessResultChannel,
   QueryRecord,
+  ReaderHooks,
+  ResultReader,
+  RedisConnector,
+  RedisKeys,
+  RedisQueryRegistry,
+  RedisResultSink,
+  RedisResultSource,
 } from '@app/transport';
+import { testRedisUrl } from '@test/settings';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';
@@ -15,13 +25,15 @@ import { AdmissionService } from './admission.service';
 import { ExecuteService } from './execute.service';
 
 /**
- * Admission and the query's record: asked for together (one write to Redis, where the registry is
- * Redis), and neither left behind by a query that is refused. Over the in-process adapters, with
- * a registry that tells when each call is made and answered.
+ * Admission, the query's record and its reader: asked for together (one write to Redis, where the
+ * registry is Redis), the reader's alive key in place before the job can be taken, and none of
+ * them left behind by a query that is refused. Over the in-process adapters, with a registry and
+ * a channel that tell when each call is made and answered; then over Redis, as an api runs it.
  */
 const CAP = 2;
 const user: AuthUser = { username: 'ann', role: 'r', isAdmin: false, readOnly: false };
 const body: ExecuteRequestDto = { statement: 'select 1' };
+const config = loadConfig({ SLUICE_MAX_ACTIVE_PER_USER: String(CAP) });
 
 class WatchedRegistry extends InProcessQueryRegistry {
   readonly events: string[] = [];
@@ -43,55 +55,174 @@ class WatchedRegistry extends InProcessQueryRegistry {
   }
 }
 
-let registry: WatchedRegistry;
-let service: ExecuteService;
-
-beforeEach(() => {
-  const config = loadConfig({ SLUICE_MAX_ACTIVE_PER_USER: String(CAP) });
-  registry = new WatchedRegistry(60);
-  const queue = new InProcessJobQueue(60);
-  const channel = new InProcessResultChannel(config.producerSilenceMs);
-  const lifecycle = new QueryLifecycle(registry);
-  const roster = new WorkerRosterService(config, undefined);
-  const policy = { check: () => Promise.resolve() } as unknown as ExecutePolicyService;
-  service = new ExecuteService(
-    queue,
-    channel,
-    lifecycle,
-    config,
-    policy,
-    new AdmissionService(queue, registry, config, roster),
-    registry,
-    new KeptResultService(registry, channel, queue, channel, lifecycle, roster, config),
-  );
-});
-
-/** The user's slots taken so far: admitting up to the cap tells how many were free. */
-async function slotsTaken(): Promise<number> {
-  let taken = CAP;
-  while (taken > 0 && (await registry.admit(user.username, `probe-${taken}`, CAP)) !== undefined) {
-    taken -= 1;
+/** A channel that tells the registry's log when a reader opens and when it closes. */
+class WatchedChannel extends InProcessResultChannel {
+  constructor(private readonly events: string[]) {
+    super(config.producerSilenceMs);
   }
-  return taken;
+
+  override open(queryId: string, hooks: ReaderHooks): ResultReader {
+    const reader = super.open(queryId, hooks);
+    this.events.push('open reader');
+    const close = reader.close.bind(reader);
+    reader.close = () => {
+      this.events.push('close reader');
+      return close();
+    };
+    return reader;
+  }
+
+  override openKept(queryId: string, hooks: ReaderHooks): ResultReader {
+    this.events.push('open kept reader');
+    return super.openKept(queryId, hooks);
+  }
 }
 
+/** A queue that looks, as a job is added, at what Redis holds then; and then refuses the job. */
+class ProbingQueue extends InProcessJobQueue {
+  aliveAtEnqueue: number | undefined;
+
+  constructor(
+    private readonly probe: Redis,
+    private readonly keys: RedisKeys,
+  ) {
+    super(60);
+  }
+
+  override async enqueue(job: ExecuteJobData): Promise<void> {
+    // Another connection, as BullMQ's own is: it sees only what Redis already did.
+    this.aliveAtEnqueue = await this.probe.exists(this.keys.alive(job.queryId));
+    throw new Error('queue down');
+  }
+}
+
+const policy = { check: () => Promise.resolve() } as unknown as ExecutePolicyService;
+const roster = new WorkerRosterService(config, undefined);
+
 describe(`${ExecuteService.name} admission`, () => {
-  it('asks for the slot and the record together, and a refused query keeps neither', async () => {
+  let registry: WatchedRegistry;
+  let service: ExecuteService;
+
+  beforeEach(() => {
+    registry = new WatchedRegistry(60);
+    const queue = new InProcessJobQueue(60);
+    const channel = new WatchedChannel(registry.events);
+    const lifecycle = new QueryLifecycle(registry);
+    service = new ExecuteService(
+      queue,
+      channel,
+      lifecycle,
+      config,
+      policy,
+      new AdmissionService(queue, registry, config, roster),
+      registry,
+      new KeptResultService(registry, channel, queue, channel, lifecycle, roster, config),
+    );
+  });
+
+  /** The user's slots taken so far: admitting up to the cap tells how many were free. */
+  async function slotsTaken(): Promise<number> {
+    let taken = CAP;
+    while (
+      taken > 0 &&
+      (await registry.admit(user.username, `probe-${taken}`, CAP)) !== undefined
+    ) {
+      taken -= 1;
+    }
+    return taken;
+  }
+
+  it('asks for the slot, the record and the reader together, and a refused query keeps none', async () => {
     await registry.admit(user.username, 'held-1', CAP);
     await registry.admit(user.username, 'held-2', CAP);
     registry.events.length = 0;
     const refused = service.execute(body, user, {});
     await expect(refused).rejects.toMatchObject({ code: 'QUEUE_FULL' });
-    // Both were asked for before either was answered: one round trip, not two.
-    expect(registry.events.slice(0, 2).sort()).toEqual(['ask record', 'ask slot']);
+    // All three were asked for before either was answered: one round trip, not two.
+    expect(registry.events.slice(0, 3).sort()).toEqual(['ask record', 'ask slot', 'open reader']);
+    expect(registry.events).toContain('close reader');
     const listed = await registry.list(100);
     expect(listed.map((record) => record.queryId)).toEqual([]);
+  });
+
+  it('opens no reader for a kept result refused at the cap (it would read over a connection of its own)', async () => {
+    await registry.admit(user.username, 'held-1', CAP);
+    await registry.admit(user.username, 'held-2', CAP);
+    registry.events.length = 0;
+    const refused = service.execute({ ...body, resumable: true }, user, {});
+    await expect(refused).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    expect(registry.events.sort()).toEqual([
+      'answer record',
+      'answer slot',
+      'ask record',
+      'ask slot',
+    ]);
   });
 
   it('gives the slot back when the record cannot be written, and answers 503', async () => {
     registry.failCreate = true;
     await expect(service.execute(body, user, {})).rejects.toMatchObject({ code: 'UNAVAILABLE' });
-    expect(registry.events.slice(0, 2).sort()).toEqual(['ask record', 'ask slot']);
+    expect(registry.events.slice(0, 3).sort()).toEqual(['ask record', 'ask slot', 'open reader']);
+    expect(registry.events).toContain('close reader');
     expect(await slotsTaken()).toBe(0);
+  });
+});
+
+describe(`${ExecuteService.name} admission over Redis`, () => {
+  let redis: Redis;
+  let probe: Redis;
+  let keys: RedisKeys;
+  let registry: RedisQueryRegistry;
+  let source: RedisResultSource;
+  let queue: ProbingQueue;
+  let service: ExecuteService;
+
+  beforeEach(() => {
+    // As the api's shared connection is made: auto-pipelined.
+    redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1, enableAutoPipelining: true });
+    probe = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
+    keys = new RedisKeys(`admission-spec-${randomBytes(4).toString('hex')}`);
+    registry = new RedisQueryRegistry(redis, keys, 60);
+    source = new RedisResultSource(redis, keys, {
+      connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
+      silenceMs: 30_000,
+      ttlSeconds: 60,
+    });
+    const sink = new RedisResultSink(redis, keys, 60);
+    queue = new ProbingQueue(probe, keys);
+    const lifecycle = new QueryLifecycle(registry);
+    service = new ExecuteService(
+      queue,
+      source,
+      lifecycle,
+      config,
+      policy,
+      new AdmissionService(queue, registry, config, roster),
+      registry,
+      new KeptResultService(registry, source, queue, sink, lifecycle, roster, config),
+    );
+  });
+
+  afterEach(async () => {
+    await source.close();
+    const left = await probe.keys(`${keys.prefix}*`);
+    if (left.length > 0) await probe.del(...left);
+    await Promise.all([redis.quit(), probe.quit()]);
+  });
+
+  it('has the reader’s alive key in Redis before the job is queued', async () => {
+    await expect(service.execute(body, user, {})).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    // A worker that took the job at once would find the key: nobody thinks the reader gone.
+    expect(queue.aliveAtEnqueue).toBe(1);
+  });
+
+  it('leaves no slot, record or reader key behind a query refused at the cap', async () => {
+    await registry.admit(user.username, 'held-1', CAP);
+    await registry.admit(user.username, 'held-2', CAP);
+    await expect(service.execute(body, user, {})).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    expect(queue.aliveAtEnqueue).toBeUndefined();
+    expect(await registry.list(100)).toEqual([]);
+    expect(await probe.keys(`${keys.prefix}*`)).toEqual([keys.userActive(user.username)]);
+    expect(await probe.zrange(keys.userActive(user.username), 0, -1)).toEqual(['held-1', 'held-2']);
   });
 });

@@ -92,16 +92,12 @@ export class ExecuteService {
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
     const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
-    job.priority = await this.admit(job, request.statement, encoding?.name);
+    const execution = await this.admit(job, request.statement, encoding?.name);
     const key = negotiated.idempotencyKey;
     if (key !== undefined) {
-      const repeated = await this.claim(job, key, requestFingerprint(negotiated));
+      const repeated = await this.claim(execution, job, key, requestFingerprint(negotiated));
       if (repeated) return repeated;
     }
-    // The reader's alive key is written in this turn of the event loop, a moment after the job's
-    // add on BullMQ's own connection: the worker first looks for it SLUICE_CANCEL_POLL_MS (at
-    // least 10 ms) after the statement starts, which is later still.
-    const execution = Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
     await this.enqueue(execution, job, key);
     const readAhead = await this.firstBytes(execution, options.signal, negotiated.wait);
     if (!readAhead) return this.accepted(execution);
@@ -119,18 +115,19 @@ export class ExecuteService {
   }
 
   /**
-   * Admits the query and lists it in the registry, queued. Admission's checks come first; then
-   * the user's slot and the query's record are asked for together, so that they leave for Redis
-   * in one write: one round trip where one after the other took two. A query refused keeps
-   * neither. Returns the job's dispatch priority.
+   * Admits the query, lists it in the registry, queued, and opens its execution; sets the job's
+   * dispatch priority. Admission's checks come first; then the user's slot, the query's record
+   * and its reader (whose alive key tells the worker that someone waits for the result) are asked
+   * for in the same tick, so that they leave for Redis in one write: one round trip, and the
+   * alive key is in Redis before the job can be taken. A query refused keeps none of them.
    */
   private async admit(
     job: ExecuteJobData,
     statement: string,
     encoding: string | undefined,
-  ): Promise<number> {
+  ): Promise<Execution> {
     await this.admission.check(job.lane);
-    const [slot, record] = await Promise.allSettled([
+    const asked = Promise.allSettled([
       this.admission.takeSlot(job.username, job.queryId),
       this.lifecycle.begin({
         queryId: job.queryId,
@@ -147,8 +144,20 @@ export class ExecuteService {
         bytes: 0,
       }),
     ]);
-    if (slot.status === 'fulfilled' && record.status === 'fulfilled') return slot.value;
-    await this.withdraw(job);
+    const open = () => Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
+    // A kept result's reader writes no alive key (its query runs on without a reader) and reads
+    // over a connection of its own: it is opened once the query is admitted, not for a refusal.
+    const early = job.retain ? undefined : open();
+    const [slot, record] = await asked;
+    if (slot.status === 'fulfilled' && record.status === 'fulfilled') {
+      job.priority = slot.value;
+      if (early) return early;
+      const execution = open();
+      // Nobody reads a kept result while it waits: its slot, taken now, is held through the wait.
+      if (job.startBy !== undefined) execution.holdSlotUntil(job.startBy);
+      return execution;
+    }
+    await this.withdraw(job, early);
     if (slot.status === 'rejected') throw slot.reason;
     const reason = (record as PromiseRejectedResult).reason as Error;
     this.logger.error(`query ${job.queryId}: could not record it: ${reason.message}`);
@@ -156,14 +165,15 @@ export class ExecuteService {
   }
 
   /**
-   * Takes back a query that was admitted but will never be queued: its slot and its record. A
-   * failure is logged and left: the slot lapses with its lease, the record with its TTL.
+   * Takes back a query that was admitted but will never be queued: its slot, its record and its
+   * reader. A failure is logged and left: the slot lapses with its lease, the record with its TTL.
    */
-  private async withdraw(job: ExecuteJobData): Promise<void> {
+  private async withdraw(job: ExecuteJobData, execution?: Execution): Promise<void> {
     const { queryId, username } = job;
     await Promise.all([
       this.registry.release(username, queryId),
       this.registry.discard(queryId),
+      execution?.detach(),
     ]).catch((err: Error) =>
       this.logger.warn(`query ${queryId}: could not withdraw it: ${err.message}`),
     );
@@ -176,6 +186,7 @@ export class ExecuteService {
    * with another request is 422.
    */
   private async claim(
+    execution: Execution,
     job: ExecuteJobData,
     key: string,
     fingerprint: string,
@@ -190,12 +201,12 @@ export class ExecuteService {
         this.config.resultTtlSeconds,
       );
     } catch (err) {
-      await this.withdraw(job);
+      await this.withdraw(job, execution);
       throw err;
     }
     if (!held) return undefined;
-    // Not run: the slot admission gave it goes back, and its record goes.
-    await this.withdraw(job);
+    // Not run: the slot admission gave it goes back, and its record and reader go.
+    await this.withdraw(job, execution);
     if (held.fingerprint !== fingerprint) {
       throw new SluiceError(
         'IDEMPOTENCY_CONFLICT',

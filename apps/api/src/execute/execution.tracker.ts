@@ -25,7 +25,7 @@ export class ExecutionTracker {
   private done = false;
   private timer: NodeJS.Timeout | undefined;
   private renewing = false;
-  /** Admission leased the slot just before the tracker was made. */
+  /** Admission leases the slot in the same write as the tracker is made. */
   private renewedAt = Date.now();
   private renewFailed = false;
   /** When the statement began, as its final record tells (the worker may record it later). */

@@ -40,8 +40,6 @@ export class Execution {
       kept: job.retain !== undefined || undefined,
       createdAt: job.enqueuedAt,
     });
-    // Nobody may read a kept result while it waits: its slot is held through the wait.
-    if (job.retain && job.startBy !== undefined) tracker.holdSlotUntil(job.startBy);
     // A kept result (an asynchronous query's) is read without being taken away.
     const reader = job.retain
       ? results.openKept(job.queryId, { onSilence })
@@ -52,6 +50,14 @@ export class Execution {
           onBeat: () => tracker.keepSlot(),
         });
     return new Execution(job.queryId, reader, tracker, job.retain !== undefined);
+  }
+
+  /**
+   * Holds its owner's slot, once admission took it, through the wait of a query whose result is
+   * kept (it has no reader to renew the slot while it is queued).
+   */
+  holdSlotUntil(startBy: number): void {
+    this.tracker.holdSlotUntil(startBy);
   }
 
   /** The query's next record (rejects with ReaderClosedError once closed). */
