@@ -9,6 +9,7 @@ import {
   isStandalone,
   loadConfig,
   requireClusterSettings,
+  setHeapGrowth,
 } from '@app/config';
 import { AppModule } from './app.module';
 import { optionsFromQuery } from './execute/query-options';
@@ -40,6 +41,8 @@ function config(): SluiceConfig {
 async function bootstrap(): Promise<void> {
   const prepared = await prepareStandalone(config());
   const settings = prepared.config;
+  // Standalone mode's pool threads too: they run in this process.
+  setHeapGrowth(settings.heapGrowingPercent);
   const adapter = new FastifyAdapter({
     bodyLimit: settings.maxBodyBytes,
     return503OnClosing: true,

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { ConfigError, loadConfig, requireClusterSettings } from '@app/config';
+import { ConfigError, loadConfig, requireClusterSettings, setHeapGrowth } from '@app/config';
 import { workerLogger } from './logging/worker-log.options';
 import { lowerExportPriority } from './export.priority';
 import { WorkerModule } from './worker.module';
@@ -20,6 +20,7 @@ async function bootstrap(): Promise<void> {
   }
   // Before the pool's threads exist: they inherit it.
   const nice = lowerExportPriority(config);
+  setHeapGrowth(config.heapGrowingPercent);
   const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(config), {
     // JSON lines (pino) at LOG_LEVEL, secrets redacted.
     logger: workerLogger(config),

@@ -78,6 +78,7 @@ const FEEDS: Record<
   SLUICE_WORKER_INTERACTIVE_RESERVE: { setting: 'interactiveReserve', value: '2' },
   SLUICE_EXPORT_WORKER_NICE: { setting: 'exportWorkerNice', value: '5' },
   SLUICE_EXPORT_YIELD_MS: { setting: 'exportYieldMs', value: '20' },
+  SLUICE_HEAP_GROWING_PERCENT: { setting: 'heapGrowingPercent', value: '0' },
   SLUICE_PG_POOL_SIZE: { setting: 'pgPoolSize', value: '2' },
   SLUICE_PG_MAX_CONNECTIONS: { setting: 'pgMaxConnections', value: '5000' },
   SLUICE_DEFAULT_FETCH_SIZE: { setting: 'defaultFetchSize', value: '10' },

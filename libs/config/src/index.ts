@@ -1,2 +1,3 @@
 export * from './sluice.config';
 export * from './config.module';
+export * from './heap.growth';

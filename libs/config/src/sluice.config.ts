@@ -50,6 +50,11 @@ export interface SluiceConfig {
    * same process (ms; 0: never), so that it and its PostgreSQL backend leave them the CPU.
    */
   exportYieldMs: number;
+  /**
+   * How much V8 lets the old generation grow past what its last mark-compact kept before the next
+   * one, in percent (0: V8 decides). Each process sets it for itself and its threads at start.
+   */
+  heapGrowingPercent: number;
   pgPoolSize: number;
   /** Statement connections a worker process keeps open at most, all threads and roles together. */
   pgMaxConnections: number;
@@ -343,6 +348,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     interactiveReserve,
     exportWorkerNice,
     exportYieldMs,
+    heapGrowingPercent: int(env, 'SLUICE_HEAP_GROWING_PERCENT', 200, 0, 1_000),
     pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
     pgMaxConnections,
     defaultFetchSize: int(env, 'SLUICE_DEFAULT_FETCH_SIZE', 1000, 1, 1_000_000),

@@ -1,0 +1,12 @@
+import { setFlagsFromString } from 'node:v8';
+
+/**
+ * Lets this process's old generation grow `percent` past what each mark-compact kept before the
+ * next one (V8's `--heap-growing-percent`), for the main thread and every thread made after.
+ * V8 reads the setting at each mark-compact, so it may be set once the process runs. 0 leaves
+ * V8's own choice, which under load kept the api's and the worker threads' small heaps (tens of
+ * MB) mark-compacted every second or two, each pause up to 20 ms (docs/architecture.md).
+ */
+export function setHeapGrowth(percent: number): void {
+  if (percent > 0) setFlagsFromString(`--heap-growing-percent=${percent}`);
+}
