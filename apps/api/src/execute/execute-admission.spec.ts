@@ -7,9 +7,13 @@ import {
   InProcessJobQueue,
   InProcessQueryRegistry,
   InProcessResultChannel,
+  JobQueue,
   QueryRecord,
+  QueryRegistry,
   ReaderHooks,
   ResultReader,
+  ResultSink,
+  ResultSource,
   RedisConnector,
   RedisKeys,
   RedisQueryRegistry,
@@ -99,25 +103,34 @@ class ProbingQueue extends InProcessJobQueue {
 const policy = { check: () => Promise.resolve() } as unknown as ExecutePolicyService;
 const roster = new WorkerRosterService(config, undefined);
 
+/** The service over the given adapters, every check but admission's passing. */
+function serviceOver(
+  queue: JobQueue,
+  registry: QueryRegistry,
+  source: ResultSource,
+  sink: ResultSink,
+): ExecuteService {
+  const lifecycle = new QueryLifecycle(registry);
+  return new ExecuteService(
+    queue,
+    source,
+    lifecycle,
+    config,
+    policy,
+    new AdmissionService(queue, registry, config, roster),
+    registry,
+    new KeptResultService(registry, source, queue, sink, lifecycle, roster, config),
+  );
+}
+
 describe(`${ExecuteService.name} admission`, () => {
   let registry: WatchedRegistry;
   let service: ExecuteService;
 
   beforeEach(() => {
     registry = new WatchedRegistry(60);
-    const queue = new InProcessJobQueue(60);
     const channel = new WatchedChannel(registry.events);
-    const lifecycle = new QueryLifecycle(registry);
-    service = new ExecuteService(
-      queue,
-      channel,
-      lifecycle,
-      config,
-      policy,
-      new AdmissionService(queue, registry, config, roster),
-      registry,
-      new KeptResultService(registry, channel, queue, channel, lifecycle, roster, config),
-    );
+    service = serviceOver(new InProcessJobQueue(60), registry, channel, channel);
   });
 
   /** The user's slots taken so far: admitting up to the cap tells how many were free. */
@@ -188,19 +201,8 @@ describe(`${ExecuteService.name} admission over Redis`, () => {
       silenceMs: 30_000,
       ttlSeconds: 60,
     });
-    const sink = new RedisResultSink(redis, keys, 60);
     queue = new ProbingQueue(probe, keys);
-    const lifecycle = new QueryLifecycle(registry);
-    service = new ExecuteService(
-      queue,
-      source,
-      lifecycle,
-      config,
-      policy,
-      new AdmissionService(queue, registry, config, roster),
-      registry,
-      new KeptResultService(registry, source, queue, sink, lifecycle, roster, config),
-    );
+    service = serviceOver(queue, registry, source, new RedisResultSink(redis, keys, 60));
   });
 
   afterEach(async () => {
