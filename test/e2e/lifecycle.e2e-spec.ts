@@ -273,9 +273,10 @@ describe('time limits', () => {
 describe('admission', () => {
   it('answers 429 with Retry-After past the per-user cap of queued and running queries', async () => {
     const { token } = await user('e2e_greedy');
-    // The e2e service runs with SLUICE_MAX_ACTIVE_PER_USER=6.
+    // The e2e service runs with SLUICE_MAX_ACTIVE_PER_USER=6. Long enough that all six are open
+    // at once even when the first statements of a new user's login role start slowly.
     const sleepers = Array.from({ length: 6 }, () =>
-      start({ statement: 'select pg_sleep(1.5)' }, token),
+      start({ statement: 'select pg_sleep(5)' }, token),
     );
     await eventually(async () => {
       const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
@@ -291,7 +292,7 @@ describe('admission', () => {
     // The refused query left no record behind: only the six are listed.
     const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
     const statements = (list.json as { statement: string }[]).map((q) => q.statement);
-    expect(statements).toEqual(Array(6).fill('select pg_sleep(1.5)'));
+    expect(statements).toEqual(Array(6).fill('select pg_sleep(5)'));
     await Promise.all(sleepers);
     const after = await execute({ statement: 'select 1 as ok' }, { token });
     expect(after.status).toBe(200);
