@@ -146,6 +146,73 @@ class SlowWriter implements ResultWriter {
   }
 }
 
+/**
+ * A TCP relay to PostgreSQL that can hold back what the server sends: a network (or a busy
+ * thread) that delivers the server's last words late. Held replies are let through as soon as
+ * the client sends again; what it sent meanwhile is dropped (its backend is gone).
+ */
+class HoldingRelay {
+  heldReplies = 0;
+  private held = false;
+  private readonly upstreams = new Set<net.Socket>();
+  private readonly sockets = new Set<net.Socket>();
+
+  private readonly server: net.Server;
+
+  private constructor(host: string, port: number) {
+    this.server = net.createServer((client) => this.relay(client, host, port));
+  }
+
+  get port(): number {
+    return (this.server.address() as net.AddressInfo).port;
+  }
+
+  static async start(host: string, port: number): Promise<HoldingRelay> {
+    const relay = new HoldingRelay(host, port);
+    await new Promise<void>((resolve) => relay.server.listen(0, '127.0.0.1', resolve));
+    return relay;
+  }
+
+  holdReplies(): void {
+    this.held = true;
+    for (const upstream of this.upstreams) upstream.pause();
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  private relay(client: net.Socket, host: string, port: number): void {
+    const upstream = net.connect(port, host);
+    this.upstreams.add(upstream);
+    this.sockets.add(client).add(upstream);
+    upstream.on('data', (data) => client.write(data));
+    upstream.on('end', () => client.end());
+    client.on('data', (data) => {
+      if (!this.held) {
+        upstream.write(data);
+        return;
+      }
+      this.held = false;
+      this.heldReplies += 1;
+      for (const other of this.upstreams) other.resume();
+    });
+    client.on('end', () => upstream.end());
+    // Either side gone: the other goes too.
+    for (const [one, other] of [
+      [client, upstream],
+      [upstream, client],
+    ]) {
+      one.on('error', () => other.destroy());
+      one.on('close', () => {
+        this.upstreams.delete(upstream);
+        other.destroy();
+      });
+    }
+  }
+}
+
 /** Starts `job` with a reader on the other side of the channel, as the worker pool does. */
 function start(
   job: ExecuteJobData,
@@ -216,6 +283,17 @@ async function expectCleanAfter(job: ExecuteJobData, backend: number): Promise<v
     Buffer.concat(records.map((r) => (r.kind === 'error' ? Buffer.alloc(0) : r.bytes))).toString(),
   ).toContain(`[${backend},42]`);
   await reader.close();
+}
+
+/** The rows of an ndjson body's data lines. */
+function rowsIn(records: ResultRecord[]): unknown[][] {
+  const body = Buffer.concat(
+    records.map((r) => (r.kind === 'error' ? Buffer.alloc(0) : r.bytes)),
+  ).toString();
+  return body
+    .split('\n')
+    .filter((line) => line.startsWith('{"data"'))
+    .flatMap((line) => (JSON.parse(line) as { data: unknown[][] }).data);
 }
 
 const CANCELLED = { reason: 'query cancelled', vendor_code: -900 };
@@ -347,17 +425,6 @@ describe(QueryRunner.name, () => {
       await control.query(`DROP TABLE ${table}`);
       await control.query(`DROP TYPE ${mood}`);
     });
-
-    /** The rows of an ndjson body's data lines. */
-    function rowsIn(records: ResultRecord[]): unknown[][] {
-      const body = Buffer.concat(
-        records.map((r) => (r.kind === 'error' ? Buffer.alloc(0) : r.bytes)),
-      ).toString();
-      return body
-        .split('\n')
-        .filter((line) => line.startsWith('{"data"'))
-        .flatMap((line) => (JSON.parse(line) as { data: unknown[][] }).data);
-    }
 
     /** Socket writes to PostgreSQL while `job` runs (after a first statement warmed the pool). */
     async function writesOf(
@@ -522,6 +589,92 @@ describe(QueryRunner.name, () => {
         await control.query(`DROP FUNCTION ${table}_die()`);
       }
     });
+  });
+
+  describe('when the session of a pooled connection ended while it sat idle', () => {
+    const table = `runner_spec_${randomUUID().replace(/-/g, '')}_ended`;
+    let relay: HoldingRelay;
+
+    beforeAll(async () => {
+      await control.query(`CREATE TABLE ${table} (n int)`);
+    });
+
+    afterAll(async () => {
+      await control.query(`DROP TABLE ${table}`);
+    });
+
+    beforeEach(async () => {
+      relay = await HoldingRelay.start(url.hostname, Number(url.port || 5432));
+      // Statements reach PostgreSQL through the relay; the control side does not.
+      const relayed = new URL(testDatabaseUrl);
+      relayed.hostname = '127.0.0.1';
+      relayed.port = String(relay.port);
+      logins = new LoginPools({
+        baseUrl: relayed.toString(),
+        poolSize: 1,
+        maxConnections: 2,
+        idleTimeoutMs: 10_000,
+      });
+      runner = new QueryRunner(databases, logins, new LoginRoleProvisioner('unused'), {
+        defaultFetchSize: 100,
+        maxEntryBytes: 1 << 20,
+      });
+    });
+
+    afterEach(async () => {
+      await relay.close();
+    });
+
+    /** Runs `job` to its end: its outcome and rows. */
+    async function run(job: ExecuteJobData, as: PgLogin) {
+      const reader = channel.open(job.queryId, { onSilence: () => Promise.resolve(undefined) });
+      const { port1, port2 } = new MessageChannel();
+      channel.attach(job.queryId, port1);
+      const writer = new PortResultWriter(port2, {
+        chunks: 4,
+        bytes: 1 << 20,
+        idleTimeoutMs: 10_000,
+      });
+      const running = runner.run(job, writer, as);
+      const records = await drain(reader);
+      await reader.close();
+      return { outcome: await running, rows: rowsIn(records) };
+    }
+
+    /**
+     * The pool's one connection, its backend terminated: PostgreSQL's notice of it is held back
+     * until the next statement has been sent, so the pool hands out the dead connection — as it
+     * does whenever the notice comes a moment late.
+     */
+    async function endPooledSession(as: PgLogin): Promise<number> {
+      const { rows } = await run(jobOf('SELECT pg_backend_pid()'), as);
+      const backend = Number(rows[0][0]);
+      relay.holdReplies();
+      // Waits until the backend is gone.
+      await control.query('SELECT pg_terminate_backend($1, 5000)', [backend]);
+      return backend;
+    }
+
+    it.each([
+      ['a login pooled as is', login],
+      ['a login checked before each statement', { ...login, checkOnUse: true }],
+    ])(
+      'runs the statement once, on a new connection: nothing of it had run (%s)',
+      async (_, as) => {
+        const ended = await endPooledSession(as);
+        const { outcome, rows } = await run(
+          jobOf(`INSERT INTO ${table} VALUES (7) RETURNING n, pg_backend_pid()`),
+          as,
+        );
+        expect(relay.heldReplies).toBe(1);
+        expect(outcome.status).toMatchObject({ reason: 'OK', vendor_code: 0 });
+        expect(rows).toHaveLength(1);
+        expect(rows[0][0]).toBe(7);
+        expect(rows[0][1]).not.toBe(ended);
+        const { rows: stored } = await control.query(`DELETE FROM ${table} RETURNING n`);
+        expect(stored).toEqual([{ n: 7 }]);
+      },
+    );
   });
 
   it('does not run a statement whose reader cancelled before it started', async () => {

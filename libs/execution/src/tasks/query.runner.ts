@@ -14,7 +14,7 @@ import { BodyWriter } from './body.writer';
 import { DatabaseHandle, DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { ProgressThrottle } from './progress.throttle';
-import { isPgError } from './pg.error';
+import { isPgError, isSessionEnded } from './pg.error';
 import { StatementLife } from './statement.life';
 import { TextCursor } from './text.cursor';
 
@@ -136,12 +136,9 @@ export class QueryRunner {
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
       const firstAsked = limit === undefined ? fetch : Math.min(fetch, limit);
-      const cursor = new TextCursor(job.text, job.values, job.types, beginStatements(job));
-      let batch: TextRow[] = await statement.start(
-        await this.connect(job, db, login),
-        cursor,
-        firstAsked,
-      );
+      const opened = await this.open(statement, job, db, login, firstAsked);
+      const cursor = opened.cursor;
+      let batch = opened.batch;
       const fields = cursor.fields;
       const columns = await this.columnsOf(db, fields);
       encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });
@@ -201,6 +198,31 @@ export class QueryRunner {
     }
   }
 
+  /**
+   * Opens the statement's cursor and reads its first `rows`. A pooled connection whose session
+   * PostgreSQL ended while it sat idle (pg_terminate_backend, idle_session_timeout) is only found
+   * out when used: if that is what failed, before even the BEGIN completed, nothing of the
+   * statement ran, and it is started once more on a new connection.
+   */
+  private async open(
+    statement: StatementLife,
+    job: ExecuteJobData,
+    db: DatabaseHandle,
+    login: PgLogin | undefined,
+    rows: number,
+  ): Promise<{ cursor: TextCursor; batch: TextRow[] }> {
+    for (let attempt = 1; ; attempt++) {
+      const cursor = new TextCursor(job.text, job.values, job.types, beginStatements(job));
+      try {
+        const client = await this.connect(job, db, login);
+        return { cursor, batch: await statement.start(client, cursor, rows) };
+      } catch (err) {
+        if (attempt > 1 || cursor.statementReached || !isSessionEnded(err)) throw err;
+        statement.discardStart();
+      }
+    }
+  }
+
   /** The encoder's columns: names, type names and how each type becomes JSON. */
   private async columnsOf(db: DatabaseHandle, fields: FieldDef[]): Promise<EncoderColumn[]> {
     await db.ensureTypes(fields.map((f) => f.dataTypeID));
@@ -253,8 +275,13 @@ export class QueryRunner {
         [login.user],
       );
       ok = rows[0]?.ok === true;
-    } catch {
-      // Whatever stops the check (a role dropped under the session) refuses the login.
+    } catch (err) {
+      // A session that ended in the pool is not a refusal: the caller takes another connection.
+      if (isSessionEnded(err)) {
+        client.release(true);
+        throw err;
+      }
+      // Whatever else stops the check (a role dropped under the session) refuses the login.
     }
     if (ok) return;
     client.release(true);

@@ -72,6 +72,20 @@ export class StatementLife {
   }
 
   /**
+   * The start failed before PostgreSQL reached the statement (its session had ended while the
+   * connection sat in the pool): the connection is dropped, and start may be called again with
+   * another. The time limit and the watching for a stop go on across both.
+   */
+  discardStart(): void {
+    const client = this.client;
+    this.client = undefined;
+    this.cursor = undefined;
+    this.inTransaction = false;
+    this.reads = 0;
+    client?.release(true);
+  }
+
+  /**
    * The next `n` rows; a stopped statement reads no more (a rejection, never a throw), unless its
    * COMMIT is on its way already: then the (empty) read of a completed cursor goes on.
    */

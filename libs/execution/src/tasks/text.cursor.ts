@@ -74,6 +74,14 @@ export class TextCursor extends Cursor<(string | null)[]> {
     return state !== 'done' && state !== 'error' && state !== 'initialized';
   }
 
+  /**
+   * False while a prelude statement has not completed: PostgreSQL has not begun the user's
+   * statement (it runs the messages of a batch in order), so nothing of it ran.
+   */
+  get statementReached(): boolean {
+    return this.preludeLeft === 0;
+  }
+
   /** Columns of the result, known after the first read. */
   get fields(): FieldDef[] {
     return (this as unknown as CursorInternals)._result.fields ?? [];
