@@ -168,6 +168,17 @@ describe('metrics', () => {
     }
   });
 
+  it('shows the heap growth every api and worker set at start (SLUICE_HEAP_GROWING_PERCENT: 200)', async () => {
+    const env = e2eEnv();
+    // Standalone mode's api is also where statements run: one process, listed twice.
+    const urls = new Set([...env.baseUrls.map((url) => `${url}/metrics`), ...env.poolMetricsUrls]);
+    expect(urls.size).toBeGreaterThanOrEqual(env.mode === 'standalone' ? 1 : 2);
+    for (const url of urls) {
+      const text = await (await fetch(url)).text();
+      expect(sample(text, 'sluice_heap_growing_percent')).toBe(200);
+    }
+  });
+
   it('shows a running query in the queue depth', async () => {
     const baseUrl = e2eEnv().baseUrls[0];
     const { token } = await user('e2e_ops_depth');

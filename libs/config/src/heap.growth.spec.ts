@@ -1,6 +1,6 @@
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import { setHeapGrowth } from './heap.growth';
+import { heapGrowth, setHeapGrowth } from './heap.growth';
 
 /**
  * A thread that keeps promoting and dropping objects (a ring of 200,000 that turns over 15
@@ -34,6 +34,7 @@ describe(setHeapGrowth.name, () => {
     const tight = await markCompacts();
     setHeapGrowth(1_000);
     const loose = await markCompacts();
+    expect(heapGrowth()).toBe(1_000);
     expect(tight).toBeGreaterThanOrEqual(3 * Math.max(1, loose));
   }, 30_000);
 

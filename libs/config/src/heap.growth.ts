@@ -1,5 +1,7 @@
 import { setFlagsFromString } from 'node:v8';
 
+let applied = 0;
+
 /**
  * Lets this process's old generation grow `percent` past what each mark-compact kept before the
  * next one (V8's `--heap-growing-percent`), for the main thread and every thread made after.
@@ -9,4 +11,10 @@ import { setFlagsFromString } from 'node:v8';
  */
 export function setHeapGrowth(percent: number): void {
   if (percent > 0) setFlagsFromString(`--heap-growing-percent=${percent}`);
+  applied = percent;
+}
+
+/** What setHeapGrowth set in this process; 0 when V8 decides (or it was never called). */
+export function heapGrowth(): number {
+  return applied;
 }
