@@ -469,10 +469,11 @@ describe('secrets', () => {
         for (const secret of [token, u.password, env.adminPassword, env.jwtSecret]) {
           expect(text).not.toContain(secret);
         }
-        // Finished jobs are kept only for SLUICE_JOB_RETENTION_SECONDS (BullMQ removes them).
+        // Finished jobs are kept only for SLUICE_JOB_RETENTION_SECONDS, the last
+        // SLUICE_JOB_RETENTION_COUNT of them (BullMQ removes the rest).
         expect(JSON.parse(job.opts)).toMatchObject({
-          removeOnComplete: { age: 3600 },
-          removeOnFail: { age: 3600 },
+          removeOnComplete: { age: 3600, count: 1000 },
+          removeOnFail: { age: 3600, count: 1000 },
           attempts: 1,
         });
         const all = await everythingInRedis(redis, env.keyPrefix);

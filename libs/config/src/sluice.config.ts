@@ -81,6 +81,8 @@ export interface SluiceConfig {
   producerSilenceMs: number;
   maxBodyBytes: number;
   jobRetentionSeconds: number;
+  /** Finished jobs each lane's queue keeps at most, completed and failed each (0: none). */
+  jobRetentionCount: number;
   /** A token can be refreshed until this long after the login that began its session. */
   jwtRefreshWindowSeconds: number;
   /** Failed logins per user name, and per client address (0: no limit), within the lockout. */
@@ -375,6 +377,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),
     maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),
+    jobRetentionCount: int(env, 'SLUICE_JOB_RETENTION_COUNT', 1000, 0, 1_000_000),
     jwtRefreshWindowSeconds: int(env, 'SLUICE_JWT_REFRESH_WINDOW_SECONDS', 86400, 60, 365 * 86400),
     loginMaxFailures: int(env, 'SLUICE_LOGIN_MAX_FAILURES', 5, 1, 1_000_000),
     loginMaxFailuresPerAddress: int(env, 'SLUICE_LOGIN_MAX_FAILURES_PER_ADDRESS', 30, 0, 1_000_000),

@@ -22,7 +22,7 @@ interface Adapter {
 function bullmqAdapter(): Adapter {
   const redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   const keys = new RedisKeys(`jobq-port-spec-${randomBytes(4).toString('hex')}`);
-  const queue = new BullmqJobQueue(redis.duplicate(), keys, 60);
+  const queue = new BullmqJobQueue(redis.duplicate(), keys, { seconds: 60, count: 1000 });
   let worker: Worker | undefined;
   let connection: Redis | undefined;
   return {
@@ -46,7 +46,7 @@ function bullmqAdapter(): Adapter {
 }
 
 function inProcessAdapter(): Adapter {
-  const queue = new InProcessJobQueue(60);
+  const queue = new InProcessJobQueue({ seconds: 60, count: 1000 });
   return {
     queue,
     consume: (onJob) => queue.consume((job) => onJob(job.queryId), { interactive: 1, export: 1 }),

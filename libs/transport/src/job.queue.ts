@@ -17,6 +17,17 @@ export type JobCounts = {
 };
 
 /**
+ * How long, and how many, finished jobs the queue keeps (SLUICE_JOB_RETENTION_SECONDS and
+ * SLUICE_JOB_RETENTION_COUNT): each lane keeps at most `count` completed and `count` failed jobs,
+ * none older than `seconds`; 0 jobs: a job is forgotten as it ends. What a query did stays in the
+ * query registry for its own retention, whatever the queue keeps.
+ */
+export interface JobRetention {
+  seconds: number;
+  count: number;
+}
+
+/**
  * Producer side of the execution queue: one lane per `Lane`, each job in the lane its data
  * names. A query id is unique across lanes, so calls that take one find the job in its lane.
  */

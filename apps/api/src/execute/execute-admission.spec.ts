@@ -90,7 +90,7 @@ class ProbingQueue extends InProcessJobQueue {
     private readonly probe: Redis,
     private readonly keys: RedisKeys,
   ) {
-    super(60);
+    super({ seconds: 60, count: 1000 });
   }
 
   override async enqueue(job: ExecuteJobData): Promise<void> {
@@ -130,7 +130,12 @@ describe(`${ExecuteService.name} admission`, () => {
   beforeEach(() => {
     registry = new WatchedRegistry(60);
     const channel = new WatchedChannel(registry.events);
-    service = serviceOver(new InProcessJobQueue(60), registry, channel, channel);
+    service = serviceOver(
+      new InProcessJobQueue({ seconds: 60, count: 1000 }),
+      registry,
+      channel,
+      channel,
+    );
   });
 
   /** The user's slots taken so far: admitting up to the cap tells how many were free. */

@@ -124,7 +124,7 @@ beforeAll(async () => {
     SLUICE_KEY_PREFIX: keys.prefix,
     SLUICE_PRODUCER_SILENCE_MS: '5000',
   });
-  queue = new BullmqJobQueue(redis.duplicate(), keys, 60);
+  queue = new BullmqJobQueue(redis.duplicate(), keys, { seconds: 60, count: 1000 });
   registry = new RedisQueryRegistry(redis, keys, 60);
   source = new RedisResultSource(redis, keys, {
     connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),

@@ -19,7 +19,7 @@ const admission = { workerAlive: () => Promise.resolve(alive), noWorker: () => n
 const logger = { warn: (message: string) => warnings.push(message) } as LoggerService;
 
 beforeEach(() => {
-  queue = new InProcessJobQueue(60);
+  queue = new InProcessJobQueue({ seconds: 60, count: 1000 });
   alive = true;
   warnings = [];
   watch = new ProducerWatch(queue, admission, logger);
@@ -73,7 +73,7 @@ describe(ProducerWatch.name, () => {
   });
 
   it('ends a job whose worker is gone at once, as lost and not retried', async () => {
-    const losing = Object.assign(new InProcessJobQueue(60), {
+    const losing = Object.assign(new InProcessJobQueue({ seconds: 60, count: 1000 }), {
       state: (): Promise<JobState> => Promise.resolve('lost'),
     });
     const record = await new ProducerWatch(losing, admission, logger).of(job('gone'))();

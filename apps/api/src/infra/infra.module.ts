@@ -72,7 +72,7 @@ const clusterProviders: Provider[] = [
         // Its own connection, as the shared one fails fast; no auto-pipelining (see the class).
         new RedisConnector(config.redis!).connect({ maxRetriesPerRequest: 1 }),
         new RedisKeys(config.keyPrefix),
-        config.jobRetentionSeconds,
+        { seconds: config.jobRetentionSeconds, count: config.jobRetentionCount },
       ),
   },
   { provide: JOB_QUEUE, useExisting: BullmqJobQueue },
@@ -111,7 +111,11 @@ const standaloneProviders: Provider[] = [
   {
     provide: InProcessJobQueue,
     inject: [SLUICE_CONFIG],
-    useFactory: (config: SluiceConfig) => new InProcessJobQueue(config.jobRetentionSeconds),
+    useFactory: (config: SluiceConfig) =>
+      new InProcessJobQueue({
+        seconds: config.jobRetentionSeconds,
+        count: config.jobRetentionCount,
+      }),
   },
   {
     provide: InProcessResultChannel,

@@ -22,7 +22,7 @@ export class WorkerMetricsService implements OnModuleDestroy {
         connectTimeout: 2_000,
       }),
       new RedisKeys(config.keyPrefix),
-      config.jobRetentionSeconds,
+      { seconds: config.jobRetentionSeconds, count: config.jobRetentionCount },
     );
     this.registry.setDefaultLabels({ app: 'worker' });
     collectDefaultMetrics({ register: this.registry });

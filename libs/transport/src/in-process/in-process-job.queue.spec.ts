@@ -24,7 +24,7 @@ function controlledHandler() {
 let queue: InProcessJobQueue;
 
 beforeEach(() => {
-  queue = new InProcessJobQueue(60);
+  queue = new InProcessJobQueue({ seconds: 60, count: 1000 });
 });
 
 afterEach(async () => {
@@ -103,6 +103,37 @@ describe(InProcessJobQueue.name, () => {
     expect(started).toEqual(['e1', 'e2', 'i1', 'i2']);
     await finish('e1');
     expect(started).toEqual(['e1', 'e2', 'i1', 'i2', 'e3']);
+  });
+
+  it('keeps at most `count` finished jobs of each lane and outcome, the newest', async () => {
+    const kept = new InProcessJobQueue({ seconds: 60, count: 2 });
+    const { handler, finish } = controlledHandler();
+    kept.consume(handler, { interactive: 5, export: 5 });
+    for (const id of ['a', 'b', 'c', 'f']) await kept.enqueue(job(id));
+    await kept.enqueue(job('x', undefined, 'export'));
+    for (const id of ['a', 'b', 'c', 'x']) await finish(id);
+    await finish('f', true);
+    const states = await Promise.all(['a', 'b', 'c', 'f', 'x'].map((id) => kept.state(id)));
+    expect(states).toEqual(['unknown', 'completed', 'completed', 'failed', 'completed']);
+    await kept.close();
+  });
+
+  it('forgets a finished job at once with a count of 0, and past its age otherwise', async () => {
+    const none = new InProcessJobQueue({ seconds: 60, count: 0 });
+    const aged = new InProcessJobQueue({ seconds: 0, count: 1000 });
+    for (const q of [none, aged]) {
+      const { handler, finish } = controlledHandler();
+      q.consume(handler, { interactive: 5, export: 5 });
+      await q.enqueue(job('a'));
+      await q.enqueue(job('b'));
+      await finish('a');
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      await finish('b');
+      expect(await q.state('a')).toBe('unknown');
+      await q.close();
+    }
+    expect(await none.state('b')).toBe('unknown');
+    expect(await aged.state('b')).toBe('completed');
   });
 
   it('takes no job once closed', async () => {

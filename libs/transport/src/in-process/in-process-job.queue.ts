@@ -1,5 +1,5 @@
 import { ExecuteJobData, LANES, Lane } from '@app/contracts';
-import { JobCounts, JobQueue, JobState } from '../job.queue';
+import { JobCounts, JobQueue, JobRetention, JobState } from '../job.queue';
 
 /** Runs one job; resolves when it is done. */
 export type JobHandler = (job: ExecuteJobData) => Promise<void>;
@@ -12,12 +12,14 @@ export type JobHandler = (job: ExecuteJobData) => Promise<void>;
 export class InProcessJobQueue implements JobQueue {
   private readonly waiting: ExecuteJobData[] = [];
   private readonly states = new Map<string, JobState>();
+  /** Finished jobs of each lane and outcome, oldest first, with when each ended. */
+  private readonly finished = new Map<string, Map<string, number>>();
   private handler: JobHandler | undefined;
   private concurrency: Record<Lane, number> = { interactive: 1, export: 1 };
   private readonly running: Record<Lane, number> = { interactive: 0, export: 0 };
   private closed = false;
 
-  constructor(private readonly retentionSeconds: number) {}
+  constructor(private readonly retention: JobRetention) {}
 
   /** Starts taking jobs, at most `concurrency[lane]` of each lane at once. */
   consume(handler: JobHandler, concurrency: Record<Lane, number>): void {
@@ -53,7 +55,7 @@ export class InProcessJobQueue implements JobQueue {
     return Promise.resolve(this.waiting.length);
   }
 
-  /** Only what this queue keeps: finished jobs are forgotten after their retention. */
+  /** Only what this queue keeps: finished jobs are forgotten (see JobRetention). */
   counts(): Promise<Record<Lane, JobCounts>> {
     const of = (lane: Lane): JobCounts => ({
       waiting: this.waiting.filter((j) => j.lane === lane).length,
@@ -98,8 +100,31 @@ export class InProcessJobQueue implements JobQueue {
 
   private finish(queryId: string, lane: Lane, state: JobState): void {
     this.running[lane] -= 1;
-    this.states.set(queryId, state);
-    setTimeout(() => this.states.delete(queryId), this.retentionSeconds * 1000).unref();
+    this.forgetOld(lane, state);
+    if (this.retention.count > 0) {
+      this.states.set(queryId, state);
+      this.finishedOf(lane, state).set(queryId, Date.now());
+    } else {
+      this.states.delete(queryId);
+    }
     this.pump();
+  }
+
+  /** Drops the finished jobs past their age, and the oldest while one more would pass the count. */
+  private forgetOld(lane: Lane, state: JobState): void {
+    const finished = this.finishedOf(lane, state);
+    const oldest = Date.now() - this.retention.seconds * 1000;
+    for (const [queryId, at] of finished) {
+      if (at > oldest && finished.size < this.retention.count) break;
+      finished.delete(queryId);
+      this.states.delete(queryId);
+    }
+  }
+
+  private finishedOf(lane: Lane, state: JobState): Map<string, number> {
+    const key = `${lane}:${state}`;
+    let finished = this.finished.get(key);
+    if (!finished) this.finished.set(key, (finished = new Map<string, number>()));
+    return finished;
   }
 }

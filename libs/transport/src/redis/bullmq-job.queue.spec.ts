@@ -60,7 +60,7 @@ async function until(check: () => Promise<boolean>, ms: number): Promise<void> {
 beforeEach(() => {
   redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   keys = new RedisKeys(`jobq-spec-${randomBytes(4).toString('hex')}`);
-  queue = new BullmqJobQueue(redis.duplicate(), keys, 60);
+  queue = new BullmqJobQueue(redis.duplicate(), keys, { seconds: 60, count: 1000 });
 });
 
 afterEach(async () => {
@@ -191,5 +191,51 @@ describe('BullmqJobQueue.position', () => {
     // Plain jobs first, oldest first; then prioritized ones by priority, oldest first.
     expect(expected.map((e) => e.at)).toEqual([0, 1, 2, 3, 4, 5, 6]);
     expect(taken).toEqual([ids[0], ids[3], ids[6], ids[2], ids[5], ids[1], ids[4]]);
+  });
+});
+
+describe('BullmqJobQueue retention', () => {
+  /** Runs `n` jobs through a queue that keeps `count` finished ones; their ids, oldest first. */
+  async function runJobs(n: number, count: number, fail = false): Promise<string[]> {
+    const kept = new BullmqJobQueue(redis.duplicate(), keys, { seconds: 60, count });
+    const ids: string[] = [];
+    let done = 0;
+    worker({ lockDuration: 30_000 }, () => {
+      done += 1;
+      return fail ? Promise.reject(new Error('failed on purpose')) : Promise.resolve();
+    });
+    for (let i = 0; i < n; i += 1) {
+      const queued = job();
+      await kept.enqueue(queued);
+      ids.push(queued.queryId);
+      // One at a time: the order they finish in is the order they were added.
+      await until(() => Promise.resolve(done === i + 1), 5000);
+    }
+    await until(async () => (await redis.llen(kept.queues.interactive.keys.active)) === 0, 5000);
+    await kept.close();
+    return ids;
+  }
+
+  const jobHash = (id: string) => `${keys.bullPrefix}:${EXECUTE_QUEUE}:${id}`;
+
+  it.each([
+    ['completed', false],
+    ['failed', true],
+  ] as const)(
+    'keeps the last `count` %s jobs of a lane, and removes the older ones',
+    async (state, fail) => {
+      const ids = await runJobs(5, 2, fail);
+      expect((await queue.counts()).interactive[state]).toBe(2);
+      const states = await Promise.all(ids.map((id) => queue.state(id)));
+      expect(states).toEqual(['unknown', 'unknown', 'unknown', state, state]);
+      const hashes = await Promise.all(ids.map((id) => redis.exists(jobHash(id))));
+      expect(hashes).toEqual([0, 0, 0, 1, 1]);
+    },
+  );
+
+  it('keeps no finished job with a count of 0', async () => {
+    const ids = await runJobs(2, 0);
+    expect((await queue.counts()).interactive.completed).toBe(0);
+    expect(await Promise.all(ids.map((id) => redis.exists(jobHash(id))))).toEqual([0, 0]);
   });
 });
