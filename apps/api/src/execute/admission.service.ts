@@ -19,7 +19,7 @@ const RETRY_AFTER: Readonly<Record<string, string>> = Object.freeze({ 'Retry-Aft
  */
 @Injectable()
 export class AdmissionService {
-  private queueDepth = { count: 0, at: 0 };
+  private queueDepth: { count: Promise<number>; at: number } = { count: Promise.resolve(0), at: 0 };
 
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
@@ -79,10 +79,19 @@ export class AdmissionService {
     return { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) };
   }
 
-  /** Jobs waiting, all users together. */
-  private async waiting(): Promise<number> {
-    if (Date.now() - this.queueDepth.at > QUEUE_DEPTH_TTL_MS) {
-      this.queueDepth = { count: await this.queue.waitingCount(), at: Date.now() };
+  /**
+   * Jobs waiting, all users together. The reading in flight is shared: every request that came
+   * while it was on its way once sent a count of its own (two Lua scripts each).
+   */
+  private waiting(): Promise<number> {
+    const now = Date.now();
+    if (now - this.queueDepth.at > QUEUE_DEPTH_TTL_MS) {
+      const count = this.queue.waitingCount();
+      this.queueDepth = { count, at: now };
+      // A failed reading is not used again.
+      count.catch(() => {
+        if (this.queueDepth.count === count) this.queueDepth = { count, at: 0 };
+      });
     }
     return this.queueDepth.count;
   }

@@ -1,0 +1,42 @@
+import { loadConfig } from '@app/config';
+import { InProcessJobQueue, InProcessQueryRegistry } from '@app/transport';
+import { WorkerRosterService } from '../health/worker-roster.service';
+import { AdmissionService } from './admission.service';
+
+/** The queue-wide cap: its reading of the queue's depth, shared and briefly reused. */
+const config = loadConfig({ SLUICE_MAX_QUEUED: '5' });
+
+function admissionOver(queue: InProcessJobQueue): AdmissionService {
+  return new AdmissionService(
+    queue,
+    new InProcessQueryRegistry(60),
+    config,
+    new WorkerRosterService(config, undefined),
+  );
+}
+
+describe(AdmissionService.name, () => {
+  it('reads the queue depth once for all the requests that come while it is read', async () => {
+    const queue = new InProcessJobQueue({ seconds: 60, count: 10 });
+    const reads = jest.spyOn(queue, 'waitingCount');
+    const admission = admissionOver(queue);
+    await Promise.all(Array.from({ length: 32 }, () => admission.check('interactive')));
+    expect(reads).toHaveBeenCalledTimes(1);
+    await queue.close();
+  });
+
+  it('answers 429 once the queue holds SLUICE_MAX_QUEUED jobs, and reads again after a failure', async () => {
+    const queue = new InProcessJobQueue({ seconds: 60, count: 10 });
+    const reads = jest.spyOn(queue, 'waitingCount');
+    reads.mockRejectedValueOnce(new Error('Redis is down'));
+    const admission = admissionOver(queue);
+    await expect(admission.check('interactive')).rejects.toThrow('Redis is down');
+    // Nobody consumes: every job stays waiting.
+    for (let i = 0; i < 5; i += 1) {
+      await queue.enqueue({ queryId: `q${i}`, lane: 'interactive' } as never);
+    }
+    await expect(admission.check('interactive')).rejects.toMatchObject({ code: 'QUEUE_FULL' });
+    expect(reads).toHaveBeenCalledTimes(2);
+    await queue.close();
+  });
+});
