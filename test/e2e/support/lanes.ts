@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { HttpResult, e2eEnv, eventually, execute, request } from './client';
+import { connectTestRedis, keysMatching, unlinkEach } from './redis';
 import { ExtraApi, startExtraApi } from './extra-api';
 import { ServiceProcess, startProcess } from './service';
 
@@ -73,7 +74,19 @@ export async function deployment(
     SLUICE_MAX_QUEUE_WAIT_MS: '60000',
     ...overrides,
   });
-  stops.push(() => api.stop());
+  stops.push(async () => {
+    await api.stop();
+    if (e2eEnv().mode !== 'cluster') return;
+    // Its queues, registry and streams: every key of the prefix.
+    const redis = connectTestRedis();
+    try {
+      for (const pattern of [`${prefix}:*`, `{${prefix}}:*`]) {
+        await unlinkEach(redis, await keysMatching(redis, pattern));
+      }
+    } finally {
+      redis.disconnect();
+    }
+  });
   return { api, prefix };
 }
 

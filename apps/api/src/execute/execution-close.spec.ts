@@ -187,6 +187,8 @@ afterAll(async () => {
   await app.close();
   await source.close();
   await queue.queues.interactive.obliterate({ force: true });
+  await queue.queues.export.obliterate({ force: true });
+  await redis.del(keys.queries);
   await queue.close();
   await redis.del(keys.workers);
   await redis.quit();

@@ -67,6 +67,7 @@ afterEach(async () => {
   await Promise.all(workers.splice(0).map((w) => w.close(true)));
   connections.splice(0).forEach((c) => c.disconnect());
   await queue.queues.interactive.obliterate({ force: true });
+  await queue.queues.export.obliterate({ force: true });
   await queue.close();
   await redis.quit();
 });
