@@ -9,12 +9,13 @@ export function isPgError(err: unknown): err is PgError {
 }
 
 /**
- * PostgreSQL ended the session on purpose and said so — terminated by an administrator
- * (pg_terminate_backend), after another backend crashed, or idle past idle_session_timeout. The
- * backend sends this error after everything it had answered before, so a statement that saw no
- * answer before it is known not to have run.
+ * PostgreSQL ended the session on purpose and said so: terminated (pg_terminate_backend, a fast
+ * shutdown) or idle past idle_session_timeout. Both are raised as FATAL errors through the
+ * backend's usual error path, which sends what it had answered before ahead of them; so a
+ * statement that saw no answer before this error is known not to have run. (A crash of another
+ * backend ends sessions with a notice and a closed socket instead: not this.)
  */
 export function isSessionEnded(err: unknown): boolean {
   if (!isPgError(err)) return false;
-  return err.code === '57P01' || err.code === '57P02' || err.code === '57P05';
+  return err.code === '57P01' || err.code === '57P05';
 }
