@@ -447,6 +447,7 @@ describe('docs/architecture.md', () => {
       'apps/api/src/metrics/api-metrics.service.ts',
       'apps/worker/src/metrics/worker-metrics.service.ts',
       'libs/execution/src/pool/pool.metrics.ts',
+      'libs/config/src/heap.growth.ts',
     ];
     const exported = new Set(
       sources.flatMap((s) => [...read(s).matchAll(/name: '(sluice_[a-z_]+)'/g)].map((m) => m[1])),

@@ -18,3 +18,18 @@ export function setHeapGrowth(percent: number): void {
 export function heapGrowth(): number {
   return applied;
 }
+
+/** The /metrics gauge of what setHeapGrowth set, for prom-client's Gauge (api and worker). */
+export function heapGrowthGauge(): {
+  name: string;
+  help: string;
+  collect(this: { set(value: number): void }): void;
+} {
+  return {
+    name: 'sluice_heap_growing_percent',
+    help: 'How far past what a mark-compact kept this process lets its old generation grow (SLUICE_HEAP_GROWING_PERCENT, set at start; 0: V8 decides).',
+    collect() {
+      this.set(heapGrowth());
+    },
+  };
+}

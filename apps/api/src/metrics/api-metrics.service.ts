@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { SLUICE_CONFIG, SluiceConfig, heapGrowth, isStandalone } from '@app/config';
+import { SLUICE_CONFIG, SluiceConfig, heapGrowthGauge, isStandalone } from '@app/config';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
 import { QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
@@ -53,14 +53,7 @@ export class ApiMetricsService {
       this.pool = undefined;
     }
     const registers = [this.registry];
-    new Gauge({
-      name: 'sluice_heap_growing_percent',
-      help: 'How far past what a mark-compact kept this process lets its old generation grow (SLUICE_HEAP_GROWING_PERCENT, set at start; 0: V8 decides).',
-      registers,
-      collect() {
-        this.set(heapGrowth());
-      },
-    });
+    new Gauge({ ...heapGrowthGauge(), registers });
     this.queries = new Counter({
       name: 'sluice_queries_total',
       help: 'Execute requests this api served, by outcome: the final state of the query, rejected (refused before it was queued), or accepted (answered 202 before its result).',

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { SLUICE_CONFIG, SluiceConfig, heapGrowth } from '@app/config';
+import { SLUICE_CONFIG, SluiceConfig, heapGrowthGauge } from '@app/config';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
 import { BullmqJobQueue, JobQueue, RedisConnector, RedisKeys } from '@app/transport';
 
@@ -44,14 +44,7 @@ export class WorkerMetricsService implements OnModuleDestroy {
         }
       },
     });
-    new Gauge({
-      name: 'sluice_heap_growing_percent',
-      help: 'How far past what a mark-compact kept this process lets its old generation grow (SLUICE_HEAP_GROWING_PERCENT, set at start; 0: V8 decides).',
-      registers,
-      collect() {
-        this.set(heapGrowth());
-      },
-    });
+    new Gauge({ ...heapGrowthGauge(), registers });
     registerPoolMetrics(this.registry, pool);
   }
 

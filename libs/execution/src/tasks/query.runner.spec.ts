@@ -219,6 +219,7 @@ function start(
   window: Partial<FlowWindow> = {},
   pace?: Pace,
   wrap: (writer: ResultWriter) => ResultWriter = (writer) => writer,
+  as: PgLogin = login,
 ): { reader: ResultReader; running: Promise<ExecutionOutcome> } {
   const reader = channel.open(job.queryId, { onSilence: () => Promise.resolve(undefined) });
   const { port1, port2 } = new MessageChannel();
@@ -229,7 +230,7 @@ function start(
     idleTimeoutMs: 10_000,
     ...window,
   });
-  return { reader, running: runner.run(job, wrap(writer), login, pace) };
+  return { reader, running: runner.run(job, wrap(writer), as, pace) };
 }
 
 /** What the reader has left, through the terminal record. */
@@ -627,15 +628,7 @@ describe(QueryRunner.name, () => {
 
     /** Runs `job` to its end: its outcome and rows. */
     async function run(job: ExecuteJobData, as: PgLogin) {
-      const reader = channel.open(job.queryId, { onSilence: () => Promise.resolve(undefined) });
-      const { port1, port2 } = new MessageChannel();
-      channel.attach(job.queryId, port1);
-      const writer = new PortResultWriter(port2, {
-        chunks: 4,
-        bytes: 1 << 20,
-        idleTimeoutMs: 10_000,
-      });
-      const running = runner.run(job, writer, as);
+      const { reader, running } = start(job, {}, undefined, undefined, as);
       const records = await drain(reader);
       await reader.close();
       return { outcome: await running, rows: rowsIn(records) };
