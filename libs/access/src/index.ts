@@ -3,3 +3,4 @@ export * from './credential.key';
 export * from './login.role';
 export * from './login-role.provisioner';
 export * from './credential.seal';
+export * from './pg.session';

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Pool } from 'pg';
-import { LoginRoleProvisioner, ProvisionedLogin } from '@app/access';
+import { LoginRoleProvisioner, ProvisionedLogin, queryOnLiveSession } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 
 /** What the control login (DATABASE_URL) is allowed, as far as role isolation goes. */
@@ -60,7 +60,8 @@ export class RoleCatalogService implements OnModuleDestroy {
 
   /** The control login's own rights, for the start-up warnings. */
   async controlLogin(): Promise<ControlLoginFacts> {
-    const { rows } = await this.db().query<ControlLoginFacts>(
+    const { rows } = await queryOnLiveSession<ControlLoginFacts>(
+      this.db(),
       `SELECT rolname AS role, rolsuper AS superuser, rolcreaterole AS createrole,
               rolsuper OR pg_has_role(current_user, 'pg_signal_backend', 'USAGE') AS signal,
               current_setting('server_version_num')::int AS version
@@ -74,7 +75,8 @@ export class RoleCatalogService implements OnModuleDestroy {
     const key = `${role}\u0000${database}`;
     const hit = this.access.get(key);
     if (hit && Date.now() - hit.at < CACHE_MS) return hit.value;
-    const { rows } = await this.db().query<{ db: boolean; role: boolean; connect: boolean }>(
+    const { rows } = await queryOnLiveSession<{ db: boolean; role: boolean; connect: boolean }>(
+      this.db(),
       `SELECT d.oid IS NOT NULL AS db, r.oid IS NOT NULL AS role,
               COALESCE(CASE WHEN d.oid IS NOT NULL AND r.oid IS NOT NULL
                             THEN has_database_privilege(r.oid, d.oid, 'CONNECT') END, false)
@@ -103,7 +105,8 @@ export class RoleCatalogService implements OnModuleDestroy {
     const hit = this.members.get(key);
     if (hit && Date.now() - hit.at < CACHE_MS) return hit.value;
     // Either role may be gone: that is "no", not an error.
-    const { rows } = await this.db().query<{ member: boolean }>(
+    const { rows } = await queryOnLiveSession<{ member: boolean }>(
+      this.db(),
       `SELECT COALESCE((SELECT pg_has_role(r.oid, g.oid, 'MEMBER')
                           FROM pg_roles r, pg_roles g
                          WHERE r.rolname = $1 AND g.rolname = $2), false) AS member`,

@@ -1,5 +1,5 @@
 import { Pool } from 'pg';
-import { LoginRoleProvisioner, ProvisionedLogin, loginUrl } from '@app/access';
+import { LoginRoleProvisioner, ProvisionedLogin, loginUrl, queryOnLiveSession } from '@app/access';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from '@app/sql';
 import { SESSION_OPTIONS } from './login.pools';
 
@@ -61,7 +61,9 @@ export class DatabaseHandle {
   }
 
   private async load(oids: number[]): Promise<void> {
-    const { rows } = await this.pool.query<Record<string, unknown>>(TYPE_INFO_SQL, [oids]);
+    const { rows } = await queryOnLiveSession<Record<string, unknown>>(this.pool, TYPE_INFO_SQL, [
+      oids,
+    ]);
     this.catalog.add(rows.map(rowToTypeInfo), oids);
   }
 
@@ -71,7 +73,8 @@ export class DatabaseHandle {
    * run another user's statement. True if a signal was sent.
    */
   async cancelStatement(pid: number, applicationName: string): Promise<boolean> {
-    const { rows } = await this.pool.query<{ sent: boolean }>(
+    const { rows } = await queryOnLiveSession<{ sent: boolean }>(
+      this.pool,
       `SELECT pg_cancel_backend(pid) AS sent FROM pg_stat_activity
         WHERE pid = $1 AND application_name = $2`,
       [pid, applicationName],
@@ -91,7 +94,7 @@ export class DatabaseHandle {
 
   /** Start-up check: the control login reaches the database. */
   async version(): Promise<string> {
-    const { rows } = await this.pool.query<{ v: string }>('SELECT version() AS v');
+    const { rows } = await queryOnLiveSession<{ v: string }>(this.pool, 'SELECT version() AS v');
     return rows[0].v;
   }
 

@@ -14,6 +14,7 @@ import {
   StopReason,
 } from '@app/transport';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
+import { HoldingRelay } from '@test/support/holding-relay';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { ExecutionOutcome, Pace, QueryRunner, applicationNameOf } from './query.runner';
@@ -143,73 +144,6 @@ class SlowWriter implements ResultWriter {
 
   interrupt(reason: StopReason): void {
     this.inner.interrupt(reason);
-  }
-}
-
-/**
- * A TCP relay to PostgreSQL that can hold back what the server sends: a network (or a busy
- * thread) that delivers the server's last words late. Held replies are let through as soon as
- * the client sends again; what it sent meanwhile is dropped (its backend is gone).
- */
-class HoldingRelay {
-  heldReplies = 0;
-  private held = false;
-  private readonly upstreams = new Set<net.Socket>();
-  private readonly sockets = new Set<net.Socket>();
-
-  private readonly server: net.Server;
-
-  private constructor(host: string, port: number) {
-    this.server = net.createServer((client) => this.relay(client, host, port));
-  }
-
-  get port(): number {
-    return (this.server.address() as net.AddressInfo).port;
-  }
-
-  static async start(host: string, port: number): Promise<HoldingRelay> {
-    const relay = new HoldingRelay(host, port);
-    await new Promise<void>((resolve) => relay.server.listen(0, '127.0.0.1', resolve));
-    return relay;
-  }
-
-  holdReplies(): void {
-    this.held = true;
-    for (const upstream of this.upstreams) upstream.pause();
-  }
-
-  async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise((resolve) => this.server.close(resolve));
-  }
-
-  private relay(client: net.Socket, host: string, port: number): void {
-    const upstream = net.connect(port, host);
-    this.upstreams.add(upstream);
-    this.sockets.add(client).add(upstream);
-    upstream.on('data', (data) => client.write(data));
-    upstream.on('end', () => client.end());
-    client.on('data', (data) => {
-      if (!this.held) {
-        upstream.write(data);
-        return;
-      }
-      this.held = false;
-      this.heldReplies += 1;
-      for (const other of this.upstreams) other.resume();
-    });
-    client.on('end', () => upstream.end());
-    // Either side gone: the other goes too.
-    for (const [one, other] of [
-      [client, upstream],
-      [upstream, client],
-    ]) {
-      one.on('error', () => other.destroy());
-      one.on('close', () => {
-        this.upstreams.delete(upstream);
-        other.destroy();
-      });
-    }
   }
 }
 
@@ -607,11 +541,8 @@ describe(QueryRunner.name, () => {
     beforeEach(async () => {
       relay = await HoldingRelay.start(url.hostname, Number(url.port || 5432));
       // Statements reach PostgreSQL through the relay; the control side does not.
-      const relayed = new URL(testDatabaseUrl);
-      relayed.hostname = '127.0.0.1';
-      relayed.port = String(relay.port);
       logins = new LoginPools({
-        baseUrl: relayed.toString(),
+        baseUrl: relay.urlFor(testDatabaseUrl),
         poolSize: 1,
         maxConnections: 2,
         idleTimeoutMs: 10_000,

@@ -1,5 +1,5 @@
 import type { FieldDef, PoolClient } from 'pg';
-import { LoginRoleError, LoginRoleProvisioner, PgLogin } from '@app/access';
+import { LoginRoleError, LoginRoleProvisioner, PgLogin, isSessionEnded } from '@app/access';
 import {
   ExecuteJobData,
   SluiceError,
@@ -14,7 +14,7 @@ import { BodyWriter } from './body.writer';
 import { DatabaseHandle, DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { ProgressThrottle } from './progress.throttle';
-import { isPgError, isSessionEnded } from './pg.error';
+import { isPgError } from './pg.error';
 import { StatementLife } from './statement.life';
 import { TextCursor } from './text.cursor';
 
