@@ -33,9 +33,13 @@ export async function dropRole(role: string): Promise<void> {
   }
 }
 
-/** Calls the user-management api as the suite's admin. */
+/**
+ * Calls the user-management api as the suite's admin, on the api that executeAs and freshLogin
+ * use by default: a change takes effect there at once, and on the other apis within moments
+ * (they hear of it by PostgreSQL's NOTIFY), so a check right after a change goes to the same api.
+ */
 export async function adminCall(method: string, path: string, body?: unknown): Promise<HttpResult> {
-  return request(body, { method, path, token: await login() });
+  return request(body, { method, path, token: await login(), baseUrl: e2eEnv().baseUrl });
 }
 
 /** Creates a user through the api (role made unless given); fails the test on any error. */

@@ -33,7 +33,8 @@ export const USER_COLUMNS = `username, password_hash AS "passwordHash", role, is
 
 /**
  * Users of the service, kept in the metadata database (schema `sluice`). Lookups are cached a
- * few seconds; a change made by any process (or the CLI) drops the entry everywhere at once.
+ * few seconds; a change made by any process (or the CLI) drops the entry everywhere within moments
+ * (at once on the process that made it; the others hear of it by NOTIFY).
  */
 @Injectable()
 export class UsersService implements OnModuleInit, MetadataEventListener {
