@@ -87,6 +87,8 @@ describe('docker-compose.yml', () => {
   it('starts entry points that the build produces and mounts files that exist', () => {
     const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/npm run build/);
+    // npm ci applies patches/ (postinstall): they must be in the image before it runs.
+    expect(dockerfile).toMatch(/COPY patches \.\/patches\n(#.*\n)*RUN npm ci/);
     expect(compose.services.api.command).toEqual(['node', 'dist/apps/api/src/main.js']);
     for (const worker of WORKERS) {
       expect(compose.services[worker].command).toEqual(['node', 'dist/apps/worker/src/main.js']);

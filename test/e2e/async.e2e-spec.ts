@@ -18,7 +18,7 @@ import {
 } from './support/client';
 import { ROOT, freePort } from './support/service';
 import { connectTestRedis } from './support/redis';
-import { TcpProxy } from './support/tcp.proxy';
+import { TcpProxy } from '../support/tcp.proxy';
 
 /**
  * Queries that outlive their request: `wait_timeout` (and Prefer) answers 202 with the query's

@@ -4,7 +4,7 @@ import { AddressInfo } from 'node:net';
 import { SluiceClient, SluiceClientError } from '@app/client';
 import { backendsOf, closeDb, db, e2eEnv, eventually, login } from './support/client';
 import { freePort, randomName } from './support/service';
-import { TcpProxy } from './support/tcp.proxy';
+import { TcpProxy } from '../support/tcp.proxy';
 import { claimsOf, createRole, createUser, dropRole, executeAs, signToken } from './support/users';
 
 /** The client against the suite's service (both modes), logged in as the admin. */

@@ -14,7 +14,7 @@ import {
   waitForApi,
   workerStarted,
 } from './support/service';
-import { TcpProxy } from './support/tcp.proxy';
+import { TcpProxy } from '../support/tcp.proxy';
 
 /**
  * Fault injection over a deployment of this spec's own — api and worker processes and a Redis

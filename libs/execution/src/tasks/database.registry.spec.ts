@@ -1,5 +1,7 @@
 import { Client } from 'pg';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
+import { freePort } from '@test/support/free-port';
+import { TcpProxy, endSessionsBehind } from '@test/support/tcp.proxy';
 import { DatabaseHandle } from './database.registry';
 
 const SCHEMA = `sluice_registry_${process.pid}_${Date.now()}`;
@@ -36,6 +38,26 @@ describe(DatabaseHandle.name, () => {
   afterAll(async () => {
     await client.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
     await client.end();
+  });
+
+  it('asks again on a new connection when its pooled one had a session PostgreSQL ended', async () => {
+    const proxy = new TcpProxy(await freePort(), Number(new URL(testDatabaseUrl).port || 5432));
+    await proxy.start();
+    const through = new DatabaseHandle(proxy.urlFor(testDatabaseUrl));
+    try {
+      await through.version();
+      await endSessionsBehind(proxy, client);
+      const { oid } = await valueOf(`SELECT t FROM ${SCHEMA}.items t`);
+      await through.ensureTypes([oid]);
+      expect(through.catalog.missing([oid])).toEqual([]);
+      await endSessionsBehind(proxy, client);
+      // No such statement: nothing to signal, and no failure either.
+      expect(await through.cancelStatement(1, 'sluice:none')).toBe(false);
+      expect(proxy.heldReplies).toBe(2);
+    } finally {
+      await through.close();
+      await proxy.stop();
+    }
   });
 
   it('loads an array type, its element and the element attributes, one round each', async () => {

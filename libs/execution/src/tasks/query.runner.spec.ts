@@ -14,7 +14,8 @@ import {
   StopReason,
 } from '@app/transport';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
-import { HoldingRelay } from '@test/support/holding-relay';
+import { freePort } from '@test/support/free-port';
+import { TcpProxy, endSessionsBehind } from '@test/support/tcp.proxy';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { ExecutionOutcome, Pace, QueryRunner, applicationNameOf } from './query.runner';
@@ -528,21 +529,24 @@ describe(QueryRunner.name, () => {
 
   describe('when the session of a pooled connection ended while it sat idle', () => {
     const table = `runner_spec_${randomUUID().replace(/-/g, '')}_ended`;
-    let relay: HoldingRelay;
+    let proxy: TcpProxy;
 
     beforeAll(async () => {
       await control.query(`CREATE TABLE ${table} (n int)`);
+      await control.query(`CREATE SEQUENCE ${table}_seq`);
     });
 
     afterAll(async () => {
       await control.query(`DROP TABLE ${table}`);
+      await control.query(`DROP SEQUENCE ${table}_seq`);
     });
 
     beforeEach(async () => {
-      relay = await HoldingRelay.start(url.hostname, Number(url.port || 5432));
-      // Statements reach PostgreSQL through the relay; the control side does not.
+      proxy = new TcpProxy(await freePort(), Number(url.port || 5432));
+      await proxy.start();
+      // Statements reach PostgreSQL through the proxy; the control side does not.
       logins = new LoginPools({
-        baseUrl: relay.urlFor(testDatabaseUrl),
+        baseUrl: proxy.urlFor(testDatabaseUrl),
         poolSize: 1,
         maxConnections: 2,
         idleTimeoutMs: 10_000,
@@ -554,7 +558,7 @@ describe(QueryRunner.name, () => {
     });
 
     afterEach(async () => {
-      await relay.close();
+      await proxy.stop();
     });
 
     /** Runs `job` to its end: its outcome and rows. */
@@ -565,32 +569,19 @@ describe(QueryRunner.name, () => {
       return { outcome: await running, rows: rowsIn(records) };
     }
 
-    /**
-     * The pool's one connection, its backend terminated: PostgreSQL's notice of it is held back
-     * until the next statement has been sent, so the pool hands out the dead connection — as it
-     * does whenever the notice comes a moment late.
-     */
-    async function endPooledSession(as: PgLogin): Promise<number> {
-      const { rows } = await run(jobOf('SELECT pg_backend_pid()'), as);
-      const backend = Number(rows[0][0]);
-      relay.holdReplies();
-      // Waits until the backend is gone.
-      await control.query('SELECT pg_terminate_backend($1, 5000)', [backend]);
-      return backend;
-    }
-
     it.each([
       ['a login pooled as is', login],
       ['a login checked before each statement', { ...login, checkOnUse: true }],
     ])(
       'runs the statement once, on a new connection: nothing of it had run (%s)',
       async (_, as) => {
-        const ended = await endPooledSession(as);
+        await run(jobOf('SELECT 1'), as);
+        const [ended] = await endSessionsBehind(proxy, control);
         const { outcome, rows } = await run(
           jobOf(`INSERT INTO ${table} VALUES (7) RETURNING n, pg_backend_pid()`),
           as,
         );
-        expect(relay.heldReplies).toBe(1);
+        expect(proxy.heldReplies).toBe(1);
         expect(outcome.status).toMatchObject({ reason: 'OK', vendor_code: 0 });
         expect(rows).toHaveLength(1);
         expect(rows[0][0]).toBe(7);
@@ -599,6 +590,19 @@ describe(QueryRunner.name, () => {
         expect(stored).toEqual([{ n: 7 }]);
       },
     );
+
+    it('never runs again a statement that ended its own session', async () => {
+      // A hostile statement: a side effect no rollback undoes, then the end of its own session.
+      const { outcome } = await run(
+        jobOf(`SELECT nextval('${table}_seq'), pg_terminate_backend(pg_backend_pid())`),
+        login,
+      );
+      expect(outcome.status.vendor_code).toBeLessThan(0);
+      const { rows } = await control.query<{ n: string }>(
+        `SELECT last_value::text AS n FROM ${table}_seq`,
+      );
+      expect(rows).toEqual([{ n: '1' }]);
+    });
   });
 
   it('does not run a statement whose reader cancelled before it started', async () => {
