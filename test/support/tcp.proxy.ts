@@ -1,5 +1,7 @@
 import { once } from 'node:events';
 import { Server, Socket, createConnection, createServer } from 'node:net';
+import { testDatabaseUrl } from '../settings';
+import { freePort } from './free-port';
 
 /** Runs a query (a pg Client or Pool). */
 interface Queryable {
@@ -109,4 +111,11 @@ export async function endSessionsBehind(proxy: TcpProxy, control: Queryable): Pr
   )) as { rows: { pid: number; ended: boolean }[] };
   if (rows.length === 0 || rows.some((r) => !r.ended)) throw new Error('no session ended');
   return rows.map((r) => r.pid);
+}
+
+/** A started proxy to the test database; `proxy.urlFor(testDatabaseUrl)` connects through it. */
+export async function proxyToTestDatabase(): Promise<TcpProxy> {
+  const proxy = new TcpProxy(await freePort(), Number(new URL(testDatabaseUrl).port || 5432));
+  await proxy.start();
+  return proxy;
 }

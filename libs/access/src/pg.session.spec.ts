@@ -1,7 +1,6 @@
 import { Client, Pool } from 'pg';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
-import { freePort } from '@test/support/free-port';
-import { TcpProxy, endSessionsBehind } from '@test/support/tcp.proxy';
+import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { isSessionEnded, queryOnLiveSession } from './pg.session';
 
 /**
@@ -22,8 +21,7 @@ afterAll(async () => {
 });
 
 beforeEach(async () => {
-  proxy = new TcpProxy(await freePort(), Number(new URL(testDatabaseUrl).port || 5432));
-  await proxy.start();
+  proxy = await proxyToTestDatabase();
   pool = new Pool({ connectionString: proxy.urlFor(testDatabaseUrl), max: 1 });
   // The dead connection's own error, after the query's, must not fail the test.
   pool.on('error', () => undefined);

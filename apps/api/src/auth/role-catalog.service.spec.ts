@@ -1,8 +1,7 @@
 import { Client } from 'pg';
 import { loadConfig } from '@app/config';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
-import { freePort } from '@test/support/free-port';
-import { TcpProxy, endSessionsBehind } from '@test/support/tcp.proxy';
+import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { RoleCatalogService } from './role-catalog.service';
 
 /** The api's reads of PostgreSQL's roles, over a pooled connection whose session ended. */
@@ -20,8 +19,7 @@ describe(RoleCatalogService.name, () => {
   });
 
   beforeEach(async () => {
-    proxy = new TcpProxy(await freePort(), Number(new URL(testDatabaseUrl).port || 5432));
-    await proxy.start();
+    proxy = await proxyToTestDatabase();
     catalog = new RoleCatalogService(loadConfig({ DATABASE_URL: proxy.urlFor(testDatabaseUrl) }));
   });
 

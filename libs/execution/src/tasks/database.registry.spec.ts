@@ -1,7 +1,6 @@
 import { Client } from 'pg';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
-import { freePort } from '@test/support/free-port';
-import { TcpProxy, endSessionsBehind } from '@test/support/tcp.proxy';
+import { endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { DatabaseHandle } from './database.registry';
 
 const SCHEMA = `sluice_registry_${process.pid}_${Date.now()}`;
@@ -41,8 +40,7 @@ describe(DatabaseHandle.name, () => {
   });
 
   it('asks again on a new connection when its pooled one had a session PostgreSQL ended', async () => {
-    const proxy = new TcpProxy(await freePort(), Number(new URL(testDatabaseUrl).port || 5432));
-    await proxy.start();
+    const proxy = await proxyToTestDatabase();
     const through = new DatabaseHandle(proxy.urlFor(testDatabaseUrl));
     try {
       await through.version();

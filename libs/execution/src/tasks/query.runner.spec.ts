@@ -14,8 +14,7 @@ import {
   StopReason,
 } from '@app/transport';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
-import { freePort } from '@test/support/free-port';
-import { TcpProxy, endSessionsBehind } from '@test/support/tcp.proxy';
+import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { ExecutionOutcome, Pace, QueryRunner, applicationNameOf } from './query.runner';
@@ -542,8 +541,7 @@ describe(QueryRunner.name, () => {
     });
 
     beforeEach(async () => {
-      proxy = new TcpProxy(await freePort(), Number(url.port || 5432));
-      await proxy.start();
+      proxy = await proxyToTestDatabase();
       // Statements reach PostgreSQL through the proxy; the control side does not.
       logins = new LoginPools({
         baseUrl: proxy.urlFor(testDatabaseUrl),
