@@ -94,6 +94,7 @@ const FEEDS: Record<
   SLUICE_RESULT_TOTAL_MAX_BYTES: { setting: 'resultTotalMaxBytes', value: '4194304' },
   SLUICE_JOB_RETENTION_SECONDS: { setting: 'jobRetentionSeconds', value: '60' },
   SLUICE_JOB_RETENTION_COUNT: { setting: 'jobRetentionCount', value: '10' },
+  SLUICE_QUERY_RETENTION_COUNT: { setting: 'queryRetentionCount', value: '100' },
   LOG_LEVEL: { setting: 'logLevel', value: 'debug' },
   SLUICE_STATEMENT_TIMEOUT_MS: { setting: 'statementTimeoutMs', value: '1000' },
   SLUICE_MAX_STATEMENT_TIMEOUT_MS: { setting: 'maxStatementTimeoutMs', value: '2000' },

@@ -37,7 +37,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('ends the stream and records a time limit for a job that waited past its latest start', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const reader = channel.open('q1', { onSilence: () => Promise.reject(new Error('silent')) });
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel);
@@ -53,7 +53,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('records running once a job has run a while, and writes nothing to the stream', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const end = jest.spyOn(channel, 'end');
     const before = Date.now();
@@ -72,7 +72,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('records a job that ends quickly in one write, from queued to its end, with its start', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const transition = jest.spyOn(registry, 'transition');
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 50);
@@ -88,7 +88,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('writes nothing for a job whose thread recorded its end with the last entry, nor later', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const transition = jest.spyOn(registry, 'transition');
     const release = jest.spyOn(registry, 'release');
@@ -103,7 +103,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('ends the stream with the refusal of a job whose session ended, and records it', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const status = statusOf('TOKEN_REVOKED', 'the session of this query ended');
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel);
@@ -114,7 +114,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('ends the stream with an internal error when the task died, and records it', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const reading = firstRecord(channel, 'q1');
     await new JobLifecycle(new QueryLifecycle(registry), channel).crashed(job);
@@ -123,7 +123,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('records a crash even when the sink cannot be written to', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     jest.spyOn(channel, 'end').mockRejectedValue(new Error('channel down'));
     await expect(
@@ -133,7 +133,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it("renews its owner's slot while the job runs, and stops once it ended", async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const renewed: string[] = [];
     // In-process slots need no renewal (renew does nothing): count the calls the worker makes.

@@ -7,7 +7,7 @@ import { queuedRecord } from '@test/support/query-record';
 /** A registry whose writes fail the first `failures` times (a Redis blip). */
 class FlakyRegistry extends InProcessQueryRegistry {
   constructor(private failures: number) {
-    super(60);
+    super({ seconds: 60, count: 1000 });
   }
 
   override transition(
@@ -35,7 +35,7 @@ describe(QueryLifecycle.name, () => {
   afterEach(() => jest.restoreAllMocks());
 
   it('moves a query forward only, and the first final state wins', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     const lifecycle = new QueryLifecycle(registry);
     await queued(lifecycle, registry);
     await lifecycle.transition(query, 'running', { startedAt: 5 });
@@ -56,7 +56,7 @@ describe(QueryLifecycle.name, () => {
 
   it('reads the record back only where ends are told', async () => {
     for (const tellEnds of [false, true]) {
-      const registry = new InProcessQueryRegistry(60);
+      const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
       const transition = jest.spyOn(registry, 'transition');
       const lifecycle = new QueryLifecycle(registry, tellEnds);
       await queued(lifecycle, registry);
@@ -67,7 +67,7 @@ describe(QueryLifecycle.name, () => {
   });
 
   it("frees the owner's slot when the query ends, and not before", async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     const lifecycle = new QueryLifecycle(registry);
     await queued(lifecycle, registry);
     await lifecycle.transition(query, 'running');
@@ -77,7 +77,7 @@ describe(QueryLifecycle.name, () => {
   });
 
   it('tells a waiter the end as it is recorded, and one who asks later at once', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     const lifecycle = new QueryLifecycle(registry, true);
     await queued(lifecycle, registry);
     const waiting = lifecycle.ended('q1', 60_000);
@@ -94,7 +94,7 @@ describe(QueryLifecycle.name, () => {
   });
 
   it('keeps no ends where nobody asks for them', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     const lifecycle = new QueryLifecycle(registry);
     await queued(lifecycle, registry);
     await lifecycle.transition(query, 'succeeded', { status: ok });
@@ -102,7 +102,7 @@ describe(QueryLifecycle.name, () => {
   });
 
   it('tells no end for a step on the way', async () => {
-    const registry = new InProcessQueryRegistry(60);
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     const lifecycle = new QueryLifecycle(registry, true);
     await queued(lifecycle, registry);
     await lifecycle.transition(query, 'running');

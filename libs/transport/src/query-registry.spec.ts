@@ -19,13 +19,24 @@ beforeAll(() => {
   keys = new RedisKeys(`transition-spec-${randomBytes(4).toString('hex')}`);
 });
 
+/** Every prefix a case made: their indexes and trims go at the end (records go by their TTL). */
+const prefixes: RedisKeys[] = [];
+const ownKeys = () => {
+  const made = new RedisKeys(`retention-spec-${randomBytes(4).toString('hex')}`);
+  prefixes.push(made);
+  return made;
+};
+
 afterAll(async () => {
+  for (const made of [keys, ...prefixes]) {
+    await redis.del(made.queries, made.queriesTrim, made.queriesTrimLock);
+  }
   await redis.quit();
 });
 
 const adapters: [string, () => QueryRegistry][] = [
-  ['in-process', () => new InProcessQueryRegistry(RETENTION_SECONDS)],
-  ['Redis', () => new RedisQueryRegistry(redis, keys, RETENTION_SECONDS)],
+  ['in-process', () => new InProcessQueryRegistry({ seconds: RETENTION_SECONDS, count: 1000 })],
+  ['Redis', () => new RedisQueryRegistry(redis, keys, { seconds: RETENTION_SECONDS, count: 1000 })],
 ];
 
 describe.each(adapters)('%s registry transitions', (_name, make) => {
@@ -121,7 +132,10 @@ describe.each(adapters)('%s registry transitions', (_name, make) => {
 
 describe('Redis registry retention', () => {
   it('keeps an ended query for the retention, an open one for a day', async () => {
-    const registry = new RedisQueryRegistry(redis, keys, RETENTION_SECONDS);
+    const registry = new RedisQueryRegistry(redis, keys, {
+      seconds: RETENTION_SECONDS,
+      count: 1000,
+    });
     const queryId = randomUUID();
     await registry.create(queuedRecord(queryId));
     await registry.transition(queryId, 'running');
@@ -130,6 +144,139 @@ describe('Redis registry retention', () => {
     const ttl = await redis.ttl(keys.meta(queryId));
     expect(ttl).toBeGreaterThan(RETENTION_SECONDS - 5);
     expect(ttl).toBeLessThanOrEqual(RETENTION_SECONDS);
+  });
+});
+
+/** A registry of its own keys, keeping the records of at most `count` finished queries. */
+const retaining: [string, (count: number) => QueryRegistry][] = [
+  ['in-process', (count) => new InProcessQueryRegistry({ seconds: RETENTION_SECONDS, count })],
+  [
+    'Redis',
+    (count) => new RedisQueryRegistry(redis, ownKeys(), { seconds: RETENTION_SECONDS, count }),
+  ],
+];
+
+describe.each(retaining)('%s registry retention by count', (_name, make) => {
+  /** Queries created 1 ms apart, oldest first; each moved on to `to` in turn. */
+  async function queries(
+    registry: QueryRegistry,
+    states: (QueryState | 'kept')[],
+    base = Date.now() - 60_000,
+  ): Promise<string[]> {
+    const ids: string[] = [];
+    for (const [i, to] of states.entries()) {
+      const record = { ...queuedRecord(randomUUID()), createdAt: base + i };
+      if (to === 'kept') record.kept = true;
+      await registry.create(record);
+      if (to !== 'queued') {
+        await registry.transition(record.queryId, to === 'kept' ? 'succeeded' : to);
+      }
+      ids.push(record.queryId);
+    }
+    return ids;
+  }
+
+  const listed = async (registry: QueryRegistry) =>
+    (await registry.list(100_000)).map((record) => record.queryId);
+
+  it('forgets finished queries past the newest `count`; open ones and kept results stay', async () => {
+    const registry = make(3);
+    const [open, kept, ...ended] = await queries(registry, [
+      'running',
+      'kept',
+      'succeeded',
+      'failed',
+      'cancelled',
+      'succeeded',
+      'succeeded',
+      'succeeded',
+    ]);
+    await registry.trim();
+    const newest = ended.slice(-3);
+    expect(await listed(registry)).toEqual([...newest.reverse(), kept, open]);
+    for (const id of ended.slice(0, 3)) expect(await registry.get(id)).toBeUndefined();
+    expect(await registry.get(open)).toMatchObject({ state: 'running' });
+    expect(await registry.get(kept)).toMatchObject({ state: 'succeeded', kept: true });
+    await registry.close();
+  });
+
+  it('goes on with the queries that came after the last trim', async () => {
+    const registry = make(2);
+    const first = await queries(
+      registry,
+      ['succeeded', 'succeeded', 'succeeded'],
+      Date.now() - 60_000,
+    );
+    await registry.trim();
+    expect(await listed(registry)).toEqual(first.slice(1).reverse());
+    const next = await queries(registry, ['succeeded', 'succeeded'], Date.now() - 30_000);
+    await registry.trim();
+    expect(await listed(registry)).toEqual(next.reverse());
+    await registry.close();
+  });
+
+  it('trims thousands at once, down to `count`', async () => {
+    const registry = make(100);
+    const ids = await Promise.all(
+      Array.from({ length: 1_300 }, async (_, i) => {
+        const record = { ...queuedRecord(randomUUID()), createdAt: Date.now() - 60_000 + i };
+        await registry.create(record);
+        await registry.transition(record.queryId, 'succeeded');
+        return record.queryId;
+      }),
+    );
+    await registry.trim();
+    expect(await listed(registry)).toEqual(ids.slice(-100).reverse());
+    await registry.close();
+  });
+});
+
+describe.each<[string, () => QueryRegistry]>([
+  ['in-process', () => new InProcessQueryRegistry({ seconds: 1, count: 1000 })],
+  ['Redis', () => new RedisQueryRegistry(redis, keys, { seconds: 1, count: 1000 })],
+])('%s registry retention by time', (_name, make) => {
+  it('forgets a finished query after its retention, kept or not; an open one stays', async () => {
+    const registry = make();
+    const [ended, kept, open] = [randomUUID(), randomUUID(), randomUUID()];
+    await registry.create(queuedRecord(ended));
+    await registry.create({ ...queuedRecord(kept), kept: true });
+    await registry.create(queuedRecord(open));
+    await registry.transition(ended, 'succeeded');
+    await registry.transition(kept, 'failed', { status: statusOf('INTERNAL') });
+    await registry.transition(open, 'running');
+    expect(await registry.get(ended)).toBeDefined();
+    await new Promise((resolve) => setTimeout(resolve, 1300));
+    expect(await registry.get(ended)).toBeUndefined();
+    expect(await registry.get(kept)).toBeUndefined();
+    expect(await registry.get(open)).toMatchObject({ state: 'running' });
+  });
+});
+
+describe('Redis registry retention by count, in the background', () => {
+  let at = Date.now() - 60_000;
+  const fill = async (registry: QueryRegistry, count: number) => {
+    for (let i = 0; i < count; i++) {
+      const record = { ...queuedRecord(randomUUID()), createdAt: at++ };
+      await registry.create(record);
+      await registry.transition(record.queryId, 'failed', { status: statusOf('INTERNAL') });
+    }
+  };
+
+  it('trims as queries are created, one process at a time', async () => {
+    const own = ownKeys();
+    const retention = { seconds: RETENTION_SECONDS, count: 2 };
+    // Another process is trimming: this one's first query tries, and leaves the index alone.
+    await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
+    const another = new RedisQueryRegistry(redis, own, retention);
+    await fill(another, 7);
+    await another.close();
+    expect(await redis.zcard(own.queries)).toBe(7);
+    // Once the lock has lapsed, the next process to create a query trims.
+    await redis.del(own.queriesTrimLock);
+    const third = new RedisQueryRegistry(redis, own, retention);
+    await fill(third, 1);
+    await third.close();
+    expect(await redis.zcard(own.queries)).toBe(2);
   });
 });
 

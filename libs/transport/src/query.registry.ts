@@ -43,6 +43,16 @@ export type QueryFacts = Partial<
   Pick<QueryRecord, 'startedAt' | 'rows' | 'bytes' | 'rowsProduced' | 'bytesProduced' | 'status'>
 >;
 
+/**
+ * How long, and how many, finished queries' records the registry keeps (SLUICE_JOB_RETENTION_SECONDS
+ * and SLUICE_QUERY_RETENTION_COUNT): none longer than `seconds`, and beyond the newest `count`
+ * queries only those still open or whose results are kept to be fetched (those go by their time).
+ */
+export interface RecordRetention {
+  seconds: number;
+  count: number;
+}
+
 /** Shared knowledge of queries across every api and worker process. */
 export interface QueryRegistry {
   /** A new query, queued. */
@@ -68,6 +78,11 @@ export interface QueryRegistry {
    */
   progress(queryId: string, produced: Produced): Promise<void>;
   get(queryId: string): Promise<QueryRecord | undefined>;
+  /**
+   * Forgets the records of finished queries past the retention's count (see RecordRetention).
+   * A registry does it by itself as queries come and go; this does it now.
+   */
+  trim(): Promise<void>;
   /** Most recent first. */
   list(limit: number): Promise<QueryRecord[]>;
   /**

@@ -46,6 +46,16 @@ export class RedisKeys {
     return `${this.prefix}:queries`;
   }
 
+  /** Where the last trim of the index stopped (the time of the last entry it looked at). */
+  get queriesTrim(): string {
+    return `${this.prefix}:queries:trim`;
+  }
+
+  /** Held by the process trimming the index, for one interval: one trims at a time. */
+  get queriesTrimLock(): string {
+    return `${this.prefix}:queries:trim-lock`;
+  }
+
   /** Queued and running queries of one user (sorted set: query id by admission time). */
   userActive(username: string): string {
     return `${this.prefix}:user:{${username}}:active`;

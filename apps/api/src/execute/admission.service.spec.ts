@@ -9,7 +9,7 @@ const config = loadConfig({ SLUICE_MAX_QUEUED: '5' });
 function admissionOver(queue: InProcessJobQueue): AdmissionService {
   return new AdmissionService(
     queue,
-    new InProcessQueryRegistry(60),
+    new InProcessQueryRegistry({ seconds: 60, count: 1000 }),
     config,
     new WorkerRosterService(config, undefined),
   );

@@ -125,7 +125,7 @@ beforeAll(async () => {
     SLUICE_PRODUCER_SILENCE_MS: '5000',
   });
   queue = new BullmqJobQueue(redis.duplicate(), keys, { seconds: 60, count: 1000 });
-  registry = new RedisQueryRegistry(redis, keys, 60);
+  registry = new RedisQueryRegistry(redis, keys, { seconds: 60, count: 1000 });
   source = new RedisResultSource(redis, keys, {
     connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
     silenceMs: config.producerSilenceMs,

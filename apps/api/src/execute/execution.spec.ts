@@ -26,7 +26,7 @@ let seq = 0;
 
 beforeEach(() => {
   channel = new InProcessResultChannel(5000);
-  registry = new InProcessQueryRegistry(60);
+  registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
   cancels = 0;
   source = {
     open: (queryId, hooks): ResultReader => {

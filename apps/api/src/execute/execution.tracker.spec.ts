@@ -17,7 +17,7 @@ let updates: { at: number; changes: unknown }[];
 
 beforeEach(async () => {
   jest.useFakeTimers({ now: 0 });
-  registry = new InProcessQueryRegistry(60);
+  registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
   updates = [];
   const transition = registry.transition.bind(registry);
   jest.spyOn(registry, 'transition').mockImplementation((queryId, to, facts) => {

@@ -48,6 +48,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       maxEntryBytes: config.maxEntryBytes,
       streamTtlSeconds: config.streamTtlSeconds,
       jobRetentionSeconds: config.jobRetentionSeconds,
+      queryRetentionCount: config.queryRetentionCount,
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
       cancelPollMs: config.cancelPollMs,
       nice: 0,

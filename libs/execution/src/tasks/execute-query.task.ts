@@ -48,7 +48,10 @@ let registry: RedisQueryRegistry | undefined;
 
 /** The registry, on the thread's connection: progress reports, and ends with the last entry. */
 function registryOf(): RedisQueryRegistry {
-  registry ??= new RedisQueryRegistry(connection(), keys, settings.jobRetentionSeconds);
+  registry ??= new RedisQueryRegistry(connection(), keys, {
+    seconds: settings.jobRetentionSeconds,
+    count: settings.queryRetentionCount,
+  });
   return registry;
 }
 

@@ -5,6 +5,7 @@ import {
   QueryFacts,
   QueryRecord,
   QueryRegistry,
+  RecordRetention,
 } from '../query.registry';
 
 /** The query registry of standalone mode: one process knows everything. */
@@ -12,16 +13,22 @@ export class InProcessQueryRegistry implements QueryRegistry {
   private readonly records = new Map<string, QueryRecord>();
   private readonly active = new Map<string, Set<string>>();
   private readonly claims = new Map<string, { claim: IdempotencyClaim; until: number }>();
+  /** Finished queries by the time they ended, oldest first: those that go by count, and kept ones. */
+  private readonly ended = new Map<string, number>();
+  private readonly endedKept = new Map<string, number>();
 
-  constructor(private readonly retentionSeconds: number) {}
+  constructor(private readonly retention: RecordRetention) {}
 
   create(record: QueryRecord): Promise<void> {
     this.records.set(record.queryId, { ...record });
+    this.forgetOld();
     return Promise.resolve();
   }
 
   discard(queryId: string): Promise<void> {
     this.records.delete(queryId);
+    this.ended.delete(queryId);
+    this.endedKept.delete(queryId);
     return Promise.resolve();
   }
 
@@ -40,7 +47,8 @@ export class InProcessQueryRegistry implements QueryRegistry {
       record.state = to;
       if (FINAL_STATES.includes(to)) {
         record.finishedAt = Date.now();
-        setTimeout(() => this.records.delete(queryId), this.retentionSeconds * 1000).unref();
+        (record.kept ? this.endedKept : this.ended).set(queryId, record.finishedAt);
+        this.forgetOld();
       }
     }
     return Promise.resolve(record && readBack ? { ...record } : undefined);
@@ -56,13 +64,40 @@ export class InProcessQueryRegistry implements QueryRegistry {
   }
 
   get(queryId: string): Promise<QueryRecord | undefined> {
+    this.forgetOld();
     const record = this.records.get(queryId);
     return Promise.resolve(record ? { ...record } : undefined);
   }
 
   list(limit: number): Promise<QueryRecord[]> {
+    this.forgetOld();
     const all = [...this.records.values()].sort((a, b) => b.createdAt - a.createdAt);
     return Promise.resolve(all.slice(0, limit).map((r) => ({ ...r })));
+  }
+
+  trim(): Promise<void> {
+    this.forgetOld();
+    return Promise.resolve();
+  }
+
+  /** Forgets finished queries past the retention: by time, then (kept results aside) by count. */
+  private forgetOld(): void {
+    const lapsed = Date.now() - this.retention.seconds * 1000;
+    for (const ended of [this.ended, this.endedKept]) {
+      for (const [queryId, finishedAt] of ended) {
+        if (finishedAt > lapsed) break;
+        this.forget(ended, queryId);
+      }
+    }
+    for (const queryId of this.ended.keys()) {
+      if (this.ended.size <= this.retention.count) break;
+      this.forget(this.ended, queryId);
+    }
+  }
+
+  private forget(ended: Map<string, number>, queryId: string): void {
+    ended.delete(queryId);
+    this.records.delete(queryId);
   }
 
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {

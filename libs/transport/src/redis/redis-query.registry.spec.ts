@@ -18,7 +18,7 @@ let registry: RedisQueryRegistry;
 beforeEach(() => {
   redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   keys = new RedisKeys(`registry-spec-${randomBytes(4).toString('hex')}`);
-  registry = new RedisQueryRegistry(redis, keys, 60, LEASE_MS);
+  registry = new RedisQueryRegistry(redis, keys, { seconds: 60, count: 1000 }, LEASE_MS);
 });
 
 afterEach(async () => {

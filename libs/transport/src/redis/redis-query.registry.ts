@@ -8,6 +8,7 @@ import {
   QueryFacts,
   QueryRecord,
   QueryRegistry,
+  RecordRetention,
 } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import type { EndRecorder } from './redis-result.writer';
@@ -69,8 +70,25 @@ const CREATE = `
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('EXPIRE', KEYS[1], ARGV[1])`;
 
-/** How often one process trims the index of entries past their records' life. */
+/**
+ * Forgets a finished query's record unless its result is kept (KEYS[1] = meta; ARGV[1] = the
+ * final states, as `,a,b,`). Returns 1 when the record is gone (now, or lapsed before), 0 when it
+ * stays: its query is still open, or its result is kept to be fetched.
+ */
+const FORGET = `
+local fields = redis.call('HMGET', KEYS[1], 'state', 'kept')
+if not fields[1] then return 1 end
+if fields[2] == 'true' or not string.find(ARGV[1], ',' .. fields[1] .. ',', 1, true) then return 0 end
+redis.call('UNLINK', KEYS[1])
+return 1`;
+
+const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
+
+/** How often the index is trimmed, by whichever process creates a query first after that. */
 const TRIM_EVERY_MS = 10_000;
+/** Index entries looked at in one round trip of a trim, and in all of one trim at most. */
+const TRIM_BATCH = 500;
+const TRIM_MOST = 50_000;
 
 /** A Lua script defined on a connection: called by EVALSHA, sent in full only when Redis lacks it. */
 type Script = (key: string, ...args: string[]) => Promise<unknown>;
@@ -97,18 +115,20 @@ export const SLOT_LEASE_MS = 15_000;
  */
 export class RedisQueryRegistry implements QueryRegistry {
   private readonly scripts: Record<
-    'create' | 'transition' | 'admit' | 'renew' | 'progress',
+    'create' | 'transition' | 'admit' | 'renew' | 'progress' | 'forget',
     Script
   >;
   private trimmedAt = 0;
+  private trimming: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
-    private readonly retentionSeconds: number,
+    private readonly retention: RecordRetention,
     private readonly leaseMs = SLOT_LEASE_MS,
   ) {
     this.scripts = {
+      forget: defineScript(redis, 'sluiceQueryForget', FORGET),
       create: defineScript(redis, 'sluiceQueryCreate', CREATE),
       transition: defineScript(redis, TRANSITION_COMMAND, TRANSITION),
       admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
@@ -122,26 +142,76 @@ export class RedisQueryRegistry implements QueryRegistry {
    * since the index is in another hash slot; sent in one write on an auto-pipelined connection.
    */
   async create(record: QueryRecord): Promise<void> {
-    const writes: Promise<unknown>[] = [
+    await Promise.all([
       this.scripts.create(
         this.keys.meta(record.queryId),
         String(OPEN_TTL_SECONDS),
         ...Object.entries(toHash(record)).flat(),
       ),
       this.redis.zadd(this.keys.queries, record.createdAt, record.queryId),
-    ];
-    // Entries whose records have lapsed: dropped now and then, not on every query.
+    ]);
+    // Now and then, not on every query, and never in the way of one.
     if (Date.now() - this.trimmedAt > TRIM_EVERY_MS) {
       this.trimmedAt = Date.now();
-      writes.push(
-        this.redis.zremrangebyscore(
-          this.keys.queries,
-          '-inf',
-          Date.now() - OPEN_TTL_SECONDS * 1000,
-        ),
-      );
+      this.trimming = this.trimming
+        .then(() => this.trimOnce())
+        .catch(() => {
+          // Nothing is lost: the next trim does it, and every record lapses by its TTL meanwhile.
+        });
     }
-    await Promise.all(writes);
+  }
+
+  async trim(): Promise<void> {
+    await this.trimming;
+    await this.trimOnce(true);
+  }
+
+  /**
+   * Looks at the index's oldest entries beyond the newest `retention.count`, from where the last
+   * trim stopped: forgets the records of finished queries whose results are not kept, and drops
+   * the entries of every record that is gone. An entry that stays (an open query, a kept result)
+   * is not looked at again; it goes when its record is a day old, or when a listing finds its
+   * record gone. One process trims at a time (a lock for one interval); `force` ignores the lock.
+   */
+  private async trimOnce(force = false): Promise<void> {
+    const { queries, queriesTrim, queriesTrimLock } = this.keys;
+    if (!force) {
+      const locked = await this.redis.set(queriesTrimLock, '1', 'PX', TRIM_EVERY_MS, 'NX');
+      if (locked === null) return;
+    }
+    const cutoff = Date.now() - OPEN_TTL_SECONDS * 1000;
+    await this.redis.zremrangebyscore(queries, '-inf', cutoff);
+    // Only entries older than the oldest of the newest `count` are looked at (times are ms: those
+    // of its own ms wait for a later trim), so that none of the newest `count` is ever forgotten.
+    const { count } = this.retention;
+    let until = '+inf';
+    if (count > 0) {
+      const oldest = await this.redis.zrevrange(queries, count - 1, count - 1, 'WITHSCORES');
+      if (oldest.length === 0) return;
+      until = `(${oldest[1]}`;
+    }
+    let from = Math.max(Number((await this.redis.get(queriesTrim)) ?? '-Infinity'), cutoff);
+    for (let seen = 0; seen < TRIM_MOST; seen += TRIM_BATCH) {
+      const batch = await this.redis.zrangebyscore(
+        queries,
+        from,
+        until,
+        'WITHSCORES',
+        'LIMIT',
+        0,
+        TRIM_BATCH,
+      );
+      const ids = batch.filter((_, i) => i % 2 === 0);
+      if (ids.length === 0) break;
+      const gone = await Promise.all(
+        ids.map((id) => this.scripts.forget(this.keys.meta(id), FINAL_LIST)),
+      );
+      const forgotten = ids.filter((_, i) => gone[i] === 1);
+      if (forgotten.length > 0) await this.redis.zrem(queries, ...forgotten);
+      from = Number(batch[batch.length - 1]);
+      await this.redis.set(queriesTrim, String(from), 'EX', OPEN_TTL_SECONDS);
+      if (ids.length < TRIM_BATCH) break;
+    }
   }
 
   async discard(queryId: string): Promise<void> {
@@ -212,7 +282,7 @@ export class RedisQueryRegistry implements QueryRegistry {
     return [
       this.keys.meta(queryId),
       `,${statesBefore(to).join(',')},`,
-      final ? String(this.retentionSeconds || 1) : '0',
+      final ? String(this.retention.seconds || 1) : '0',
       readBack ? '1' : '0',
       ...Object.entries(fields).flat(),
     ];
@@ -308,8 +378,9 @@ export class RedisQueryRegistry implements QueryRegistry {
     return this.keys.idempotency(owner, createHash('sha256').update(key).digest('hex'));
   }
 
+  /** Waits for a trim under way: the connection is the caller's, and may be closed next. */
   close(): Promise<void> {
-    return Promise.resolve();
+    return this.trimming;
   }
 }
 
