@@ -86,7 +86,10 @@ const clusterProviders: Provider[] = [
     provide: QUERY_REGISTRY,
     inject: [SLUICE_CONFIG, REDIS],
     useFactory: (config: SluiceConfig, redis: RedisClient): QueryRegistry =>
-      new RedisQueryRegistry(redis, new RedisKeys(config.keyPrefix), { seconds: config.jobRetentionSeconds, count: config.queryRetentionCount }),
+      new RedisQueryRegistry(redis, new RedisKeys(config.keyPrefix), {
+        seconds: config.jobRetentionSeconds,
+        count: config.queryRetentionCount,
+      }),
   },
   {
     provide: RESULT_SOURCE,
@@ -132,7 +135,10 @@ const standaloneProviders: Provider[] = [
     provide: QUERY_REGISTRY,
     inject: [SLUICE_CONFIG],
     useFactory: (config: SluiceConfig): QueryRegistry =>
-      new InProcessQueryRegistry({ seconds: config.jobRetentionSeconds, count: config.queryRetentionCount }),
+      new InProcessQueryRegistry({
+        seconds: config.jobRetentionSeconds,
+        count: config.queryRetentionCount,
+      }),
   },
   { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
   { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },

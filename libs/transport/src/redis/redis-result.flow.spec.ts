@@ -209,7 +209,10 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     writer: RedisResultWriter;
   }> {
     const queryId = randomUUID();
-    const registry = new RedisQueryRegistry(redis, keys, { seconds: RETENTION_SECONDS, count: 1000 });
+    const registry = new RedisQueryRegistry(redis, keys, {
+      seconds: RETENTION_SECONDS,
+      count: 1000,
+    });
     await registry.create(queuedRecord(queryId));
     const window = { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000 };
     const recordEnd = registry.endRecorder(queryId);
@@ -271,7 +274,10 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     const fresh = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
     try {
       const multi = fresh.multi();
-      const registry = new RedisQueryRegistry(fresh, keys, { seconds: RETENTION_SECONDS, count: 1000 });
+      const registry = new RedisQueryRegistry(fresh, keys, {
+        seconds: RETENTION_SECONDS,
+        count: 1000,
+      });
       expect(() => registry.endIn(multi, randomUUID(), 'succeeded', {})).toThrow(
         /made after this MULTI/,
       );
@@ -282,7 +288,10 @@ describe('RedisResultWriter recording the end with the last entry', () => {
 
   it('records nothing, and says nothing of it, without a recorder', async () => {
     const { queryId, writer } = open();
-    const registry = new RedisQueryRegistry(redis, keys, { seconds: RETENTION_SECONDS, count: 1000 });
+    const registry = new RedisQueryRegistry(redis, keys, {
+      seconds: RETENTION_SECONDS,
+      count: 1000,
+    });
     await registry.create(queuedRecord(queryId));
     await writer.write(end());
     expect(writer.recorded).toBe(false);
