@@ -20,6 +20,8 @@ export class TcpProxy {
   private readonly pairs = new Set<[Socket, Socket]>();
   /** Replies held back since holdReplies(), let through when a client sends again. */
   heldReplies = 0;
+  /** Set by answerNothing(): new connections are taken and never passed on. */
+  private silent = false;
 
   constructor(
     readonly port: number,
@@ -30,6 +32,12 @@ export class TcpProxy {
 
   async start(): Promise<void> {
     this.server = createServer((client) => {
+      if (this.silent) {
+        this.sockets.add(client);
+        client.on('close', () => this.sockets.delete(client));
+        client.on('error', () => undefined);
+        return;
+      }
       const upstream = createConnection({ host: '127.0.0.1', port: this.targetPort });
       const pair: [Socket, Socket] = [client, upstream];
       this.pairs.add(pair);
@@ -79,6 +87,14 @@ export class TcpProxy {
       // unpipe() paused it: a 'data' listener alone would not start it again.
       client.resume();
     }
+  }
+
+  /**
+   * Takes new connections and never answers them nor passes them on, as a server behind a
+   * network that lost its way, or with a full backlog, does. Open connections go on as before.
+   */
+  answerNothing(): void {
+    this.silent = true;
   }
 
   /** The proxy's side of its connections to the target: their client ports, as the target sees them. */

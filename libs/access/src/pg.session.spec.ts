@@ -1,7 +1,12 @@
 import { Client, Pool } from 'pg';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
-import { isSessionEnded, queryOnLiveSession } from './pg.session';
+import {
+  connectingWithin,
+  isConnectTimeout,
+  isSessionEnded,
+  queryOnLiveSession,
+} from './pg.session';
 
 /**
  * A pool's idle connection whose backend was terminated, PostgreSQL's notice of it held back by a
@@ -55,5 +60,53 @@ describe(queryOnLiveSession.name, () => {
       code: '42P01',
     });
     expect(queries).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe(connectingWithin.name, () => {
+  it('gives up on a PostgreSQL that takes the connection and never answers', async () => {
+    proxy.answerNothing();
+    const timed = new Pool({
+      connectionString: proxy.urlFor(testDatabaseUrl),
+      Client: connectingWithin(300),
+    });
+    const started = Date.now();
+    const failure: unknown = await timed.connect().catch((err: unknown) => err);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(isConnectTimeout(failure)).toBe(true);
+    await timed.end();
+  }, 5_000);
+
+  it('does not cut a wait for the connection of a busy pool', async () => {
+    const timed = new Pool({
+      connectionString: testDatabaseUrl,
+      max: 1,
+      Client: connectingWithin(200),
+    });
+    const busy = await timed.connect();
+    const waiting = timed.connect();
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    busy.release();
+    const next = await waiting;
+    expect((await next.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    next.release();
+    await timed.end();
+  });
+
+  it("never takes PostgreSQL's own error for a connect's timeout, whatever its message", async () => {
+    for (const message of ['timeout expired', 'Connection terminated due to connection timeout']) {
+      // What a hostile user would raise to pass a failure off as an outage.
+      const raised: unknown = await control
+        .query(`DO $$ BEGIN RAISE EXCEPTION '${message}'; END $$`)
+        .catch((err: unknown) => err);
+      expect((raised as Error).message).toBe(message);
+      expect(isConnectTimeout(raised)).toBe(false);
+    }
+  });
+
+  it('connects as pg does when PostgreSQL answers', async () => {
+    const timed = new Pool({ connectionString: testDatabaseUrl, Client: connectingWithin(5_000) });
+    expect((await timed.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    await timed.end();
   });
 });

@@ -1,4 +1,43 @@
-import type { Pool, QueryResult, QueryResultRow } from 'pg';
+import {
+  Client,
+  DatabaseError,
+  type ClientConfig,
+  type Pool,
+  type QueryResult,
+  type QueryResultRow,
+} from 'pg';
+
+/** SLUICE_PG_CONNECT_TIMEOUT_MS's default, for pools made without the setting (tests, tools). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * pg's Client with a time limit on connecting, for a PostgreSQL that takes the connection and
+ * never answers (a host gone behind a proxy, a full backlog). Given to a Pool as its `Client`, not
+ * as the pool's own connectionTimeoutMillis: pg-pool would also end a wait for a client of a busy
+ * pool, which may last as long as the statements ahead of it.
+ */
+export function connectingWithin(ms: number): typeof Client {
+  return class extends Client {
+    constructor(config?: string | ClientConfig) {
+      const given = typeof config === 'string' ? { connectionString: config } : config;
+      super({ ...given, connectionTimeoutMillis: ms });
+    }
+  };
+}
+
+/**
+ * Whether `err` is pg's for a connect that passed its time limit (see connectingWithin). Never an
+ * error PostgreSQL sent (those carry a SQLSTATE), whatever its message: a user may raise any.
+ */
+export function isConnectTimeout(err: unknown): boolean {
+  return (
+    err instanceof Error &&
+    !(err instanceof DatabaseError) &&
+    (err as { code?: unknown }).code === undefined &&
+    (err.message === 'timeout expired' ||
+      err.message === 'Connection terminated due to connection timeout')
+  );
+}
 
 /**
  * PostgreSQL ended the session on purpose and said so: terminated (pg_terminate_backend, a fast

@@ -80,6 +80,7 @@ const FEEDS: Record<
   SLUICE_EXPORT_YIELD_MS: { setting: 'exportYieldMs', value: '20' },
   SLUICE_HEAP_GROWING_PERCENT: { setting: 'heapGrowingPercent', value: '0' },
   SLUICE_PG_POOL_SIZE: { setting: 'pgPoolSize', value: '2' },
+  SLUICE_PG_CONNECT_TIMEOUT_MS: { setting: 'pgConnectTimeoutMs', value: '2000' },
   SLUICE_PG_MAX_CONNECTIONS: { setting: 'pgMaxConnections', value: '5000' },
   SLUICE_DEFAULT_FETCH_SIZE: { setting: 'defaultFetchSize', value: '10' },
   SLUICE_WORKER_METRICS_PORT: { setting: 'workerMetricsPort', value: '0' },

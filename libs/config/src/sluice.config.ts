@@ -56,6 +56,8 @@ export interface SluiceConfig {
    */
   heapGrowingPercent: number;
   pgPoolSize: number;
+  /** Longest a new connection to PostgreSQL may take (any pool, any database): then 503. */
+  pgConnectTimeoutMs: number;
   /** Statement connections a worker process keeps open at most, all threads and roles together. */
   pgMaxConnections: number;
   defaultFetchSize: number;
@@ -357,6 +359,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     exportYieldMs,
     heapGrowingPercent: int(env, 'SLUICE_HEAP_GROWING_PERCENT', 200, 0, 1_000),
     pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
+    pgConnectTimeoutMs: int(env, 'SLUICE_PG_CONNECT_TIMEOUT_MS', 10_000, 100, 600_000),
     pgMaxConnections,
     defaultFetchSize: int(env, 'SLUICE_DEFAULT_FETCH_SIZE', 1000, 1, 1_000_000),
     windowChunks: int(env, 'SLUICE_WINDOW_CHUNKS', 16, 1, 10_000),

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Pool } from 'pg';
-import { PgLogin, credentialSealKey, openCredential } from '@app/access';
+import { PgLogin, connectingWithin, credentialSealKey, openCredential } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { ExecuteJobData, Status, statusOf } from '@app/contracts';
 
@@ -93,6 +93,7 @@ export class SessionLoginResolver implements OnApplicationShutdown {
         max: 4,
         idleTimeoutMillis: 30_000,
         application_name: 'sluice-sessions',
+        Client: connectingWithin(this.config.pgConnectTimeoutMs),
       });
       // An idle connection that dies is replaced on the next use.
       this.pool.on('error', () => undefined);

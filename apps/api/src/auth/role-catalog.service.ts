@@ -1,6 +1,11 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Pool } from 'pg';
-import { LoginRoleProvisioner, ProvisionedLogin, queryOnLiveSession } from '@app/access';
+import {
+  LoginRoleProvisioner,
+  ProvisionedLogin,
+  connectingWithin,
+  queryOnLiveSession,
+} from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 
 /** What the control login (DATABASE_URL) is allowed, as far as role isolation goes. */
@@ -136,6 +141,7 @@ export class RoleCatalogService implements OnModuleDestroy {
         max: 2,
         idleTimeoutMillis: 30_000,
         application_name: 'sluice-auth',
+        Client: connectingWithin(this.config.pgConnectTimeoutMs),
       });
       // An idle connection that dies is replaced on the next use.
       this.pool.on('error', () => undefined);

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { Pool } from 'pg';
+import { connectingWithin } from '@app/access';
 import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
 import { CreateUserDto, SluiceError, UpdateUserDto, UserDto } from '@app/contracts';
 import { MetadataEventsService } from '../auth/metadata-events.service';
@@ -50,7 +51,11 @@ async function usersMain(argv: string[]): Promise<number> {
   const config = connections(loadConfig());
   // stdout carries the command's answer: only warnings and errors are logged (to stderr).
   Logger.overrideLogger(['warn', 'error']);
-  const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 2 });
+  const pool = new Pool({
+    connectionString: config.metadataDatabaseUrl,
+    max: 2,
+    Client: connectingWithin(config.pgConnectTimeoutMs),
+  });
   // An idle connection that dies is replaced on the next query, whose failure is the one reported.
   pool.on('error', () => undefined);
   const schema = new MetadataSchema(pool);

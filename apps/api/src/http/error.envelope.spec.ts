@@ -58,7 +58,12 @@ describe(toEnvelope.name, () => {
     const pg = new Client({ connectionString: testDatabaseUrl });
     await pg.connect();
     try {
-      for (const message of ['Connection is closed.', 'CLUSTERDOWN The cluster is down']) {
+      for (const message of [
+        'Connection is closed.',
+        'CLUSTERDOWN The cluster is down',
+        'timeout expired',
+        'Connection terminated due to connection timeout',
+      ]) {
         // What a hostile user would raise to pass a failure off as an outage.
         const err = await pg.query(`DO $$ BEGIN RAISE EXCEPTION '${message}'; END $$`).then(
           () => undefined,

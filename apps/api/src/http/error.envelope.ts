@@ -1,4 +1,5 @@
 import { HttpException, Logger } from '@nestjs/common';
+import { isConnectTimeout } from '@app/access';
 import { ERROR_CATALOGUE, ErrorCode, ErrorEnvelope, SluiceError } from '@app/contracts';
 import { ExecutionFailedError } from './execution-failed.error';
 
@@ -88,6 +89,9 @@ function isDatabaseDown(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08')))
     return true;
+  if (isConnectTimeout(err)) return true;
+  // pg's own errors carry no code; one PostgreSQL sent says what it is by its SQLSTATE alone.
+  if (code !== undefined) return false;
   const message = err instanceof Error ? err.message : '';
   return /Connection terminated|connect ECONNREFUSED|timeout exceeded when trying to connect/.test(
     message,

@@ -7,6 +7,7 @@ import {
   Provider,
 } from '@nestjs/common';
 import { Pool } from 'pg';
+import { connectingWithin } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { ExecutionModule, QueryLifecycle, QueryPoolService } from '@app/execution';
 import {
@@ -41,7 +42,11 @@ const metadataPool: Provider = {
   provide: METADATA_POOL,
   inject: [SLUICE_CONFIG],
   useFactory: (config: SluiceConfig) => {
-    const pool = new Pool({ connectionString: config.metadataDatabaseUrl, max: 4 });
+    const pool = new Pool({
+      connectionString: config.metadataDatabaseUrl,
+      max: 4,
+      Client: connectingWithin(config.pgConnectTimeoutMs),
+    });
     // An idle connection that dies is replaced on the next query, whose failure is the one reported.
     pool.on('error', () => undefined);
     return pool;

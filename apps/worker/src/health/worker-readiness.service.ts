@@ -6,6 +6,7 @@ import { HeartbeatService } from './heartbeat.service';
 import { OPS_REDIS } from './ops.tokens';
 import { ReadinessReport, check, report } from '@app/contracts';
 import { RedisClient, pingEvery } from '@app/transport';
+import { connectingWithin } from '@app/access';
 
 /** Can this worker take jobs: Redis and PostgreSQL answer, its heartbeat is fresh, its pool has threads. */
 @Injectable()
@@ -18,7 +19,11 @@ export class WorkerReadinessService implements OnModuleDestroy {
     private readonly heartbeat: HeartbeatService,
     private readonly pool: QueryPoolService,
   ) {
-    this.database = new Pool({ connectionString: config.databaseUrl, max: 1 });
+    this.database = new Pool({
+      connectionString: config.databaseUrl,
+      max: 1,
+      Client: connectingWithin(config.pgConnectTimeoutMs),
+    });
     // An idle connection that dies is replaced by the next probe, which reports any failure.
     this.database.on('error', () => undefined);
   }

@@ -49,6 +49,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       streamTtlSeconds: config.streamTtlSeconds,
       jobRetentionSeconds: config.jobRetentionSeconds,
       queryRetentionCount: config.queryRetentionCount,
+      pgConnectTimeoutMs: config.pgConnectTimeoutMs,
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
       cancelPollMs: config.cancelPollMs,
       nice: 0,

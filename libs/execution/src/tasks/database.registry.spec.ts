@@ -1,4 +1,5 @@
 import { Client } from 'pg';
+import { isConnectTimeout } from '@app/access';
 import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { DatabaseHandle } from './database.registry';
@@ -57,6 +58,21 @@ describe(DatabaseHandle.name, () => {
       await proxy.stop();
     }
   });
+
+  it('gives up on a connection PostgreSQL takes and never answers, after its connect timeout', async () => {
+    const proxy = await proxyToTestDatabase();
+    proxy.answerNothing();
+    const through = new DatabaseHandle(proxy.urlFor(testDatabaseUrl), 300);
+    try {
+      const started = Date.now();
+      const failure: unknown = await through.version().catch((err: unknown) => err);
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(isConnectTimeout(failure)).toBe(true);
+    } finally {
+      await through.close();
+      await proxy.stop();
+    }
+  }, 5_000);
 
   it('loads an array type, its element and the element attributes, one round each', async () => {
     const { oid, text } = await valueOf(`SELECT array_agg(t) FROM ${SCHEMA}.items t`);

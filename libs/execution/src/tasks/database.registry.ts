@@ -1,5 +1,12 @@
 import { Pool } from 'pg';
-import { LoginRoleProvisioner, ProvisionedLogin, loginUrl, queryOnLiveSession } from '@app/access';
+import {
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  LoginRoleProvisioner,
+  ProvisionedLogin,
+  connectingWithin,
+  loginUrl,
+  queryOnLiveSession,
+} from '@app/access';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from '@app/sql';
 import { SESSION_OPTIONS } from './login.pools';
 
@@ -16,13 +23,14 @@ export class DatabaseHandle {
   /** The type load under way or the last one done: the next one starts after it, never beside it. */
   private lastTypeLoad: Promise<unknown> = Promise.resolve();
 
-  constructor(url: string) {
+  constructor(url: string, connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS) {
     this.pool = new Pool({
       connectionString: url,
       max: 2,
       idleTimeoutMillis: 30_000,
       options: SESSION_OPTIONS,
       application_name: 'sluice-control',
+      Client: connectingWithin(connectTimeoutMs),
     });
     // An idle connection that dies is dropped by the pool; nothing was running on it.
     this.pool.on('error', () => undefined);
@@ -107,14 +115,17 @@ export class DatabaseHandle {
 export class DatabaseRegistry {
   private readonly handles = new Map<string, DatabaseHandle>();
 
-  constructor(private readonly baseUrl: string) {}
+  constructor(
+    private readonly baseUrl: string,
+    private readonly connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS,
+  ) {}
 
   get(database: string | undefined): DatabaseHandle {
     const key = database ?? '';
     let handle = this.handles.get(key);
     if (!handle) {
       if (this.handles.size >= MAX_DATABASES) this.evictOne();
-      handle = new DatabaseHandle(loginUrl(this.baseUrl, database));
+      handle = new DatabaseHandle(loginUrl(this.baseUrl, database), this.connectTimeoutMs);
       this.handles.set(key, handle);
     }
     return handle;

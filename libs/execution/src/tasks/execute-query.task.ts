@@ -32,9 +32,10 @@ if (settings.nice > 0) lowerThreadPriority(settings.nice);
 const keys = new RedisKeys(settings.keyPrefix);
 const keptTotal = new SharedKeptTotal(settings.keptBytes);
 const counts = new Int32Array(settings.connectionCounts);
-const databases = new DatabaseRegistry(settings.databaseUrl);
+const databases = new DatabaseRegistry(settings.databaseUrl, settings.pgConnectTimeoutMs);
 const logins = new LoginPools({
   baseUrl: settings.databaseUrl,
+  connectTimeoutMs: settings.pgConnectTimeoutMs,
   poolSize: settings.pgPoolSize,
   maxConnections: settings.pgMaxConnectionsPerThread,
   idleTimeoutMs: 30_000,

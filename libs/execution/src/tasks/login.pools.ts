@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Pool, PoolClient } from 'pg';
-import { loginUrl, type PgLogin } from '@app/access';
+import { DEFAULT_CONNECT_TIMEOUT_MS, connectingWithin, loginUrl, type PgLogin } from '@app/access';
 
 /** Session settings that make every worker print values the same way; the connection check ends
  * a running statement soon after its worker died (PostgreSQL 14+). */
@@ -15,6 +15,8 @@ export interface LoginPoolsSettings {
   /** Statement connections this thread may hold, all pools together. */
   maxConnections: number;
   idleTimeoutMs: number;
+  /** Longest a new connection may take (a wait for a busy pool's connection is not cut). */
+  connectTimeoutMs?: number;
   /** Told the change in this thread's open connections (for the process-wide gauge). */
   onCount?: (delta: number) => void;
 }
@@ -85,6 +87,7 @@ export class LoginPools {
       idleTimeoutMillis: this.settings.idleTimeoutMs,
       options: SESSION_OPTIONS,
       application_name: 'sluice',
+      Client: connectingWithin(this.settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS),
     });
     const created = pool;
     // An idle connection that dies is removed by the pool; it must not take the thread down.

@@ -2,7 +2,7 @@ import { Client } from 'pg';
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { MessageChannel } from 'node:worker_threads';
-import { ExecuteJobData, ResultRecord, Status } from '@app/contracts';
+import { ExecuteJobData, ResultRecord, Status, httpStatusOf } from '@app/contracts';
 import { LoginRoleProvisioner, PgLogin } from '@app/access';
 import { NdjsonEncoder } from '@app/formats';
 import {
@@ -602,6 +602,33 @@ describe(QueryRunner.name, () => {
       expect(rows).toEqual([{ n: '1' }]);
     });
   });
+
+  it('answers 503 DB_UNAVAILABLE when PostgreSQL takes the connection and never answers', async () => {
+    const proxy = await proxyToTestDatabase();
+    proxy.answerNothing();
+    logins = new LoginPools({
+      baseUrl: proxy.urlFor(testDatabaseUrl),
+      poolSize: 1,
+      maxConnections: 2,
+      idleTimeoutMs: 10_000,
+      connectTimeoutMs: 300,
+    });
+    runner = new QueryRunner(databases, logins, new LoginRoleProvisioner('unused'), {
+      defaultFetchSize: 100,
+      maxEntryBytes: 1 << 20,
+    });
+    const started = Date.now();
+    // No statement time limit: only the connect's own ends the wait.
+    const { reader, running } = start(jobOf('SELECT 1', { timeoutMs: undefined }));
+    const records = await drain(reader);
+    await reader.close();
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const outcome = await running;
+    expect(outcome.status).toMatchObject({ sql_state: '08006', vendor_code: -206 });
+    expect(httpStatusOf(outcome.status)).toBe(503);
+    expect(statusOfLast(records)).toEqual(outcome.status);
+    await proxy.stop();
+  }, 5_000);
 
   it('does not run a statement whose reader cancelled before it started', async () => {
     const job = jobOf(LONG_SLEEP);

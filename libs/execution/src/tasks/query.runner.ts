@@ -1,5 +1,11 @@
 import type { FieldDef, PoolClient } from 'pg';
-import { LoginRoleError, LoginRoleProvisioner, PgLogin, isSessionEnded } from '@app/access';
+import {
+  LoginRoleError,
+  LoginRoleProvisioner,
+  PgLogin,
+  isConnectTimeout,
+  isSessionEnded,
+} from '@app/access';
 import {
   ExecuteJobData,
   SluiceError,
@@ -84,6 +90,12 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
   // The statement was cancelled on purpose (57014 from pg_cancel_backend): say why.
   if (stopped && isPgError(err) && err.code === '57014') return stopStatus(stopped);
   if (err instanceof SluiceError) return err.toStatus();
+  if (isConnectTimeout(err)) {
+    return statusOf(
+      'DB_UNAVAILABLE',
+      'database unavailable: it did not answer a new connection in time',
+    );
+  }
   if (isPgError(err) && /^[0-9A-Z]{5}$/.test(err.code!))
     return pgErrorStatus(err.message, err.code);
   const code = (err as { code?: string })?.code;

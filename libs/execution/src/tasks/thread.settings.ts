@@ -20,6 +20,7 @@ export interface ThreadSettings {
   /** How long a query's record is kept after its end (the end is recorded from the thread). */
   jobRetentionSeconds: number;
   queryRetentionCount: number;
+  pgConnectTimeoutMs: number;
   clientIdleTimeoutMs: number;
   /** How often a running query looks for its cancel in Redis (cluster mode; standalone is told). */
   cancelPollMs: number;
