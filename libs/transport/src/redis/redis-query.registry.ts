@@ -87,7 +87,7 @@ const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
 /** How often the index is trimmed, by whichever process creates a query first after that. */
 const TRIM_EVERY_MS = 10_000;
 /** Index entries looked at in one round trip of a trim, and in all of one trim at most. */
-const TRIM_BATCH = 500;
+const TRIM_BATCH = 200;
 const TRIM_MOST = 50_000;
 
 /** A Lua script defined on a connection: called by EVALSHA, sent in full only when Redis lacks it. */
