@@ -10,6 +10,9 @@ import {
 /** SLUICE_PG_CONNECT_TIMEOUT_MS's default, for pools made without the setting (tests, tools). */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
+/** One class per time limit, made once: a pool per login must not make a class of its own. */
+const clientClasses = new Map<number, typeof Client>();
+
 /**
  * pg's Client with a time limit on connecting, for a PostgreSQL that takes the connection and
  * never answers (a host gone behind a proxy, a full backlog). Given to a Pool as its `Client`, not
@@ -17,12 +20,17 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
  * pool, which may last as long as the statements ahead of it.
  */
 export function connectingWithin(ms: number): typeof Client {
-  return class extends Client {
-    constructor(config?: string | ClientConfig) {
-      const given = typeof config === 'string' ? { connectionString: config } : config;
-      super({ ...given, connectionTimeoutMillis: ms });
-    }
-  };
+  let made = clientClasses.get(ms);
+  if (!made) {
+    made = class extends Client {
+      constructor(config?: string | ClientConfig) {
+        const given = typeof config === 'string' ? { connectionString: config } : config;
+        super({ ...given, connectionTimeoutMillis: ms });
+      }
+    };
+    clientClasses.set(ms, made);
+  }
+  return made;
 }
 
 /**

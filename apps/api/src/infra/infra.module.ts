@@ -192,11 +192,14 @@ export class InfraModule implements OnApplicationShutdown {
     @Inject(REDIS) private readonly redis: RedisClient | undefined,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly source: ResultSource,
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
   ) {}
 
   async onApplicationShutdown(): Promise<void> {
     await this.source.close();
     await this.queue.close();
+    // A trim of the registry's index under way ends before its connection does.
+    await this.registry.close();
     // Shutdown: a connection already closed or down has nothing left to flush.
     await this.redis?.quit().catch(() => undefined);
     await this.pool.end().catch(() => undefined);
