@@ -356,6 +356,30 @@ describe('queue dashboard', () => {
       expect(refused.status).toBe(405);
     }
   });
+
+  it("keeps a large statement's finished job short: what the queue keeps is bounded", async () => {
+    const padding = 'x'.repeat(200_000);
+    const baseUrl = e2eEnv().baseUrls[0];
+    const res = await execute(
+      { statement: `select {v}::text as v -- ${padding}`, params: { v: 'y'.repeat(50_000) } },
+      { baseUrl },
+    );
+    expect(res.status).toBe(200);
+    if (e2eEnv().mode === 'standalone') return; // no queue keeps job data
+    const id = res.json.query_id as string;
+    const token = await login();
+    const path = `/admin/queues/api/queues/execute/${id}`;
+    const job = await eventually(async () => {
+      const got = await request(undefined, { method: 'GET', path, token, baseUrl });
+      expect(got.status).toBe(200);
+      const shown = (got.json as { job: { data: { text: string; values: unknown[] } } }).job;
+      return shown.data.text.length < 2_000 ? shown : undefined;
+    });
+    expect(job.data.text).toMatch(
+      /^select \$1::text as v -- x+… \(\d+ characters, cut once run\)$/,
+    );
+    expect(job.data.values).toEqual([]);
+  });
 });
 
 describe('OpenAPI', () => {

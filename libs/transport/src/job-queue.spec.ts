@@ -4,7 +4,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { EXECUTE_QUEUE, ExecuteJobData, LANES, Lane } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
 import { InProcessJobQueue } from './in-process/in-process-job.queue';
-import { JobCounts, JobQueue } from './job.queue';
+import { JobCounts, JobQueue, RETAINED_JOB_BYTES, retainedJobData } from './job.queue';
 import { RedisKeys } from './redis.keys';
 import { BullmqJobQueue } from './redis/bullmq-job.queue';
 
@@ -170,5 +170,29 @@ describe.each([
     expect(await adapter.queue.removeQueued(exported[0].queryId)).toBe(true);
     expect(await adapter.queue.position(exported[1].queryId)).toBe(0);
     expect((await adapter.queue.counts()).export).toMatchObject({ waiting: 1 });
+  });
+});
+
+describe(retainedJobData.name, () => {
+  it('keeps a small statement and its values as they were sent', () => {
+    const small = { ...job(1), text: 'select $1', values: ['x'.repeat(100)], types: [25] };
+    expect(retainedJobData(small)).toBeUndefined();
+  });
+
+  it('cuts a statement past the bound, and drops its values', () => {
+    const large = { ...job(1), text: `select 1 -- ${'y'.repeat(100_000)}`, values: ['v'] };
+    const kept = retainedJobData(large)!;
+    expect(kept.text.length).toBeLessThan(1_100);
+    expect(kept.text).toMatch(/^select 1 -- y+… \(100012 characters, cut once run\)$/);
+    expect(kept.values).toEqual([]);
+    expect(kept).toMatchObject({ queryId: large.queryId, username: large.username });
+    expect(Buffer.byteLength(JSON.stringify(kept))).toBeLessThan(RETAINED_JOB_BYTES);
+  });
+
+  it('counts the values too: large bind values are dropped', () => {
+    const values = ['z'.repeat(RETAINED_JOB_BYTES)];
+    const kept = retainedJobData({ ...job(1), text: 'select $1', values, types: [25] })!;
+    expect(kept.values).toEqual([]);
+    expect(kept.text).toMatch(/^select \$1… \(9 characters, cut once run\)$/);
   });
 });

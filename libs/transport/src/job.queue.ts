@@ -27,6 +27,27 @@ export interface JobRetention {
   count: number;
 }
 
+/** Bytes of statement and values a finished job may keep as they were sent. */
+export const RETAINED_JOB_BYTES = 4096;
+
+/**
+ * What a finished job keeps of its data, when less than it was sent with: a statement and values
+ * past RETAINED_JOB_BYTES are cut (the values dropped), so that the finished jobs a queue keeps
+ * (up to SLUICE_JOB_RETENTION_COUNT a lane) never hold a body limit each. Undefined: keep it all.
+ */
+export function retainedJobData(data: ExecuteJobData): ExecuteJobData | undefined {
+  let bytes = Buffer.byteLength(data.text);
+  for (const value of data.values) bytes += value === null ? 0 : Buffer.byteLength(value);
+  if (bytes <= RETAINED_JOB_BYTES) return undefined;
+  const head = data.text.slice(0, 1000);
+  return {
+    ...data,
+    text: `${head}… (${data.text.length} characters, cut once run)`,
+    values: [],
+    types: [],
+  };
+}
+
 /**
  * Producer side of the execution queue: one lane per `Lane`, each job in the lane its data
  * names. A query id is unique across lanes, so calls that take one find the job in its lane.

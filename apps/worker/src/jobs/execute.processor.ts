@@ -5,7 +5,7 @@ import {
   OnApplicationBootstrap,
   OnModuleDestroy,
 } from '@nestjs/common';
-import { Worker } from 'bullmq';
+import { Job, Worker } from 'bullmq';
 import { ExecuteJobData, LANE_QUEUES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
@@ -22,6 +22,7 @@ import {
   RedisQueryRegistry,
   RedisResultSink,
   ResultSink,
+  retainedJobData,
 } from '@app/transport';
 
 /**
@@ -80,7 +81,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     for (const lane of this.config.workerLanes) {
       const worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
         LANE_QUEUES[lane],
-        (job) => this.run(job.data),
+        (job) => this.run(job.data).finally(() => this.keepSmall(job)),
         {
           connection: this.connection,
           prefix: this.keys.bullPrefix,
@@ -118,6 +119,16 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     } finally {
       this.running.delete(data.queryId);
     }
+  }
+
+  /** Cuts a large statement's job before it is kept finished (see retainedJobData). */
+  private async keepSmall(job: Job<ExecuteJobData>): Promise<void> {
+    const kept = retainedJobData(job.data);
+    if (!kept) return;
+    await job.updateData(kept).catch((err: Error) => {
+      // Kept whole then: the queue's count still bounds how many such jobs stay.
+      this.logger.warn(`query ${job.data.queryId}: its job data was not cut: ${err.message}`);
+    });
   }
 
   /** SIGTERM: take no new jobs, let running ones finish within the grace period, cancel the rest. */
