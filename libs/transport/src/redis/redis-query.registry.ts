@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChainableCommander } from 'ioredis';
-import type { RedisClient } from './redis.connector';
+import { type RedisClient, isClusterClient } from './redis.connector';
 import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
 import {
   IdempotencyClaim,
@@ -71,16 +71,33 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('EXPIRE', KEYS[1], ARGV[1])`;
 
 /**
- * Forgets a finished query's record unless its result is kept (KEYS[1] = meta; ARGV[1] = the
- * final states, as `,a,b,`). Returns 1 when the record is gone (now, or lapsed before), 0 when it
- * stays: its query is still open, or its result is kept to be fetched.
+ * Forgets a finished query's record unless its result is kept (`meta`; ARGV[1] = the final
+ * states, as `,a,b,`). True when the record is gone (now, or lapsed before); false when it stays:
+ * its query is still open, or its result is kept to be fetched.
  */
-const FORGET = `
-local fields = redis.call('HMGET', KEYS[1], 'state', 'kept')
-if not fields[1] then return 1 end
-if fields[2] == 'true' or not string.find(ARGV[1], ',' .. fields[1] .. ',', 1, true) then return 0 end
-redis.call('UNLINK', KEYS[1])
-return 1`;
+const FORGET_FUNCTION = `
+local function forget(meta)
+  local fields = redis.call('HMGET', meta, 'state', 'kept')
+  if not fields[1] then return true end
+  if fields[2] == 'true' or not string.find(ARGV[1], ',' .. fields[1] .. ',', 1, true) then return false end
+  redis.call('UNLINK', meta)
+  return true
+end`;
+
+/** One record (KEYS[1] = meta): 1 when it is gone, 0 when it stays. In Redis Cluster. */
+const FORGET = `${FORGET_FUNCTION}
+if forget(KEYS[1]) then return 1 end
+return 0`;
+
+/**
+ * A batch of index entries in one step (KEYS[1] = the index, KEYS[2..] = metas; ARGV[2..] = their
+ * query ids): forgets each record, and drops the entry of each that is gone. Outside Redis
+ * Cluster only, where a script may touch the keys of many queries.
+ */
+const FORGET_MANY = `${FORGET_FUNCTION}
+for i = 2, #KEYS do
+  if forget(KEYS[i]) then redis.call('ZREM', KEYS[1], ARGV[i]) end
+end`;
 
 const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
 
@@ -93,8 +110,9 @@ const TRIM_MOST = 50_000;
 /** A Lua script defined on a connection: called by EVALSHA, sent in full only when Redis lacks it. */
 type Script = (key: string, ...args: string[]) => Promise<unknown>;
 
-function defineScript(redis: RedisClient, name: string, lua: string): Script {
-  redis.defineCommand(name, { numberOfKeys: 1, lua });
+function defineScript(redis: RedisClient, name: string, lua: string, numberOfKeys = 1): Script {
+  // 0: the caller gives the number of keys first (a script over a batch of them).
+  redis.defineCommand(name, numberOfKeys > 0 ? { numberOfKeys, lua } : { lua });
   const commands = redis as unknown as Record<string, Script>;
   return (key, ...args) => commands[name](key, ...args);
 }
@@ -115,7 +133,7 @@ export const SLOT_LEASE_MS = 15_000;
  */
 export class RedisQueryRegistry implements QueryRegistry {
   private readonly scripts: Record<
-    'create' | 'transition' | 'admit' | 'renew' | 'progress' | 'forget',
+    'create' | 'transition' | 'admit' | 'renew' | 'progress' | 'forget' | 'forgetMany',
     Script
   >;
   private trimmedAt = 0;
@@ -129,6 +147,7 @@ export class RedisQueryRegistry implements QueryRegistry {
   ) {
     this.scripts = {
       forget: defineScript(redis, 'sluiceQueryForget', FORGET),
+      forgetMany: defineScript(redis, 'sluiceQueryForgetMany', FORGET_MANY, 0),
       create: defineScript(redis, 'sluiceQueryCreate', CREATE),
       transition: defineScript(redis, TRANSITION_COMMAND, TRANSITION),
       admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
@@ -203,15 +222,27 @@ export class RedisQueryRegistry implements QueryRegistry {
       );
       const ids = batch.filter((_, i) => i % 2 === 0);
       if (ids.length === 0) break;
-      const gone = await Promise.all(
-        ids.map((id) => this.scripts.forget(this.keys.meta(id), FINAL_LIST)),
-      );
-      const forgotten = ids.filter((_, i) => gone[i] === 1);
-      if (forgotten.length > 0) await this.redis.zrem(queries, ...forgotten);
+      await this.forget(ids);
       from = Number(batch[batch.length - 1]);
       await this.redis.set(queriesTrim, String(from), 'EX', OPEN_TTL_SECONDS);
       if (ids.length < TRIM_BATCH) break;
     }
+  }
+
+  /** Forgets the records of `ids` that may go, and their entries in the index (see FORGET). */
+  private async forget(ids: string[]): Promise<void> {
+    const { queries } = this.keys;
+    if (!isClusterClient(this.redis)) {
+      const metas = ids.map((id) => this.keys.meta(id));
+      await this.scripts.forgetMany(String(ids.length + 1), queries, ...metas, FINAL_LIST, ...ids);
+      return;
+    }
+    // Every record in a hash slot of its own: a script each (auto-pipelined), then the index.
+    const gone = await Promise.all(
+      ids.map((id) => this.scripts.forget(this.keys.meta(id), FINAL_LIST)),
+    );
+    const forgotten = ids.filter((_, i) => gone[i] === 1);
+    if (forgotten.length > 0) await this.redis.zrem(queries, ...forgotten);
   }
 
   async discard(queryId: string): Promise<void> {
