@@ -253,6 +253,26 @@ describe.each<[string, () => QueryRegistry]>([
 });
 
 describe('Redis registry retention by count, in the background', () => {
+  it('steps past a full batch of one ms whose queries all stay, instead of reading it again', async () => {
+    const own = ownKeys();
+    // Another process holds the trim: the creates below start none of their own.
+    await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
+    const registry = new RedisQueryRegistry(redis, own, { seconds: RETENTION_SECONDS, count: 1 });
+    const at = Date.now() - 60_000;
+    // 250 kept results queued in the same ms (more than a batch), then one more query.
+    await Promise.all(
+      Array.from({ length: 250 }, () =>
+        registry.create({ ...queuedRecord(randomUUID()), createdAt: at, kept: true }),
+      ),
+    );
+    await registry.create({ ...queuedRecord(randomUUID()), createdAt: at + 1 });
+    const reads = jest.spyOn(redis, 'zrangebyscore');
+    await registry.trim();
+    expect(reads.mock.calls.length).toBeLessThanOrEqual(3);
+    reads.mockRestore();
+    await registry.close();
+  });
+
   let at = Date.now() - 60_000;
   const fill = async (registry: QueryRegistry, count: number) => {
     for (let i = 0; i < count; i++) {
