@@ -252,7 +252,7 @@ describe.each<[string, () => QueryRegistry]>([
   });
 });
 
-describe('Redis registry retention by count, in the background', () => {
+describe('Redis registry trim', () => {
   it('steps past a full batch of one ms whose queries all stay, instead of reading it again', async () => {
     const own = ownKeys();
     // Another process holds the trim: the creates below start none of their own.
