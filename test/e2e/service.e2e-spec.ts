@@ -1,5 +1,7 @@
+import { randomBytes } from 'node:crypto';
 import { e2eEnv, request } from './support/client';
 import { runToExit } from './support/service';
+import { proxyToTestDatabase } from '../support/tcp.proxy';
 
 describe('service', () => {
   it('answers GET /v1/info without authentication', async () => {
@@ -66,4 +68,28 @@ describe('service', () => {
       expect(output).toMatch(message);
     },
   );
+
+  it('stops a worker whose PostgreSQL takes the connection and never answers, within SLUICE_PG_CONNECT_TIMEOUT_MS', async () => {
+    const env = e2eEnv();
+    const proxy = await proxyToTestDatabase();
+    proxy.answerNothing();
+    try {
+      const started = Date.now();
+      // Its start-up check asks PostgreSQL from a pool thread: the setting must reach the threads.
+      const { code, output } = await runToExit('worker', {
+        ...env.local.env,
+        REDIS_URL: env.redisUrl,
+        SLUICE_KEY_PREFIX: `${env.keyPrefix}-hung-${randomBytes(4).toString('hex')}`,
+        SLUICE_WORKER_METRICS_PORT: '0',
+        DATABASE_URL: proxy.urlFor(env.local.env.DATABASE_URL),
+        SLUICE_PG_CONNECT_TIMEOUT_MS: '300',
+      });
+      expect(code).not.toBe(0);
+      // Far less than the 10 s default.
+      expect(Date.now() - started).toBeLessThan(8_000);
+      expect(output).toMatch(/timeout expired/);
+    } finally {
+      await proxy.stop();
+    }
+  });
 });
