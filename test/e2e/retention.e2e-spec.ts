@@ -17,29 +17,36 @@ jest.setTimeout(90_000);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A deployment of its own with `env`, and how to run a query on it and look one up. */
+async function deployed(env: Record<string, string>) {
+  const { api, prefix } = await deployment(env, stops);
+  if (e2eEnv().mode === 'cluster') {
+    const worker = startWorker(prefix, {});
+    stops.push(() => worker.stop());
+  }
+  const token = await login();
+  const { baseUrl } = api;
+  const send = (headers: Record<string, string> = {}) =>
+    execute({ statement: 'select 1 as one' }, { token, baseUrl, headers });
+  const run = async (headers: Record<string, string> = {}): Promise<string> => {
+    const res = await send(headers);
+    expect(res.status).toBe(200);
+    return (res.json as { query_id: string }).query_id;
+  };
+  const known = (queryId: string, suffix = ''): Promise<HttpResult> =>
+    request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${queryId}${suffix}`,
+      token,
+      baseUrl,
+    });
+  await firstAnswer(baseUrl, token);
+  return { send, run, known, baseUrl };
+}
+
 describe('SLUICE_QUERY_RETENTION_COUNT', () => {
   it('forgets finished queries past the count; the newest and a kept result stay', async () => {
-    const { api, prefix } = await deployment({ SLUICE_QUERY_RETENTION_COUNT: '3' }, stops);
-    if (e2eEnv().mode === 'cluster') {
-      const worker = startWorker(prefix, {});
-      stops.push(() => worker.stop());
-    }
-    const token = await login();
-    const { baseUrl } = api;
-    const run = async (headers: Record<string, string> = {}): Promise<string> => {
-      const res = await execute({ statement: 'select 1 as one' }, { token, baseUrl, headers });
-      expect(res.status).toBe(200);
-      return (res.json as { query_id: string }).query_id;
-    };
-    const known = (queryId: string, suffix = ''): Promise<HttpResult> =>
-      request(undefined, {
-        method: 'GET',
-        path: `/v1/queries/${queryId}${suffix}`,
-        token,
-        baseUrl,
-      });
-
-    await firstAnswer(baseUrl, token);
+    const { run, known } = await deployed({ SLUICE_QUERY_RETENTION_COUNT: '3' });
     const kept = await run({ 'idempotency-key': randomUUID() });
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push(await run());
@@ -56,5 +63,37 @@ describe('SLUICE_QUERY_RETENTION_COUNT', () => {
     expect((await known(kept)).status).toBe(200);
     expect((await known(kept, '/result')).status).toBe(200);
     expect((await known(newest)).status).toBe(200);
+  });
+});
+
+describe('SLUICE_RESULT_RETENTION_COUNT', () => {
+  it('drops kept results past the count, with their queries; a repeat of its key answers 410', async () => {
+    const { send, run, known, baseUrl } = await deployed({ SLUICE_RESULT_RETENTION_COUNT: '2' });
+    const key = randomUUID();
+    const first = await run({ 'idempotency-key': key });
+    // Past the count, but not past its TTL (an hour).
+    let newest = await run({ 'idempotency-key': randomUUID() });
+    let oldest = await known(first);
+    let made = 2;
+    for (let tries = 0; oldest.status !== 404 && tries < 40; tries++) {
+      newest = await run({ 'idempotency-key': randomUUID() });
+      made++;
+      if (tries > 0) await sleep(500);
+      oldest = await known(first);
+    }
+    expect(oldest.status).toBe(404);
+    expect((await known(first, '/result')).status).toBe(404);
+    const repeat = await send({ 'idempotency-key': key });
+    expect(repeat.status).toBe(410);
+    expect(repeat.json).toMatchObject({ status: { vendor_code: -113 } });
+    const result = await known(newest, '/result');
+    expect(result.status).toBe(200);
+    expect(result.json).toMatchObject({ data: [[1]] });
+    // The bytes of those dropped are given back (each holds as many as the newest).
+    const each = ((await known(newest)).json as { bytes_produced: number }).bytes_produced;
+    const metrics = await fetch(`${baseUrl}/metrics`).then((res) => res.text());
+    const held = Number(/^sluice_kept_result_bytes\{[^}]*\} (\d+)/m.exec(metrics)?.[1]);
+    expect(each).toBeGreaterThan(0);
+    expect(held).toBeLessThanOrEqual((made - 1) * each);
   });
 });

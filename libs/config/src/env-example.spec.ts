@@ -96,6 +96,7 @@ const FEEDS: Record<
   SLUICE_JOB_RETENTION_SECONDS: { setting: 'jobRetentionSeconds', value: '60' },
   SLUICE_JOB_RETENTION_COUNT: { setting: 'jobRetentionCount', value: '10' },
   SLUICE_QUERY_RETENTION_COUNT: { setting: 'queryRetentionCount', value: '100' },
+  SLUICE_RESULT_RETENTION_COUNT: { setting: 'resultRetentionCount', value: '100' },
   LOG_LEVEL: { setting: 'logLevel', value: 'debug' },
   SLUICE_STATEMENT_TIMEOUT_MS: { setting: 'statementTimeoutMs', value: '1000' },
   SLUICE_MAX_STATEMENT_TIMEOUT_MS: { setting: 'maxStatementTimeoutMs', value: '2000' },

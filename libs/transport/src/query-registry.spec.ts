@@ -4,6 +4,7 @@ import { QueryState, okStatus, statusOf } from '@app/contracts';
 import { InProcessQueryRegistry } from './in-process/in-process-query.registry';
 import { QueryRecord, QueryRegistry } from './query.registry';
 import { RedisKeys } from './redis.keys';
+import { RedisKeptLedger } from './redis/redis-kept.ledger';
 import { RedisQueryRegistry } from './redis/redis-query.registry';
 import { testRedisUrl } from '@test/settings';
 import { queuedRecord } from '@test/support/query-record';
@@ -29,7 +30,15 @@ const ownKeys = () => {
 
 afterAll(async () => {
   for (const made of [keys, ...prefixes]) {
-    await redis.del(made.queries, made.queriesTrim, made.queriesTrimLock);
+    await redis.del(
+      made.queries,
+      made.queriesKept,
+      made.queriesTrim,
+      made.queriesTrimLock,
+      made.keptTotal,
+      made.keptHeld,
+      made.keptExpiry,
+    );
   }
   await redis.quit();
 });
@@ -231,6 +240,95 @@ describe.each(retaining)('%s registry retention by count', (_name, make) => {
   });
 });
 
+/** A registry keeping at most `keptCount` finished kept results, and those results themselves. */
+interface Keeping {
+  registry: QueryRegistry;
+  /** Makes a query's result, of `bytes`, as its writer would. */
+  keep: (queryId: string, bytes: number) => Promise<void>;
+  has: (queryId: string) => Promise<boolean>;
+  /** Bytes all kept results hold. */
+  held: () => Promise<number>;
+}
+
+const keeping: [string, (keptCount: number) => Keeping][] = [
+  [
+    'in-process',
+    (keptCount) => {
+      const results = new Map<string, number>();
+      const registry = new InProcessQueryRegistry(
+        { seconds: RETENTION_SECONDS, count: 1, keptCount },
+        (queryId) => results.delete(queryId),
+      );
+      return {
+        registry,
+        keep: (queryId, bytes) => Promise.resolve(void results.set(queryId, bytes)),
+        has: (queryId) => Promise.resolve(results.has(queryId)),
+        held: () => Promise.resolve([...results.values()].reduce((a, b) => a + b, 0)),
+      };
+    },
+  ],
+  [
+    'Redis',
+    (keptCount) => {
+      const own = ownKeys();
+      const ledger = new RedisKeptLedger(redis, own);
+      return {
+        registry: new RedisQueryRegistry(redis, own, {
+          seconds: RETENTION_SECONDS,
+          count: 1,
+          keptCount,
+        }),
+        keep: async (queryId, bytes) => {
+          expect(await ledger.reserve(queryId, bytes, 1_000_000, 60)).toBe(true);
+          await redis.xadd(own.out(queryId), '*', 'r', 'x'.repeat(bytes));
+          await redis.expire(own.out(queryId), 60);
+        },
+        has: async (queryId) => (await redis.exists(own.out(queryId))) === 1,
+        held: () => ledger.held(),
+      };
+    },
+  ],
+];
+
+describe.each(keeping)('%s registry retention of kept results by count', (_name, make) => {
+  const tick = () => new Promise((resolve) => setTimeout(resolve, 3));
+
+  it('forgets finished kept results past the newest `keptCount`, with their results; open ones stay', async () => {
+    const { registry, keep, has, held } = make(2);
+    const states: QueryState[] = ['running', 'succeeded', 'failed', 'succeeded', 'succeeded'];
+    const ids: string[] = [];
+    for (const [i, to] of states.entries()) {
+      const record = { ...queuedRecord(randomUUID()), kept: true };
+      await registry.create(record);
+      await keep(record.queryId, 100 + i);
+      await registry.transition(record.queryId, to);
+      ids.push(record.queryId);
+      await tick();
+    }
+    await registry.trim();
+    const [open, old, failed, older, newest] = ids;
+    for (const id of [old, failed]) {
+      expect(await registry.get(id)).toBeUndefined();
+      expect(await has(id)).toBe(false);
+    }
+    for (const id of [open, older, newest]) {
+      expect(await registry.get(id)).toMatchObject({ kept: true });
+      expect(await has(id)).toBe(true);
+    }
+    expect(await held()).toBe(100 + 103 + 104);
+    // The open one ends last: it is among the newest by its end, and the oldest of those goes.
+    // (Redis moves it to its end in one trim, and forgets past the count in the next.)
+    await registry.transition(open, 'succeeded');
+    await registry.trim();
+    await registry.trim();
+    expect(await registry.get(older)).toBeUndefined();
+    expect(await has(older)).toBe(false);
+    for (const id of [open, newest]) expect(await has(id)).toBe(true);
+    expect(await held()).toBe(100 + 104);
+    await registry.close();
+  });
+});
+
 describe.each<[string, () => QueryRegistry]>([
   ['in-process', () => new InProcessQueryRegistry({ seconds: 1, count: 1000 })],
   ['Redis', () => new RedisQueryRegistry(redis, keys, { seconds: 1, count: 1000 })],
@@ -270,6 +368,36 @@ describe('Redis registry trim', () => {
     await registry.trim();
     expect(reads.mock.calls.length).toBeLessThanOrEqual(3);
     reads.mockRestore();
+    await registry.close();
+  });
+
+  it('drops hundreds of kept results past the count in batches, past open ones at the bottom', async () => {
+    const own = ownKeys();
+    await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
+    const retention = { seconds: RETENTION_SECONDS, count: 1, keptCount: 10 };
+    const registry = new RedisQueryRegistry(redis, own, retention);
+    const base = Date.now() - 60_000;
+    const make = async (i: number, to: QueryState) => {
+      const record = { ...queuedRecord(randomUUID()), createdAt: base + i, kept: true };
+      await registry.create(record);
+      await registry.transition(record.queryId, to);
+      return record.queryId;
+    };
+    // 250 open (more than a batch), the oldest; then 450 that ended before the newest 10 began.
+    const open = await Promise.all(Array.from({ length: 250 }, (_, i) => make(i, 'running')));
+    const ended = await Promise.all(
+      Array.from({ length: 450 }, (_, i) => make(250 + i, 'succeeded')),
+    );
+    // The newest 10 begin after all of those ended.
+    const newest = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => make(Date.now() - base + 1000 + i, 'succeeded')),
+    );
+    await registry.trim();
+    expect(await redis.zcard(own.queriesKept)).toBe(260);
+    for (const id of [...ended.slice(0, 3), ...ended.slice(-3)]) {
+      expect(await registry.get(id)).toBeUndefined();
+    }
+    for (const id of [open[0], open[249], ...newest]) expect(await registry.get(id)).toBeDefined();
     await registry.close();
   });
 

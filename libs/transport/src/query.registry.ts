@@ -44,13 +44,17 @@ export type QueryFacts = Partial<
 >;
 
 /**
- * How long, and how many, finished queries' records the registry keeps (SLUICE_JOB_RETENTION_SECONDS
- * and SLUICE_QUERY_RETENTION_COUNT): none longer than `seconds`, and beyond the newest `count`
- * queries only those still open or whose results are kept to be fetched (those go by their time).
+ * How long, and how many, finished queries' records the registry keeps (SLUICE_JOB_RETENTION_SECONDS,
+ * SLUICE_QUERY_RETENTION_COUNT and SLUICE_RESULT_RETENTION_COUNT): none longer than `seconds`;
+ * beyond the newest `count` queries only those still open or whose results are kept to be fetched;
+ * and beyond the newest `keptCount` of those with kept results, only the open ones — a finished
+ * one goes with its result.
  */
 export interface RecordRetention {
   seconds: number;
   count: number;
+  /** Absent: kept results go by their time only (a registry that never trims: a worker's). */
+  keptCount?: number;
 }
 
 /** Shared knowledge of queries across every api and worker process. */

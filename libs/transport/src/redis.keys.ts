@@ -46,6 +46,11 @@ export class RedisKeys {
     return `${this.prefix}:queries`;
   }
 
+  /** Index of recent queries whose results are kept (sorted set: query id by creation time). */
+  get queriesKept(): string {
+    return `${this.prefix}:queries:kept`;
+  }
+
   /** Where the last trim of the index stopped (the time of the last entry it looked at). */
   get queriesTrim(): string {
     return `${this.prefix}:queries:trim`;

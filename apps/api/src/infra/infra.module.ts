@@ -94,6 +94,7 @@ const clusterProviders: Provider[] = [
       new RedisQueryRegistry(redis, new RedisKeys(config.keyPrefix), {
         seconds: config.jobRetentionSeconds,
         count: config.queryRetentionCount,
+        keptCount: config.resultRetentionCount,
       }),
   },
   {
@@ -138,12 +139,17 @@ const standaloneProviders: Provider[] = [
   },
   {
     provide: QUERY_REGISTRY,
-    inject: [SLUICE_CONFIG],
-    useFactory: (config: SluiceConfig): QueryRegistry =>
-      new InProcessQueryRegistry({
-        seconds: config.jobRetentionSeconds,
-        count: config.queryRetentionCount,
-      }),
+    inject: [SLUICE_CONFIG, InProcessResultChannel],
+    useFactory: (config: SluiceConfig, results: InProcessResultChannel): QueryRegistry =>
+      new InProcessQueryRegistry(
+        {
+          seconds: config.jobRetentionSeconds,
+          count: config.queryRetentionCount,
+          keptCount: config.resultRetentionCount,
+        },
+        // Nothing to wait for: the channel drops it in memory.
+        (queryId) => void results.dropKept(queryId),
+      ),
   },
   { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
   { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },

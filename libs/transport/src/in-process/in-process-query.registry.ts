@@ -17,7 +17,11 @@ export class InProcessQueryRegistry implements QueryRegistry {
   private readonly ended = new Map<string, number>();
   private readonly endedKept = new Map<string, number>();
 
-  constructor(private readonly retention: RecordRetention) {}
+  constructor(
+    private readonly retention: RecordRetention,
+    /** Drops the kept result of a query forgotten by `retention.keptCount`. */
+    private readonly dropResult: (queryId: string) => void = () => undefined,
+  ) {}
 
   create(record: QueryRecord): Promise<void> {
     this.records.set(record.queryId, { ...record });
@@ -80,9 +84,13 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve();
   }
 
-  /** Forgets finished queries past the retention: by time, then (kept results aside) by count. */
+  /**
+   * Forgets finished queries past the retention: by time, then by count — kept results by their
+   * own count, with their results.
+   */
   private forgetOld(): void {
-    const lapsed = Date.now() - this.retention.seconds * 1000;
+    const { seconds, count, keptCount = Infinity } = this.retention;
+    const lapsed = Date.now() - seconds * 1000;
     for (const ended of [this.ended, this.endedKept]) {
       for (const [queryId, finishedAt] of ended) {
         if (finishedAt > lapsed) break;
@@ -90,8 +98,13 @@ export class InProcessQueryRegistry implements QueryRegistry {
       }
     }
     for (const queryId of this.ended.keys()) {
-      if (this.ended.size <= this.retention.count) break;
+      if (this.ended.size <= count) break;
       this.forget(this.ended, queryId);
+    }
+    for (const queryId of this.endedKept.keys()) {
+      if (this.endedKept.size <= keptCount) break;
+      this.forget(this.endedKept, queryId);
+      this.dropResult(queryId);
     }
   }
 

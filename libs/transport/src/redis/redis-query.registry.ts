@@ -11,6 +11,7 @@ import {
   RecordRetention,
 } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
+import { RedisKeptLedger } from './redis-kept.ledger';
 import type { EndRecorder } from './redis-result.writer';
 
 /**
@@ -99,6 +100,49 @@ for i = 2, #KEYS do
   if forget(KEYS[i]) then redis.call('ZREM', KEYS[1], ARGV[i]) end
 end`;
 
+/**
+ * Looks at a kept result past the newest `keptCount` (`meta`, `out`; ARGV[1] = the final states,
+ * ARGV[2] = the kept index's bound: the score of the oldest of the newest `keptCount`): -1 when
+ * it is gone, with its record (it ended before the bound, or its record lapsed); 0 when its query
+ * is still open; else the time it ended, after the bound — it is among the newest by its end, and
+ * is moved there in the index.
+ */
+const FORGET_KEPT_FUNCTION = `
+local function forgetKept(meta, out)
+  local fields = redis.call('HMGET', meta, 'state', 'finishedAt')
+  if fields[1] and not string.find(ARGV[1], ',' .. fields[1] .. ',', 1, true) then return 0 end
+  local ended = tonumber(fields[2] or '0')
+  if fields[1] and ended >= tonumber(ARGV[2]) then return ended end
+  redis.call('UNLINK', meta, out)
+  return -1
+end`;
+
+/** One kept result (KEYS = meta, out): as FORGET_KEPT_FUNCTION. In Redis Cluster. */
+const FORGET_KEPT = `${FORGET_KEPT_FUNCTION}
+return forgetKept(KEYS[1], KEYS[2])`;
+
+/**
+ * A batch of kept results in one step (KEYS[1], KEYS[2] = the index and the kept index, then meta
+ * and out of each; ARGV[3..] = their query ids): forgets each that may go and drops its entries,
+ * moves each that ended late, and returns the query ids of those gone and how many stay open.
+ * Outside Redis Cluster only.
+ */
+const FORGET_KEPT_MANY = `${FORGET_KEPT_FUNCTION}
+local gone, open = {}, 0
+for i = 3, #ARGV do
+  local left = forgetKept(KEYS[2 * i - 3], KEYS[2 * i - 2])
+  if left < 0 then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    redis.call('ZREM', KEYS[2], ARGV[i])
+    gone[#gone + 1] = ARGV[i]
+  elseif left > 0 then
+    redis.call('ZADD', KEYS[2], left, ARGV[i])
+  else
+    open = open + 1
+  end
+end
+return {gone, open}`;
+
 const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
 
 /** How often the index is trimmed, by whichever process creates a query first after that. */
@@ -136,9 +180,19 @@ export const SLOT_LEASE_MS = 15_000;
  */
 export class RedisQueryRegistry implements QueryRegistry {
   private readonly scripts: Record<
-    'create' | 'transition' | 'admit' | 'renew' | 'progress' | 'forget' | 'forgetMany',
+    | 'create'
+    | 'transition'
+    | 'admit'
+    | 'renew'
+    | 'progress'
+    | 'forget'
+    | 'forgetMany'
+    | 'forgetKept'
+    | 'forgetKeptMany',
     Script
   >;
+  /** Where a kept result's bytes are counted: given back when the trim drops the result. */
+  private readonly ledger: RedisKeptLedger;
   private trimmedAt = 0;
   private trimming: Promise<void> = Promise.resolve();
 
@@ -151,12 +205,15 @@ export class RedisQueryRegistry implements QueryRegistry {
     this.scripts = {
       forget: defineScript(redis, 'sluiceQueryForget', FORGET),
       forgetMany: defineScript(redis, 'sluiceQueryForgetMany', FORGET_MANY, 0),
+      forgetKept: defineScript(redis, 'sluiceKeptForget', FORGET_KEPT, 2),
+      forgetKeptMany: defineScript(redis, 'sluiceKeptForgetMany', FORGET_KEPT_MANY, 0),
       create: defineScript(redis, 'sluiceQueryCreate', CREATE),
       transition: defineScript(redis, TRANSITION_COMMAND, TRANSITION),
       admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
       renew: defineScript(redis, 'sluiceSlotRenew', RENEW),
       progress: defineScript(redis, 'sluiceQueryProgress', PROGRESS),
     };
+    this.ledger = new RedisKeptLedger(redis, keys);
   }
 
   /**
@@ -171,12 +228,14 @@ export class RedisQueryRegistry implements QueryRegistry {
         ...Object.entries(toHash(record)).flat(),
       ),
       this.redis.zadd(this.keys.queries, record.createdAt, record.queryId),
+      record.kept && this.redis.zadd(this.keys.queriesKept, record.createdAt, record.queryId),
     ]);
     // Now and then, not on every query, and never in the way of one.
     if (Date.now() - this.trimmedAt > TRIM_EVERY_MS) {
       this.trimmedAt = Date.now();
       this.trimming = this.trimming
         .then(() => this.trimOnce())
+        .then(() => this.trimKept())
         .catch(() => {
           // Nothing is lost: the next trim does it, and every record lapses by its TTL meanwhile.
         });
@@ -186,6 +245,7 @@ export class RedisQueryRegistry implements QueryRegistry {
   async trim(): Promise<void> {
     await this.trimming;
     await this.trimOnce(true);
+    await this.trimKept();
   }
 
   /**
@@ -250,11 +310,83 @@ export class RedisQueryRegistry implements QueryRegistry {
     if (forgotten.length > 0) await this.redis.zrem(queries, ...forgotten);
   }
 
+  /**
+   * Forgets the finished queries with kept results past the newest `retention.keptCount` of them,
+   * with their results, whose bytes go back to the ledger (their idempotency keys stay their TTL:
+   * a repeat is answered that the result is gone, never run again). The kept index is by creation;
+   * a query past the count that ended after the newest ones began is moved to its end instead,
+   * and looked at by a later trim: a long query's result is as new as its end. Those still open
+   * stay where they are (admission bounds how many). Run by the process holding the trim's lock.
+   */
+  private async trimKept(): Promise<void> {
+    const { keptCount } = this.retention;
+    if (keptCount === undefined) return;
+    const { queriesKept } = this.keys;
+    await this.redis.zremrangebyscore(queriesKept, '-inf', Date.now() - OPEN_TTL_SECONDS * 1000);
+    const excess = Math.min((await this.redis.zcard(queriesKept)) - keptCount, TRIM_MOST);
+    if (excess <= 0) return;
+    const [, bound] = await this.redis.zrevrange(
+      queriesKept,
+      keptCount - 1,
+      keptCount - 1,
+      'WITHSCORES',
+    );
+    // The oldest first, by rank: open ones keep the lowest ranks, the next batch follows them.
+    let open = 0;
+    for (let seen = 0; seen < excess; seen += TRIM_BATCH) {
+      const last = open + Math.min(TRIM_BATCH, excess - seen) - 1;
+      const ids = await this.redis.zrange(queriesKept, open, last);
+      if (ids.length === 0) break;
+      const left = await this.forgetKept(ids, bound);
+      await Promise.all(left.gone.map((id) => this.ledger.release(id)));
+      open += left.open;
+    }
+  }
+
+  /**
+   * Forgets or moves the kept results of `ids` (see FORGET_KEPT_FUNCTION): those gone, and how
+   * many stay where they are, open.
+   */
+  private async forgetKept(
+    ids: string[],
+    bound: string,
+  ): Promise<{ gone: string[]; open: number }> {
+    const { queries, queriesKept } = this.keys;
+    if (!isClusterClient(this.redis)) {
+      const pairs = ids.flatMap((id) => [this.keys.meta(id), this.keys.out(id)]);
+      const [gone, open] = (await this.scripts.forgetKeptMany(
+        String(pairs.length + 2),
+        queries,
+        queriesKept,
+        ...pairs,
+        FINAL_LIST,
+        bound,
+        ...ids,
+      )) as [string[], number];
+      return { gone, open };
+    }
+    // Each query's keys in a hash slot of their own: a script each (auto-pipelined), then the indexes.
+    const left = (await Promise.all(
+      ids.map((id) =>
+        this.scripts.forgetKept(this.keys.meta(id), this.keys.out(id), FINAL_LIST, bound),
+      ),
+    )) as number[];
+    const gone = ids.filter((_, i) => left[i] < 0);
+    const moved = ids.flatMap((id, i) => (left[i] > 0 ? [String(left[i]), id] : []));
+    await Promise.all([
+      gone.length > 0 && this.redis.zrem(queries, ...gone),
+      gone.length > 0 && this.redis.zrem(queriesKept, ...gone),
+      moved.length > 0 && this.redis.zadd(queriesKept, ...moved),
+    ]);
+    return { gone, open: left.filter((n) => n === 0).length };
+  }
+
   async discard(queryId: string): Promise<void> {
-    // Two hash slots: two commands, sent together by auto-pipelining.
+    // Two or three hash slots: a command each, sent together by auto-pipelining.
     await Promise.all([
       this.redis.unlink(this.keys.meta(queryId)),
       this.redis.zrem(this.keys.queries, queryId),
+      this.redis.zrem(this.keys.queriesKept, queryId),
     ]);
   }
 
