@@ -5,8 +5,10 @@
 //
 //   npm run build && node bench/small-queries-trend.mjs
 //
-// Needs PostgreSQL and Redis on loopback. Bounded in time; stops its processes and removes its
+// BENCH_IDEMPOTENCY_KEYS=1 sends every request with an Idempotency-Key of its own (every result
+// kept). Needs PostgreSQL and Redis on loopback. Bounded in time; stops its processes and removes its
 // Redis keys at the end, also on error.
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import {
   cpuPercent,
@@ -29,6 +31,8 @@ const WINDOWS = envInt('BENCH_WINDOWS', 9);
 const WINDOW_SECONDS = envInt('BENCH_WINDOW_SECONDS', 10);
 const CONCURRENCY = envInt('BENCH_CONCURRENCY', 32);
 const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
+// 1: every request sends an Idempotency-Key of its own, so that every result is kept.
+const KEPT = envInt('BENCH_IDEMPOTENCY_KEYS', 0) === 1;
 const PROCESSES = ['api', 'worker', 'postgres', 'redis'];
 
 installGuards((WINDOWS * WINDOW_SECONDS + 120) * 1000);
@@ -58,7 +62,10 @@ await runMain(async () => {
   let stop = false;
   const client = async () => {
     while (!stop) {
-      if (isOkJson(await request(url, options), 10)) done++;
+      const sent = KEPT
+        ? { ...options, headers: { ...options.headers, 'idempotency-key': randomUUID() } }
+        : options;
+      if (isOkJson(await request(url, sent), 10)) done++;
       else errors++;
     }
   };
