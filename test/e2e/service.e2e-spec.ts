@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { e2eEnv, request } from './support/client';
-import { runToExit } from './support/service';
+import { runToExit, startProcess } from './support/service';
 import { proxyToTestDatabase } from '../support/tcp.proxy';
 
 describe('service', () => {
@@ -91,5 +91,56 @@ describe('service', () => {
     } finally {
       await proxy.stop();
     }
+  });
+
+  /** An api of its own whose `variable` leads to a PostgreSQL that takes connections, never answers. */
+  async function apiWithHungDatabase(
+    variable: 'SLUICE_METADATA_DATABASE_URL' | 'DATABASE_URL',
+    run: (env: Record<string, string>) => Promise<void>,
+  ): Promise<void> {
+    const env = e2eEnv();
+    const proxy = await proxyToTestDatabase();
+    proxy.answerNothing();
+    try {
+      await run({
+        ...env.local.env,
+        REDIS_URL: env.redisUrl,
+        SLUICE_JWT_SECRET: env.jwtSecret,
+        SLUICE_KEY_PREFIX: `${env.keyPrefix}-hung-${randomBytes(4).toString('hex')}`,
+        PORT: '0',
+        [variable]: proxy.urlFor(env.local.env[variable]),
+        SLUICE_PG_CONNECT_TIMEOUT_MS: '300',
+      });
+    } finally {
+      await proxy.stop();
+    }
+  }
+
+  it('stops an api whose metadata database takes the connection and never answers, within SLUICE_PG_CONNECT_TIMEOUT_MS', async () => {
+    await apiWithHungDatabase('SLUICE_METADATA_DATABASE_URL', async (env) => {
+      const started = Date.now();
+      const { code, output } = await runToExit('api', env);
+      expect(code).not.toBe(0);
+      expect(Date.now() - started).toBeLessThan(8_000);
+      expect(output).toMatch(/timeout expired/);
+    });
+  });
+
+  it('serves, and says it could not check the roles, when DATABASE_URL never answers (within SLUICE_PG_CONNECT_TIMEOUT_MS)', async () => {
+    // The api runs no statement: it starts without PostgreSQL, and its check of the roles fails.
+    await apiWithHungDatabase('DATABASE_URL', async (env) => {
+      const api = startProcess('api', env);
+      try {
+        const started = Date.now();
+        const said = /could not check the roles: timeout expired/;
+        while (!said.test(api.output()) && Date.now() - started < 8_000) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        expect(api.output()).toMatch(said);
+        expect(api.child.exitCode).toBeNull();
+      } finally {
+        await api.stop();
+      }
+    });
   });
 });

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { HttpResult, closeDb, db, e2eEnv, eventually, request } from './support/client';
 import { ROOT, randomName } from './support/service';
+import { proxyToTestDatabase } from '../support/tcp.proxy';
 import {
   TestUser,
   adminCall,
@@ -40,6 +41,7 @@ async function tokenOf(u: TestUser): Promise<string> {
 function cli(
   args: string[],
   input = '',
+  override: Record<string, string> = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env = e2eEnv();
   return new Promise((resolve, reject) => {
@@ -49,6 +51,7 @@ function cli(
         PATH: process.env.PATH ?? '',
         HOME: process.env.HOME ?? '',
         ...env.serviceEnv,
+        ...override,
       },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -433,6 +436,25 @@ describe('databases a role may connect to', () => {
 });
 
 describe('sluice users (CLI)', () => {
+  it('gives up within SLUICE_PG_CONNECT_TIMEOUT_MS on a metadata database that never answers', async () => {
+    const proxy = await proxyToTestDatabase();
+    proxy.answerNothing();
+    try {
+      const started = Date.now();
+      const listed = await cli(['users', 'list'], '', {
+        SLUICE_METADATA_DATABASE_URL: proxy.urlFor(
+          e2eEnv().serviceEnv.SLUICE_METADATA_DATABASE_URL,
+        ),
+        SLUICE_PG_CONNECT_TIMEOUT_MS: '300',
+      });
+      expect(listed).toMatchObject({ code: 1, stderr: expect.stringMatching(/timeout expired/) });
+      // Far less than the 10 s default (npx itself takes a second or two).
+      expect(Date.now() - started).toBeLessThan(8_000);
+    } finally {
+      await proxy.stop();
+    }
+  });
+
   it('adds, lists, changes and removes a user, with passwords from stdin only', async () => {
     const r = await role();
     const username = randomName('e2e_cli');
