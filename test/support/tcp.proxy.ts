@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { Server, Socket, createConnection, createServer } from 'node:net';
-import { testDatabaseUrl } from '../settings';
+import type { Client } from 'pg';
+import { connectTestDatabase, testDatabaseUrl } from '../settings';
 import { freePort } from './free-port';
 
 /** Runs a query (a pg Client or Pool). */
@@ -134,4 +135,37 @@ export async function proxyToTestDatabase(): Promise<TcpProxy> {
   const proxy = new TcpProxy(await freePort(), Number(new URL(testDatabaseUrl).port || 5432));
   await proxy.start();
   return proxy;
+}
+
+/** What a case of proxiedEachCase reads: set by its hooks, fresh for each case. */
+export interface ProxiedCase<T> {
+  /** The spec's own connection, not through the proxy: it ends sessions behind it. */
+  control: Client;
+  proxy: TcpProxy;
+  /** What the spec made over the proxy for the case. */
+  made: T;
+}
+
+/**
+ * Jest hooks of a spec whose every case gets a fresh proxy to the test database, and `make`'s
+ * object over it (`close`d after the case), beside one control connection for the whole spec.
+ */
+export function proxiedEachCase<T>(
+  make: (url: string) => T,
+  close: (made: T) => Promise<void>,
+): ProxiedCase<T> {
+  const current = {} as ProxiedCase<T>;
+  beforeAll(async () => {
+    current.control = await connectTestDatabase();
+  });
+  afterAll(() => current.control.end());
+  beforeEach(async () => {
+    current.proxy = await proxyToTestDatabase();
+    current.made = make(current.proxy.urlFor(testDatabaseUrl));
+  });
+  afterEach(async () => {
+    await close(current.made);
+    await current.proxy.stop();
+  });
+  return current;
 }

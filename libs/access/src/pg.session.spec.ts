@@ -1,6 +1,6 @@
-import { Client, Pool } from 'pg';
-import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
-import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
+import { Pool } from 'pg';
+import { testDatabaseUrl } from '@test/settings';
+import { endSessionsBehind, proxiedEachCase } from '@test/support/tcp.proxy';
 import {
   connectingWithin,
   isConnectTimeout,
@@ -13,50 +13,38 @@ import {
  * proxy until the next query is sent: the pool hands out the dead connection, as it does whenever
  * the notice comes a moment late. Real PostgreSQL.
  */
-let control: Client;
-let proxy: TcpProxy;
-let pool: Pool;
-
-beforeAll(async () => {
-  control = await connectTestDatabase();
-});
-
-afterAll(async () => {
-  await control.end();
-});
-
-beforeEach(async () => {
-  proxy = await proxyToTestDatabase();
-  pool = new Pool({ connectionString: proxy.urlFor(testDatabaseUrl), max: 1 });
-  // The dead connection's own error, after the query's, must not fail the test.
-  pool.on('error', () => undefined);
-});
-
-afterEach(async () => {
-  await pool.end();
-  await proxy.stop();
-});
+const spec = proxiedEachCase(
+  (url) => {
+    const pool = new Pool({ connectionString: url, max: 1 });
+    // The dead connection's own error, after the query's, must not fail the test.
+    pool.on('error', () => undefined);
+    return pool;
+  },
+  (pool) => pool.end(),
+);
 
 describe(queryOnLiveSession.name, () => {
   it('asks again on a new connection, where pool.query fails with the ended session', async () => {
-    await pool.query('SELECT 1');
-    await endSessionsBehind(proxy, control);
-    const failure: unknown = await pool.query('SELECT 1').catch((err: unknown) => err);
+    await spec.made.query('SELECT 1');
+    await endSessionsBehind(spec.proxy, spec.control);
+    const failure: unknown = await spec.made.query('SELECT 1').catch((err: unknown) => err);
     expect(isSessionEnded(failure)).toBe(true);
 
-    await pool.query('SELECT 1');
-    const [ended] = await endSessionsBehind(proxy, control);
+    await spec.made.query('SELECT 1');
+    const [ended] = await endSessionsBehind(spec.proxy, spec.control);
     const { rows } = await queryOnLiveSession<{ pid: number }>(
-      pool,
+      spec.made,
       'SELECT pg_backend_pid() AS pid',
     );
-    expect(proxy.heldReplies).toBe(2);
+    expect(spec.proxy.heldReplies).toBe(2);
     expect(rows[0].pid).not.toBe(ended);
   });
 
   it('passes any other failure on, asked once', async () => {
-    const queries = jest.spyOn(pool, 'query');
-    await expect(queryOnLiveSession(pool, 'SELECT * FROM no_such_table_x')).rejects.toMatchObject({
+    const queries = jest.spyOn(spec.made, 'query');
+    await expect(
+      queryOnLiveSession(spec.made, 'SELECT * FROM no_such_table_x'),
+    ).rejects.toMatchObject({
       code: '42P01',
     });
     expect(queries).toHaveBeenCalledTimes(1);
@@ -65,9 +53,9 @@ describe(queryOnLiveSession.name, () => {
 
 describe(connectingWithin.name, () => {
   it('gives up on a PostgreSQL that takes the connection and never answers', async () => {
-    proxy.answerNothing();
+    spec.proxy.answerNothing();
     const timed = new Pool({
-      connectionString: proxy.urlFor(testDatabaseUrl),
+      connectionString: spec.proxy.urlFor(testDatabaseUrl),
       Client: connectingWithin(300),
     });
     const started = Date.now();
@@ -96,7 +84,7 @@ describe(connectingWithin.name, () => {
   it("never takes PostgreSQL's own error for a connect's timeout, whatever its message", async () => {
     for (const message of ['timeout expired', 'Connection terminated due to connection timeout']) {
       // What a hostile user would raise to pass a failure off as an outage.
-      const raised: unknown = await control
+      const raised: unknown = await spec.control
         .query(`DO $$ BEGIN RAISE EXCEPTION '${message}'; END $$`)
         .catch((err: unknown) => err);
       expect((raised as Error).message).toBe(message);
