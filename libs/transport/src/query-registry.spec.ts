@@ -426,6 +426,28 @@ describe('Redis registry trim', () => {
     await third.close();
     expect(await redis.zcard(own.queries)).toBe(2);
   });
+
+  it('trims kept results under the same lock', async () => {
+    const own = ownKeys();
+    const retention = { seconds: RETENTION_SECONDS, count: 1000, keptCount: 1 };
+    const kept = async (registry: QueryRegistry) => {
+      const record = { ...queuedRecord(randomUUID()), kept: true };
+      await registry.create(record);
+      await registry.transition(record.queryId, 'succeeded');
+      // Each ends before the next begins, as they come one after another.
+      await new Promise((resolve) => setTimeout(resolve, 3));
+    };
+    await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
+    const another = new RedisQueryRegistry(redis, own, retention);
+    for (let i = 0; i < 3; i++) await kept(another);
+    await another.close();
+    expect(await redis.zcard(own.queriesKept)).toBe(3);
+    await redis.del(own.queriesTrimLock);
+    const third = new RedisQueryRegistry(redis, own, retention);
+    await kept(third);
+    await third.close();
+    expect(await redis.zcard(own.queriesKept)).toBe(1);
+  });
 });
 
 describe.each(adapters)('%s registry idempotency keys', (_name, make) => {

@@ -235,7 +235,6 @@ export class RedisQueryRegistry implements QueryRegistry {
       this.trimmedAt = Date.now();
       this.trimming = this.trimming
         .then(() => this.trimOnce())
-        .then(() => this.trimKept())
         .catch(() => {
           // Nothing is lost: the next trim does it, and every record lapses by its TTL meanwhile.
         });
@@ -245,6 +244,24 @@ export class RedisQueryRegistry implements QueryRegistry {
   async trim(): Promise<void> {
     await this.trimming;
     await this.trimOnce(true);
+  }
+
+  /**
+   * Trims the index, then the kept results. One process trims at a time (a lock for one
+   * interval); `force` ignores the lock.
+   */
+  private async trimOnce(force = false): Promise<void> {
+    if (!force) {
+      const locked = await this.redis.set(
+        this.keys.queriesTrimLock,
+        '1',
+        'PX',
+        TRIM_EVERY_MS,
+        'NX',
+      );
+      if (locked === null) return;
+    }
+    await this.trimIndex();
     await this.trimKept();
   }
 
@@ -253,14 +270,10 @@ export class RedisQueryRegistry implements QueryRegistry {
    * trim stopped: forgets the records of finished queries whose results are not kept, and drops
    * the entries of every record that is gone. An entry that stays (an open query, a kept result)
    * is not looked at again; it goes when its record is a day old, or when a listing finds its
-   * record gone. One process trims at a time (a lock for one interval); `force` ignores the lock.
+   * record gone.
    */
-  private async trimOnce(force = false): Promise<void> {
-    const { queries, queriesTrim, queriesTrimLock } = this.keys;
-    if (!force) {
-      const locked = await this.redis.set(queriesTrimLock, '1', 'PX', TRIM_EVERY_MS, 'NX');
-      if (locked === null) return;
-    }
+  private async trimIndex(): Promise<void> {
+    const { queries, queriesTrim } = this.keys;
     const cutoff = Date.now() - OPEN_TTL_SECONDS * 1000;
     await this.redis.zremrangebyscore(queries, '-inf', cutoff);
     // Only entries older than the oldest of the newest `count` are looked at (times are ms: those
@@ -316,7 +329,7 @@ export class RedisQueryRegistry implements QueryRegistry {
    * a repeat is answered that the result is gone, never run again). The kept index is by creation;
    * a query past the count that ended after the newest ones began is moved to its end instead,
    * and looked at by a later trim: a long query's result is as new as its end. Those still open
-   * stay where they are (admission bounds how many). Run by the process holding the trim's lock.
+   * stay where they are (admission bounds how many).
    */
   private async trimKept(): Promise<void> {
     const { keptCount } = this.retention;
