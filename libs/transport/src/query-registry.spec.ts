@@ -438,9 +438,12 @@ describe('Redis registry trim', () => {
       await new Promise((resolve) => setTimeout(resolve, 3));
     };
     await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
-    const another = new RedisQueryRegistry(redis, own, retention);
-    for (let i = 0; i < 3; i++) await kept(another);
-    await another.close();
+    // Three processes, each of which would trim on its first query but for the lock.
+    for (let i = 0; i < 3; i++) {
+      const another = new RedisQueryRegistry(redis, own, retention);
+      await kept(another);
+      await another.close();
+    }
     expect(await redis.zcard(own.queriesKept)).toBe(3);
     await redis.del(own.queriesTrimLock);
     const third = new RedisQueryRegistry(redis, own, retention);
