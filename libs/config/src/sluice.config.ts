@@ -91,8 +91,8 @@ export interface SluiceConfig {
    */
   queryRetentionCount: number;
   /**
-   * Finished queries with kept results the registry keeps at most: beyond the newest this many,
-   * such a query's record goes, and its result with it.
+   * Finished queries with kept results the registry keeps at most, per user: beyond a user's
+   * newest this many, such a query's record goes, and its result with it.
    */
   resultRetentionCount: number;
   /** A token can be refreshed until this long after the login that began its session. */

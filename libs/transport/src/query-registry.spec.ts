@@ -32,7 +32,9 @@ afterAll(async () => {
   for (const made of [keys, ...prefixes]) {
     await redis.del(
       made.queries,
-      made.queriesKept,
+      made.keptOwners,
+      made.userKept('ann'),
+      made.userKept('bob'),
       made.queriesTrim,
       made.queriesTrimLock,
       made.keptTotal,
@@ -327,6 +329,26 @@ describe.each(keeping)('%s registry retention of kept results by count', (_name,
     expect(await held()).toBe(100 + 104);
     await registry.close();
   });
+
+  it("counts each user's kept results apart: nobody's queries push out another's", async () => {
+    const { registry, keep, has } = make(2);
+    const made = async (owner: string) => {
+      const record = { ...queuedRecord(randomUUID(), owner), kept: true };
+      await registry.create(record);
+      await keep(record.queryId, 10);
+      await registry.transition(record.queryId, 'succeeded');
+      await tick();
+      return record.queryId;
+    };
+    const bobs = [await made('bob'), await made('bob')];
+    const anns: string[] = [];
+    for (let i = 0; i < 5; i++) anns.push(await made('ann'));
+    await registry.trim();
+    for (const id of bobs) expect(await has(id)).toBe(true);
+    for (const id of anns.slice(0, 3)) expect(await has(id)).toBe(false);
+    for (const id of anns.slice(3)) expect(await has(id)).toBe(true);
+    await registry.close();
+  });
 });
 
 describe.each<[string, () => QueryRegistry]>([
@@ -393,7 +415,7 @@ describe('Redis registry trim', () => {
       Array.from({ length: 10 }, (_, i) => make(Date.now() - base + 1000 + i, 'succeeded')),
     );
     await registry.trim();
-    expect(await redis.zcard(own.queriesKept)).toBe(260);
+    expect(await redis.zcard(own.userKept('ann'))).toBe(260);
     for (const id of [...ended.slice(0, 3), ...ended.slice(-3)]) {
       expect(await registry.get(id)).toBeUndefined();
     }
@@ -444,12 +466,12 @@ describe('Redis registry trim', () => {
       await kept(another);
       await another.close();
     }
-    expect(await redis.zcard(own.queriesKept)).toBe(3);
+    expect(await redis.zcard(own.userKept('ann'))).toBe(3);
     await redis.del(own.queriesTrimLock);
     const third = new RedisQueryRegistry(redis, own, retention);
     await kept(third);
     await third.close();
-    expect(await redis.zcard(own.queriesKept)).toBe(1);
+    expect(await redis.zcard(own.userKept('ann'))).toBe(1);
   });
 });
 

@@ -47,8 +47,8 @@ export type QueryFacts = Partial<
  * How long, and how many, finished queries' records the registry keeps (SLUICE_JOB_RETENTION_SECONDS,
  * SLUICE_QUERY_RETENTION_COUNT and SLUICE_RESULT_RETENTION_COUNT): none longer than `seconds`;
  * beyond the newest `count` queries only those still open or whose results are kept to be fetched;
- * and beyond the newest `keptCount` of those with kept results, only the open ones — a finished
- * one goes with its result.
+ * and beyond the newest `keptCount` of each user's queries with kept results, only the open ones —
+ * a finished one goes with its result.
  */
 export interface RecordRetention {
   seconds: number;

@@ -46,9 +46,9 @@ export class RedisKeys {
     return `${this.prefix}:queries`;
   }
 
-  /** Index of recent queries whose results are kept (sorted set: query id by creation time). */
-  get queriesKept(): string {
-    return `${this.prefix}:queries:kept`;
+  /** Users with kept results (sorted set: user name by the creation of their newest such query). */
+  get keptOwners(): string {
+    return `${this.prefix}:queries:kept-owners`;
   }
 
   /** Where the last trim of the index stopped (the time of the last entry it looked at). */
@@ -64,6 +64,11 @@ export class RedisKeys {
   /** Queued and running queries of one user (sorted set: query id by admission time). */
   userActive(username: string): string {
     return `${this.prefix}:user:{${username}}:active`;
+  }
+
+  /** A user's recent queries whose results are kept (sorted set: query id by creation time). */
+  userKept(username: string): string {
+    return `${this.prefix}:user:{${username}}:kept`;
   }
 
   /** An idempotency key of one user's (a string: the claim as JSON); the key text is hashed. */

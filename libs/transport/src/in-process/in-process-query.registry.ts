@@ -13,9 +13,10 @@ export class InProcessQueryRegistry implements QueryRegistry {
   private readonly records = new Map<string, QueryRecord>();
   private readonly active = new Map<string, Set<string>>();
   private readonly claims = new Map<string, { claim: IdempotencyClaim; until: number }>();
-  /** Finished queries by the time they ended, oldest first: those that go by count, and kept ones. */
+  /** Finished queries by the time they ended, oldest first: those that go by count. */
   private readonly ended = new Map<string, number>();
-  private readonly endedKept = new Map<string, number>();
+  /** Finished queries with kept results, the same way, by owner: each owner's go by count. */
+  private readonly endedKept = new Map<string, Map<string, number>>();
 
   constructor(
     private readonly retention: RecordRetention,
@@ -30,9 +31,7 @@ export class InProcessQueryRegistry implements QueryRegistry {
   }
 
   discard(queryId: string): Promise<void> {
-    this.records.delete(queryId);
-    this.ended.delete(queryId);
-    this.endedKept.delete(queryId);
+    this.forget(queryId);
     return Promise.resolve();
   }
 
@@ -51,7 +50,7 @@ export class InProcessQueryRegistry implements QueryRegistry {
       record.state = to;
       if (FINAL_STATES.includes(to)) {
         record.finishedAt = Date.now();
-        (record.kept ? this.endedKept : this.ended).set(queryId, record.finishedAt);
+        this.endedOf(record).set(queryId, record.finishedAt);
         this.forgetOld();
       }
     }
@@ -91,26 +90,43 @@ export class InProcessQueryRegistry implements QueryRegistry {
   private forgetOld(): void {
     const { seconds, count, keptCount = Infinity } = this.retention;
     const lapsed = Date.now() - seconds * 1000;
-    for (const ended of [this.ended, this.endedKept]) {
+    for (const ended of [this.ended, ...this.endedKept.values()]) {
       for (const [queryId, finishedAt] of ended) {
         if (finishedAt > lapsed) break;
-        this.forget(ended, queryId);
+        this.forget(queryId);
       }
     }
     for (const queryId of this.ended.keys()) {
       if (this.ended.size <= count) break;
-      this.forget(this.ended, queryId);
+      this.forget(queryId);
     }
-    for (const queryId of this.endedKept.keys()) {
-      if (this.endedKept.size <= keptCount) break;
-      this.forget(this.endedKept, queryId);
-      this.dropResult(queryId);
+    for (const ended of this.endedKept.values()) {
+      for (const queryId of ended.keys()) {
+        if (ended.size <= keptCount) break;
+        this.forget(queryId);
+        this.dropResult(queryId);
+      }
     }
   }
 
-  private forget(ended: Map<string, number>, queryId: string): void {
-    ended.delete(queryId);
+  /** Where a finished query waits to be forgotten. */
+  private endedOf(record: QueryRecord): Map<string, number> {
+    if (!record.kept) return this.ended;
+    let ended = this.endedKept.get(record.owner);
+    if (!ended) {
+      ended = new Map();
+      this.endedKept.set(record.owner, ended);
+    }
+    return ended;
+  }
+
+  private forget(queryId: string): void {
+    const record = this.records.get(queryId);
     this.records.delete(queryId);
+    if (!record) return;
+    const ended = this.endedOf(record);
+    ended.delete(queryId);
+    if (ended.size === 0 && ended !== this.ended) this.endedKept.delete(record.owner);
   }
 
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {

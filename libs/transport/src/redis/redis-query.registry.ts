@@ -122,10 +122,10 @@ const FORGET_KEPT = `${FORGET_KEPT_FUNCTION}
 return forgetKept(KEYS[1], KEYS[2])`;
 
 /**
- * A batch of kept results in one step (KEYS[1], KEYS[2] = the index and the kept index, then meta
- * and out of each; ARGV[3..] = their query ids): forgets each that may go and drops its entries,
- * moves each that ended late, and returns the query ids of those gone and how many stay open.
- * Outside Redis Cluster only.
+ * A batch of kept results in one step (KEYS[1], KEYS[2] = the index and the user's kept index,
+ * then meta and out of each; ARGV[3..] = their query ids): forgets each that may go and drops its
+ * entries, moves each that ended late, and returns the query ids of those gone and how many stay
+ * open. Outside Redis Cluster only.
  */
 const FORGET_KEPT_MANY = `${FORGET_KEPT_FUNCTION}
 local gone, open = {}, 0
@@ -228,7 +228,9 @@ export class RedisQueryRegistry implements QueryRegistry {
         ...Object.entries(toHash(record)).flat(),
       ),
       this.redis.zadd(this.keys.queries, record.createdAt, record.queryId),
-      record.kept && this.redis.zadd(this.keys.queriesKept, record.createdAt, record.queryId),
+      record.kept &&
+        this.redis.zadd(this.keys.userKept(record.owner), record.createdAt, record.queryId),
+      record.kept && this.redis.zadd(this.keys.keptOwners, record.createdAt, record.owner),
     ]);
     // Now and then, not on every query, and never in the way of one.
     if (Date.now() - this.trimmedAt > TRIM_EVERY_MS) {
@@ -324,36 +326,58 @@ export class RedisQueryRegistry implements QueryRegistry {
   }
 
   /**
-   * Forgets the finished queries with kept results past the newest `retention.keptCount` of them,
-   * with their results, whose bytes go back to the ledger (their idempotency keys stay their TTL:
-   * a repeat is answered that the result is gone, never run again). The kept index is by creation;
-   * a query past the count that ended after the newest ones began is moved to its end instead,
-   * and looked at by a later trim: a long query's result is as new as its end. Those still open
-   * stay where they are (admission bounds how many).
+   * Trims the kept results of every user who made one in the last day (see trimKeptOf), within
+   * the trim's bound of entries; forgets the users who made none since.
    */
   private async trimKept(): Promise<void> {
     const { keptCount } = this.retention;
     if (keptCount === undefined) return;
-    const { queriesKept } = this.keys;
-    await this.redis.zremrangebyscore(queriesKept, '-inf', Date.now() - OPEN_TTL_SECONDS * 1000);
-    const excess = Math.min((await this.redis.zcard(queriesKept)) - keptCount, TRIM_MOST);
-    if (excess <= 0) return;
-    const [, bound] = await this.redis.zrevrange(
-      queriesKept,
-      keptCount - 1,
-      keptCount - 1,
-      'WITHSCORES',
+    const { keptOwners } = this.keys;
+    const cutoff = Date.now() - OPEN_TTL_SECONDS * 1000;
+    const idle = await this.redis.zrangebyscore(keptOwners, '-inf', `(${cutoff}`);
+    // Their indexes hold entries of a day ago at most: emptied, Redis deletes them.
+    await Promise.all(
+      idle.map((owner) => this.redis.zremrangebyscore(this.keys.userKept(owner), '-inf', cutoff)),
     );
+    if (idle.length > 0) await this.redis.zrem(keptOwners, ...idle);
+    const owners = await this.redis.zrange(keptOwners, 0, -1);
+    const sizes = await Promise.all(
+      owners.map((owner) => this.redis.zcard(this.keys.userKept(owner))),
+    );
+    let budget = TRIM_MOST;
+    for (const [i, owner] of owners.entries()) {
+      if (sizes[i] <= keptCount || budget <= 0) continue;
+      budget -= await this.trimKeptOf(owner, keptCount, Math.min(sizes[i] - keptCount, budget));
+    }
+  }
+
+  /**
+   * Forgets a user's finished queries with kept results past the newest `keptCount` of theirs,
+   * with their results, whose bytes go back to the ledger (their idempotency keys stay their TTL:
+   * a repeat is answered that the result is gone, never run again). Per user, so that nobody's
+   * queries push out another's results. The index is by creation; a query past the count that
+   * ended after the newest ones began is moved to its end instead, and looked at by a later trim:
+   * a long query's result is as new as its end. Those still open stay where they are (admission
+   * bounds how many). Returns how many entries it looked at (at most `excess`).
+   */
+  private async trimKeptOf(owner: string, keptCount: number, excess: number): Promise<number> {
+    const index = this.keys.userKept(owner);
+    await this.redis.zremrangebyscore(index, '-inf', Date.now() - OPEN_TTL_SECONDS * 1000);
+    const [, bound] = await this.redis.zrevrange(index, keptCount - 1, keptCount - 1, 'WITHSCORES');
+    if (bound === undefined) return 0;
     // The oldest first, by rank: open ones keep the lowest ranks, the next batch follows them.
     let open = 0;
-    for (let seen = 0; seen < excess; seen += TRIM_BATCH) {
+    let seen = 0;
+    while (seen < excess) {
       const last = open + Math.min(TRIM_BATCH, excess - seen) - 1;
-      const ids = await this.redis.zrange(queriesKept, open, last);
+      const ids = await this.redis.zrange(index, open, last);
       if (ids.length === 0) break;
-      const left = await this.forgetKept(ids, bound);
+      seen += ids.length;
+      const left = await this.forgetKept(ids, bound, index);
       await Promise.all(left.gone.map((id) => this.ledger.release(id)));
       open += left.open;
     }
+    return seen;
   }
 
   /**
@@ -363,14 +387,15 @@ export class RedisQueryRegistry implements QueryRegistry {
   private async forgetKept(
     ids: string[],
     bound: string,
+    index: string,
   ): Promise<{ gone: string[]; open: number }> {
-    const { queries, queriesKept } = this.keys;
+    const { queries } = this.keys;
     if (!isClusterClient(this.redis)) {
       const pairs = ids.flatMap((id) => [this.keys.meta(id), this.keys.out(id)]);
       const [gone, open] = (await this.scripts.forgetKeptMany(
         String(pairs.length + 2),
         queries,
-        queriesKept,
+        index,
         ...pairs,
         FINAL_LIST,
         bound,
@@ -388,18 +413,18 @@ export class RedisQueryRegistry implements QueryRegistry {
     const moved = ids.flatMap((id, i) => (left[i] > 0 ? [String(left[i]), id] : []));
     await Promise.all([
       gone.length > 0 && this.redis.zrem(queries, ...gone),
-      gone.length > 0 && this.redis.zrem(queriesKept, ...gone),
-      moved.length > 0 && this.redis.zadd(queriesKept, ...moved),
+      gone.length > 0 && this.redis.zrem(index, ...gone),
+      moved.length > 0 && this.redis.zadd(index, ...moved),
     ]);
     return { gone, open: left.filter((n) => n === 0).length };
   }
 
   async discard(queryId: string): Promise<void> {
-    // Two or three hash slots: a command each, sent together by auto-pipelining.
+    // Two hash slots: two commands, sent together by auto-pipelining. An entry in its owner's
+    // kept index goes with the next trim of it, which finds no record.
     await Promise.all([
       this.redis.unlink(this.keys.meta(queryId)),
       this.redis.zrem(this.keys.queries, queryId),
-      this.redis.zrem(this.keys.queriesKept, queryId),
     ]);
   }
 
