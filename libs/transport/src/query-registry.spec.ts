@@ -125,7 +125,7 @@ describe.each(adapters)('%s registry transitions', (_name, make) => {
     const kept = queuedRecord(randomUUID());
     await registry.create(kept);
     await queued();
-    await registry.discard(queryId);
+    await registry.discard(queryId, 'ann');
     expect(await registry.get(queryId)).toBeUndefined();
     const listed = (await registry.list(1000)).map((record) => record.queryId);
     expect(listed).toContain(kept.queryId);
@@ -327,6 +327,26 @@ describe.each(keeping)('%s registry retention of kept results by count', (_name,
     expect(await has(older)).toBe(false);
     for (const id of [open, newest]) expect(await has(id)).toBe(true);
     expect(await held()).toBe(100 + 104);
+    await registry.close();
+  });
+
+  it('counts no discarded query (a repeat of an idempotency key) among the kept results', async () => {
+    const { registry, keep, has } = make(2);
+    const ids: string[] = [];
+    for (const to of ['succeeded', 'succeeded', 'discarded'] as const) {
+      const record = { ...queuedRecord(randomUUID()), kept: true };
+      await registry.create(record);
+      if (to === 'discarded') {
+        await registry.discard(record.queryId, record.owner);
+      } else {
+        await keep(record.queryId, 10);
+        await registry.transition(record.queryId, to);
+        ids.push(record.queryId);
+      }
+      await tick();
+    }
+    await registry.trim();
+    for (const id of ids) expect(await has(id)).toBe(true);
     await registry.close();
   });
 

@@ -61,8 +61,11 @@ export interface RecordRetention {
 export interface QueryRegistry {
   /** A new query, queued. */
   create(record: QueryRecord): Promise<void>;
-  /** Removes the record of a query that was refused before it was queued: it never was one. */
-  discard(queryId: string): Promise<void>;
+  /**
+   * Removes the record of a query of `owner`'s that was refused before it was queued (or was a
+   * repeat of an idempotency key's): it never was one.
+   */
+  discard(queryId: string, owner: string): Promise<void>;
   /**
    * Moves a query to `to` with what is known of it then, in one step, if QUERY_TRANSITIONS allows
    * it from the state the query is in (else nothing changes: of two processes ending a query, the

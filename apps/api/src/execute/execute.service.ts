@@ -172,7 +172,7 @@ export class ExecuteService {
     const { queryId, username } = job;
     await Promise.all([
       this.registry.release(username, queryId),
-      this.registry.discard(queryId),
+      this.registry.discard(queryId, username),
       execution?.detach(),
     ]).catch((err: Error) =>
       this.logger.warn(`query ${queryId}: could not withdraw it: ${err.message}`),

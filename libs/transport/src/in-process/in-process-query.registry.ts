@@ -30,7 +30,7 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve();
   }
 
-  discard(queryId: string): Promise<void> {
+  discard(queryId: string, _owner: string): Promise<void> {
     this.forget(queryId);
     return Promise.resolve();
   }

@@ -419,12 +419,13 @@ export class RedisQueryRegistry implements QueryRegistry {
     return { gone, open: left.filter((n) => n === 0).length };
   }
 
-  async discard(queryId: string): Promise<void> {
-    // Two hash slots: two commands, sent together by auto-pipelining. An entry in its owner's
-    // kept index goes with the next trim of it, which finds no record.
+  async discard(queryId: string, owner: string): Promise<void> {
+    // Three hash slots: a command each, sent together by auto-pipelining. Its entry in the
+    // owner's kept index (if it was to keep its result) must not take the place of a result.
     await Promise.all([
       this.redis.unlink(this.keys.meta(queryId)),
       this.redis.zrem(this.keys.queries, queryId),
+      this.redis.zrem(this.keys.userKept(owner), queryId),
     ]);
   }
 
