@@ -217,8 +217,9 @@ export class RedisQueryRegistry implements QueryRegistry {
   }
 
   /**
-   * The hash (with its TTL, in one script) and its index entry: two commands, not one MULTI,
-   * since the index is in another hash slot; sent in one write on an auto-pipelined connection.
+   * The hash (with its TTL, in one script) and its index entry — and for a kept result, its entry
+   * in its owner's kept index and the owner's in theirs: a command each, not one MULTI, since each
+   * is in another hash slot; sent in one write on an auto-pipelined connection.
    */
   async create(record: QueryRecord): Promise<void> {
     await Promise.all([
