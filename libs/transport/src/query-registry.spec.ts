@@ -469,6 +469,24 @@ describe('Redis registry trim', () => {
     expect(await redis.zcard(own.queries)).toBe(2);
   });
 
+  it('forgets the users who kept no result for a day, and their indexes', async () => {
+    const own = ownKeys();
+    const registry = new RedisQueryRegistry(redis, own, {
+      seconds: RETENTION_SECONDS,
+      count: 1000,
+      keptCount: 5,
+    });
+    const dayAgo = Date.now() - 24 * 3600 * 1000 - 60_000;
+    await redis.zadd(own.keptOwners, dayAgo, 'bob');
+    await redis.zadd(own.userKept('bob'), dayAgo, randomUUID());
+    await registry.create({ ...queuedRecord(randomUUID(), 'ann'), kept: true });
+    await registry.trim();
+    expect(await redis.zrange(own.keptOwners, 0, -1)).toEqual(['ann']);
+    expect(await redis.exists(own.userKept('bob'))).toBe(0);
+    expect(await redis.zcard(own.userKept('ann'))).toBe(1);
+    await registry.close();
+  });
+
   it('trims kept results under the same lock', async () => {
     const own = ownKeys();
     const retention = { seconds: RETENTION_SECONDS, count: 1000, keptCount: 1 };
