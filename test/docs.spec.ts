@@ -475,6 +475,7 @@ describe('docs/architecture.md', () => {
           userActive: ['<username>'],
           userKept: ['<username>'],
           idempotency: ['<username>', '<sha256 of the key>'],
+          idempotencyKeys: ['<username>'],
           wake: ['<reader_id>'],
         };
         const build = proto[name] as (...a: string[]) => string;

@@ -2,7 +2,7 @@ import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { QueryState, okStatus, statusOf } from '@app/contracts';
 import { InProcessQueryRegistry } from './in-process/in-process-query.registry';
-import { QueryRecord, QueryRegistry } from './query.registry';
+import { IdempotencyClaim, QueryRecord, QueryRegistry } from './query.registry';
 import { RedisKeys } from './redis.keys';
 import { RedisKeptLedger } from './redis/redis-kept.ledger';
 import { RedisQueryRegistry } from './redis/redis-query.registry';
@@ -514,33 +514,61 @@ describe('Redis registry trim', () => {
 });
 
 describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
+  const limits = { ttlSeconds: 60, most: 1000 };
+  const claimed = { outcome: 'claimed' };
+  const held = (claim: IdempotencyClaim) => ({ outcome: 'held', claim });
+
   it('claims a key once per owner; a repeat gets the first claim; release frees it', async () => {
     const registry = make();
     const key = `key-${randomUUID()}`;
     const first = { queryId: randomUUID(), fingerprint: 'a' };
-    expect(await registry.claimKey('ann', key, first, 60)).toBeUndefined();
+    expect(await registry.claimKey('ann', key, first, limits)).toEqual(claimed);
     expect(
-      await registry.claimKey('ann', key, { queryId: randomUUID(), fingerprint: 'b' }, 60),
-    ).toEqual(first);
+      await registry.claimKey('ann', key, { queryId: randomUUID(), fingerprint: 'b' }, limits),
+    ).toEqual(held(first));
     // Another owner's key of the same text is another key.
     expect(
-      await registry.claimKey('bob', key, { queryId: randomUUID(), fingerprint: 'a' }, 60),
-    ).toBeUndefined();
+      await registry.claimKey('bob', key, { queryId: randomUUID(), fingerprint: 'a' }, limits),
+    ).toEqual(claimed);
     await registry.releaseKey('ann', key);
     const again = { queryId: randomUUID(), fingerprint: 'c' };
-    expect(await registry.claimKey('ann', key, again, 60)).toBeUndefined();
-    expect(await registry.claimKey('ann', key, first, 60)).toEqual(again);
+    expect(await registry.claimKey('ann', key, again, limits)).toEqual(claimed);
+    expect(await registry.claimKey('ann', key, first, limits)).toEqual(held(again));
   });
 
   it('lets a claim lapse after its TTL', async () => {
     const registry = make();
     const key = `key-${randomUUID()}`;
-    expect(
-      await registry.claimKey('ann', key, { queryId: 'q1', fingerprint: 'a' }, 1),
-    ).toBeUndefined();
+    const short = { ttlSeconds: 1, most: 1000 };
+    expect(await registry.claimKey('ann', key, { queryId: 'q1', fingerprint: 'a' }, short)).toEqual(
+      claimed,
+    );
     await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(await registry.claimKey('ann', key, { queryId: 'q2', fingerprint: 'a' }, short)).toEqual(
+      claimed,
+    );
+  });
+
+  it("refuses an owner's new key past `most` live ones, until one lapses or is released", async () => {
+    const registry = make();
+    const owner = `cap-${randomUUID()}`;
+    const few = { ttlSeconds: 2, most: 3 };
+    const claim = (key: string) =>
+      registry.claimKey(owner, key, { queryId: key, fingerprint: 'a' }, few);
+    for (const key of ['k1', 'k2', 'k3']) expect(await claim(key)).toEqual(claimed);
+    const full = await claim('k4');
+    expect(full).toMatchObject({ outcome: 'full' });
+    expect(full.outcome === 'full' && full.freeInMs).toBeGreaterThan(1000);
+    expect(full.outcome === 'full' && full.freeInMs).toBeLessThanOrEqual(2000);
+    // A repeat of a key it holds is still answered, and nobody else is counted against it.
+    expect(await claim('k2')).toEqual(held({ queryId: 'k2', fingerprint: 'a' }));
     expect(
-      await registry.claimKey('ann', key, { queryId: 'q2', fingerprint: 'a' }, 1),
-    ).toBeUndefined();
+      await registry.claimKey(`other-${owner}`, 'k4', { queryId: 'k4', fingerprint: 'a' }, few),
+    ).toEqual(claimed);
+    await registry.releaseKey(owner, 'k1');
+    expect(await claim('k4')).toEqual(claimed);
+    expect(await claim('k5')).toMatchObject({ outcome: 'full' });
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    for (const key of ['k5', 'k6', 'k7']) expect(await claim(key)).toEqual(claimed);
   });
 });

@@ -38,6 +38,21 @@ export interface IdempotencyClaim {
   fingerprint: string;
 }
 
+/** How long an idempotency key's claim lasts, and how many live claims one owner may hold. */
+export interface KeyLimits {
+  ttlSeconds: number;
+  most: number;
+}
+
+/**
+ * What claiming an idempotency key came to: the key is the new query's; it was claimed already
+ * (the claim it holds); or its owner holds `most` live claims, the oldest lapsing in `freeInMs`.
+ */
+export type KeyClaim =
+  | { outcome: 'claimed' }
+  | { outcome: 'held'; claim: IdempotencyClaim }
+  | { outcome: 'full'; freeInMs: number };
+
 /** What a transition may record besides the state. */
 export type QueryFacts = Partial<
   Pick<QueryRecord, 'startedAt' | 'rows' | 'bytes' | 'rowsProduced' | 'bytesProduced' | 'status'>
@@ -107,14 +122,16 @@ export interface QueryRegistry {
   release(owner: string, queryId: string): Promise<void>;
   /**
    * Claims an owner's idempotency key for `claim` (its query and the request's fingerprint) for
-   * `ttlSeconds`, unless the key is claimed already: then answers that claim and changes nothing.
+   * `limits.ttlSeconds`, unless the key is claimed already (then answers that claim) or the owner
+   * holds `limits.most` live claims: then changes nothing. A claim is never dropped before its TTL
+   * (a repeat of its key would run its statement again), so the count refuses new ones instead.
    */
   claimKey(
     owner: string,
     key: string,
     claim: IdempotencyClaim,
-    ttlSeconds: number,
-  ): Promise<IdempotencyClaim | undefined>;
+    limits: KeyLimits,
+  ): Promise<KeyClaim>;
   /** Lets go of an idempotency key whose request was refused before its query was queued. */
   releaseKey(owner: string, key: string): Promise<void>;
   close(): Promise<void>;

@@ -76,6 +76,11 @@ export class RedisKeys {
     return `${this.prefix}:user:{${username}}:idem:${keyDigest}`;
   }
 
+  /** One user's live idempotency keys (sorted set: key digest by the claim's expiry), counted. */
+  idempotencyKeys(username: string): string {
+    return `${this.prefix}:user:{${username}}:idem-keys`;
+  }
+
   /**
    * Bytes all kept results hold together (a counter). It and the two keys below share one hash
    * tag of their own: the ledger's scripts touch them together, never a query's keys.

@@ -1,6 +1,8 @@
 import { FINAL_STATES, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import {
   IdempotencyClaim,
+  KeyClaim,
+  KeyLimits,
   Produced,
   QueryFacts,
   QueryRecord,
@@ -12,7 +14,11 @@ import {
 export class InProcessQueryRegistry implements QueryRegistry {
   private readonly records = new Map<string, QueryRecord>();
   private readonly active = new Map<string, Set<string>>();
-  private readonly claims = new Map<string, { claim: IdempotencyClaim; until: number }>();
+  /** Each owner's idempotency keys' claims, by claim order: the TTL is one setting, so by expiry. */
+  private readonly claims = new Map<
+    string,
+    Map<string, { claim: IdempotencyClaim; until: number }>
+  >();
   /** Finished queries by the time they ended, oldest first: those that go by count. */
   private readonly ended = new Map<string, number>();
   /** Finished queries with kept results, the same way, by owner: each owner's go by count. */
@@ -154,20 +160,31 @@ export class InProcessQueryRegistry implements QueryRegistry {
     owner: string,
     key: string,
     claim: IdempotencyClaim,
-    ttlSeconds: number,
-  ): Promise<IdempotencyClaim | undefined> {
-    const name = JSON.stringify([owner, key]);
+    limits: KeyLimits,
+  ): Promise<KeyClaim> {
     const now = Date.now();
-    const held = this.claims.get(name);
-    if (held && held.until > now) return Promise.resolve(held.claim);
-    this.claims.set(name, { claim, until: now + ttlSeconds * 1000 });
+    const owned =
+      this.claims.get(owner) ?? new Map<string, { claim: IdempotencyClaim; until: number }>();
+    this.claims.set(owner, owned);
     // Lapsed claims go when new ones come: the map stays as large as the keys of one TTL.
-    for (const [other, { until }] of this.claims) if (until <= now) this.claims.delete(other);
-    return Promise.resolve(undefined);
+    for (const [other, { until }] of owned) {
+      if (until > now) break;
+      owned.delete(other);
+    }
+    const held = owned.get(key);
+    if (held) return Promise.resolve({ outcome: 'held', claim: held.claim });
+    if (owned.size >= limits.most) {
+      const [oldest] = owned.values();
+      return Promise.resolve({ outcome: 'full', freeInMs: oldest.until - now });
+    }
+    owned.set(key, { claim, until: now + limits.ttlSeconds * 1000 });
+    return Promise.resolve({ outcome: 'claimed' });
   }
 
   releaseKey(owner: string, key: string): Promise<void> {
-    this.claims.delete(JSON.stringify([owner, key]));
+    const owned = this.claims.get(owner);
+    owned?.delete(key);
+    if (owned?.size === 0) this.claims.delete(owner);
     return Promise.resolve();
   }
 

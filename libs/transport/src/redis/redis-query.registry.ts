@@ -4,6 +4,8 @@ import { type RedisClient, isClusterClient } from './redis.connector';
 import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
 import {
   IdempotencyClaim,
+  KeyClaim,
+  KeyLimits,
   Produced,
   QueryFacts,
   QueryRecord,
@@ -65,6 +67,24 @@ local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'running' or state == 'streaming' then
   redis.call('HSET', KEYS[1], 'rowsProduced', ARGV[1], 'bytesProduced', ARGV[2])
 end`;
+
+/**
+ * Claims an idempotency key (KEYS[1] = the key's claim, KEYS[2] = its owner's live keys, scored by
+ * expiry; ARGV = claim, TTL ms, now, most, key digest): answers `{'held', claim}` for a key claimed
+ * already, `{'full', oldest expiry}` when the owner holds `most` live ones, else claims it. The set
+ * lives as long as its newest claim.
+ */
+const CLAIM_KEY = `
+local held = redis.call('GET', KEYS[1])
+if held then return {'held', held} end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  return {'full', redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return {'claimed'}`;
 
 /** Writes a new query's hash with its TTL (KEYS[1] = meta; ARGV = TTL seconds, field, value, …). */
 const CREATE = `
@@ -188,7 +208,8 @@ export class RedisQueryRegistry implements QueryRegistry {
     | 'forget'
     | 'forgetMany'
     | 'forgetKept'
-    | 'forgetKeptMany',
+    | 'forgetKeptMany'
+    | 'claimKey',
     Script
   >;
   /** Where a kept result's bytes are counted: given back when the trim drops the result. */
@@ -212,6 +233,7 @@ export class RedisQueryRegistry implements QueryRegistry {
       admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
       renew: defineScript(redis, 'sluiceSlotRenew', RENEW),
       progress: defineScript(redis, 'sluiceQueryProgress', PROGRESS),
+      claimKey: defineScript(redis, 'sluiceKeyClaim', CLAIM_KEY, 2),
     };
     this.ledger = new RedisKeptLedger(redis, keys);
   }
@@ -562,34 +584,42 @@ export class RedisQueryRegistry implements QueryRegistry {
     owner: string,
     key: string,
     claim: IdempotencyClaim,
-    ttlSeconds: number,
-  ): Promise<IdempotencyClaim | undefined> {
-    const name = this.keyName(owner, key);
-    // SET NX GET: the claim made, or the one already there, in one step.
-    const held = (await this.redis.call(
-      'SET',
-      name,
+    limits: KeyLimits,
+  ): Promise<KeyClaim> {
+    const digest = keyDigest(key);
+    const now = Date.now();
+    const [outcome, value] = (await this.scripts.claimKey(
+      this.keys.idempotency(owner, digest),
+      this.keys.idempotencyKeys(owner),
       JSON.stringify(claim),
-      'NX',
-      'GET',
-      'EX',
-      String(ttlSeconds),
-    )) as string | null;
-    return held === null ? undefined : (JSON.parse(held) as IdempotencyClaim);
+      String(limits.ttlSeconds * 1000),
+      String(now),
+      String(limits.most),
+      digest,
+    )) as [string, string?];
+    if (outcome === 'held') return { outcome, claim: JSON.parse(value!) as IdempotencyClaim };
+    if (outcome === 'full') return { outcome, freeInMs: Math.max(0, Number(value) - now) };
+    return { outcome: 'claimed' };
   }
 
   async releaseKey(owner: string, key: string): Promise<void> {
-    await this.redis.del(this.keyName(owner, key));
-  }
-
-  private keyName(owner: string, key: string): string {
-    return this.keys.idempotency(owner, createHash('sha256').update(key).digest('hex'));
+    const digest = keyDigest(key);
+    await this.redis
+      .multi()
+      .del(this.keys.idempotency(owner, digest))
+      .zrem(this.keys.idempotencyKeys(owner), digest)
+      .exec();
   }
 
   /** Waits for a trim under way: the connection is the caller's, and may be closed next. */
   close(): Promise<void> {
     return this.trimming;
   }
+}
+
+/** An idempotency key's text, hashed: any 255 characters make a key name of one length. */
+function keyDigest(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
 }
 
 function toHash(record: Partial<QueryRecord>): Record<string, string> {
