@@ -114,3 +114,35 @@ describe('SLUICE_RESULT_RETENTION_COUNT', () => {
     expect(held).toBeLessThan((made - 0.5) * each);
   });
 });
+
+describe('SLUICE_IDEMPOTENCY_KEYS_PER_USER', () => {
+  it("refuses a user's new key past the count with 429 and Retry-After, without running it; held keys, keyless requests and other users go on", async () => {
+    const { send, run, baseUrl } = await deployed({ SLUICE_IDEMPOTENCY_KEYS_PER_USER: '2' });
+    const user = await createUser('keys_user');
+    const as = user.token;
+    const key = randomUUID();
+    const first = await run({ 'idempotency-key': key }, as);
+    await run({ 'idempotency-key': randomUUID() }, as);
+    const refused = await send({ 'idempotency-key': randomUUID() }, as);
+    expect(refused.status).toBe(429);
+    expect(refused.json).toMatchObject({ status: { sql_state: '53400', vendor_code: -115 } });
+    // The oldest key lapses within SLUICE_RESULT_TTL_SECONDS (an hour).
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThan(3500);
+    expect(retryAfter).toBeLessThanOrEqual(3600);
+    // Never run: the user has the two queries of their two keys, no third.
+    const listed = await request(undefined, {
+      method: 'GET',
+      path: '/v1/queries',
+      token: as,
+      baseUrl,
+    });
+    expect((listed.json as unknown[]).length).toBe(2);
+    const repeat = await send({ 'idempotency-key': key }, as);
+    expect(repeat.status).toBe(200);
+    expect(repeat.json).toMatchObject({ query_id: first, data: [[1]] });
+    expect((await send({}, as)).status).toBe(200);
+    expect((await send({ 'idempotency-key': randomUUID() })).status).toBe(200);
+    await dropUser(user.username);
+  });
+});

@@ -95,6 +95,11 @@ export interface SluiceConfig {
    * newest this many, such a query's record goes, and its result with it.
    */
   resultRetentionCount: number;
+  /**
+   * Live Idempotency-Keys one user may hold at once (each lasts resultTtlSeconds): past it, a
+   * request with a new key is refused, 429, until the oldest lapses.
+   */
+  idempotencyKeysPerUser: number;
   /** A token can be refreshed until this long after the login that began its session. */
   jwtRefreshWindowSeconds: number;
   /** Failed logins per user name, and per client address (0: no limit), within the lockout. */
@@ -393,6 +398,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     jobRetentionCount: int(env, 'SLUICE_JOB_RETENTION_COUNT', 1000, 0, 1_000_000),
     queryRetentionCount: int(env, 'SLUICE_QUERY_RETENTION_COUNT', 10_000, 0, 10_000_000),
     resultRetentionCount: int(env, 'SLUICE_RESULT_RETENTION_COUNT', 10_000, 1, 10_000_000),
+    idempotencyKeysPerUser: int(env, 'SLUICE_IDEMPOTENCY_KEYS_PER_USER', 100_000, 1, 10_000_000),
     jwtRefreshWindowSeconds: int(env, 'SLUICE_JWT_REFRESH_WINDOW_SECONDS', 86400, 60, 365 * 86400),
     loginMaxFailures: int(env, 'SLUICE_LOGIN_MAX_FAILURES', 5, 1, 1_000_000),
     loginMaxFailuresPerAddress: int(env, 'SLUICE_LOGIN_MAX_FAILURES_PER_ADDRESS', 30, 0, 1_000_000),

@@ -88,6 +88,12 @@ export const ERROR_CATALOGUE = {
     vendorCode: -114,
     reason: 'idempotency key used for another request',
   },
+  TOO_MANY_KEYS: {
+    http: 429,
+    sqlState: '53400',
+    vendorCode: -115,
+    reason: 'too many idempotency keys',
+  },
   // Database errors, chosen by SQLSTATE in pgErrorKind().
   SYNTAX_ERROR: { http: 400, sqlState: '42601', vendorCode: -500, reason: 'syntax error' },
   UNDEFINED_TABLE: { http: 400, sqlState: '42P01', vendorCode: -600, reason: 'undefined table' },

@@ -183,7 +183,8 @@ export class ExecuteService {
    * Claims the request's Idempotency-Key for the new query `job`. A key claimed already (by the
    * same user, within the TTL of kept results) answers the repeat with the query it stands for —
    * streamed while it runs, replayed once it ended — and the new query never runs; the same key
-   * with another request is 422.
+   * with another request is 422; a new key of a user who holds idempotencyKeysPerUser live
+   * ones is 429.
    */
   private async claim(
     execution: Execution,
@@ -192,21 +193,30 @@ export class ExecuteService {
     fingerprint: string,
   ): Promise<ExecutionResponse | undefined> {
     const { queryId, username } = job;
-    let held;
+    const limits = {
+      ttlSeconds: this.config.resultTtlSeconds,
+      most: this.config.idempotencyKeysPerUser,
+    };
+    let claimed;
     try {
-      held = await this.registry.claimKey(
-        username,
-        key,
-        { queryId, fingerprint },
-        this.config.resultTtlSeconds,
-      );
+      claimed = await this.registry.claimKey(username, key, { queryId, fingerprint }, limits);
     } catch (err) {
       await this.withdraw(job, execution);
       throw err;
     }
-    if (!held) return undefined;
+    if (claimed.outcome === 'claimed') return undefined;
     // Not run: the slot admission gave it goes back, and its record and reader go.
     await this.withdraw(job, execution);
+    if (claimed.outcome === 'full') {
+      const seconds = Math.max(1, Math.ceil(claimed.freeInMs / 1000));
+      throw new SluiceError(
+        'TOO_MANY_KEYS',
+        `you hold ${limits.most} Idempotency-Keys from the last ${limits.ttlSeconds} s; retry in ${seconds} s, or without a key`,
+        undefined,
+        { 'Retry-After': String(seconds) },
+      );
+    }
+    const held = claimed.claim;
     if (held.fingerprint !== fingerprint) {
       throw new SluiceError(
         'IDEMPOTENCY_CONFLICT',
