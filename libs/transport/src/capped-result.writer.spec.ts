@@ -69,9 +69,9 @@ describe(CappedResultWriter.name, () => {
     const budget: KeptBudget = {
       take: (bytes) => {
         taken.push(bytes);
-        if (bytes > left) return Promise.resolve(false);
+        if (bytes > left) return Promise.resolve('kept-full' as const);
         left -= bytes;
-        return Promise.resolve(true);
+        return Promise.resolve(undefined);
       },
       release: () => Promise.resolve(void (released += 1)),
     };
@@ -94,7 +94,8 @@ describe(CappedResultWriter.name, () => {
     const inner = recording();
     const taken: number[] = [];
     const budget: KeptBudget = {
-      take: (bytes) => Promise.resolve(taken.push(bytes) > 0 && bytes < 10),
+      take: (bytes) =>
+        Promise.resolve(taken.push(bytes) > 0 && bytes < 10 ? undefined : 'kept-full'),
       release: () => Promise.resolve(),
     };
     const writer = new CappedResultWriter(inner, 1000, budget);
@@ -109,5 +110,25 @@ describe(CappedResultWriter.name, () => {
       'SLUICE_RESULT_TOTAL_MAX_BYTES',
     );
     expect(taken).toEqual([0, 20]);
+  });
+
+  it("stops with the budget's own reason when its owner's share is spent", async () => {
+    const inner = recording();
+    const budget: KeptBudget = {
+      take: (bytes) => Promise.resolve(bytes > 50 ? 'kept-user-full' : undefined),
+      release: () => Promise.resolve(),
+    };
+    const writer = new CappedResultWriter(inner, 1000, budget);
+    await expect(writer.write(data(60))).rejects.toEqual(
+      new ProducerStoppedError('kept-user-full'),
+    );
+    await writer.writeFinal([
+      data(60),
+      { kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) },
+    ]);
+    expect(inner.written[0]).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
+    expect((inner.written[0] as { status: { reason: string } }).status.reason).toContain(
+      'SLUICE_RESULT_USER_MAX_BYTES',
+    );
   });
 });

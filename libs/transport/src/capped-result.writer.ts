@@ -7,11 +7,20 @@ import { ProducerStoppedError, ResultWriter, StopReason } from './result.channel
  * before it writes them; in-process, the channel that holds them counts them itself.
  */
 export interface KeptBudget {
-  /** Takes `bytes` more; false (nothing taken) when the total would pass its cap. */
-  take(bytes: number): Promise<boolean>;
+  /** Takes `bytes` more; nothing taken, and why, when a cap would be passed. */
+  take(bytes: number): Promise<KeptRefusal | undefined>;
   /** Gives back all this result took: it failed, and what it wrote is gone. */
   release(): Promise<void>;
 }
+
+/** The caps a kept result's bytes count against: all kept results' together, and its owner's. */
+export interface KeptCaps {
+  total: number;
+  user: number;
+}
+
+/** Why a kept result may not take more bytes: all kept results' cap, or its owner's. */
+export type KeptRefusal = Extract<StopReason, 'kept-full' | 'kept-user-full'>;
 
 /** A result that does not end well: its records are of no use to a later fetch. */
 function failed(record: ResultRecord): record is ResultRecord & { status: Status } {
@@ -70,9 +79,8 @@ export class CappedResultWriter implements ResultWriter {
   }
 
   private async take(bytes: number): Promise<void> {
-    if (this.budget && !(await this.budget.take(bytes))) {
-      throw new ProducerStoppedError('kept-full');
-    }
+    const refused = await this.budget?.take(bytes);
+    if (refused) throw new ProducerStoppedError(refused);
   }
 
   private count(record: ResultRecord): number {

@@ -40,6 +40,8 @@ afterAll(async () => {
       made.keptTotal,
       made.keptHeld,
       made.keptExpiry,
+      made.keptByUser,
+      made.keptOwner,
     );
   }
   await redis.quit();
@@ -281,7 +283,8 @@ const keeping: [string, (keptCount: number) => Keeping][] = [
           keptCount,
         }),
         keep: async (queryId, bytes) => {
-          expect(await ledger.reserve(queryId, bytes, 1_000_000, 60)).toBe(true);
+          const caps = { total: 1_000_000, user: 1_000_000 };
+          expect(await ledger.reserve(queryId, 'ann', bytes, caps, 60)).toBeUndefined();
           await redis.xadd(own.out(queryId), '*', 'r', 'x'.repeat(bytes));
           await redis.expire(own.out(queryId), 60);
         },

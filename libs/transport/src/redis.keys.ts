@@ -82,7 +82,7 @@ export class RedisKeys {
   }
 
   /**
-   * Bytes all kept results hold together (a counter). It and the two keys below share one hash
+   * Bytes all kept results hold together (a counter). It and the four keys below share one hash
    * tag of their own: the ledger's scripts touch them together, never a query's keys.
    */
   get keptTotal(): string {
@@ -97,6 +97,16 @@ export class RedisKeys {
   /** When each kept result's stream expires (sorted set: query id by epoch ms). */
   get keptExpiry(): string {
     return `${this.prefix}:kept:{kept}:expiry`;
+  }
+
+  /** Bytes each user's kept results hold together (hash: user name → bytes). */
+  get keptByUser(): string {
+    return `${this.prefix}:kept:{kept}:users`;
+  }
+
+  /** Whose each kept result is (hash: query id → user name), while it holds bytes. */
+  get keptOwner(): string {
+    return `${this.prefix}:kept:{kept}:owner`;
   }
 
   /** Heartbeats of worker processes (a hash of worker id → last beat, ms). */

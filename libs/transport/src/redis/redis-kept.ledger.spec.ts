@@ -21,52 +21,71 @@ afterEach(async () => {
   await redis.quit();
 });
 
+/** Caps of `total` for all kept results and, unless given, as much for each user. */
+const caps = (total: number, user = total) => ({ total, user });
+
 describe(RedisKeptLedger.name, () => {
   it('reserves up to the cap and refuses what would pass it, reserving nothing then', async () => {
     const [a, b] = [randomUUID(), randomUUID()];
-    expect(await ledger.reserve(a, 600, 1000, 60)).toBe(true);
-    expect(await ledger.reserve(b, 400, 1000, 60)).toBe(true);
-    expect(await ledger.reserve(b, 1, 1000, 60)).toBe(false);
+    expect(await ledger.reserve(a, 'ann', 600, caps(1000), 60)).toBeUndefined();
+    expect(await ledger.reserve(b, 'bob', 400, caps(1000), 60)).toBeUndefined();
+    expect(await ledger.reserve(b, 'bob', 1, caps(1000), 60)).toBe('kept-full');
     expect(await ledger.held()).toBe(1000);
     expect(await redis.hget(keys.keptHeld, b)).toBe('400');
   });
 
-  it('gives back what one result held, once, however often it is released', async () => {
+  it("refuses what would take a user's results past their cap, whatever the total has left", async () => {
+    const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+    expect(await ledger.reserve(a, 'ann', 300, caps(1000, 500), 60)).toBeUndefined();
+    expect(await ledger.reserve(b, 'ann', 200, caps(1000, 500), 60)).toBeUndefined();
+    expect(await ledger.reserve(b, 'ann', 1, caps(1000, 500), 60)).toBe('kept-user-full');
+    // Another user's share is their own.
+    expect(await ledger.reserve(c, 'bob', 500, caps(1000, 500), 60)).toBeUndefined();
+    expect(await ledger.held()).toBe(1000);
+    expect(await redis.hgetall(keys.keptByUser)).toEqual({ ann: '500', bob: '500' });
+  });
+
+  it('gives back what one result held, once, however often it is released — to its user too', async () => {
     const [a, b] = [randomUUID(), randomUUID()];
-    await ledger.reserve(a, 600, 1000, 60);
-    await ledger.reserve(b, 300, 1000, 60);
+    await ledger.reserve(a, 'ann', 600, caps(1000), 60);
+    await ledger.reserve(b, 'ann', 300, caps(1000), 60);
     await ledger.release(a);
     await ledger.release(a);
     expect(await ledger.held()).toBe(300);
-    expect(await ledger.reserve(a, 700, 1000, 60)).toBe(true);
+    expect(await redis.hget(keys.keptByUser, 'ann')).toBe('300');
+    expect(await ledger.reserve(a, 'ann', 700, caps(1000, 1000), 60)).toBeUndefined();
+    await ledger.release(a);
+    await ledger.release(b);
+    // Nothing kept: neither the user's count nor the results' owners stay.
+    expect(await redis.exists(keys.keptByUser, keys.keptOwner)).toBe(0);
   });
 
   it('takes back the bytes of results whose streams have expired, before it reserves or reads', async () => {
     const [a, b] = [randomUUID(), randomUUID()];
-    await ledger.reserve(a, 900, 1000, 60);
+    await ledger.reserve(a, 'ann', 900, caps(1000), 60);
     // Expired as far as the ledger knows: its expiry is in the past.
     await redis.zadd(keys.keptExpiry, Date.now() - 1, a);
     expect(await ledger.held()).toBe(0);
     expect(await redis.hexists(keys.keptHeld, a)).toBe(0);
-    await ledger.reserve(b, 900, 1000, 60);
+    expect(await redis.hexists(keys.keptByUser, 'ann')).toBe(0);
+    await ledger.reserve(b, 'ann', 900, caps(1000, 900), 60);
     await redis.zadd(keys.keptExpiry, Date.now() - 1, b);
-    expect(await ledger.reserve(a, 1000, 1000, 60)).toBe(true);
+    expect(await ledger.reserve(a, 'ann', 900, caps(1000, 900), 60)).toBeUndefined();
   });
 
   it('moves a result’s expiry with a reservation of 0, and adds none for a result it does not hold', async () => {
     const [a, b] = [randomUUID(), randomUUID()];
-    await ledger.reserve(a, 10, 1000, 5);
+    await ledger.reserve(a, 'ann', 10, caps(1000), 5);
     const first = Number(await redis.zscore(keys.keptExpiry, a));
-    await ledger.reserve(a, 0, 1000, 60);
+    await ledger.reserve(a, 'ann', 0, caps(1000), 60);
     expect(Number(await redis.zscore(keys.keptExpiry, a))).toBeGreaterThan(first + 50_000);
-    await ledger.reserve(b, 0, 1000, 60);
+    await ledger.reserve(b, 'ann', 0, caps(1000), 60);
     expect(await redis.zscore(keys.keptExpiry, b)).toBeNull();
   });
 
   it('keeps its keys in one hash slot of their own', () => {
     const tag = (key: string) => /\{([^}]*)\}/.exec(key)?.[1];
-    expect(new Set([keys.keptTotal, keys.keptHeld, keys.keptExpiry].map(tag))).toEqual(
-      new Set(['kept']),
-    );
+    const all = [keys.keptTotal, keys.keptHeld, keys.keptExpiry, keys.keptByUser, keys.keptOwner];
+    expect(new Set(all.map(tag))).toEqual(new Set(['kept']));
   });
 });

@@ -1,35 +1,47 @@
 import type { RedisClient } from './redis.connector';
-import { KeptBudget } from '../capped-result.writer';
+import { KeptBudget, KeptCaps, KeptRefusal } from '../capped-result.writer';
 import { RedisKeys } from '../redis.keys';
 
 /**
- * Takes back what the kept results past their expiry held (KEYS = total, held, expiry; ARGV[1] =
- * now): a stream that expired is gone from Redis, so are its bytes. A hundred at a time, so that
- * no call runs long; the next call takes the rest.
+ * Takes back what the kept results past their expiry held (KEYS = total, held, expiry, by user,
+ * owner; ARGV[1] = now): a stream that expired is gone from Redis, so are its bytes — from the
+ * total and from its owner's. A hundred at a time, so that no call runs long; the next call takes
+ * the rest.
  */
 const RECLAIM = `
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[1], 'LIMIT', 0, 100)
-for _, id in ipairs(gone) do
+local function giveBack(id)
   local held = redis.call('HGET', KEYS[2], id)
   if held then
     redis.call('DECRBY', KEYS[1], held)
     redis.call('HDEL', KEYS[2], id)
+    local owner = redis.call('HGET', KEYS[5], id)
+    if owner and redis.call('HINCRBY', KEYS[4], owner, -tonumber(held)) <= 0 then
+      redis.call('HDEL', KEYS[4], owner)
+    end
   end
+  redis.call('HDEL', KEYS[5], id)
   redis.call('ZREM', KEYS[3], id)
-end`;
+  return tonumber(held or '0')
+end
+local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[1], 'LIMIT', 0, 100)
+for _, id in ipairs(gone) do giveBack(id) end`;
 
 /**
- * Reserves bytes for one kept result (ARGV = now, query id, bytes, cap, expiry ms): -1 (and
- * nothing reserved) when the total would pass the cap; else the total after. A reservation of 0
- * only moves the result's expiry.
+ * Reserves bytes for one kept result (ARGV = now, query id, bytes, cap of all, expiry ms, owner,
+ * cap of the owner's): -1 (and nothing reserved) when the total would pass its cap, -2 when the
+ * owner's would; else the total after. A reservation of 0 only moves the result's expiry.
  */
 const RESERVE = `${RECLAIM}
 local total = tonumber(redis.call('GET', KEYS[1]) or '0')
 local bytes = tonumber(ARGV[3])
 if bytes > 0 then
+  local owned = tonumber(redis.call('HGET', KEYS[4], ARGV[6]) or '0')
+  if owned + bytes > tonumber(ARGV[7]) then return -2 end
   if total + bytes > tonumber(ARGV[4]) then return -1 end
   redis.call('INCRBY', KEYS[1], bytes)
   redis.call('HINCRBY', KEYS[2], ARGV[2], bytes)
+  redis.call('HINCRBY', KEYS[4], ARGV[6], bytes)
+  redis.call('HSET', KEYS[5], ARGV[2], ARGV[6])
   total = total + bytes
 end
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
@@ -37,15 +49,9 @@ if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
 end
 return total`;
 
-/** Gives back all one kept result holds (ARGV[1] = query id); idempotent. */
-const RELEASE = `
-local held = redis.call('HGET', KEYS[2], ARGV[1])
-if held then
-  redis.call('DECRBY', KEYS[1], held)
-  redis.call('HDEL', KEYS[2], ARGV[1])
-end
-redis.call('ZREM', KEYS[3], ARGV[1])
-return tonumber(held or '0')`;
+/** Gives back all one kept result holds (ARGV = now, query id); idempotent. */
+const RELEASE = `${RECLAIM}
+return giveBack(ARGV[2])`;
 
 /** The total after taking back what expired (ARGV[1] = now). */
 const HELD = `${RECLAIM}
@@ -57,28 +63,30 @@ return tonumber(redis.call('GET', KEYS[1]) or '0')`;
  */
 const EXPIRY_MARGIN_MS = 2000;
 
-type LedgerScript = (
-  total: string,
-  held: string,
-  expiry: string,
-  ...args: string[]
-) => Promise<unknown>;
+type LedgerScript = (...keysThenArgs: string[]) => Promise<unknown>;
 
 /**
- * The bytes all kept results hold in Redis together (SLUICE_RESULT_TOTAL_MAX_BYTES). Its keys share
- * one hash tag of their own (RedisKeys.keptTotal, keptHeld, keptExpiry), so its scripts run in one
+ * The bytes all kept results hold in Redis together (SLUICE_RESULT_TOTAL_MAX_BYTES), and each
+ * user's (SLUICE_RESULT_USER_MAX_BYTES). Its keys share one hash tag of their own
+ * (RedisKeys.keptTotal, keptHeld, keptExpiry, keptByUser, keptOwner), so its scripts run in one
  * Redis Cluster slot and never touch a query's own keys: a writer reserves here before it appends
  * to its stream (another slot), and a result past its TTL is taken back lazily, by the next
  * reservation or reading.
  */
 export class RedisKeptLedger {
   private readonly scripts: Record<'reserve' | 'release' | 'held', LedgerScript>;
-  private readonly ledgerKeys: [string, string, string];
+  private readonly ledgerKeys: string[];
 
   constructor(redis: RedisClient, keys: RedisKeys) {
-    this.ledgerKeys = [keys.keptTotal, keys.keptHeld, keys.keptExpiry];
+    this.ledgerKeys = [
+      keys.keptTotal,
+      keys.keptHeld,
+      keys.keptExpiry,
+      keys.keptByUser,
+      keys.keptOwner,
+    ];
     const define = (name: string, lua: string): LedgerScript => {
-      redis.defineCommand(name, { numberOfKeys: 3, lua });
+      redis.defineCommand(name, { numberOfKeys: 5, lua });
       return (redis as unknown as Record<string, LedgerScript>)[name].bind(redis);
     };
     this.scripts = {
@@ -89,25 +97,35 @@ export class RedisKeptLedger {
   }
 
   /**
-   * Reserves `bytes` for a query's kept result, whose stream expires `ttlSeconds` from now; false
-   * (nothing reserved) when all kept results would then hold more than `cap`.
+   * Reserves `bytes` for `owner`'s kept result of query `queryId`, whose stream expires
+   * `ttlSeconds` from now; nothing reserved, and why, when all kept results or the owner's would
+   * then hold more than their cap.
    */
-  async reserve(queryId: string, bytes: number, cap: number, ttlSeconds: number): Promise<boolean> {
+  async reserve(
+    queryId: string,
+    owner: string,
+    bytes: number,
+    caps: KeptCaps,
+    ttlSeconds: number,
+  ): Promise<KeptRefusal | undefined> {
     const now = Date.now();
     const total = (await this.scripts.reserve(
       ...this.ledgerKeys,
       String(now),
       queryId,
       String(bytes),
-      String(cap),
+      String(caps.total),
       String(now + ttlSeconds * 1000 + EXPIRY_MARGIN_MS),
+      owner,
+      String(caps.user),
     )) as number;
-    return total >= 0;
+    if (total === -2) return 'kept-user-full';
+    return total < 0 ? 'kept-full' : undefined;
   }
 
   /** Gives back what a query's kept result holds (it was dropped or failed). */
   async release(queryId: string): Promise<void> {
-    await this.scripts.release(...this.ledgerKeys, queryId);
+    await this.scripts.release(...this.ledgerKeys, String(Date.now()), queryId);
   }
 
   /** Bytes all kept results hold now. */
@@ -115,10 +133,10 @@ export class RedisKeptLedger {
     return (await this.scripts.held(...this.ledgerKeys, String(Date.now()))) as number;
   }
 
-  /** The budget of one query's kept result, for its CappedResultWriter. */
-  budget(queryId: string, cap: number, ttlSeconds: number): KeptBudget {
+  /** The budget of one of `owner`'s kept results, for its CappedResultWriter. */
+  budget(queryId: string, owner: string, caps: KeptCaps, ttlSeconds: number): KeptBudget {
     return {
-      take: (bytes) => this.reserve(queryId, bytes, cap, ttlSeconds),
+      take: (bytes) => this.reserve(queryId, owner, bytes, caps, ttlSeconds),
       release: () => this.release(queryId),
     };
   }
