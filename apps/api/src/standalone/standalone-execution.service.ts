@@ -69,9 +69,11 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
       (produced) =>
         // Shown, not relied on: in memory, it cannot fail.
         void this.registry.progress(job.queryId, produced),
+      job.username,
     );
+    const ownerKept = this.channel.ownerKept(job.username);
     try {
-      await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login }));
+      await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login, ownerKept }));
     } catch (err) {
       this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
       await this.lifecycle.crashed(job);

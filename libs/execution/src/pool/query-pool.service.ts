@@ -123,13 +123,13 @@ export class QueryPoolService implements OnApplicationShutdown {
    */
   run(
     job: ExecuteJobData,
-    options: { port?: MessagePort; login?: PgLogin } = {},
+    options: { port?: MessagePort; login?: PgLogin; ownerKept?: SharedArrayBuffer } = {},
   ): Promise<ExecutionOutcome> {
     const pool = this.pools.get(job.lane);
     if (!pool) return Promise.reject(new Error(`this process serves no ${job.lane} lane`));
-    const { port, login } = options;
+    const { port, login, ownerKept } = options;
     if (!port) return pool.run({ job, login });
-    return pool.run({ job, port, login }, { transferList: [port] as never });
+    return pool.run({ job, port, login, ownerKept }, { transferList: [port] as never });
   }
 
   /** Start-up check: a thread of each pool answers and reaches PostgreSQL. */

@@ -74,6 +74,8 @@ export interface ExecuteTask {
   port?: MessagePort;
   /** A database user's own login; absent: the login role provisioned for the job's role. */
   login?: PgLogin;
+  /** With a port: the bytes the job's user's kept results hold (SharedKeptTotal's memory). */
+  ownerKept?: SharedArrayBuffer;
 }
 
 /** No reader holds a kept result back: its writer is bounded by bytes instead (CappedResultWriter). */
@@ -102,14 +104,16 @@ function writerFor(task: ExecuteTask): ResultWriter {
       );
   if (!retain) return writer;
   const cap = retain.totalMaxBytes;
+  const caps = cap === undefined ? undefined : { total: cap, user: retain.userMaxBytes ?? cap };
   const budget =
-    cap === undefined
+    caps === undefined
       ? undefined
       : task.port
-        ? keptTotal.budget(cap)
+        ? keptTotal.budget(caps, new SharedKeptTotal(task.ownerKept ?? SharedKeptTotal.buffer()))
         : (ledger ??= new RedisKeptLedger(connection(), keys)).budget(
             queryId,
-            cap,
+            task.job.username,
+            caps,
             retain.ttlSeconds,
           );
   return new CappedResultWriter(writer, retain.maxBytes, budget);

@@ -70,7 +70,7 @@ export function beginStatements(job: ExecuteJobData): string[] {
 
 function stopStatus(reason: StopReason): Status {
   const message = new ProducerStoppedError(reason).message;
-  if (reason === 'too-large' || reason === 'kept-full')
+  if (reason === 'too-large' || reason === 'kept-full' || reason === 'kept-user-full')
     return statusOf('RESULT_TOO_LARGE', message);
   return statusOf(
     reason === 'timeout' ? 'TIME_LIMIT' : 'CANCELLED',

@@ -200,4 +200,48 @@ describe('InProcessResultChannel kept results and their total', () => {
       await capped.close();
     }
   });
+
+  it("counts each owner's kept results apart, and gives their bytes back to the owner too", async () => {
+    const total = new SharedKeptTotal(SharedKeptTotal.buffer());
+    const capped = new InProcessResultChannel(5000, 60, total);
+    const caps = { total: 1000, user: 500 };
+    // As a thread does: the owner's total comes with the task, as shared memory.
+    const budgetOf = (owner: string) =>
+      total.budget(caps, new SharedKeptTotal(capped.ownerKept(owner)));
+    const ownerBytes = (owner: string) => new SharedKeptTotal(capped.ownerKept(owner)).bytes;
+    const [a, b] = [new MessageChannel(), new MessageChannel()];
+    try {
+      const ann = budgetOf('ann');
+      capped.openKept('a1', quiet);
+      capped.attach('a1', a.port1, undefined, 'ann');
+      expect(await ann.take(400)).toBeUndefined();
+      post(a.port2, data(400));
+      expect(await ann.take(200)).toBe('kept-user-full');
+      // Another owner's share is theirs; the total still bounds both.
+      const bob = budgetOf('bob');
+      capped.openKept('b1', quiet);
+      capped.attach('b1', b.port1, undefined, 'bob');
+      expect(await bob.take(500)).toBeUndefined();
+      post(b.port2, data(500));
+      expect(await budgetOf('cid').take(200)).toBe('kept-full');
+      expect(ownerBytes('cid')).toBe(0);
+      await sleep(20);
+      expect([ownerBytes('ann'), ownerBytes('bob'), await capped.keptBytes()]).toEqual([
+        400, 500, 900,
+      ]);
+      // A failure, a drop, and what comes after a drop: all given back to their owner.
+      post(a.port2, {
+        kind: 'error',
+        status: { reason: 'x', sql_state: '54000', vendor_code: -112 },
+      });
+      await capped.dropKept('b1');
+      expect(await bob.take(100)).toBeUndefined();
+      post(b.port2, data(100));
+      await sleep(20);
+      expect([ownerBytes('ann'), ownerBytes('bob'), await capped.keptBytes()]).toEqual([0, 0, 0]);
+    } finally {
+      for (const port of [a.port2, b.port2]) port.close();
+      await capped.close();
+    }
+  });
 });

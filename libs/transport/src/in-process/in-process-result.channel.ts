@@ -19,6 +19,8 @@ interface Channel {
   taken: number;
   cancelled: boolean;
   closed: boolean;
+  /** Bytes its owner's kept results hold: known once its producer attached. */
+  owner?: SharedKeptTotal;
 }
 
 /** Hands `register` a wake; true when it is called within `ms`, false when the time is up first. */
@@ -177,8 +179,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   private readonly channels = new Map<string, Channel>();
   /** Queries whose reader closed before their producer attached, with when (epoch ms). */
   private readonly gone = new Map<string, number>();
-  /** Kept results dropped while their producer still writes. */
-  private readonly draining = new Set<string>();
+  /** Kept results dropped while their producer still writes, with their owner's total. */
+  private readonly draining = new Map<string, SharedKeptTotal | undefined>();
+  /** Bytes each user's kept results hold, shared with the threads that write them. */
+  private readonly owners = new Map<string, SharedKeptTotal>();
 
   constructor(
     private readonly silenceMs: number,
@@ -195,6 +199,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
       const held = all.reduce((sum, r) => sum + (r.kind === 'error' ? 0 : r.bytes.length), 0);
       // Records that came before it was known to be kept: counted now.
       this.keptTotal.take(held, Number.MAX_SAFE_INTEGER);
+      channel.owner?.take(held, Number.MAX_SAFE_INTEGER);
       channel.kept = {
         all,
         skipped: 0,
@@ -216,10 +221,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     const channel = this.channels.get(queryId);
     if (channel?.kept) {
       clearTimeout(channel.kept.expiry);
-      this.keptTotal.give(channel.kept.held);
+      this.give(channel, channel.kept.held);
       channel.kept.held = 0;
       // Dropped while it runs: what its writer still sends was taken from the total, and goes back.
-      if (channel.port && !channel.kept.ended) this.draining.add(queryId);
+      if (channel.port && !channel.kept.ended) this.draining.set(queryId, channel.owner);
       this.channels.delete(queryId);
       channel.closed = true;
       for (const wake of channel.kept.waiters) wake();
@@ -232,13 +237,27 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   }
 
   /**
-   * Connects the producer's port of a query; `onProgress` hears what the producer says it has
-   * made so far (ProgressMessage), for the registry.
+   * The bytes `owner`'s kept results hold (SharedKeptTotal.buffer()'s memory), for the thread that
+   * writes one of them to take from; given back here as they go.
+   */
+  ownerKept(owner: string): SharedArrayBuffer {
+    let total = this.owners.get(owner);
+    if (!total) {
+      total = new SharedKeptTotal(SharedKeptTotal.buffer());
+      this.owners.set(owner, total);
+    }
+    return total.memory;
+  }
+
+  /**
+   * Connects the producer's port of a query of `owner`'s; `onProgress` hears what the producer
+   * says it has made so far (ProgressMessage), for the registry.
    */
   attach(
     queryId: string,
     port: MessagePort,
     onProgress?: (produced: { rows: number; bytes: number }) => void,
+    owner?: string,
   ): void {
     const gone = this.gone.get(queryId);
     if (gone) {
@@ -249,6 +268,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     }
     const channel = this.channel(queryId);
     channel.port = port;
+    if (owner !== undefined) {
+      this.ownerKept(owner);
+      channel.owner = this.owners.get(owner);
+    }
     port.on('message', (message: RecordMessage | ProgressMessage) => {
       if (message.type === 'progress') onProgress?.({ rows: message.rows, bytes: message.bytes });
       else this.push(queryId, reviveRecord(message.record));
@@ -332,8 +355,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   private push(queryId: string, record: ResultRecord): void {
     const channel = this.channels.get(queryId);
     if (!channel && this.draining.has(queryId)) {
-      if (!failedRecord(record) && record.kind !== 'error')
+      if (!failedRecord(record) && record.kind !== 'error') {
         this.keptTotal.give(record.bytes.length);
+        this.draining.get(queryId)?.give(record.bytes.length);
+      }
       if (isTerminal(record)) this.draining.delete(queryId);
       return;
     }
@@ -351,7 +376,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     } catch {
       // the producer closed its end already
     }
-    this.keep(kept, record);
+    this.keep(channel, kept, record);
     for (const wake of kept.waiters) wake();
     clearTimeout(kept.expiry);
     kept.expiry = setTimeout(() => void this.dropKept(queryId), this.keptTtlSeconds * 1000);
@@ -363,10 +388,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
    * (SharedKeptTotal). A kept result that fails keeps only its error (CappedResultWriter's rule,
    * here where the records are held): what it held goes, and its bytes go back.
    */
-  private keep(kept: Kept, record: ResultRecord): void {
+  private keep(channel: Channel, kept: Kept, record: ResultRecord): void {
     if (isTerminal(record)) kept.ended = true;
     if (failedRecord(record)) {
-      this.dropRecords(kept);
+      this.dropRecords(channel, kept);
       if (record.kind === 'end') record = { kind: 'error', status: record.status };
     } else if (record.kind !== 'error') {
       kept.held += record.bytes.length;
@@ -375,10 +400,16 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   }
 
   /** Drops a kept result's records and gives their bytes back; readers skip to what comes next. */
-  private dropRecords(kept: Kept): void {
-    this.keptTotal.give(kept.held);
+  private dropRecords(channel: Channel, kept: Kept): void {
+    this.give(channel, kept.held);
     kept.held = 0;
     kept.skipped += kept.all.length;
     kept.all = [];
+  }
+
+  /** Gives a kept result's bytes back to the total and to its owner's. */
+  private give(channel: Channel, bytes: number): void {
+    this.keptTotal.give(bytes);
+    channel.owner?.give(bytes);
   }
 }

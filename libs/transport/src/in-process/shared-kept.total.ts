@@ -1,4 +1,4 @@
-import { KeptBudget } from '../capped-result.writer';
+import { KeptBudget, KeptCaps } from '../capped-result.writer';
 
 /**
  * The bytes all kept results of one process hold (standalone mode), in memory shared by the
@@ -39,10 +39,19 @@ export class SharedKeptTotal {
     if (bytes > 0) Atomics.sub(this.total, 0, BigInt(bytes));
   }
 
-  /** A writer's budget: takes here; gives nothing back itself (the channel does, as it drops). */
-  budget(cap: number): KeptBudget {
+  /**
+   * A writer's budget, when this is the total of all kept results: takes from `owner`'s total (the
+   * bytes one user's kept results hold) and from this one; gives nothing back itself (the channel
+   * does, as it drops).
+   */
+  budget(caps: KeptCaps, owner: SharedKeptTotal): KeptBudget {
     return {
-      take: (bytes) => Promise.resolve(this.take(bytes, cap)),
+      take: (bytes) => {
+        if (!owner.take(bytes, caps.user)) return Promise.resolve('kept-user-full');
+        if (this.take(bytes, caps.total)) return Promise.resolve(undefined);
+        owner.give(bytes);
+        return Promise.resolve('kept-full');
+      },
       release: () => Promise.resolve(),
     };
   }
