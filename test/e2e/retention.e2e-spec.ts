@@ -146,3 +146,46 @@ describe('SLUICE_IDEMPOTENCY_KEYS_PER_USER', () => {
     await dropUser(user.username);
   });
 });
+
+describe('SLUICE_RESULT_USER_MAX_BYTES', () => {
+  it("fails a user's kept result past their share with 413, and never another user's; a drop frees the share", async () => {
+    const { baseUrl, known } = await deployed({ SLUICE_RESULT_USER_MAX_BYTES: String(128 * 1024) });
+    const hog = await createUser('kept_hog');
+    const other = await createUser('kept_share');
+    // ≈100 kB each: one fits in 128 kB, two do not.
+    const statement = "select g, repeat('x', 1000) as pad from generate_series(1, 100) g";
+    const keep = (as: string) =>
+      execute(
+        { statement },
+        // Uncompressed: the share counts the bytes kept, which gzip would make ≈1 kB.
+        {
+          token: as,
+          baseUrl,
+          headers: { 'idempotency-key': randomUUID(), 'accept-encoding': 'identity' },
+        },
+      );
+    const first = await keep(hog.token);
+    expect(first.status).toBe(200);
+    const refused = await keep(hog.token);
+    expect(refused.status).toBe(413);
+    expect(refused.json).toMatchObject({ status: { sql_state: '54000', vendor_code: -112 } });
+    expect((refused.json as { status: { reason: string } }).status.reason).toContain(
+      'SLUICE_RESULT_USER_MAX_BYTES',
+    );
+    const others = await keep(other.token);
+    expect(others.status).toBe(200);
+    expect((others.json as { data: unknown[] }).data).toHaveLength(100);
+    const firstId = (first.json as { query_id: string }).query_id;
+    const dropped = await request(undefined, {
+      method: 'DELETE',
+      path: `/v1/queries/${firstId}`,
+      token: hog.token,
+      baseUrl,
+    });
+    expect(dropped.status).toBe(200);
+    expect((await known(firstId, '/result', hog.token)).status).not.toBe(200);
+    expect((await keep(hog.token)).status).toBe(200);
+    await dropUser(hog.username);
+    await dropUser(other.username);
+  });
+});

@@ -93,6 +93,7 @@ const FEEDS: Record<
   SLUICE_RESULT_TTL_SECONDS: { setting: 'resultTtlSeconds', value: '60' },
   SLUICE_RESULT_MAX_BYTES: { setting: 'resultMaxBytes', value: '1048576' },
   SLUICE_RESULT_TOTAL_MAX_BYTES: { setting: 'resultTotalMaxBytes', value: '4194304' },
+  SLUICE_RESULT_USER_MAX_BYTES: { setting: 'resultUserMaxBytes', value: '2097152' },
   SLUICE_JOB_RETENTION_SECONDS: { setting: 'jobRetentionSeconds', value: '60' },
   SLUICE_JOB_RETENTION_COUNT: { setting: 'jobRetentionCount', value: '10' },
   SLUICE_QUERY_RETENTION_COUNT: { setting: 'queryRetentionCount', value: '100' },

@@ -74,6 +74,11 @@ export interface SluiceConfig {
    * standalone mode); a result that would pass it fails the way a too large one does.
    */
   resultTotalMaxBytes: number;
+  /**
+   * Most body bytes one user's kept results may hold together, so that no user takes all of
+   * resultTotalMaxBytes from the others; a result that would pass it fails the same way.
+   */
+  resultUserMaxBytes: number;
   clientIdleTimeoutMs: number;
   /**
    * A result stream silent this long makes the api check that its job's worker still holds it,
@@ -388,6 +393,13 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
       env,
       'SLUICE_RESULT_TOTAL_MAX_BYTES',
       1024 * 1024 * 1024,
+      64 * 1024,
+      1024 * 1024 * 1024 * 1024,
+    ),
+    resultUserMaxBytes: int(
+      env,
+      'SLUICE_RESULT_USER_MAX_BYTES',
+      256 * 1024 * 1024,
       64 * 1024,
       1024 * 1024 * 1024 * 1024,
     ),

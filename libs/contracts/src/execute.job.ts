@@ -51,10 +51,11 @@ export interface ExecuteJobData {
   /**
    * The result is kept in its channel to be fetched later (an asynchronous or resumable query):
    * produced whether or not anyone reads it, up to `maxBytes` of body, and kept `ttlSeconds`
-   * after its last write, within `totalMaxBytes` for all kept results together (absent in jobs
-   * queued before that cap). Absent: read as it is produced, and gone once read.
+   * after its last write, within `totalMaxBytes` for all kept results together and `userMaxBytes`
+   * for its user's (each absent in jobs queued before that cap). Absent: read as it is produced,
+   * and gone once read.
    */
-  retain?: { ttlSeconds: number; maxBytes: number; totalMaxBytes?: number };
+  retain?: { ttlSeconds: number; maxBytes: number; totalMaxBytes?: number; userMaxBytes?: number };
   /** Dispatch priority (1 first): the user's queries already queued or running, plus one. */
   priority?: number;
   enqueuedAt: number;

@@ -21,6 +21,7 @@ export type JobLimits = Pick<
   | 'resultTtlSeconds'
   | 'resultMaxBytes'
   | 'resultTotalMaxBytes'
+  | 'resultUserMaxBytes'
 >;
 
 /** The job a worker runs for one request. */
@@ -53,6 +54,7 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
             ttlSeconds: config.resultTtlSeconds,
             maxBytes: config.resultMaxBytes,
             totalMaxBytes: config.resultTotalMaxBytes,
+            userMaxBytes: config.resultUserMaxBytes,
           }
         : undefined,
   };
