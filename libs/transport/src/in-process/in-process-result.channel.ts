@@ -241,12 +241,16 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
    * writes one of them to take from; given back here as they go.
    */
   ownerKept(owner: string): SharedArrayBuffer {
+    return this.ownerTotal(owner).memory;
+  }
+
+  private ownerTotal(owner: string): SharedKeptTotal {
     let total = this.owners.get(owner);
     if (!total) {
       total = new SharedKeptTotal(SharedKeptTotal.buffer());
       this.owners.set(owner, total);
     }
-    return total.memory;
+    return total;
   }
 
   /**
@@ -268,10 +272,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     }
     const channel = this.channel(queryId);
     channel.port = port;
-    if (owner !== undefined) {
-      this.ownerKept(owner);
-      channel.owner = this.owners.get(owner);
-    }
+    if (owner !== undefined) channel.owner = this.ownerTotal(owner);
     port.on('message', (message: RecordMessage | ProgressMessage) => {
       if (message.type === 'progress') onProgress?.({ rows: message.rows, bytes: message.bytes });
       else this.push(queryId, reviveRecord(message.record));
