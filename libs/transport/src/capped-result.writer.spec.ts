@@ -16,6 +16,14 @@ function recording(): ResultWriter & { written: ResultRecord[] } {
 
 const data = (n: number): ResultRecord => ({ kind: 'data', rows: 1, bytes: Buffer.alloc(n) });
 
+const okEnd: ResultRecord = { kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) };
+
+/** The kept result failed as too large, its reason naming the cap it passed. */
+function expectTooLarge(record: ResultRecord, cap: string): void {
+  expect(record).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
+  expect((record as { status: { reason: string } }).status.reason).toContain(cap);
+}
+
 describe(CappedResultWriter.name, () => {
   it('passes records through up to the cap, then stops the producer with too-large', async () => {
     const inner = recording();
@@ -101,14 +109,8 @@ describe(CappedResultWriter.name, () => {
     const writer = new CappedResultWriter(inner, 1000, budget);
     await writer.writeFinal([{ kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) }]);
     expect(inner.written[0]).toMatchObject({ kind: 'end' });
-    await writer.writeFinal([
-      data(20),
-      { kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) },
-    ]);
-    expect(inner.written[1]).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
-    expect((inner.written[1] as { status: { reason: string } }).status.reason).toContain(
-      'SLUICE_RESULT_TOTAL_MAX_BYTES',
-    );
+    await writer.writeFinal([data(20), okEnd]);
+    expectTooLarge(inner.written[1], 'SLUICE_RESULT_TOTAL_MAX_BYTES');
     expect(taken).toEqual([0, 20]);
   });
 
@@ -122,13 +124,7 @@ describe(CappedResultWriter.name, () => {
     await expect(writer.write(data(60))).rejects.toEqual(
       new ProducerStoppedError('kept-user-full'),
     );
-    await writer.writeFinal([
-      data(60),
-      { kind: 'end', status: okStatus(), bytes: Buffer.alloc(0) },
-    ]);
-    expect(inner.written[0]).toMatchObject({ kind: 'error', status: { vendor_code: -112 } });
-    expect((inner.written[0] as { status: { reason: string } }).status.reason).toContain(
-      'SLUICE_RESULT_USER_MAX_BYTES',
-    );
+    await writer.writeFinal([data(60), okEnd]);
+    expectTooLarge(inner.written[0], 'SLUICE_RESULT_USER_MAX_BYTES');
   });
 });
