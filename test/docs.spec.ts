@@ -473,6 +473,7 @@ describe('docs/architecture.md', () => {
       } else if (typeof proto[name] === 'function') {
         const args: Record<string, string[]> = {
           userActive: ['<username>'],
+          userQueries: ['<username>'],
           userKept: ['<username>'],
           idempotency: ['<username>', '<sha256 of the key>'],
           idempotencyKeys: ['<username>'],

@@ -5,6 +5,7 @@ import {
   createUser,
   dropUser,
   e2eEnv,
+  eventually,
   execute,
   login,
   request,
@@ -74,6 +75,35 @@ describe('SLUICE_QUERY_RETENTION_COUNT', () => {
     expect((await known(kept)).status).toBe(200);
     expect((await known(kept, '/result')).status).toBe(200);
     expect((await known(newest)).status).toBe(200);
+  });
+
+  it("counts each user's apart: another user's flood pushes none of mine out", async () => {
+    const { run, known, baseUrl } = await deployed({ SLUICE_QUERY_RETENTION_COUNT: '3' });
+    const me = await createUser('records_mine');
+    const flood = await createUser('records_flood');
+    try {
+      const mine = await run({}, me.token);
+      const theirs: string[] = [];
+      for (let i = 0; i < 12; i++) theirs.push(await run({}, flood.token));
+      // Their oldest go as they come (Redis: past the count and a tenth of it, just after).
+      const gone = await eventually(async () => {
+        const res = await known(theirs[0], '', flood.token);
+        return res.status === 404 ? res : undefined;
+      });
+      expect(gone.json).toMatchObject({ status: { vendor_code: -104 } });
+      expect((await known(theirs[11], '', flood.token)).status).toBe(200);
+      expect((await known(mine, '', me.token)).status).toBe(200);
+      const list = await request(undefined, {
+        method: 'GET',
+        path: '/v1/queries',
+        token: me.token,
+        baseUrl,
+      });
+      expect((list.json as { query_id: string }[]).map((q) => q.query_id)).toEqual([mine]);
+    } finally {
+      await dropUser(me.username);
+      await dropUser(flood.username);
+    }
   });
 });
 

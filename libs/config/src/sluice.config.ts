@@ -91,8 +91,8 @@ export interface SluiceConfig {
   /** Finished jobs each lane's queue keeps at most, completed and failed each (0: none). */
   jobRetentionCount: number;
   /**
-   * Finished queries' records the registry keeps at most (beyond the newest this many queries,
-   * only open ones and kept results' stay), each no longer than jobRetentionSeconds.
+   * Finished queries' records the registry keeps at most, per user (beyond a user's newest this
+   * many queries, only open ones and kept results' stay), each no longer than jobRetentionSeconds.
    */
   queryRetentionCount: number;
   /**
@@ -408,7 +408,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),
     jobRetentionCount: int(env, 'SLUICE_JOB_RETENTION_COUNT', 1000, 0, 1_000_000),
-    queryRetentionCount: int(env, 'SLUICE_QUERY_RETENTION_COUNT', 10_000, 0, 10_000_000),
+    queryRetentionCount: int(env, 'SLUICE_QUERY_RETENTION_COUNT', 1000, 0, 10_000_000),
     resultRetentionCount: int(env, 'SLUICE_RESULT_RETENTION_COUNT', 10_000, 1, 10_000_000),
     idempotencyKeysPerUser: int(env, 'SLUICE_IDEMPOTENCY_KEYS_PER_USER', 100_000, 1, 10_000_000),
     jwtRefreshWindowSeconds: int(env, 'SLUICE_JWT_REFRESH_WINDOW_SECONDS', 86400, 60, 365 * 86400),

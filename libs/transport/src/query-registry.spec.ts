@@ -35,7 +35,8 @@ afterAll(async () => {
       made.keptOwners,
       made.userKept('ann'),
       made.userKept('bob'),
-      made.queriesTrim,
+      made.userQueries('ann'),
+      made.userQueries('bob'),
       made.queriesTrimLock,
       made.keptTotal,
       made.keptHeld,
@@ -175,10 +176,11 @@ describe.each(retaining)('%s registry retention by count', (_name, make) => {
     registry: QueryRegistry,
     states: (QueryState | 'kept')[],
     base = Date.now() - 60_000,
+    owner = 'ann',
   ): Promise<string[]> {
     const ids: string[] = [];
     for (const [i, to] of states.entries()) {
-      const record = { ...queuedRecord(randomUUID()), createdAt: base + i };
+      const record = { ...queuedRecord(randomUUID(), owner), createdAt: base + i };
       if (to === 'kept') record.kept = true;
       await registry.create(record);
       if (to !== 'queued') {
@@ -225,6 +227,39 @@ describe.each(retaining)('%s registry retention by count', (_name, make) => {
     const next = await queries(registry, ['succeeded', 'succeeded'], Date.now() - 30_000);
     await registry.trim();
     expect(await listed(registry)).toEqual(next.reverse());
+    await registry.close();
+  });
+
+  it("counts each user's queries apart: nobody's flood pushes out another's", async () => {
+    const registry = make(3);
+    const base = Date.now() - 60_000;
+    const bobs = await queries(registry, ['succeeded', 'failed'], base, 'bob');
+    const anns = await queries(registry, Array(40).fill('succeeded'), base + 10, 'ann');
+    await registry.trim();
+    for (const id of bobs) expect(await registry.get(id)).toMatchObject({ owner: 'bob' });
+    for (const id of anns.slice(0, 37)) expect(await registry.get(id)).toBeUndefined();
+    expect((await registry.list(100, 'bob')).map((r) => r.queryId)).toEqual([...bobs].reverse());
+    expect((await registry.list(100, 'ann')).map((r) => r.queryId)).toEqual(
+      anns.slice(37).reverse(),
+    );
+    await registry.close();
+  });
+
+  it("lists one user's newest `limit`, kept results among them, however many others came since", async () => {
+    const registry = make(1000);
+    const base = Date.now() - 60_000;
+    const [open, kept, ended] = await queries(
+      registry,
+      ['running', 'kept', 'succeeded'],
+      base,
+      'bob',
+    );
+    await queries(registry, Array(30).fill('succeeded'), base + 10, 'ann');
+    const listed = (limit: number) =>
+      registry.list(limit, 'bob').then((records) => records.map((r) => r.queryId));
+    expect(await listed(10)).toEqual([ended, kept, open]);
+    expect(await listed(2)).toEqual([ended, kept]);
+    expect((await registry.list(3)).every((r) => r.owner === 'ann')).toBe(true);
     await registry.close();
   });
 
@@ -396,23 +431,30 @@ describe.each<[string, () => QueryRegistry]>([
 });
 
 describe('Redis registry trim', () => {
-  it('steps past a full batch of one ms whose queries all stay, instead of reading it again', async () => {
+  it("steps past a user's open queries at the bottom of their index, batch after batch", async () => {
     const own = ownKeys();
-    // Another process holds the trim: the creates below start none of their own.
-    await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
-    const registry = new RedisQueryRegistry(redis, own, { seconds: RETENTION_SECONDS, count: 1 });
-    const at = Date.now() - 60_000;
-    // 250 kept results queued in the same ms (more than a batch), then one more query.
-    await Promise.all(
-      Array.from({ length: 250 }, () =>
-        registry.create({ ...queuedRecord(randomUUID()), createdAt: at, kept: true }),
-      ),
+    const registry = new RedisQueryRegistry(redis, own, { seconds: RETENTION_SECONDS, count: 5 });
+    const base = Date.now() - 60_000;
+    const make = async (i: number, to: QueryState) => {
+      const record = { ...queuedRecord(randomUUID()), createdAt: base + i };
+      await registry.create(record);
+      await registry.transition(record.queryId, to);
+      return record.queryId;
+    };
+    // 250 open (more than a batch), the oldest; then 450 that ended; then the newest 5.
+    const open = await Promise.all(Array.from({ length: 250 }, (_, i) => make(i, 'running')));
+    const ended = await Promise.all(
+      Array.from({ length: 450 }, (_, i) => make(250 + i, 'succeeded')),
     );
-    await registry.create({ ...queuedRecord(randomUUID()), createdAt: at + 1 });
-    const reads = jest.spyOn(redis, 'zrangebyscore');
+    const newest = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => make(1000 + i, 'succeeded')),
+    );
     await registry.trim();
-    expect(reads.mock.calls.length).toBeLessThanOrEqual(3);
-    reads.mockRestore();
+    expect(await redis.zcard(own.userQueries('ann'))).toBe(255);
+    for (const id of [...ended.slice(0, 3), ...ended.slice(-3)]) {
+      expect(await registry.get(id)).toBeUndefined();
+    }
+    for (const id of [open[0], open[249], ...newest]) expect(await registry.get(id)).toBeDefined();
     await registry.close();
   });
 
@@ -455,21 +497,43 @@ describe('Redis registry trim', () => {
     }
   };
 
-  it('trims as queries are created, one process at a time', async () => {
+  it("trims a user's queries as they are created, past the count and a tenth of it", async () => {
     const own = ownKeys();
-    const retention = { seconds: RETENTION_SECONDS, count: 2 };
-    // Another process is trimming: this one's first query tries, and leaves the index alone.
+    const retention = { seconds: RETENTION_SECONDS, count: 20 };
+    // Another process holds the periodic trim: the index of everyone's is not capped meanwhile.
     await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
+    const registry = new RedisQueryRegistry(redis, own, retention);
+    await fill(registry, 22);
+    await registry.close();
+    // Within the slack (2), nothing is trimmed; the next query starts a trim.
+    expect(await redis.zcard(own.userQueries('ann'))).toBe(22);
+    await fill(registry, 1);
+    await registry.close();
+    expect(await redis.zcard(own.userQueries('ann'))).toBe(20);
+    expect(await redis.zcard(own.queries)).toBe(23);
+  });
+
+  it("caps the index of everyone's queries in the periodic trim, one process at a time", async () => {
+    const own = ownKeys();
+    const retention = { seconds: RETENTION_SECONDS, count: 1000 };
+    await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
+    // Entries of a day ago, beyond any record's life, and 10,001 of the last minute.
+    const dayAgo = Date.now() - 24 * 3600 * 1000 - 60_000;
+    await redis.zadd(own.queries, dayAgo, 'old-1', dayAgo, 'old-2');
+    const recent = Array.from({ length: 10_001 }, (_, i) => [Date.now() - 60_000 + i, `q-${i}`]);
+    await redis.zadd(own.queries, ...recent.flat());
     const another = new RedisQueryRegistry(redis, own, retention);
-    await fill(another, 7);
+    await fill(another, 1);
     await another.close();
-    expect(await redis.zcard(own.queries)).toBe(7);
+    expect(await redis.zcard(own.queries)).toBe(10_004);
     // Once the lock has lapsed, the next process to create a query trims.
     await redis.del(own.queriesTrimLock);
-    const third = new RedisQueryRegistry(redis, own, retention);
-    await fill(third, 1);
-    await third.close();
-    expect(await redis.zcard(own.queries)).toBe(2);
+    const next = new RedisQueryRegistry(redis, own, retention);
+    await fill(next, 1);
+    await next.close();
+    expect(await redis.zcard(own.queries)).toBe(10_000);
+    expect(await redis.zscore(own.queries, 'old-1')).toBeNull();
+    expect(await redis.zscore(own.queries, 'q-10000')).not.toBeNull();
   });
 
   it('forgets the users who kept no result for a day, and their indexes', async () => {

@@ -61,12 +61,14 @@ export type QueryFacts = Partial<
 /**
  * How long, and how many, finished queries' records the registry keeps (SLUICE_JOB_RETENTION_SECONDS,
  * SLUICE_QUERY_RETENTION_COUNT and SLUICE_RESULT_RETENTION_COUNT): none longer than `seconds`;
- * beyond the newest `count` queries only those still open or whose results are kept to be fetched;
+ * beyond the newest `count` of each user's queries whose results are not kept, only the open ones;
  * and beyond the newest `keptCount` of each user's queries with kept results, only the open ones —
- * a finished one goes with its result.
+ * a finished one goes with its result. Each user's are counted apart: nobody's queries push out
+ * another's.
  */
 export interface RecordRetention {
   seconds: number;
+  /** Per user. */
   count: number;
   /** Absent: kept results go by their time only (a registry that never trims: a worker's). */
   keptCount?: number;
@@ -105,8 +107,8 @@ export interface QueryRegistry {
    * A registry does it by itself as queries come and go; this does it now.
    */
   trim(): Promise<void>;
-  /** Most recent first. */
-  list(limit: number): Promise<QueryRecord[]>;
+  /** The newest `limit` queries of `owner`, or of everyone; most recent first. */
+  list(limit: number, owner?: string): Promise<QueryRecord[]>;
   /**
    * Counts a new query against its owner's queued-and-running cap: returns how many the owner
    * had before, or undefined (and does not count it) when the cap is reached. Where the count is

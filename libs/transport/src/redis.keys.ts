@@ -41,7 +41,7 @@ export class RedisKeys {
     return `${this.prefix}:mux:{${slotTag}}:wake:${readerId}`;
   }
 
-  /** Index of recent queries (sorted set: query id by creation time). */
+  /** Index of recent queries of every user (sorted set: query id by creation time), capped. */
   get queries(): string {
     return `${this.prefix}:queries`;
   }
@@ -49,11 +49,6 @@ export class RedisKeys {
   /** Users with kept results (sorted set: user name by the creation of their newest such query). */
   get keptOwners(): string {
     return `${this.prefix}:queries:kept-owners`;
-  }
-
-  /** Where the last trim of the index stopped (the time of the last entry it looked at). */
-  get queriesTrim(): string {
-    return `${this.prefix}:queries:trim`;
   }
 
   /** Held by the process trimming the index, for one interval: one trims at a time. */
@@ -64,6 +59,14 @@ export class RedisKeys {
   /** Queued and running queries of one user (sorted set: query id by admission time). */
   userActive(username: string): string {
     return `${this.prefix}:user:{${username}}:active`;
+  }
+
+  /**
+   * A user's recent queries whose results are not kept (sorted set: query id by creation time):
+   * the records each user keeps are counted here, apart from everyone else's.
+   */
+  userQueries(username: string): string {
+    return `${this.prefix}:user:{${username}}:queries`;
   }
 
   /** A user's recent queries whose results are kept (sorted set: query id by creation time). */

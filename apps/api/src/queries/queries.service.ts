@@ -21,9 +21,8 @@ export class QueriesService {
   ) {}
 
   async list(user: AuthUser): Promise<QueryInfo[]> {
-    const records = await this.registry.list(LIST_LIMIT);
-    const visible = records.filter((r) => user.isAdmin || r.owner === user.username);
-    return Promise.all(visible.map((r) => this.info(r)));
+    const records = await this.registry.list(LIST_LIMIT, user.isAdmin ? undefined : user.username);
+    return Promise.all(records.map((r) => this.info(r)));
   }
 
   async get(queryId: string, user: AuthUser): Promise<QueryInfo> {

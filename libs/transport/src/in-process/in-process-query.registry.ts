@@ -19,9 +19,11 @@ export class InProcessQueryRegistry implements QueryRegistry {
     string,
     Map<string, { claim: IdempotencyClaim; until: number }>
   >();
-  /** Finished queries by the time they ended, oldest first: those that go by count. */
-  private readonly ended = new Map<string, number>();
-  /** Finished queries with kept results, the same way, by owner: each owner's go by count. */
+  /**
+   * Each owner's finished queries by the time they ended, oldest first: each owner's go by count,
+   * those with kept results apart from the others.
+   */
+  private readonly ended = new Map<string, Map<string, number>>();
   private readonly endedKept = new Map<string, Map<string, number>>();
 
   constructor(
@@ -78,9 +80,11 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve(record ? { ...record } : undefined);
   }
 
-  list(limit: number): Promise<QueryRecord[]> {
+  list(limit: number, owner?: string): Promise<QueryRecord[]> {
     this.forgetOld();
-    const all = [...this.records.values()].sort((a, b) => b.createdAt - a.createdAt);
+    const all = [...this.records.values()]
+      .filter((r) => owner === undefined || r.owner === owner)
+      .sort((a, b) => b.createdAt - a.createdAt);
     return Promise.resolve(all.slice(0, limit).map((r) => ({ ...r })));
   }
 
@@ -90,38 +94,35 @@ export class InProcessQueryRegistry implements QueryRegistry {
   }
 
   /**
-   * Forgets finished queries past the retention: by time, then by count — kept results by their
-   * own count, with their results.
+   * Forgets finished queries past the retention: by time, then by each owner's count — kept
+   * results by their own count, with their results.
    */
   private forgetOld(): void {
     const { seconds, count, keptCount = Infinity } = this.retention;
     const lapsed = Date.now() - seconds * 1000;
-    for (const ended of [this.ended, ...this.endedKept.values()]) {
-      for (const [queryId, finishedAt] of ended) {
-        if (finishedAt > lapsed) break;
-        this.forget(queryId);
-      }
-    }
-    for (const queryId of this.ended.keys()) {
-      if (this.ended.size <= count) break;
-      this.forget(queryId);
-    }
-    for (const ended of this.endedKept.values()) {
-      for (const queryId of ended.keys()) {
-        if (ended.size <= keptCount) break;
-        this.forget(queryId);
-        this.dropResult(queryId);
+    for (const [owners, most] of [
+      [this.ended, count],
+      [this.endedKept, keptCount],
+    ] as const) {
+      for (const ended of owners.values()) {
+        for (const [queryId, finishedAt] of ended) {
+          const past = ended.size > most;
+          if (finishedAt > lapsed && !past) break;
+          this.forget(queryId);
+          // A lapsed result lapses by itself; one past the count goes with its record.
+          if (past && owners === this.endedKept) this.dropResult(queryId);
+        }
       }
     }
   }
 
   /** Where a finished query waits to be forgotten. */
   private endedOf(record: QueryRecord): Map<string, number> {
-    if (!record.kept) return this.ended;
-    let ended = this.endedKept.get(record.owner);
+    const owners = record.kept ? this.endedKept : this.ended;
+    let ended = owners.get(record.owner);
     if (!ended) {
       ended = new Map();
-      this.endedKept.set(record.owner, ended);
+      owners.set(record.owner, ended);
     }
     return ended;
   }
@@ -132,7 +133,7 @@ export class InProcessQueryRegistry implements QueryRegistry {
     if (!record) return;
     const ended = this.endedOf(record);
     ended.delete(queryId);
-    if (ended.size === 0 && ended !== this.ended) this.endedKept.delete(record.owner);
+    if (ended.size === 0) (record.kept ? this.endedKept : this.ended).delete(record.owner);
   }
 
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {

@@ -86,6 +86,15 @@ redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return {'claimed'}`;
 
+/**
+ * Adds a query to its owner's index (KEYS[1]; ARGV = creation ms, query id, TTL ms), which lives
+ * as long as the owner's newest query may stay open, and returns how many entries it holds.
+ */
+const INDEX = `
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return redis.call('ZCARD', KEYS[1])`;
+
 /** Writes a new query's hash with its TTL (KEYS[1] = meta; ARGV = TTL seconds, field, value, …). */
 const CREATE = `
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
@@ -112,13 +121,18 @@ return 0`;
 
 /**
  * A batch of index entries in one step (KEYS[1] = the index, KEYS[2..] = metas; ARGV[2..] = their
- * query ids): forgets each record, and drops the entry of each that is gone. Outside Redis
- * Cluster only, where a script may touch the keys of many queries.
+ * query ids): forgets each record, drops the entry of each that is gone, and returns how many
+ * went. Outside Redis Cluster only, where a script may touch the keys of many queries.
  */
 const FORGET_MANY = `${FORGET_FUNCTION}
+local gone = 0
 for i = 2, #KEYS do
-  if forget(KEYS[i]) then redis.call('ZREM', KEYS[1], ARGV[i]) end
-end`;
+  if forget(KEYS[i]) then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    gone = gone + 1
+  end
+end
+return gone`;
 
 /**
  * Looks at a kept result past the newest `keptCount` (`meta`, `out`; ARGV[1] = the final states,
@@ -165,14 +179,27 @@ return {gone, open}`;
 
 const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
 
-/** How often the index is trimmed, by whichever process creates a query first after that. */
-const TRIM_EVERY_MS = 10_000;
 /**
- * Index entries looked at in one round trip of a trim, and in all of one trim at most: enough for
- * 20,000 queries a second across the deployment (one trim every TRIM_EVERY_MS).
+ * How often the index of every user's queries and the kept results are trimmed, by whichever
+ * process creates a query first after that.
  */
+const TRIM_EVERY_MS = 10_000;
+/** Index entries looked at in one round trip of a trim, and in all of one trim at most. */
 const TRIM_BATCH = 200;
 const TRIM_MOST = 200_000;
+/**
+ * Entries the index of every user's queries keeps (an administrator's listing reads the newest
+ * hundreds): the records themselves are counted per user, in each user's index.
+ */
+const INDEX_MOST = 10_000;
+
+/**
+ * Entries a user's index holds past the count before it is trimmed: a trim for a batch of
+ * queries, not for each.
+ */
+function trimSlack(count: number): number {
+  return Math.max(1, Math.ceil(count / 10));
+}
 
 /** A Lua script defined on a connection: called by EVALSHA, sent in full only when Redis lacks it. */
 type Script = (key: string, ...args: string[]) => Promise<unknown>;
@@ -201,6 +228,7 @@ export const SLOT_LEASE_MS = 15_000;
 export class RedisQueryRegistry implements QueryRegistry {
   private readonly scripts: Record<
     | 'create'
+    | 'index'
     | 'transition'
     | 'admit'
     | 'renew'
@@ -216,6 +244,10 @@ export class RedisQueryRegistry implements QueryRegistry {
   private readonly ledger: RedisKeptLedger;
   private trimmedAt = 0;
   private trimming: Promise<void> = Promise.resolve();
+  /** Users whose index this process is trimming (see trimQueriesOf): one trim each at a time. */
+  private readonly userTrims = new Map<string, Promise<void>>();
+  /** Users whose index this process saw past the count since it last trimmed it. */
+  private readonly pastCount = new Set<string>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -229,6 +261,7 @@ export class RedisQueryRegistry implements QueryRegistry {
       forgetKept: defineScript(redis, 'sluiceKeptForget', FORGET_KEPT, 2),
       forgetKeptMany: defineScript(redis, 'sluiceKeptForgetMany', FORGET_KEPT_MANY, 0),
       create: defineScript(redis, 'sluiceQueryCreate', CREATE),
+      index: defineScript(redis, 'sluiceQueryIndex', INDEX),
       transition: defineScript(redis, TRANSITION_COMMAND, TRANSITION),
       admit: defineScript(redis, 'sluiceSlotAdmit', ADMIT),
       renew: defineScript(redis, 'sluiceSlotRenew', RENEW),
@@ -239,22 +272,35 @@ export class RedisQueryRegistry implements QueryRegistry {
   }
 
   /**
-   * The hash (with its TTL, in one script) and its index entry — and for a kept result, its entry
-   * in its owner's kept index and the owner's in theirs: a command each, not one MULTI, since each
-   * is in another hash slot; sent in one write on an auto-pipelined connection.
+   * The hash (with its TTL, in one script), its entry in the index of everyone's queries and in
+   * its owner's — the owner's kept index for a kept result, and the owner's entry among those
+   * who keep results: a command each, not one MULTI, since each is in another hash slot; sent in
+   * one write on an auto-pipelined connection. An owner's index past the count is trimmed then.
    */
   async create(record: QueryRecord): Promise<void> {
-    await Promise.all([
+    const { queryId, owner, createdAt } = record;
+    const [, , indexed] = await Promise.all([
       this.scripts.create(
-        this.keys.meta(record.queryId),
+        this.keys.meta(queryId),
         String(OPEN_TTL_SECONDS),
         ...Object.entries(toHash(record)).flat(),
       ),
-      this.redis.zadd(this.keys.queries, record.createdAt, record.queryId),
-      record.kept &&
-        this.redis.zadd(this.keys.userKept(record.owner), record.createdAt, record.queryId),
-      record.kept && this.redis.zadd(this.keys.keptOwners, record.createdAt, record.owner),
+      this.redis.zadd(this.keys.queries, createdAt, queryId),
+      record.kept
+        ? this.redis.zadd(this.keys.userKept(owner), createdAt, queryId)
+        : this.scripts.index(
+            this.keys.userQueries(owner),
+            String(createdAt),
+            queryId,
+            String(OPEN_TTL_SECONDS * 1000),
+          ),
+      record.kept && this.redis.zadd(this.keys.keptOwners, createdAt, owner),
     ]);
+    const { count } = this.retention;
+    if (!record.kept && (indexed as number) > count) {
+      this.pastCount.add(owner);
+      if ((indexed as number) > count + trimSlack(count)) this.trimUser(owner);
+    }
     // Now and then, not on every query, and never in the way of one.
     if (Date.now() - this.trimmedAt > TRIM_EVERY_MS) {
       this.trimmedAt = Date.now();
@@ -266,14 +312,55 @@ export class RedisQueryRegistry implements QueryRegistry {
     }
   }
 
+  /** Trims now: the index of everyone's, the kept results, and the users seen past the count. */
   async trim(): Promise<void> {
-    await this.trimming;
+    await this.close();
     await this.trimOnce(true);
+    await Promise.all([...this.pastCount].map((owner) => this.trimQueriesOf(owner)));
+  }
+
+  /** Trims a user's index unless this process is at it already; never in the way of a query. */
+  private trimUser(owner: string): void {
+    if (this.userTrims.has(owner)) return;
+    const trimmed = this.trimQueriesOf(owner)
+      .catch(() => {
+        // Nothing is lost: the owner's next query past the count tries again, and every record
+        // lapses by its TTL meanwhile.
+      })
+      .finally(() => this.userTrims.delete(owner));
+    this.userTrims.set(owner, trimmed);
   }
 
   /**
-   * Trims the index, then the kept results. One process trims at a time (a lock for one
-   * interval); `force` ignores the lock.
+   * Forgets a user's finished queries past the newest `retention.count` of theirs (kept results
+   * are not among them: trimKept counts those), oldest first. Only entries older than the oldest
+   * of the newest `count` are looked at (times are ms: those of its own ms wait for a later trim),
+   * so that none of the newest is ever forgotten, whoever else trims meanwhile. Those still open
+   * stay at the bottom of the index (admission bounds how many), and the next batch follows them.
+   */
+  private async trimQueriesOf(owner: string): Promise<void> {
+    this.pastCount.delete(owner);
+    const index = this.keys.userQueries(owner);
+    await this.redis.zremrangebyscore(index, '-inf', Date.now() - OPEN_TTL_SECONDS * 1000);
+    const { count } = this.retention;
+    let until = '+inf';
+    if (count > 0) {
+      const [, bound] = await this.redis.zrevrange(index, count - 1, count - 1, 'WITHSCORES');
+      if (bound === undefined) return;
+      until = `(${bound}`;
+    }
+    let open = 0;
+    for (let seen = 0; seen < TRIM_MOST;) {
+      const ids = await this.redis.zrangebyscore(index, '-inf', until, 'LIMIT', open, TRIM_BATCH);
+      seen += ids.length;
+      if (ids.length > 0) open += ids.length - (await this.forget(ids, index));
+      if (ids.length < TRIM_BATCH) return;
+    }
+  }
+
+  /**
+   * Caps the index of everyone's queries, then trims the kept results. One process does it at a
+   * time (a lock for one interval); `force` ignores the lock.
    */
   private async trimOnce(force = false): Promise<void> {
     if (!force) {
@@ -286,66 +373,35 @@ export class RedisQueryRegistry implements QueryRegistry {
       );
       if (locked === null) return;
     }
-    await this.trimIndex();
+    const { queries } = this.keys;
+    await this.redis.zremrangebyscore(queries, '-inf', Date.now() - OPEN_TTL_SECONDS * 1000);
+    await this.redis.zremrangebyrank(queries, 0, -(INDEX_MOST + 1));
     await this.trimKept();
   }
 
   /**
-   * Looks at the index's oldest entries beyond the newest `retention.count`, from where the last
-   * trim stopped: forgets the records of finished queries whose results are not kept, and drops
-   * the entries of every record that is gone. An entry that stays (an open query, a kept result)
-   * is not looked at again; it goes when its record is a day old, or when a listing finds its
-   * record gone.
+   * Forgets the records of `ids` that may go, and their entries in `index` (see FORGET): returns
+   * how many went. Their entries in the index of everyone's queries go when it is capped, or
+   * when a listing finds them gone.
    */
-  private async trimIndex(): Promise<void> {
-    const { queries, queriesTrim } = this.keys;
-    const cutoff = Date.now() - OPEN_TTL_SECONDS * 1000;
-    await this.redis.zremrangebyscore(queries, '-inf', cutoff);
-    // Only entries older than the oldest of the newest `count` are looked at (times are ms: those
-    // of its own ms wait for a later trim), so that none of the newest `count` is ever forgotten.
-    const { count } = this.retention;
-    let until = '+inf';
-    if (count > 0) {
-      const oldest = await this.redis.zrevrange(queries, count - 1, count - 1, 'WITHSCORES');
-      if (oldest.length === 0) return;
-      until = `(${oldest[1]}`;
-    }
-    let from = Math.max(Number((await this.redis.get(queriesTrim)) ?? '-Infinity'), cutoff);
-    for (let seen = 0; seen < TRIM_MOST; seen += TRIM_BATCH) {
-      const batch = await this.redis.zrangebyscore(
-        queries,
-        from,
-        until,
-        'WITHSCORES',
-        'LIMIT',
-        0,
-        TRIM_BATCH,
-      );
-      const ids = batch.filter((_, i) => i % 2 === 0);
-      if (ids.length === 0) break;
-      await this.forget(ids);
-      const last = Number(batch[batch.length - 1]);
-      // A full batch all of one ms that stayed would come back whole: step past that ms instead.
-      from = last === from && ids.length === TRIM_BATCH ? last + 1 : last;
-      await this.redis.set(queriesTrim, String(from), 'EX', OPEN_TTL_SECONDS);
-      if (ids.length < TRIM_BATCH) break;
-    }
-  }
-
-  /** Forgets the records of `ids` that may go, and their entries in the index (see FORGET). */
-  private async forget(ids: string[]): Promise<void> {
-    const { queries } = this.keys;
+  private async forget(ids: string[], index: string): Promise<number> {
     if (!isClusterClient(this.redis)) {
       const metas = ids.map((id) => this.keys.meta(id));
-      await this.scripts.forgetMany(String(ids.length + 1), queries, ...metas, FINAL_LIST, ...ids);
-      return;
+      return (await this.scripts.forgetMany(
+        String(ids.length + 1),
+        index,
+        ...metas,
+        FINAL_LIST,
+        ...ids,
+      )) as number;
     }
     // Every record in a hash slot of its own: a script each (auto-pipelined), then the index.
     const gone = await Promise.all(
       ids.map((id) => this.scripts.forget(this.keys.meta(id), FINAL_LIST)),
     );
     const forgotten = ids.filter((_, i) => gone[i] === 1);
-    if (forgotten.length > 0) await this.redis.zrem(queries, ...forgotten);
+    if (forgotten.length > 0) await this.redis.zrem(index, ...forgotten);
+    return forgotten.length;
   }
 
   /**
@@ -444,10 +500,11 @@ export class RedisQueryRegistry implements QueryRegistry {
 
   async discard(queryId: string, owner: string): Promise<void> {
     // Three hash slots: a command each, sent together by auto-pipelining. Its entry in the
-    // owner's kept index (if it was to keep its result) must not take the place of a result.
+    // owner's indexes must not take the place of a query (or of a kept result).
     await Promise.all([
       this.redis.unlink(this.keys.meta(queryId)),
       this.redis.zrem(this.keys.queries, queryId),
+      this.redis.zrem(this.keys.userQueries(owner), queryId),
       this.redis.zrem(this.keys.userKept(owner), queryId),
     ]);
   }
@@ -530,8 +587,19 @@ export class RedisQueryRegistry implements QueryRegistry {
     return fromHash(await this.redis.hgetall(this.keys.meta(queryId)));
   }
 
-  async list(limit: number): Promise<QueryRecord[]> {
-    const ids = await this.redis.zrevrange(this.keys.queries, 0, limit - 1);
+  async list(limit: number, owner?: string): Promise<QueryRecord[]> {
+    if (owner === undefined) return this.listed(this.keys.queries, limit, true);
+    const [queries, kept] = await Promise.all([
+      this.listed(this.keys.userQueries(owner), limit, true),
+      // The kept index is trimKept's to tidy: it gives a gone result's bytes back as it does.
+      this.listed(this.keys.userKept(owner), limit, false),
+    ]);
+    return [...queries, ...kept].sort((a, b) => b.createdAt - a.createdAt).slice(0, limit);
+  }
+
+  /** The records of the newest `limit` entries of `index`; drops the entries of those gone. */
+  private async listed(index: string, limit: number, prune: boolean): Promise<QueryRecord[]> {
+    const ids = await this.redis.zrevrange(index, 0, limit - 1);
     if (ids.length === 0) return [];
     // One command per query, not one pipeline: each query's hash is in a hash slot of its own,
     // and a Redis Cluster pipeline must stay in one (auto-pipelining still sends them together).
@@ -550,7 +618,7 @@ export class RedisQueryRegistry implements QueryRegistry {
       if (record) records.push(record);
       else gone.push(ids[i]);
     });
-    if (gone.length > 0) await this.redis.zrem(this.keys.queries, ...gone);
+    if (prune && gone.length > 0) await this.redis.zrem(index, ...gone);
     return records;
   }
 
@@ -611,9 +679,9 @@ export class RedisQueryRegistry implements QueryRegistry {
       .exec();
   }
 
-  /** Waits for a trim under way: the connection is the caller's, and may be closed next. */
-  close(): Promise<void> {
-    return this.trimming;
+  /** Waits for the trims under way: the connection is the caller's, and may be closed next. */
+  async close(): Promise<void> {
+    await Promise.all([this.trimming, ...this.userTrims.values()]);
   }
 }
 
