@@ -5,6 +5,7 @@ import {
   closeDb,
   db,
   e2eEnv,
+  eventually,
   execute,
   grantSchema,
   login,
@@ -717,6 +718,91 @@ describe('a statement that ends its own backend', () => {
     expect((await execute({ statement: 'select 41 + 1' }, { token: admin })).json.data).toEqual([
       [42],
     ]);
+  });
+});
+
+describe('a statement that dodges its stop', () => {
+  // A stop cancels the statement in its backend, named by pid and start; a statement that
+  // outlives the cancel has its session ended. Nothing the statement does changes either.
+  const marker = () => randomName('dodge');
+  /** The statement carrying `mark` is no longer running anywhere in PostgreSQL. */
+  const gone = (mark: string) =>
+    eventually(async () => {
+      const { rows } = await db().query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+          where query like '%' || $1 || '%' and pid <> pg_backend_pid()`,
+        [mark],
+      );
+      return rows[0].n === 0 ? true : undefined;
+    }, 8_000);
+  /** A DO block that sleeps `seconds` a second at a time, catching every cancel. */
+  const trapping = (mark: string, seconds: number) =>
+    `do $$ begin /* ${mark} */ for i in 1..${seconds} loop
+       begin perform pg_sleep(1); exception when query_canceled then null; end;
+     end loop; end $$`;
+
+  async function timedOut(statement: string, mark: string): Promise<void> {
+    const started = Date.now();
+    const res = await execute({ statement, timeout: 1_500 });
+    expect(res.status).toBe(504);
+    expectEnvelope(res, '57014', -1122);
+    expect(Date.now() - started).toBeLessThan(8_000);
+    await gone(mark);
+  }
+
+  it('is stopped at its time limit though it renamed itself', async () => {
+    const mark = marker();
+    await timedOut(
+      `select pg_sleep(30) /* ${mark} */
+         from (select set_config('application_name', 'not-sluice', true)) s`,
+      mark,
+    );
+  });
+
+  it('is stopped at its time limit though it catches its cancel', async () => {
+    const mark = marker();
+    await timedOut(trapping(mark, 30), mark);
+  });
+
+  it('is stopped at its time limit in a deferred trigger at COMMIT: nothing is inserted', async () => {
+    const mark = marker();
+    const admin = await login();
+    for (const statement of [
+      `create table ${schema}.${mark} (n int)`,
+      `create function ${schema}.${mark}() returns trigger language plpgsql as $f$ begin
+         for i in 1..30 loop
+           begin perform pg_sleep(1); exception when query_canceled then null; end;
+         end loop; return null; end $f$`,
+      `create constraint trigger ${mark} after insert on ${schema}.${mark}
+         deferrable initially deferred for each row execute function ${schema}.${mark}()`,
+    ]) {
+      expect((await execute({ statement }, { token: admin })).status).toBe(200);
+    }
+    await timedOut(`insert into ${schema}.${mark} values (1) /* ${mark} */`, mark);
+    expect((await db().query(`select * from ${schema}.${mark}`)).rows).toHaveLength(0);
+  });
+
+  it('is stopped by a cancel though it catches it', async () => {
+    const mark = marker();
+    const res = await execute({ statement: trapping(mark, 30), wait_timeout: 0 });
+    expect(res.status).toBe(202);
+    const queryId = (res.json as { query_id: string }).query_id;
+    // Running, then cancelled: its session is ended within the grace a cancel is given.
+    await eventually(async () => {
+      const { rows } = await db().query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity where query like '%' || $1 || '%'
+           and state = 'active' and pid <> pg_backend_pid()`,
+        [mark],
+      );
+      return rows[0].n > 0 ? true : undefined;
+    });
+    const cancelled = await request(undefined, {
+      method: 'DELETE',
+      path: `/v1/queries/${queryId}`,
+      token: await login(),
+    });
+    expect(cancelled.status).toBe(200);
+    await gone(mark);
   });
 });
 

@@ -51,7 +51,8 @@ describe(DatabaseHandle.name, () => {
       expect(through.catalog.missing([oid])).toEqual([]);
       await endSessionsBehind(proxy, client);
       // No such statement: nothing to signal, and no failure either.
-      expect(await through.cancelStatement(1, 'sluice:none')).toBe(false);
+      const none = { pid: 1, secretKey: 1, user: 'nobody', host: '127.0.0.1', port: 5432 };
+      expect(await through.terminate(none)).toBe(false);
       expect(proxy.heldReplies).toBe(2);
     } finally {
       await through.close();

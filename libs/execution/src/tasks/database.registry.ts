@@ -8,6 +8,7 @@ import {
   queryOnLiveSession,
 } from '@app/access';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from '@app/sql';
+import { Backend, cancelBackend } from './backend.signal';
 import { SESSION_OPTIONS } from './login.pools';
 
 const MAX_DATABASES = 64;
@@ -75,17 +76,23 @@ export class DatabaseHandle {
     this.catalog.add(rows.map(rowToTypeInfo), oids);
   }
 
+  /** Cancels what `backend` runs: PostgreSQL's own cancel request, by pid and secret key. */
+  cancel(backend: Backend): Promise<void> {
+    return cancelBackend(backend);
+  }
+
   /**
-   * Cancels the statement of one query: only while backend `pid` still shows that query's
-   * application_name, checked and signalled in one SQL call — a pooled connection may already
-   * run another user's statement. True if a signal was sent.
+   * Ends `backend`'s session (pg_terminate_backend, which the control login may as a member of
+   * pg_signal_backend): for a statement that outlived its cancel, on a connection its worker
+   * still holds — so the pid is still that backend's — and only while it is logged in as
+   * `backend.user`. True if a signal was sent.
    */
-  async cancelStatement(pid: number, applicationName: string): Promise<boolean> {
+  async terminate(backend: Backend): Promise<boolean> {
     const { rows } = await queryOnLiveSession<{ sent: boolean }>(
       this.pool,
-      `SELECT pg_cancel_backend(pid) AS sent FROM pg_stat_activity
-        WHERE pid = $1 AND application_name = $2`,
-      [pid, applicationName],
+      `SELECT pg_terminate_backend(pid) AS sent FROM pg_stat_activity
+        WHERE pid = $1 AND usename = $2`,
+      [backend.pid, backend.user],
     );
     return rows[0]?.sent === true;
   }

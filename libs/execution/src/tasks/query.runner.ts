@@ -52,7 +52,10 @@ function quoteLiteral(text: string): string {
   return "'" + text.replace(/'/g, "''") + "'";
 }
 
-/** The application_name a query's statement runs under: what a cancel checks before it signals. */
+/**
+ * The application_name a query's statement runs under, for whoever watches pg_stat_activity; a
+ * cancel never trusts it (the statement may change it).
+ */
 export function applicationNameOf(queryId: string): string {
   return `sluice:${queryId}`;
 }
@@ -87,8 +90,11 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
       err.kind === 'missing' ? 'the role of this user no longer exists' : err.message,
     );
   }
-  // The statement was cancelled on purpose (57014 from pg_cancel_backend): say why.
-  if (stopped && isPgError(err) && err.code === '57014') return stopStatus(stopped);
+  // The statement was stopped on purpose (57014 from pg_cancel_backend, 57P01 from
+  // pg_terminate_backend when it outlived the cancel): say why.
+  if (stopped && isPgError(err) && (err.code === '57014' || err.code === '57P01')) {
+    return stopStatus(stopped);
+  }
   if (err instanceof SluiceError) return err.toStatus();
   if (isConnectTimeout(err)) {
     return statusOf(
@@ -139,7 +145,7 @@ export class QueryRunner {
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
     // A cancel, the client's loss and the time limit all stop the statement through this, where it
     // is: in PostgreSQL or waiting for the client. Whatever the end, release() comes last.
-    const statement = new StatementLife(db, applicationNameOf(job.queryId), writer, job.timeoutMs);
+    const statement = new StatementLife(db, writer, job.timeoutMs);
     let encoder: ResultEncoder | undefined;
     let rows = 0;
     /** The write of the last batch encoded: one at a time, settled before anything else is written. */

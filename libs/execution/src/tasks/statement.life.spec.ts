@@ -2,7 +2,8 @@ import type { PoolClient } from 'pg';
 import type { TextRow } from '@app/formats';
 import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { DatabaseHandle } from './database.registry';
-import { StatementLife } from './statement.life';
+import type { Backend } from './backend.signal';
+import { StatementLife, TERMINATE_AFTER_MS } from './statement.life';
 import { TextCursor } from './text.cursor';
 import { TransactionEnd } from './transaction.end';
 
@@ -10,12 +11,19 @@ import { TransactionEnd } from './transaction.end';
  * The order of what StatementLife asks of its connection, over fakes that record it. That the
  * real PostgreSQL and result channel end up clean is query.runner.spec.ts's part.
  */
-const APP = 'sluice:life-spec';
-const PID = 4242;
+const BACKEND: Backend = {
+  pid: 4242,
+  secretKey: -737815848,
+  user: 'sluice_login',
+  host: '127.0.0.1',
+  port: 5432,
+};
 
 /** A portal whose reads stay in flight until answered, or cut short by a cancel. */
 class FakeCursor {
   open = true;
+  /** A statement that catches its cancel (an exception handler) and goes on. */
+  trapsCancel = false;
   private pending: { resolve(rows: TextRow[]): void; reject(err: Error): void } | undefined;
 
   read(): Promise<TextRow[]> {
@@ -27,8 +35,16 @@ class FakeCursor {
   }
 
   cancelled(): void {
+    if (this.trapsCancel) return;
     const err = Object.assign(new Error('canceling statement due to user request'), {
       code: '57014',
+    });
+    this.pending?.reject(err);
+  }
+
+  terminated(): void {
+    const err = Object.assign(new Error('terminating connection due to administrator command'), {
+      code: '57P01',
     });
     this.pending?.reject(err);
   }
@@ -58,7 +74,8 @@ const writer: ResultWriter = {
 let commitAnswer: { tags: string[]; error?: Error };
 
 const client = {
-  processID: PID,
+  ...BACKEND,
+  processID: BACKEND.pid,
   query(sql: string | FakeCursor | TransactionEnd) {
     if (sql instanceof TransactionEnd) {
       log.push('COMMIT; reset');
@@ -80,16 +97,23 @@ const client = {
 };
 
 const db = {
-  cancelStatement(pid: number, applicationName: string) {
-    log.push(`cancel ${pid} ${applicationName}`);
+  cancel(backend: Backend) {
+    log.push(`cancel ${backend.pid} ${backend.secretKey}`);
     cursor.cancelled();
+    return Promise.resolve();
+  },
+  terminate(backend: Backend) {
+    log.push(`terminate ${backend.pid} ${backend.user}`);
+    cursor.terminated();
     return Promise.resolve(true);
   },
 };
+const CANCEL = `cancel ${BACKEND.pid} ${BACKEND.secretKey}`;
+const TERMINATE = `terminate ${BACKEND.pid} ${BACKEND.user}`;
 
 /** A started statement, its first read answered with no rows. */
 async function started(): Promise<StatementLife> {
-  const life = new StatementLife(db as unknown as DatabaseHandle, APP, writer, undefined);
+  const life = new StatementLife(db as unknown as DatabaseHandle, writer, undefined);
   const first = life.start(client as unknown as PoolClient, cursor as unknown as TextCursor, 10);
   cursor.answer([]);
   await first;
@@ -142,7 +166,63 @@ describe(StatementLife.name, () => {
     await expect(reading).rejects.toMatchObject({ code: '57014' });
     expect(life.stopReason).toBe('cancelled');
     await expect(life.read(10)).rejects.toEqual(new ProducerStoppedError('cancelled'));
-    expect(log).toEqual(['BEGIN', `cancel ${PID} ${APP}`]);
+    expect(log).toEqual(['BEGIN', CANCEL]);
+  });
+
+  it('ends the session of a statement that outlives its cancel; the connection is dropped after', async () => {
+    cursor.trapsCancel = true;
+    const life = await started();
+    const reading = life.read(10);
+    const at = Date.now();
+    stopClient!('timeout');
+    await expect(reading).rejects.toMatchObject({ code: '57P01' });
+    expect(Date.now() - at).toBeGreaterThanOrEqual(TERMINATE_AFTER_MS - 50);
+    expect(log).toEqual(['BEGIN', CANCEL, TERMINATE]);
+    await life.abandon(await reading.catch((err: unknown) => err));
+    await life.release();
+    expect(log).toEqual(['BEGIN', CANCEL, TERMINATE, 'destroy']);
+  });
+
+  it('hands the connection back only once its signals are done', async () => {
+    cursor.trapsCancel = true;
+    const life = await started();
+    const reading = life.read(10).catch((err: unknown) => err);
+    stopClient!('cancelled');
+    // The statement's failure is reported at once; the connection waits for the signals.
+    await life.abandon(new Error('result stream write was aborted'));
+    await life.release();
+    await reading;
+    expect(log).toEqual(['BEGIN', CANCEL, TERMINATE, 'destroy']);
+  });
+
+  it('stops a COMMIT under way (deferred triggers run in it)', async () => {
+    const life = await started();
+    let answer: (() => void) | undefined;
+    const slow = client.query;
+    client.query = (sql: string | FakeCursor | TransactionEnd) => {
+      if (!(sql instanceof TransactionEnd)) return slow(sql);
+      log.push('COMMIT; reset');
+      answer = () => {
+        sql.handleError(Object.assign(new Error('canceling statement'), { code: '57014' }));
+      };
+      return sql;
+    };
+    const cancel = db.cancel;
+    try {
+      const committing = life.commit();
+      await new Promise((resolve) => setImmediate(resolve));
+      db.cancel = (backend) => {
+        log.push(`cancel ${backend.pid} ${backend.secretKey}`);
+        answer?.();
+        return Promise.resolve();
+      };
+      stopClient!('timeout');
+      await expect(committing).rejects.toMatchObject({ code: '57014' });
+      expect(log).toEqual(['BEGIN', 'COMMIT; reset', CANCEL]);
+    } finally {
+      client.query = slow;
+      db.cancel = cancel;
+    }
   });
 
   it('does not cancel when nothing runs in PostgreSQL; commit then refuses', async () => {
@@ -158,7 +238,7 @@ describe(StatementLife.name, () => {
     void life.read(10).catch(() => undefined); // a prefetch, in flight
     await life.abandon(new ProducerStoppedError('client-idle'));
     await life.release();
-    expect(log).toEqual(['BEGIN', `cancel ${PID} ${APP}`, 'ROLLBACK', 'DISCARD ALL', 'release']);
+    expect(log).toEqual(['BEGIN', CANCEL, 'ROLLBACK', 'DISCARD ALL', 'release']);
   });
 
   it('after a failure that may leave the connection out of step: drops it', async () => {

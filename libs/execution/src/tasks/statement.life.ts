@@ -2,10 +2,34 @@ import type { Connection, PoolClient } from 'pg';
 import type { TextRow } from '@app/formats';
 import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { DatabaseHandle } from './database.registry';
+import { backendOf } from './backend.signal';
 import { isPgError } from './pg.error';
 import { StatementStop } from './statement.stop';
 import { TextCursor } from './text.cursor';
 import { TransactionEnd } from './transaction.end';
+
+/**
+ * How long a cancelled statement may go on before its session is ended instead (ms): a statement
+ * can catch a cancel (an exception handler in PL/pgSQL), never the end of its session.
+ */
+export const TERMINATE_AFTER_MS = 2_000;
+
+/** Whether `running` settles (either way) within `ms`. */
+async function settlesWithin(running: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([
+      running.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** The socket under a pg client: corked so that the messages of one step go in one write. */
 function socketOf(client: PoolClient): { cork(): void; uncork(): void } | undefined {
@@ -17,7 +41,9 @@ function socketOf(client: PoolClient): { cork(): void; uncork(): void } | undefi
  * One statement's hold on PostgreSQL, from its connection to the connection's return: the pooled
  * client, the transaction, the cursor, the read in flight, and the StatementStop through which a
  * cancel, the client's loss and the time limit all end it. A stop cancels the statement where
- * PostgreSQL runs it; the writer, interrupted, fails a write waiting for the client.
+ * PostgreSQL runs it — and ends its session when the statement outlives the cancel; the writer,
+ * interrupted, fails a write waiting for the client. The connection goes back to its pool only
+ * once no signal for this statement can still reach it.
  *
  * Its life: start → read… → commit, or, on any failure, abandon; then always release, the one
  * place the connection goes back to its pool (or is dropped) and the watching ends. A short
@@ -30,6 +56,10 @@ export class StatementLife {
   private cursor: TextCursor | undefined;
   /** The read PostgreSQL is answering: the statement runs there while this is set. */
   private reading: Promise<TextRow[]> | undefined;
+  /** What PostgreSQL runs for the statement now: a read, or the COMMIT (deferred triggers run). */
+  private running: Promise<unknown> | undefined;
+  /** The signals sent to stop what ran (`of`), and whether they are done. */
+  private stopping: { of: Promise<unknown>; done: Promise<void> } | undefined;
   private inTransaction = false;
   /** The session was reset with the commit: release() need not reset it again. */
   private reset = false;
@@ -42,14 +72,10 @@ export class StatementLife {
 
   constructor(
     private readonly db: DatabaseHandle,
-    /** What a cancel checks before it signals (see applicationNameOf). */
-    private readonly applicationName: string,
     writer: ResultWriter,
     timeoutMs: number | undefined,
   ) {
-    this.stop = new StatementStop(writer, timeoutMs, () => {
-      if (this.reading) void this.cancel();
-    });
+    this.stop = new StatementStop(writer, timeoutMs, () => void this.stopRunning());
   }
 
   /** The first reason to stop, if any came. */
@@ -63,6 +89,8 @@ export class StatementLife {
    */
   start(client: PoolClient, cursor: TextCursor, rows: number): Promise<TextRow[]> {
     this.client = client;
+    // A stopped statement queues no cursor: one never read would hold the connection for good.
+    this.stop.throwIfStopped();
     this.inTransaction = true;
     cursor.onComplete = () => this.commitWithClose(client, cursor);
     return this.corked(() => {
@@ -93,11 +121,22 @@ export class StatementLife {
     if (!this.ending) this.stop.throwIfStopped();
     this.reads += 1;
     // Execute and Flush in one write.
-    this.reading = this.corked(() => this.cursor!.read(n));
+    const reading = this.corked(() => this.cursor!.read(n));
+    this.reading = reading;
     try {
-      return await this.reading;
+      return await this.inPostgres(reading);
     } finally {
       this.reading = undefined;
+    }
+  }
+
+  /** Awaits `work` as what PostgreSQL runs for the statement: what a stop stops. */
+  private async inPostgres<T>(work: Promise<T>): Promise<T> {
+    this.running = work;
+    try {
+      return await work;
+    } finally {
+      if (this.running === work) this.running = undefined;
     }
   }
 
@@ -133,7 +172,8 @@ export class StatementLife {
     await this.cursor!.close();
     if (!this.ending) this.stop.throwIfStopped();
     const end = this.ending ?? this.client!.query(new TransactionEnd());
-    const { committed, reset, error } = await end.done;
+    // A stop that comes now stops the COMMIT too: deferred triggers run in it.
+    const { committed, reset, error } = await this.inPostgres(end.done);
     if (!committed) throw error ?? new Error('COMMIT was not acknowledged');
     this.inTransaction = false;
     this.reset = reset;
@@ -149,11 +189,11 @@ export class StatementLife {
   async abandon(err: unknown): Promise<void> {
     this.stop.settle();
     // Anything but an error from PostgreSQL or a stop may have left the exchange half done.
-    this.broken = !isPgError(err) && !(err instanceof ProducerStoppedError);
+    this.broken ||= !isPgError(err) && !(err instanceof ProducerStoppedError);
     // A read still on its way must land before the portal can be closed: cut it short.
     const reading = this.reading;
     if (reading) {
-      await this.cancel();
+      await this.stopRunning();
       await reading.catch(() => undefined); // its failure is not the one being reported
     }
     // A COMMIT sent with the portal's close ended the transaction, whether or not it committed
@@ -179,6 +219,8 @@ export class StatementLife {
   /** Always last: ends the watching and hands the connection back, or drops it when broken. */
   async release(): Promise<void> {
     this.stop.dispose();
+    // A signal still on its way must not reach the statement that takes the connection next.
+    await this.stopping?.done;
     const client = this.client;
     this.client = undefined;
     if (!client) return;
@@ -200,11 +242,28 @@ export class StatementLife {
     }
   }
 
-  /** Cancels this statement, and no other that its connection may have moved on to. */
-  private async cancel(): Promise<void> {
-    const pid = (this.client as { processID?: number } | undefined)?.processID;
-    if (!pid) return;
-    // A failed cancel leaves the statement to its time limit, its client check or its end.
-    await this.db.cancelStatement(pid, this.applicationName).catch(() => false);
+  /** Stops what PostgreSQL runs for the statement now (see stopInPostgres), once for each. */
+  private stopRunning(): Promise<void> {
+    const running = this.running;
+    if (!running) return this.stopping?.done ?? Promise.resolve();
+    if (this.stopping?.of !== running) {
+      this.stopping = { of: running, done: this.stopInPostgres(running) };
+    }
+    return this.stopping.done;
+  }
+
+  /**
+   * Cancels `running` in its backend; when it goes on TERMINATE_AFTER_MS after the cancel (a
+   * statement that catches it), ends the backend's session, and the connection is dropped. A signal that fails leaves the statement to its end. The
+   * connection stays this statement's meanwhile (release() waits for this), so the signals can
+   * only reach this statement's backend.
+   */
+  private async stopInPostgres(running: Promise<unknown>): Promise<void> {
+    const backend = this.client && backendOf(this.client);
+    if (!backend) return;
+    await this.db.cancel(backend).catch(() => undefined);
+    if (await settlesWithin(running, TERMINATE_AFTER_MS)) return;
+    this.broken = true;
+    await this.db.terminate(backend).catch(() => false);
   }
 }
