@@ -70,8 +70,13 @@ const writer: ResultWriter = {
   interrupt: () => undefined,
 };
 
-/** How the fake's COMMIT goes: the commit's and the reset's command tags, then an error or none. */
-let commitAnswer: { tags: string[]; error?: Error };
+/**
+ * How the fake's COMMIT goes: the commit's and the reset's command tags, then an error or none;
+ * or, `held`, no answer until a cancel fails it (deferred triggers still running).
+ */
+let commitAnswer: { tags: string[]; error?: Error; held?: boolean };
+/** A COMMIT held unanswered, as its cancel would end it. */
+let heldCommit: (() => void) | undefined;
 
 const client = {
   ...BACKEND,
@@ -79,6 +84,11 @@ const client = {
   query(sql: string | FakeCursor | TransactionEnd) {
     if (sql instanceof TransactionEnd) {
       log.push('COMMIT; reset');
+      if (commitAnswer.held) {
+        const cancelled = Object.assign(new Error('canceling statement'), { code: '57014' });
+        heldCommit = () => sql.handleError(cancelled);
+        return sql;
+      }
       commitAnswer.tags.forEach((text) => sql.handleCommandComplete({ text }));
       if (commitAnswer.error) sql.handleError(commitAnswer.error);
       else sql.handleReadyForQuery();
@@ -100,6 +110,7 @@ const db = {
   cancel(backend: Backend) {
     log.push(`cancel ${backend.pid} ${backend.secretKey}`);
     cursor.cancelled();
+    heldCommit?.();
     return Promise.resolve();
   },
   terminate(backend: Backend) {
@@ -123,6 +134,7 @@ async function started(): Promise<StatementLife> {
 beforeEach(() => {
   log = [];
   commitAnswer = { tags: ['COMMIT', 'CLOSE CURSOR ALL', 'SET'] };
+  heldCommit = undefined;
   cursor = new FakeCursor();
   stopClient = undefined;
 });
@@ -196,33 +208,13 @@ describe(StatementLife.name, () => {
   });
 
   it('stops a COMMIT under way (deferred triggers run in it)', async () => {
+    commitAnswer = { tags: [], held: true };
     const life = await started();
-    let answer: (() => void) | undefined;
-    const slow = client.query;
-    client.query = (sql: string | FakeCursor | TransactionEnd) => {
-      if (!(sql instanceof TransactionEnd)) return slow(sql);
-      log.push('COMMIT; reset');
-      answer = () => {
-        sql.handleError(Object.assign(new Error('canceling statement'), { code: '57014' }));
-      };
-      return sql;
-    };
-    const cancel = db.cancel;
-    try {
-      const committing = life.commit();
-      await new Promise((resolve) => setImmediate(resolve));
-      db.cancel = (backend) => {
-        log.push(`cancel ${backend.pid} ${backend.secretKey}`);
-        answer?.();
-        return Promise.resolve();
-      };
-      stopClient!('timeout');
-      await expect(committing).rejects.toMatchObject({ code: '57014' });
-      expect(log).toEqual(['BEGIN', 'COMMIT; reset', CANCEL]);
-    } finally {
-      client.query = slow;
-      db.cancel = cancel;
-    }
+    const committing = life.commit();
+    await new Promise((resolve) => setImmediate(resolve));
+    stopClient!('timeout');
+    await expect(committing).rejects.toMatchObject({ code: '57014' });
+    expect(log).toEqual(['BEGIN', 'COMMIT; reset', CANCEL]);
   });
 
   it('does not cancel when nothing runs in PostgreSQL; commit then refuses', async () => {
