@@ -28,7 +28,18 @@ const ownKeys = () => {
   return made;
 };
 
+/** Users a case made under `keys`: their indexes, slots and keys go at the end. */
+const users: string[] = [];
+
 afterAll(async () => {
+  for (const user of users) {
+    await redis.del(
+      keys.userKept(user),
+      keys.userQueries(user),
+      keys.userActive(user),
+      keys.idempotencyKeys(user),
+    );
+  }
   for (const made of [keys, ...prefixes]) {
     await redis.del(
       made.queries,
@@ -637,5 +648,104 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
     expect(await claim('k5')).toMatchObject({ outcome: 'full' });
     await new Promise((resolve) => setTimeout(resolve, 2100));
     for (const key of ['k5', 'k6', 'k7']) expect(await claim(key)).toEqual(claimed);
+  });
+});
+
+describe.each(adapters)("%s registry: a user's queries, and forgetting a user", (_name, make) => {
+  const limits = { ttlSeconds: 60, most: 1000 };
+
+  it("forgets a deleted user's records, slots and keys; answers their open and kept queries", async () => {
+    const registry = make();
+    const gone = `gone-${randomUUID()}`;
+    const other = `other-${randomUUID()}`;
+    users.push(gone, other);
+    const record = (owner: string, kept = false) => ({
+      ...queuedRecord(randomUUID(), owner),
+      kept: kept || undefined,
+    });
+    const ended = record(gone);
+    const keptEnded = record(gone, true);
+    const keptQueued = record(gone, true);
+    const running = record(gone);
+    const others = record(other, true);
+    for (const r of [ended, keptEnded, keptQueued, running, others]) await registry.create(r);
+    for (const r of [keptQueued, running, others]) await registry.admit(r.owner, r.queryId, 10);
+    for (const r of [ended, keptEnded]) await registry.transition(r.queryId, 'succeeded');
+    await registry.transition(running.queryId, 'running');
+    const claim = (owner: string, queryId: string) =>
+      registry.claimKey(owner, 'the-key', { queryId, fingerprint: 'a' }, limits);
+    await claim(gone, keptEnded.queryId);
+    await claim(other, others.queryId);
+
+    const forgotten = await registry.forgetUser(gone);
+
+    expect([...forgotten.open].sort()).toEqual([keptQueued.queryId, running.queryId].sort());
+    expect([...forgotten.kept].sort()).toEqual([keptEnded.queryId, keptQueued.queryId].sort());
+    for (const r of [ended, keptEnded, keptQueued, running]) {
+      expect(await registry.get(r.queryId)).toBeUndefined();
+    }
+    expect(await registry.list(100, gone)).toEqual([]);
+    const everyone = await registry.list(10_000);
+    expect(everyone.filter((r) => r.owner === gone)).toEqual([]);
+    // A later user of the name starts afresh: the key is new to them, every slot free.
+    expect(await claim(gone, 'fresh')).toEqual({ outcome: 'claimed' });
+    expect(await registry.admit(gone, randomUUID(), 1)).toBe(0);
+    // Nobody else's is touched.
+    expect(await registry.get(others.queryId)).toMatchObject({ owner: other });
+    expect(await claim(other, 'again')).toMatchObject({ outcome: 'held' });
+    expect(await registry.admit(other, randomUUID(), 1)).toBeUndefined();
+  });
+
+  it('lets no query of a forgotten user make its record again as it ends', async () => {
+    const registry = make();
+    const gone = `gone-${randomUUID()}`;
+    users.push(gone);
+    const running = { ...queuedRecord(randomUUID(), gone), kept: true };
+    await registry.create(running);
+    await registry.transition(running.queryId, 'running');
+    await registry.forgetUser(gone);
+    await registry.progress(running.queryId, { rows: 1, bytes: 10 });
+    expect(
+      await registry.transition(running.queryId, 'succeeded', { rows: 1, bytes: 10 }),
+    ).toBeUndefined();
+    expect(await registry.get(running.queryId)).toBeUndefined();
+    expect(await registry.list(100, gone)).toEqual([]);
+  });
+
+  it("answers a user's open queries and kept results, and forgets nothing", async () => {
+    const registry = make();
+    const owner = `owner-${randomUUID()}`;
+    const other = `other-${randomUUID()}`;
+    users.push(owner, other);
+    const record = (who: string, kept = false) => ({
+      ...queuedRecord(randomUUID(), who),
+      kept: kept || undefined,
+    });
+    const ended = record(owner);
+    const keptEnded = record(owner, true);
+    const keptRunning = record(owner, true);
+    const queued = record(owner);
+    const others = record(other, true);
+    for (const r of [ended, keptEnded, keptRunning, queued, others]) await registry.create(r);
+    for (const r of [keptRunning, queued, others]) await registry.admit(r.owner, r.queryId, 10);
+    for (const r of [ended, keptEnded]) await registry.transition(r.queryId, 'succeeded');
+    await registry.transition(keptRunning.queryId, 'running');
+    // A released slot is no open query.
+    await registry.admit(owner, ended.queryId, 10);
+    await registry.release(owner, ended.queryId);
+
+    const queries = await registry.queriesOf(owner);
+
+    expect([...queries.open].sort()).toEqual([keptRunning.queryId, queued.queryId].sort());
+    expect([...queries.kept].sort()).toEqual([keptEnded.queryId, keptRunning.queryId].sort());
+    for (const r of [ended, keptEnded, keptRunning, queued]) {
+      expect(await registry.get(r.queryId)).toMatchObject({ owner });
+    }
+    expect(await registry.queriesOf(`nobody-${randomUUID()}`)).toEqual({ open: [], kept: [] });
+  });
+
+  it('forgets a user who has nothing', async () => {
+    const registry = make();
+    expect(await registry.forgetUser(`nobody-${randomUUID()}`)).toEqual({ open: [], kept: [] });
   });
 });

@@ -4,6 +4,11 @@ import { Lane, QueryState, Status } from '@app/contracts';
 export interface QueryRecord {
   queryId: string;
   owner: string;
+  /**
+   * The id its owner was created with (AuthUser.userId), where users have one: a user
+   * re-created under the owner's name is someone else, and never sees this query.
+   */
+  ownerId?: string;
   state: QueryState;
   database?: string;
   format: string;
@@ -52,6 +57,14 @@ export type KeyClaim =
   | { outcome: 'claimed' }
   | { outcome: 'held'; claim: IdempotencyClaim }
   | { outcome: 'full'; freeInMs: number };
+
+/** A user's queued and running queries, and their kept results. */
+export interface UserQueries {
+  /** Queries that held a slot of the user's: queued or running, to be cancelled. */
+  open: string[];
+  /** Queries whose results were kept, to be dropped with the bytes they hold. */
+  kept: string[];
+}
 
 /** What a transition may record besides the state. */
 export type QueryFacts = Partial<
@@ -136,5 +149,13 @@ export interface QueryRegistry {
   ): Promise<KeyClaim>;
   /** Lets go of an idempotency key whose request was refused before its query was queued. */
   releaseKey(owner: string, key: string): Promise<void>;
+  /**
+   * Forgets everything of the user named `owner` (who was deleted): the records of their queries,
+   * their slots and their idempotency keys, so that nothing of theirs reaches a later user of the
+   * name. Their queries still open, and their kept results, are the caller's to cancel and drop.
+   */
+  forgetUser(owner: string): Promise<UserQueries>;
+  /** The queries of `owner`'s that are queued or running, and those whose results are kept. */
+  queriesOf(owner: string): Promise<UserQueries>;
   close(): Promise<void>;
 }

@@ -1,5 +1,6 @@
 import { FINAL_STATES, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import {
+  UserQueries,
   IdempotencyClaim,
   KeyClaim,
   KeyLimits,
@@ -187,6 +188,26 @@ export class InProcessQueryRegistry implements QueryRegistry {
     owned?.delete(key);
     if (owned?.size === 0) this.claims.delete(owner);
     return Promise.resolve();
+  }
+
+  forgetUser(owner: string): Promise<UserQueries> {
+    const queries = this.queriesNow(owner);
+    this.active.delete(owner);
+    this.claims.delete(owner);
+    for (const record of [...this.records.values()]) {
+      if (record.owner === owner) this.forget(record.queryId);
+    }
+    return Promise.resolve(queries);
+  }
+
+  queriesOf(owner: string): Promise<UserQueries> {
+    this.forgetOld();
+    return Promise.resolve(this.queriesNow(owner));
+  }
+
+  private queriesNow(owner: string): UserQueries {
+    const kept = [...this.records.values()].filter((r) => r.owner === owner && r.kept);
+    return { open: [...(this.active.get(owner) ?? [])], kept: kept.map((r) => r.queryId) };
   }
 
   close(): Promise<void> {

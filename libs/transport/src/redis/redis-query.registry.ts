@@ -3,6 +3,7 @@ import type { ChainableCommander } from 'ioredis';
 import { type RedisClient, isClusterClient } from './redis.connector';
 import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
 import {
+  UserQueries,
   IdempotencyClaim,
   KeyClaim,
   KeyLimits,
@@ -679,6 +680,42 @@ export class RedisQueryRegistry implements QueryRegistry {
       .exec();
   }
 
+  /**
+   * Reads the user's indexes, then drops them with every record they list and every idempotency
+   * key: not in one step (the records are in other hash slots). A query the user had in flight
+   * may still be recorded after; its owner's id keeps it from a later user of the name.
+   */
+  async forgetUser(owner: string): Promise<UserQueries> {
+    const { keys } = this;
+    const indexes = [
+      keys.userQueries(owner),
+      keys.userKept(owner),
+      keys.userActive(owner),
+      keys.idempotencyKeys(owner),
+    ];
+    const [queries, kept, open, digests] = await Promise.all(
+      indexes.map((index) => this.redis.zrange(index, 0, -1)),
+    );
+    const ids = [...new Set([...queries, ...kept, ...open])];
+    // Each record in a hash slot of its own: a command each (auto-pipelined); the user's keys
+    // share the user's hash tag, so one UNLINK takes them all.
+    await Promise.all([
+      ...ids.map((id) => this.redis.unlink(keys.meta(id))),
+      ids.length > 0 && this.redis.zrem(keys.queries, ...ids),
+      this.redis.zrem(keys.keptOwners, owner),
+      this.redis.unlink(...indexes, ...digests.map((digest) => keys.idempotency(owner, digest))),
+    ]);
+    return { open, kept };
+  }
+
+  async queriesOf(owner: string): Promise<UserQueries> {
+    const [open, kept] = await Promise.all([
+      this.redis.zrangebyscore(this.keys.userActive(owner), Date.now(), '+inf'),
+      this.redis.zrange(this.keys.userKept(owner), 0, -1),
+    ]);
+    return { open, kept };
+  }
+
   /** Waits for the trims under way: the connection is the caller's, and may be closed next. */
   async close(): Promise<void> {
     await Promise.all([this.trimming, ...this.userTrims.values()]);
@@ -705,6 +742,7 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
   return {
     queryId: hash.queryId,
     owner: hash.owner,
+    ownerId: hash.ownerId,
     state: hash.state as QueryState,
     database: hash.database,
     format: hash.format,
