@@ -9,6 +9,11 @@ export interface PresentedToken {
 /** The authenticated caller of a request, as guards attach it. */
 export interface AuthUser {
   username: string;
+  /**
+   * Service users: the id their user was created with. What they own (queries, kept results,
+   * Idempotency-Keys) is theirs only under it: a user re-created under the name is another.
+   */
+  userId?: string;
   role: string;
   isAdmin: boolean;
   readOnly: boolean;

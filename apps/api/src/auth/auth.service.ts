@@ -211,7 +211,10 @@ export class AuthService {
       if (record.tokenGeneration !== marker) {
         throw invalidToken('the password changed after this token was issued');
       }
-      user = authUser(serviceSubject(record), database, record.readOnly);
+      user = {
+        ...authUser(serviceSubject(record), database, record.readOnly),
+        userId: record.userId,
+      };
     }
     return {
       ...user,
@@ -237,7 +240,7 @@ export class AuthService {
     }
     const user = await this.verify(username, password, address);
     const database = named.database ?? this.defaultDatabaseFor(username);
-    return authUser(serviceSubject(user), database, user.readOnly);
+    return { ...authUser(serviceSubject(user), database, user.readOnly), userId: user.userId };
   }
 
   /**

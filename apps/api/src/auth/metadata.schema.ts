@@ -19,6 +19,10 @@ const MIGRATION = `
   -- Tokens carry it: a new password (or a re-created user) ends every earlier session.
   ALTER TABLE sluice.users
     ADD COLUMN IF NOT EXISTS token_generation text NOT NULL DEFAULT gen_random_uuid()::text;
+  -- One per user as created, kept for its life: what a user owns is tied to it, so a user
+  -- re-created under the same name owns nothing of the one deleted.
+  ALTER TABLE sluice.users
+    ADD COLUMN IF NOT EXISTS user_id text NOT NULL DEFAULT gen_random_uuid()::text;
   CREATE TABLE IF NOT EXISTS sluice.revoked_tokens (
     jti        text PRIMARY KEY,
     username   text NOT NULL,

@@ -22,6 +22,8 @@ export interface UserRecord {
   enabled: boolean;
   /** Changes with the password: tokens of an older generation are refused. */
   tokenGeneration: string;
+  /** Made when the user is created, never changed: a user re-created under the name has another. */
+  userId: string;
 }
 
 const CACHE_MS = 5_000;
@@ -29,7 +31,7 @@ const CACHE_MAX = 10_000;
 
 /** Columns of sluice.users as a UserRecord. */
 export const USER_COLUMNS = `username, password_hash AS "passwordHash", role, is_admin AS "isAdmin",
-  read_only AS "readOnly", enabled, token_generation AS "tokenGeneration"`;
+  read_only AS "readOnly", enabled, token_generation AS "tokenGeneration", user_id AS "userId"`;
 
 /**
  * Users of the service, kept in the metadata database (schema `sluice`). Lookups are cached a

@@ -27,6 +27,7 @@ import { executionBody, lateFailureTail } from './execution.stream';
 import { ClientGoneError, readToFirstBytes, readWithin } from './first-record';
 import { ProducerWatch } from './producer.watch';
 import { KeptResultService } from '../queries/kept-result.service';
+import { ownsQuery } from '../queries/query.owner';
 import {
   ResponseOptions,
   ResultWait,
@@ -92,10 +93,11 @@ export class ExecuteService {
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
     const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
-    const execution = await this.admit(job, request.statement, encoding?.name);
+    const execution = await this.admit(job, user, request.statement, encoding?.name);
     const key = negotiated.idempotencyKey;
     if (key !== undefined) {
-      const repeated = await this.claim(execution, job, key, requestFingerprint(negotiated));
+      const fingerprint = requestFingerprint(negotiated);
+      const repeated = await this.claim(execution, job, user, key, fingerprint);
       if (repeated) return repeated;
     }
     await this.enqueue(execution, job, key);
@@ -123,6 +125,7 @@ export class ExecuteService {
    */
   private async admit(
     job: ExecuteJobData,
+    user: AuthUser,
     statement: string,
     encoding: string | undefined,
   ): Promise<Execution> {
@@ -132,6 +135,7 @@ export class ExecuteService {
       this.lifecycle.begin({
         queryId: job.queryId,
         owner: job.username,
+        ownerId: user.userId,
         state: 'queued',
         database: job.database,
         format: job.format,
@@ -189,6 +193,7 @@ export class ExecuteService {
   private async claim(
     execution: Execution,
     job: ExecuteJobData,
+    user: AuthUser,
     key: string,
     fingerprint: string,
   ): Promise<ExecutionResponse | undefined> {
@@ -224,7 +229,8 @@ export class ExecuteService {
       );
     }
     const record = await this.registry.get(held.queryId);
-    if (!record || record.owner !== username) {
+    // A key of a deleted user's of the same name (not purged yet) is no key of this user's.
+    if (!record || !ownsQuery(user, record)) {
       throw new SluiceError('RESULT_GONE', `the query of Idempotency-Key "${key}" is gone`);
     }
     return this.kept.fetch(record, undefined);

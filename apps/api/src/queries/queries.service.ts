@@ -5,6 +5,7 @@ import { QueryLifecycle } from '@app/execution';
 import { JobQueue, QueryRecord, QueryRegistry, ResultSink, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
+import { ownsQuery } from './query.owner';
 
 const LIST_LIMIT = 500;
 
@@ -22,7 +23,9 @@ export class QueriesService {
 
   async list(user: AuthUser): Promise<QueryInfo[]> {
     const records = await this.registry.list(LIST_LIMIT, user.isAdmin ? undefined : user.username);
-    return Promise.all(records.map((r) => this.info(r)));
+    // The index is by name: a deleted user's of the same name may linger there until purged.
+    const mine = user.isAdmin ? records : records.filter((r) => ownsQuery(user, r));
+    return Promise.all(mine.map((r) => this.info(r)));
   }
 
   async get(queryId: string, user: AuthUser): Promise<QueryInfo> {
@@ -58,7 +61,7 @@ export class QueriesService {
   /** The query, if this user may see it; 404 otherwise (another user's query does not exist for you). */
   private async visible(queryId: string, user: AuthUser): Promise<QueryRecord> {
     const record = /^[0-9a-f-]{36}$/i.test(queryId) ? await this.registry.get(queryId) : undefined;
-    if (!record || (!user.isAdmin && record.owner !== user.username)) {
+    if (!record || (!user.isAdmin && !ownsQuery(user, record))) {
       throw new SluiceError('NOT_FOUND', `no query ${queryId}`);
     }
     return record;
