@@ -2,7 +2,14 @@ import { Inject, Injectable } from '@nestjs/common';
 import { FINAL_STATES, QueryInfo, SluiceError, statusOf } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
-import { JobQueue, QueryRecord, QueryRegistry, ResultSink, ResultSource } from '@app/transport';
+import {
+  JobQueue,
+  QueryRecord,
+  QueryRegistry,
+  ResultSink,
+  ResultSource,
+  UserQueries,
+} from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
 import { ownsQuery } from './query.owner';
@@ -56,6 +63,42 @@ export class QueriesService {
     // Dropped after the cancel is sent: in-process, the cancel goes through the kept channel.
     if (record.kept) await this.results.dropKept(queryId);
     return this.info((await this.registry.get(queryId)) ?? record);
+  }
+
+  /**
+   * Forgets everything of a deleted user's (see QueryRegistry.forgetUser), and ends what they
+   * had under way (see endQueries).
+   */
+  async forgetUser(username: string): Promise<void> {
+    const queries = await this.registry.forgetUser(username);
+    await this.endQueries(username, queries, `user ${username} was deleted`);
+  }
+
+  /**
+   * A user's role changed: what they queued or ran as the old role, and the results they kept
+   * of it, are not theirs under the new one (see endQueries). Their records stay.
+   */
+  async roleChanged(username: string): Promise<void> {
+    const queries = await this.registry.queriesOf(username);
+    await this.endQueries(username, queries, `the role of user ${username} changed`);
+  }
+
+  /**
+   * Queued queries never run, running ones are stopped (each would run as the role it was queued
+   * with), and kept results go with the bytes they hold.
+   */
+  private async endQueries(owner: string, { open, kept }: UserQueries, why: string): Promise<void> {
+    const status = statusOf('CANCELLED', `cancelled: ${why}`);
+    await Promise.all(
+      open.map(async (queryId) => {
+        // Not queued (or not known): it may be running, so the cancel covers it.
+        if (!(await this.queue.removeQueued(queryId))) return this.results.cancel(queryId);
+        await this.sink.end(queryId, { kind: 'error', status });
+        await this.lifecycle.transition({ queryId, owner }, 'cancelled', { status });
+      }),
+    );
+    // Dropped after the cancels are sent: in-process, a cancel goes through the kept channel.
+    await Promise.all(kept.map((queryId) => this.results.dropKept(queryId)));
   }
 
   /** The query, if this user may see it; 404 otherwise (another user's query does not exist for you). */

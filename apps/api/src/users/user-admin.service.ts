@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import {
@@ -15,6 +15,7 @@ import { hashPassword } from '../auth/password.hasher';
 import { RoleCatalogService } from '../auth/role-catalog.service';
 import { UsersService } from '../auth/users.service';
 import { METADATA_POOL } from '../infra/tokens';
+import { QueriesService } from '../queries/queries.service';
 
 interface UserRow {
   username: string;
@@ -63,12 +64,16 @@ const notFound = (name: string) =>
  */
 @Injectable()
 export class UserAdminService {
+  private readonly logger = new Logger(UserAdminService.name);
+
   constructor(
     @Inject(METADATA_POOL) private readonly pool: Pool,
     private readonly schema: MetadataSchema,
     private readonly roles: RoleCatalogService,
     private readonly events: MetadataEventsService,
     private readonly users: UsersService,
+    // Absent in the CLI, which reaches no queue: a deleted user's data lapses, tied to their id.
+    @Optional() private readonly queries?: QueriesService,
   ) {}
 
   async list(): Promise<UserDto[]> {
@@ -147,13 +152,24 @@ export class UserAdminService {
     if (change.enabled !== undefined) set('enabled', change.enabled);
     if (sets.length === 0) throw new SluiceError('INVALID_REQUEST', 'nothing to change');
     await this.schema.ensure();
-    const { rows } = await this.pool.query<UserRow>(
-      `UPDATE sluice.users SET ${sets.join(', ')}, updated_at = now()
-        WHERE username = $1 RETURNING ${COLUMNS}`,
+    // The role before, read in the same statement (locked): only a change of it ends anything.
+    const { rows } = await this.pool.query<UserRow & { role_before: string }>(
+      `WITH before AS (SELECT role FROM sluice.users WHERE username = $1 FOR UPDATE)
+       UPDATE sluice.users SET ${sets.join(', ')}, updated_at = now()
+        WHERE username = $1 RETURNING ${COLUMNS}, (SELECT role FROM before) AS role_before`,
       values,
     );
     if (!rows[0]) throw notFound(username);
     await this.changed(username);
+    if (rows[0].role !== rows[0].role_before) {
+      // After the change: a query admitted from now on runs as the new role.
+      await this.queries?.roleChanged(username).catch((err: Error) => {
+        // The role is changed all the same: what the old one kept lapses by its TTL.
+        this.logger.warn(
+          `user ${username}: role changed; could not end their queries: ${err.message}`,
+        );
+      });
+    }
     return toDto(rows[0]);
   }
 
@@ -168,6 +184,11 @@ export class UserAdminService {
     ]);
     if (!rowCount) throw notFound(username);
     await this.changed(username);
+    // After the row is gone: no new query of theirs is admitted while their data is forgotten.
+    await this.queries?.forgetUser(username).catch((err: Error) => {
+      // Tied to the deleted user's id, what is left is nobody else's: it lapses by its TTL.
+      this.logger.warn(`user ${username} deleted; could not forget their queries: ${err.message}`);
+    });
   }
 
   private async requireRole(role: string): Promise<void> {

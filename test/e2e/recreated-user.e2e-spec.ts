@@ -1,0 +1,219 @@
+import { randomBytes } from 'node:crypto';
+import { backendsOf, closeDb, db, e2eEnv, eventually } from './support/client';
+import { randomName } from './support/service';
+import {
+  TestUser,
+  adminCall,
+  call,
+  createRole,
+  createUser,
+  dropRole,
+  freshLogin,
+} from './support/users';
+
+/**
+ * A user deleted and re-created under the same name is someone else: nothing of the deleted
+ * one's — queries, kept results, Idempotency-Keys, queries still running — reaches the new one.
+ * Kept results last SLUICE_RESULT_TTL_SECONDS (8 s in the suite): each case reads well within it.
+ */
+const schema = randomName('e2e_reuse');
+const SECRET = 'the-old-users-secret';
+const roles: string[] = [];
+const users: string[] = [];
+
+beforeAll(async () => {
+  await db().query(`CREATE SCHEMA ${schema}`);
+  await db().query(`CREATE TABLE ${schema}.secrets (secret text)`);
+  // Rows enough that the kept result's bytes stand out in the ledger's total.
+  await db().query(
+    `INSERT INTO ${schema}.secrets SELECT '${SECRET}-' || g FROM generate_series(1, 2000) g`,
+  );
+});
+
+afterAll(async () => {
+  await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [users]);
+  await db().query(`DROP SCHEMA ${schema} CASCADE`);
+  for (const name of roles) await dropRole(name);
+  await closeDb();
+});
+
+async function role(): Promise<string> {
+  const name = await createRole();
+  roles.push(name);
+  return name;
+}
+
+async function tokenOf(username: string, password: string): Promise<string> {
+  const res = await freshLogin(username, password);
+  expect(res.status).toBe(200);
+  return res.json.access_token as string;
+}
+
+/** A GET as a Bearer token, on the api the admin calls go to (it hears of changes first). */
+function get(token: string, path: string) {
+  return call(e2eEnv().baseUrl, 'GET', path, undefined, { authorization: `Bearer ${token}` });
+}
+
+/** Kept bytes as /metrics tells them (the ledger's total). */
+async function keptBytes(): Promise<number> {
+  const metrics = await fetch(`${e2eEnv().baseUrl}/metrics`).then((res) => res.text());
+  return Number(/^sluice_kept_result_bytes\{[^}]*\} (\d+)/m.exec(metrics)?.[1]);
+}
+
+/** Submits a statement whose result is kept; answers its query id. */
+async function submitKept(token: string, statement: string, key?: string): Promise<string> {
+  const res = await call(
+    e2eEnv().baseUrl,
+    'POST',
+    '/v1/execute',
+    { statement, wait_timeout: 0 },
+    { authorization: `Bearer ${token}`, ...(key ? { 'idempotency-key': key } : {}) },
+  );
+  expect(res.status).toBe(202);
+  return res.json.query_id as string;
+}
+
+describe('a user deleted and re-created under the same name', () => {
+  let old: TestUser;
+
+  beforeAll(async () => {
+    const reader = await role();
+    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${reader}`);
+    await db().query(`GRANT SELECT ON ${schema}.secrets TO ${reader}`);
+    old = await createUser({ role: reader, prefix: 'e2e_reuse' });
+    users.push(old.username);
+  });
+
+  it("gets none of the old user's results, queries or keys, and the old queries stop", async () => {
+    const oldToken = await tokenOf(old.username, old.password);
+    const key = `reuse-${randomBytes(6).toString('hex')}`;
+    const statement = `select secret from ${schema}.secrets`;
+    const secretQuery = await submitKept(oldToken, statement, key);
+    const secretInfo = await eventually(async () => {
+      const res = await get(oldToken, `/v1/queries/${secretQuery}`);
+      return res.json.state === 'succeeded' ? (res.json as { bytes_produced: number }) : undefined;
+    });
+    // Still running when its user goes: it must stop, and its result must be nobody's.
+    const sleeper = await submitKept(oldToken, 'select pg_sleep(60) as slept');
+    await eventually(async () => ((await backendsOf(sleeper)) > 0 ? true : undefined));
+    const keptBefore = await keptBytes();
+
+    expect((await adminCall('DELETE', `/v1/users/${old.username}`)).status).toBe(200);
+    const password = randomBytes(12).toString('base64url');
+    const created = await adminCall('POST', '/v1/users', {
+      username: old.username,
+      password,
+      role: await role(),
+    });
+    expect(created.status).toBe(201);
+    const newToken = await tokenOf(old.username, password);
+
+    for (const queryId of [secretQuery, sleeper]) {
+      const result = await get(newToken, `/v1/queries/${queryId}/result`);
+      expect(result.status).toBe(404);
+      expect(result.text).not.toContain(SECRET);
+      expect((await get(newToken, `/v1/queries/${queryId}`)).status).toBe(404);
+    }
+    const listed = await get(newToken, '/v1/queries');
+    expect(listed.status).toBe(200);
+    expect(listed.json).toEqual([]);
+    // The old user's running query is stopped in PostgreSQL, and the kept bytes given back.
+    await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
+    expect(await keptBytes()).toBeLessThanOrEqual(keptBefore - secretInfo.bytes_produced);
+
+    // The old key replays nothing: a new query runs, as the new user's role, which may not read.
+    const repeat = await call(
+      e2eEnv().baseUrl,
+      'POST',
+      '/v1/execute',
+      { statement },
+      { authorization: `Bearer ${newToken}`, 'idempotency-key': key },
+    );
+    expect(repeat.status).toBe(403);
+    expect(repeat.text).not.toContain(SECRET);
+    expect(repeat.json.status.sql_state).toBe('42501');
+    expect(repeat.json.query_id).not.toBe(secretQuery);
+  }, 30_000);
+
+  it('owns nothing of one deleted outside the api (as the CLI does), whose data was not purged', async () => {
+    const reader = await role();
+    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${reader}`);
+    await db().query(`GRANT SELECT ON ${schema}.secrets TO ${reader}`);
+    const first = await createUser({ role: reader, prefix: 'e2e_reuse' });
+    users.push(first.username);
+    const firstToken = await tokenOf(first.username, first.password);
+    const key = `reuse-${randomBytes(6).toString('hex')}`;
+    const statement = `select secret from ${schema}.secrets`;
+    const secretQuery = await submitKept(firstToken, statement, key);
+    await eventually(async () => {
+      const res = await get(firstToken, `/v1/queries/${secretQuery}`);
+      return res.json.state === 'succeeded' ? true : undefined;
+    });
+
+    // The CLI's `users remove` reaches no queue: only the row goes.
+    await db().query('DELETE FROM sluice.users WHERE username = $1', [first.username]);
+    const password = randomBytes(12).toString('base64url');
+    const created = await adminCall('POST', '/v1/users', {
+      username: first.username,
+      password,
+      role: await role(),
+    });
+    expect(created.status).toBe(201);
+    const newToken = await tokenOf(first.username, password);
+
+    const result = await get(newToken, `/v1/queries/${secretQuery}/result`);
+    expect(result.status).toBe(404);
+    expect(result.text).not.toContain(SECRET);
+    expect((await get(newToken, `/v1/queries/${secretQuery}`)).status).toBe(404);
+    expect((await get(newToken, '/v1/queries')).json).toEqual([]);
+    // The old key still stands for the old query, which is not this user's: refused, not replayed.
+    const repeat = await call(
+      e2eEnv().baseUrl,
+      'POST',
+      '/v1/execute',
+      { statement, wait_timeout: 0 },
+      { authorization: `Bearer ${newToken}`, 'idempotency-key': key },
+    );
+    expect(repeat.status).toBe(410);
+    expect(repeat.text).not.toContain(SECRET);
+  }, 30_000);
+});
+
+describe('a user whose role changes', () => {
+  it('keeps no result, and runs no query, of the old role', async () => {
+    const reader = await role();
+    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${reader}`);
+    await db().query(`GRANT SELECT ON ${schema}.secrets TO ${reader}`);
+    const user = await createUser({ role: reader, prefix: 'e2e_rerole' });
+    users.push(user.username);
+    const token = await tokenOf(user.username, user.password);
+    const secretQuery = await submitKept(token, `select secret from ${schema}.secrets`);
+    await eventually(async () => {
+      const res = await get(token, `/v1/queries/${secretQuery}`);
+      return res.json.state === 'succeeded' ? true : undefined;
+    });
+    const sleeper = await submitKept(token, 'select pg_sleep(60) as slept');
+    await eventually(async () => ((await backendsOf(sleeper)) > 0 ? true : undefined));
+
+    const changed = await adminCall('PATCH', `/v1/users/${user.username}`, {
+      role: await role(),
+    });
+    expect(changed.status).toBe(200);
+
+    // The same session goes on, as the new role: what the old one made is gone.
+    const result = await get(token, `/v1/queries/${secretQuery}/result`);
+    expect(result.status).toBe(410);
+    expect(result.text).not.toContain(SECRET);
+    await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
+    const info = await eventually(async () => {
+      const res = await get(token, `/v1/queries/${sleeper}`);
+      return res.json.state === 'cancelled' ? (res.json as Record<string, unknown>) : undefined;
+    });
+    expect(info.status).toMatchObject({ sql_state: '57014' });
+    // Its queries stay listed: the record of what they did is theirs.
+    const listed = await get(token, '/v1/queries');
+    expect((listed.json as { query_id: string }[]).map((q) => q.query_id).sort()).toEqual(
+      [secretQuery, sleeper].sort(),
+    );
+  }, 30_000);
+});
