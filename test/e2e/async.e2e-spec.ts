@@ -290,11 +290,16 @@ describe('GET /v1/queries/{id}/result', () => {
     expect(rest.bytes.equals(whole.bytes.subarray(3))).toBe(true);
   });
 
-  it("is 404 for another user's query, for an unknown id, and for a query that keeps no result", async () => {
+  it("is 404 for another user's query, an administrator's too, for an unknown id, and for a query that keeps no result", async () => {
     const other = await createUser('async_other');
     users.push(other.username);
     const queryId = await submitAsync({ statement: 'select 1' });
     expect((await fetchResult(queryId, {}, other.token)).status).toBe(404);
+    // An administrator sees another user's query, never its data.
+    const theirs = await submitAsync({ statement: 'select 1' }, {}, other.token);
+    await finished(theirs, other.token);
+    expect((await fetchResult(theirs, {}, other.token)).status).toBe(200);
+    expect((await fetchResult(theirs)).status).toBe(404);
     expect((await fetchResult('00000000-0000-4000-8000-000000000000')).status).toBe(404);
     const sync = await execute({ statement: 'select 1' }, { token });
     expect((await fetchResult(sync.json.query_id as string)).status).toBe(404);

@@ -34,7 +34,7 @@ export class AdminQueriesController {
     @CurrentUser() user: AuthUser,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    const record = await this.queries.record(queryId, { ...user, isAdmin: false });
+    const record = await this.queries.ownRecord(queryId, user);
     return send(reply, await this.kept.fetch(record, undefined));
   }
 

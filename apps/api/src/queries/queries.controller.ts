@@ -63,7 +63,7 @@ export class QueriesController {
     @Headers('range') range: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
-    const record = await this.queries.record(queryId, user);
+    const record = await this.queries.ownRecord(queryId, user);
     return send(reply, await this.kept.fetch(record, range));
   }
 

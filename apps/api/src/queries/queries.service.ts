@@ -39,9 +39,12 @@ export class QueriesService {
     return this.info(await this.visible(queryId, user));
   }
 
-  /** The query's record, if this user may see it (404 otherwise). */
-  record(queryId: string, user: AuthUser): Promise<QueryRecord> {
-    return this.visible(queryId, user);
+  /**
+   * The record of a query of this user's own, for its kept result (404 otherwise): an
+   * administrator sees other users' queries, never their data.
+   */
+  ownRecord(queryId: string, user: AuthUser): Promise<QueryRecord> {
+    return this.visible(queryId, { ...user, isAdmin: false });
   }
 
   /** Cancels a query: a queued one never runs, a running one is stopped in PostgreSQL. */
