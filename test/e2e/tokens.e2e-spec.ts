@@ -236,6 +236,61 @@ describe('POST /v1/logout', () => {
   });
 });
 
+describe('forged revocation notifications', () => {
+  /** What an api's /metrics says of the revocations it holds in memory. */
+  async function cachedRevocations(baseUrl = e2eEnv().baseUrl): Promise<number> {
+    const res = await call(baseUrl, 'GET', '/metrics');
+    const line = /^sluice_revoked_tokens_cached\{[^}]*\} (\d+)$/m.exec(res.text);
+    if (!line) throw new Error('no sluice_revoked_tokens_cached in /metrics');
+    return Number(line[1]);
+  }
+
+  /** Logs a token out on the second api and waits until the first refuses it too. */
+  async function heardEverything(u: TestUser): Promise<void> {
+    const marker = await tokenOf(u);
+    expect((await post('/v1/logout', marker, second.baseUrl)).status).toBe(200);
+    await eventually(async () => {
+      const r = await executeAs(marker, { statement: 'select 1' });
+      return r.status === 401 ? r : undefined;
+    }, 5_000);
+  }
+
+  it('keep nothing of a flood of big payloads a read-only user sends, and revoke no live token', async () => {
+    const role = await createRole();
+    roles.push(role);
+    const attacker = await createUser({ role, read_only: true });
+    users.push(attacker.username);
+    const attackerToken = await tokenOf(attacker);
+    const victim = await user();
+    const victimToken = await tokenOf(victim);
+    expect((await executeAs(victimToken, { statement: 'select 1' })).status).toBe(200);
+    const before = await cachedRevocations();
+
+    const flood = await executeAs(attackerToken, {
+      statement: `select count(pg_notify('sluice_events', json_build_object('kind', 'revoked',
+          'jti', g::text || repeat('x', 7800), 'exp', 9e15)::text))
+        from generate_series(1, 3000) g`,
+    });
+    expect(flood.status).toBe(200);
+    // The victim's own token id, named as revoked with an expiry far away.
+    const forged = await executeAs(attackerToken, {
+      statement: `select pg_notify('sluice_events', json_build_object('kind', 'revoked',
+          'jti', {jti}::text, 'exp', 9e15)::text)`,
+      params: { jti: claimsOf(victimToken).jti },
+    });
+    expect(forged.status).toBe(200);
+    // A genuine logout committed after them: once it is heard, so were they.
+    await heardEverything(victim);
+
+    // Only genuine logouts (the marker's, and any other test's meanwhile) are held.
+    expect(await cachedRevocations()).toBeLessThan(before + 50);
+    expect((await executeAs(victimToken, { statement: 'select 1' })).status).toBe(200);
+    expect((await executeAs(victimToken, { statement: 'select 1' }, second.baseUrl)).status).toBe(
+      200,
+    );
+  });
+});
+
 describe('tokens that must not work', () => {
   let u: TestUser;
   let good: string;

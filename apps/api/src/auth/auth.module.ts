@@ -62,6 +62,7 @@ import { VerifiedTokens } from './verified.tokens';
     RoleCatalogService,
     MetadataEventsService,
     MetadataSchema,
+    RevocationService,
   ],
 })
 export class AuthModule {}

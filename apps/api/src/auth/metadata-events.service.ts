@@ -3,9 +3,12 @@ import { Client, Pool } from 'pg';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { METADATA_POOL } from '../infra/tokens';
 
-/** A change to Sluice's own tables that every api process must learn about at once. */
-export type MetadataEvent =
-  { kind: 'revoked'; jti: string; exp: number } | { kind: 'user'; username: string };
+/**
+ * A change to Sluice's own tables that every api process must learn about at once. Anyone who
+ * can connect to the metadata database can send one: it is a hint to re-read the table, never
+ * a fact in itself.
+ */
+export type MetadataEvent = { kind: 'revoked' } | { kind: 'user'; username: string };
 
 /** Receives metadata events; `resync` when events may have been missed (reload everything). */
 export interface MetadataEventListener {
@@ -107,13 +110,24 @@ export class MetadataEventsService implements OnModuleInit, OnModuleDestroy {
   }
 
   private dispatch(payload: string | undefined): void {
-    let event: MetadataEvent;
-    try {
-      event = JSON.parse(payload ?? '') as MetadataEvent;
-    } catch {
-      // Not ours: anyone connected to the metadata database may NOTIFY this channel.
-      return;
-    }
+    const event = parseEvent(payload);
+    // Not ours: anyone connected to the metadata database may NOTIFY this channel.
+    if (!event) return;
     for (const listener of this.listeners) listener.onMetadataEvent(event);
   }
+}
+
+/** The event a payload names, with nothing of it kept but its kind (and a user's name). */
+function parseEvent(payload: string | undefined): MetadataEvent | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(payload ?? '');
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { kind, username } = value as Record<string, unknown>;
+  if (kind === 'revoked') return { kind };
+  if (kind === 'user' && typeof username === 'string') return { kind, username };
+  return undefined;
 }

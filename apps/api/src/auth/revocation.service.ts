@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Pool } from 'pg';
+import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { METADATA_POOL } from '../infra/tokens';
 import {
   METADATA_EVENTS_CHANNEL,
@@ -11,54 +12,79 @@ import { MetadataSchema } from './metadata.schema';
 
 const PRUNE_MS = 60_000;
 const PURGE_EVERY = 10;
+/** At most one re-read of the table per this many ms, however many notifications arrive. */
+const RELOAD_GAP_MS = 100;
+/** Revocations held in memory at most; beyond it, checks ask the database. */
+export const REVOKED_CACHE_MAX = 50_000;
 
 /**
  * Revoked token ids (jti) in `sluice.revoked_tokens`, kept until the token would have expired
- * anyway. Each process holds the unexpired ones in memory, kept current by metadata events, so
- * a check costs no query; while events are not live it asks the database.
+ * anyway. Each process holds the unexpired ones in memory (at most `REVOKED_CACHE_MAX`), so a
+ * check costs no query; while events are not live, or the table holds more, it asks the database.
+ * A 'revoked' notification is only a hint to re-read the table: anyone who can connect to the
+ * metadata database can send one, so nothing in it is believed.
  */
 @Injectable()
 export class RevocationService implements OnModuleInit, OnModuleDestroy, MetadataEventListener {
   private readonly logger = new Logger(RevocationService.name);
   /** jti → expiry (ms). */
   private readonly revoked = new Map<string, number>();
+  /** The map holds every unexpired row of the table (none left out for `REVOKED_CACHE_MAX`). */
+  private complete = false;
   private loaded = false;
   private generation = 0;
   private ticks = 0;
   private timer: NodeJS.Timeout | undefined;
+  private readonly ttlMs: number;
+  private scheduled: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private rerun = false;
+  private lastReload = 0;
+  private stopped = false;
 
   constructor(
     @Inject(METADATA_POOL) private readonly pool: Pool,
+    @Inject(SLUICE_CONFIG) config: SluiceConfig,
     private readonly schema: MetadataSchema,
     private readonly events: MetadataEventsService,
-  ) {}
+  ) {
+    this.ttlMs = config.jwtTtlSeconds * 1000;
+  }
+
+  /** Revocations held in memory now (never more than `REVOKED_CACHE_MAX`). */
+  get cached(): number {
+    return this.revoked.size;
+  }
 
   async onModuleInit(): Promise<void> {
     this.events.subscribe(this);
     await this.schema.ensure();
     await this.purge();
-    await this.load();
+    await this.load(++this.generation);
     this.timer = setInterval(() => void this.prune(), PRUNE_MS);
     this.timer.unref();
   }
 
   onModuleDestroy(): void {
+    this.stopped = true;
     clearInterval(this.timer);
+    clearTimeout(this.scheduled);
   }
 
   onMetadataEvent(event: MetadataEvent): void {
-    if (event.kind === 'revoked' && typeof event.jti === 'string') {
-      this.revoked.set(event.jti, Number(event.exp) || Date.now());
-    }
+    if (event.kind === 'revoked') this.reloadSoon();
   }
 
   onMetadataResync(): void {
-    void this.load();
+    // Events may have been missed: until a full read, checks go to the database.
+    this.loaded = false;
+    this.generation++;
+    this.reloadSoon();
   }
 
   async isRevoked(jti: string): Promise<boolean> {
     if (this.revoked.has(jti)) return true;
-    if (this.events.live && this.loaded) return false;
+    if (this.events.live && this.loaded && this.complete) return false;
     const { rowCount } = await this.pool.query(
       'SELECT 1 FROM sluice.revoked_tokens WHERE jti = $1',
       [jti],
@@ -68,7 +94,7 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
 
   /** Revokes a token on every api process; `expiresAt` in ms. */
   async revoke(jti: string, expiresAt: number, username: string): Promise<void> {
-    const event: MetadataEvent = { kind: 'revoked', jti, exp: expiresAt };
+    const event: MetadataEvent = { kind: 'revoked' };
     // One statement: the notification goes out when the row is committed.
     await this.pool.query(
       `WITH added AS (
@@ -78,20 +104,54 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
        SELECT pg_notify($4, $5) FROM added`,
       [jti, username, expiresAt, METADATA_EVENTS_CHANNEL, JSON.stringify(event)],
     );
-    this.revoked.set(jti, expiresAt);
+    this.remember(jti, expiresAt);
   }
 
-  /** Reads every unexpired revocation; until it has, checks go to the database. */
-  private async load(): Promise<void> {
-    const generation = ++this.generation;
-    this.loaded = false;
+  private remember(jti: string, exp: number): void {
+    if (this.revoked.size >= REVOKED_CACHE_MAX && !this.revoked.has(jti)) {
+      this.complete = false;
+      return;
+    }
+    // No revocation outlives the longest token: a later expiry cannot be real.
+    this.revoked.set(jti, Math.min(exp, Date.now() + this.ttlMs));
+  }
+
+  /** One re-read of the table for any number of hints: at most one running, one per gap. */
+  private reloadSoon(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.rerun = true;
+      return;
+    }
+    if (this.scheduled) return;
+    const wait = Math.max(0, this.lastReload + RELOAD_GAP_MS - Date.now());
+    this.scheduled = setTimeout(() => {
+      this.scheduled = undefined;
+      this.lastReload = Date.now();
+      this.running = this.load(this.generation).finally(() => {
+        this.running = undefined;
+        if (!this.rerun) return;
+        this.rerun = false;
+        this.reloadSoon();
+      });
+    }, wait);
+    this.scheduled.unref();
+  }
+
+  /**
+   * Reads every unexpired revocation (`REVOKED_CACHE_MAX` at most); checks trust the memory only
+   * once a read started after the last resync has completed.
+   */
+  private async load(generation: number): Promise<void> {
     try {
       await this.schema.ensure();
       const { rows } = await this.pool.query<{ jti: string; exp: string }>(
         `SELECT jti, (extract(epoch FROM expires_at) * 1000)::bigint AS exp
-           FROM sluice.revoked_tokens WHERE expires_at > now()`,
+           FROM sluice.revoked_tokens WHERE expires_at > now() LIMIT $1`,
+        [REVOKED_CACHE_MAX + 1],
       );
-      for (const row of rows) this.revoked.set(row.jti, Number(row.exp));
+      this.complete = rows.length <= REVOKED_CACHE_MAX;
+      for (const row of rows) this.remember(row.jti, Number(row.exp));
       if (generation === this.generation) this.loaded = true;
     } catch (err) {
       this.logger.warn(`cannot load revoked tokens: ${(err as Error).message}`);

@@ -6,6 +6,7 @@ import { QueryPoolService, registerPoolMetrics } from '@app/execution';
 import { QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
+import { RevocationService } from '../auth/revocation.service';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
 
 /** Recent queries looked at for the kept-result gauges (the registry's index, newest first). */
@@ -42,6 +43,7 @@ export class ApiMetricsService {
     moduleRef: ModuleRef,
     @Inject(QUERY_REGISTRY) private readonly queryRegistry: QueryRegistry,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
+    revocations: RevocationService,
   ) {
     this.resultTtlMs = config.resultTtlSeconds * 1000;
     this.registry.setDefaultLabels({ app: 'api' });
@@ -127,6 +129,14 @@ export class ApiMetricsService {
         this.quietly('kept result bytes', async () =>
           keptBytes.set(await this.results.keptBytes()),
         ),
+    });
+    new Gauge({
+      name: 'sluice_revoked_tokens_cached',
+      help: 'Revoked token ids this api holds in memory, read from sluice.revoked_tokens (bounded; beyond it, checks ask the database).',
+      registers,
+      collect() {
+        this.set(revocations.cached);
+      },
     });
     if (this.pool) registerPoolMetrics(this.registry, this.pool);
   }
