@@ -144,3 +144,36 @@ describe('errors of POST /v1/execute', () => {
     expect(res.json.data).toEqual([[1]]);
   });
 });
+
+describe('errors Fastify raises before routing', () => {
+  async function get(path: string, token?: string) {
+    const res = await fetch(`${e2eEnv().baseUrl}${path}`, {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+    });
+    const text = await res.text();
+    return { status: res.status, contentType: res.headers.get('content-type'), text };
+  }
+
+  it.each([
+    ['a URL that does not decode, without credentials', '/%ff', false],
+    ['a URL that does not decode, with credentials', '/v1/execute/%ff?statement=select%201', true],
+    ['a bad escape in a route parameter', '/v1/queries/%e0%80/result', true],
+  ])('answers 400 in the envelope for %s', async (_, path, authenticated) => {
+    const res = await get(path, authenticated ? await login() : undefined);
+    expect(res.status).toBe(400);
+    expect(res.contentType).toMatch(/^application\/json/);
+    const json = JSON.parse(res.text) as { status: Record<string, unknown> };
+    expect(json).toEqual({ status: expect.any(Object) });
+    expectEnvelope({ json }, '08P01', -100);
+    expect(res.text).not.toMatch(/FST_|Bad Request|statusCode/);
+  });
+
+  it('answers 400 in the envelope for a route parameter longer than Fastify allows', async () => {
+    const res = await get(`/v1/queries/${'a'.repeat(500)}`, await login());
+    expect(res.status).toBe(400);
+    const json = JSON.parse(res.text) as { status: Record<string, unknown> };
+    expect(json).toEqual({ status: expect.any(Object) });
+    expectEnvelope({ json }, '08P01', -100);
+    expect(res.text).not.toMatch(/FST_|statusCode/);
+  });
+});

@@ -17,6 +17,7 @@ import { installCrossSiteCheck } from './http/cross-site.check';
 import { describeWire } from './http/openapi.document';
 import {
   clientErrorHandler,
+  frameworkErrorHandler,
   installHeaderChecks,
   installRequestChecks,
 } from './http/request.checks';
@@ -48,6 +49,8 @@ async function bootstrap(): Promise<void> {
     return503OnClosing: true,
     // Requests Node's parser refuses (bad framing, huge headers) are answered in the envelope.
     clientErrorHandler,
+    // So are those Fastify raises before routing (a URL that does not decode).
+    frameworkErrors: frameworkErrorHandler,
   });
   // Before Nest and its plugins register anything: ahead of authentication on every route.
   installHeaderChecks(adapter.getInstance());

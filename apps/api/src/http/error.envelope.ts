@@ -65,6 +65,10 @@ function fastifyError(err: {
         : fromCode('INVALID_REQUEST', 'Content-Length does not match the body');
     case 'FST_ERR_CTP_INVALID_TYPE':
       return fromCode('UNSUPPORTED_MEDIA_TYPE', 'invalid Content-Type');
+    case 'FST_ERR_BAD_URL':
+      return fromCode('INVALID_REQUEST', 'the URL is not valid percent-encoded UTF-8');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return fromCode('INVALID_REQUEST', 'a path parameter is too long');
   }
   if (err.code.startsWith('FST_') && err.statusCode && err.statusCode < 500) {
     return fromCode(BY_HTTP_STATUS[err.statusCode] ?? 'INVALID_REQUEST', 'invalid request');

@@ -219,6 +219,19 @@ export function installHeaderChecks(fastify: FastifyInstance): void {
   });
 }
 
+/**
+ * Fastify's `frameworkErrors`: errors it raises before routing (a URL that does not decode, a
+ * path parameter too long) would otherwise be answered in Fastify's own body, not the envelope.
+ */
+export function frameworkErrorHandler(
+  err: Error,
+  _request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  const { httpStatus, headers, body } = toEnvelope(err);
+  void reply.code(httpStatus).headers(headers).type('application/json; charset=utf-8').send(body);
+}
+
 const HTTP_REASONS: Record<number, string> = {
   400: 'Bad Request',
   408: 'Request Timeout',
