@@ -126,6 +126,37 @@ describe('columnar formats', () => {
     }
   });
 
+  it('writes the first and last timestamps PostgreSQL has to Parquet, and refuses those past int64 with 22008', async () => {
+    const edges = `select * from (values
+        ('4714-11-24 00:00:00 BC'::timestamp, '4714-11-24 00:00:00+00 BC'::timestamptz, '4714-11-24 BC'::date),
+        ('294247-01-10 04:00:54.775806', '294247-01-10 04:00:54.775806+00', '5874897-12-31'),
+        ('infinity', 'infinity', 'infinity'), ('-infinity', '-infinity', '-infinity')
+      ) t(ts, tstz, d)`;
+    const res = await open({ statement: edges }, { accept: 'application/parquet' });
+    expect(res.statusCode).toBe(200);
+    const max = 2n ** 63n - 1n;
+    expect(readParquet(await readAll(res))).toEqual(
+      [
+        [-210866803200000000n, -2440588],
+        [max - 1n, 2145042905],
+        [max, 2147483647],
+        [-max, -2147483647],
+      ].map(([t, d]) => ({ ts: `bigint:${t}`, tstz: `bigint:${t}`, d: Number(d) })),
+    );
+    for (const accept of ['application/parquet', 'application/vnd.apache.arrow.stream']) {
+      const late = await execute(
+        { statement: "select '294276-12-31 23:59:59'::timestamp as ts" },
+        { headers: { accept } },
+      );
+      expect(late.status).toBe(400);
+      expect(late.json.status).toEqual({
+        reason: expect.stringMatching(/^timestamp 294276-12-31 23:59:59 is out of range/),
+        sql_state: '22008',
+        vendor_code: -520,
+      });
+    }
+  });
+
   it.each(['application/parquet', 'application/vnd.apache.arrow.stream'])(
     'cuts a %s response that fails after its first bytes, so that it cannot pass for a whole file',
     async (accept) => {

@@ -23,7 +23,7 @@ import {
   decodeDate,
   decodeInt64,
   decodeTime,
-  decodeTimestampMicros,
+  decodeTimestampInt64,
   decodeUuid,
   flattenArray,
   parseArray,
@@ -176,7 +176,7 @@ export class ArrowColumnBuilder {
             ? decodeInt64
             : this.kind === 'time'
               ? decodeTime
-              : decodeTimestampMicros;
+              : decodeTimestampInt64;
         for (let i = 0; i < n; i++) {
           const text = values[i];
           if (text === null) continue;

@@ -126,6 +126,23 @@ describe(ArrowEncoder.name, () => {
     expect(table.numRows).toBe(2);
   });
 
+  it('refuses a timestamp no int64 holds with 22008 rather than a wrapped-round value', () => {
+    const columns: EncoderColumn[] = [
+      { name: 'ts', type: 'timestamp without time zone', oid: 1114, json: (v) => v },
+    ];
+    const last = values(
+      tableFromIPC(encode(columns, [[['294247-01-10 04:00:54.775806']]]).body),
+      'ts',
+      true,
+    );
+    expect(last).toEqual([2n ** 63n - 2n]);
+    const encoder = new ArrowEncoder({ queryId: 'q', layout: 'array', columns });
+    encoder.head();
+    expect(() => encoder.rows([['294276-12-31 23:59:59']])).toThrow(
+      expect.objectContaining({ code: 'DATA_ERROR', sqlState: '22008' }),
+    );
+  });
+
   it('returns null at the end of a failed result (the response is aborted)', () => {
     const encoder = new ArrowEncoder({ queryId: 'q', layout: 'array', columns: FIXTURE_COLUMNS });
     encoder.head();

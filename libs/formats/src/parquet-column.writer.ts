@@ -7,7 +7,7 @@ import {
   decodeDate,
   decodeInt64,
   decodeTime,
-  decodeTimestampMicros,
+  decodeTimestampInt64,
   decodeUuid,
   flattenArray,
   parseArray,
@@ -237,7 +237,7 @@ export class ParquetColumnWriter {
         return this.putInt64(decodeInt64(text));
       case 'timestamp':
       case 'timestamptz':
-        return this.putInt64(decodeTimestampMicros(text));
+        return this.putInt64(decodeTimestampInt64(text));
       case 'time':
         return this.putInt64(decodeTime(text));
       case 'float32':

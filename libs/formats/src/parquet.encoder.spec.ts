@@ -8,6 +8,7 @@ import {
   OBJECT_JSON_CASES,
   OBJECT_JSON_COLUMNS,
 } from './pg-text.fixture';
+import { DATE_INFINITY, DATE_MINUS_INFINITY } from './pg-text.decoder';
 import { EncoderColumn, TextRow } from './result.encoder';
 
 const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
@@ -311,6 +312,58 @@ describe(ParquetEncoder.name, () => {
     const columns = [col('a', 'integer', 23), col('a', 'integer', 23), col('a_2', 'text', 25)];
     const got = read(encode(columns, [[['1', '2', 'x']]]).file);
     expect(got).toEqual([{ a: 1, a_3: 2, a_2: 'x' }]);
+  });
+
+  const INT64_MAX = 2n ** 63n - 1n;
+  const TIMES = [
+    col('ts', 'timestamp without time zone', 1114),
+    col('tstz', 'timestamp with time zone', 1184),
+    col('d', 'date', 1082),
+  ];
+
+  /** What encoding one row of TIMES throws. */
+  function thrownBy(row: (string | null)[]): unknown {
+    const encoder = new ParquetEncoder({ queryId: 'q', layout: 'array', columns: TIMES });
+    try {
+      encoder.head();
+      encoder.rows([row]);
+      encoder.end(OK, false);
+    } catch (err) {
+      return err;
+    }
+    return undefined;
+  }
+
+  it('writes every timestamp an int64 holds, BC and infinite ones, and refuses later ones with 22008', () => {
+    const rows: TextRow[] = [
+      ['4714-11-24 00:00:00 BC', '4714-11-24 00:00:00+00 BC', '4714-11-24 BC'],
+      ['0044-03-15 12:00:00.5 BC', '0044-03-15 12:00:00.5+00 BC', '0044-03-15 BC'],
+      // The last microsecond an int64 holds (2^63 − 1 itself stands for infinity).
+      ['294247-01-10 04:00:54.775806', '294247-01-10 04:00:54.775806+00', '5874897-12-31'],
+      ['infinity', 'infinity', 'infinity'],
+      ['-infinity', '-infinity', '-infinity'],
+    ];
+    const { file } = encode(TIMES, [rows]);
+    // µs and days since 1970 as PostgreSQL's extract(epoch …) and date subtraction give them.
+    expect(read(file)).toEqual([
+      { ts: -210866803200000000n, tstz: -210866803200000000n, d: -2440588 },
+      { ts: -63517780799500000n, tstz: -63517780799500000n, d: -735160 },
+      { ts: INT64_MAX - 1n, tstz: INT64_MAX - 1n, d: 2145042905 },
+      { ts: INT64_MAX, tstz: INT64_MAX, d: DATE_INFINITY },
+      { ts: -INT64_MAX, tstz: -INT64_MAX, d: DATE_MINUS_INFINITY },
+    ]);
+    // Past 294247 (PostgreSQL goes on to 294276): an error the client is told, not a wrong value.
+    for (const row of [
+      ['294276-12-31 23:59:59', null, null],
+      ['294247-01-10 04:00:54.775807', null, null],
+      [null, '294276-12-31 23:59:59.999999+00', null],
+    ]) {
+      expect(thrownBy(row)).toMatchObject({
+        code: 'DATA_ERROR',
+        sqlState: '22008',
+        message: expect.stringContaining(`timestamp ${row[0] ?? row[1]} is out of range`),
+      });
+    }
   });
 
   it('returns null at the end of a failed result (the response is aborted)', () => {

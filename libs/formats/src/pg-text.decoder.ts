@@ -8,6 +8,7 @@
  * to NULL, so that they stay distinct from a missing value.
  */
 
+import { SluiceError } from '@app/contracts';
 import { builtins, type builtinsTypes } from 'pg-types';
 import { parse as parseArrayText } from 'postgres-array';
 import decodeByteaText from 'postgres-bytea';
@@ -212,6 +213,19 @@ function parseFraction(text: string, at: number, end: number): number {
   return Math.round(micros);
 }
 
+/**
+ * Microseconds since 1970 as an int64 end before PostgreSQL's timestamps do (294276 AD): the last
+ * 29 years fit no Parquet or Arrow TIMESTAMP(MICROS), and ±(2^63 − 1) already mean ±infinity.
+ */
+function outOfRange(text: string): SluiceError {
+  return new SluiceError(
+    'DATA_ERROR',
+    `timestamp ${text} is out of range for Parquet and Arrow (int64 microseconds since 1970 ` +
+      'reach 294247-01-10 04:00:54.775806 at most); cast it to text or ask for JSON or CSV',
+    '22008',
+  );
+}
+
 function micros(seconds: number, fraction: number): number | bigint {
   if (seconds <= SAFE_SECONDS && seconds >= -SAFE_SECONDS) return seconds * 1_000_000 + fraction;
   return BigInt(seconds) * 1_000_000n + BigInt(fraction);
@@ -244,6 +258,18 @@ export function decodeTimestampMicros(text: string): number | bigint {
     seconds += sign === 43 ? -offset : offset;
   }
   return micros(seconds, fraction);
+}
+
+/**
+ * decodeTimestampMicros for an int64 column (Parquet's and Arrow's TIMESTAMP(MICROS)): the same
+ * value, or a 22008 error for the years after 294247 that no int64 holds.
+ */
+export function decodeTimestampInt64(text: string): number | bigint {
+  const v = decodeTimestampMicros(text);
+  if (typeof v === 'number' || text === 'infinity' || text === '-infinity') return v;
+  // Written as it is, it would wrap round silently (or read back as infinity).
+  if (v >= TIMESTAMP_INFINITY || v <= TIMESTAMP_MINUS_INFINITY) throw outOfRange(text);
+  return v;
 }
 
 /** timestamp / timestamptz → µs since the epoch as a bigint (see decodeTimestampMicros). */
