@@ -63,6 +63,8 @@ export class JobLifecycle {
   }
 
   async finish(job: ExecuteJobData, outcome: ExecutionOutcome): Promise<void> {
+    // The thread that ran it has no logger of its own.
+    if (outcome.cause) this.logger.error(`query ${job.queryId}: internal error: ${outcome.cause}`);
     if (outcome.recorded) {
       // Its thread recorded the end with the result's last entry; the api that reads that entry
       // frees the owner's slot (if none does, the slot's lease lapses).

@@ -7,6 +7,7 @@ import {
   isSessionEnded,
 } from '@app/access';
 import {
+  ERROR_CATALOGUE,
   ExecuteJobData,
   SluiceError,
   Status,
@@ -31,6 +32,8 @@ export interface ExecutionOutcome {
   bytes: number;
   /** The end is in the registry already: written with the result's last entry. */
   recorded?: boolean;
+  /** What failed, for the log, when the status is INTERNAL (the client is told nothing more). */
+  cause?: string;
 }
 
 /**
@@ -210,7 +213,11 @@ export class QueryRunner {
       await statement.abandon(err);
       // The channel itself failed: the api notices the silence, finds the job ended and says so.
       await this.reportFailure(body, encoder, status).catch(() => undefined);
-      return { status, rows, bytes: body.bytes };
+      // A bug of ours, not PostgreSQL's answer (whose text may quote the user's data).
+      const internal =
+        status.vendor_code === ERROR_CATALOGUE.INTERNAL.vendorCode && !isPgError(err);
+      const cause = internal ? String((err as Error)?.stack ?? err) : undefined;
+      return { status, rows, bytes: body.bytes, cause };
     } finally {
       await statement.release();
     }
