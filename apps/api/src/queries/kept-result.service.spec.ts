@@ -16,4 +16,16 @@ describe(rangeStart.name, () => {
       expect(rangeStart(other)).toBeUndefined();
     }
   });
+
+  it('reads a start past 2^53 as past every body (416), not as no Range at all', () => {
+    expect(rangeStart('bytes=9007199254740991-')).toBe(9007199254740991);
+    for (const huge of [
+      'bytes=9007199254740992-',
+      'bytes=9999999999999999-',
+      `bytes=${'9'.repeat(400)}-`,
+    ]) {
+      expect(rangeStart(huge)).toBe(Number.POSITIVE_INFINITY);
+    }
+    expect(rangeStart('bytes=0000000000000000000012-')).toBe(12);
+  });
 });

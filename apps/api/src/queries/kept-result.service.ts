@@ -28,10 +28,15 @@ import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/
 
 const TEXT_FORMATS = new Set<string>(['json', 'ndjson', 'csv']);
 
-/** `bytes=N-` (the one form a resumed download sends); undefined for anything else. */
+/**
+ * `bytes=N-` (the one form a resumed download sends); undefined for anything else. An N past
+ * 2^53 is Infinity: beyond every body, so unsatisfiable (416), not ignored.
+ */
 export function rangeStart(header: string | undefined): number | undefined {
-  const match = /^bytes=(\d{1,15})-$/.exec(header?.trim() ?? '');
-  return match ? Number(match[1]) : undefined;
+  const match = /^bytes=(\d+)-$/.exec(header?.trim() ?? '');
+  if (!match) return undefined;
+  const start = Number(match[1]);
+  return Number.isSafeInteger(start) ? start : Number.POSITIVE_INFINITY;
 }
 
 /**
