@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { ExecuteJobData, ResultRecord, okStatus, statusOf } from '@app/contracts';
 import { InProcessQueryRegistry, InProcessResultChannel, QueryRegistry } from '@app/transport';
 import { JobLifecycle } from './job.lifecycle';
@@ -85,6 +86,23 @@ describe(JobLifecycle.name, () => {
     expect(record).toMatchObject({ state: 'succeeded', rows: 3, bytes: 40 });
     expect(record?.startedAt).toBeGreaterThanOrEqual(before);
     expect(record?.finishedAt).toBeGreaterThanOrEqual(record?.startedAt ?? Infinity);
+  });
+
+  it('logs the cause of an internal error with the query id, whoever records the end', async () => {
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
+    await started(registry);
+    const error = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 50);
+    expect(await lifecycle.start(job)).toBe(true);
+    const status = statusOf('INTERNAL');
+    await lifecycle.finish(job, {
+      status,
+      rows: 0,
+      bytes: 0,
+      recorded: true,
+      cause: 'Error: boom',
+    });
+    expect(error).toHaveBeenCalledWith('query q1: internal error: Error: boom');
   });
 
   it('writes nothing for a job whose thread recorded its end with the last entry, nor later', async () => {

@@ -326,6 +326,8 @@ describe(QueryRunner.name, () => {
       const records = await drain(reader);
       const outcome = await running;
       expect(outcome.status).toMatchObject({ reason: 'internal error', vendor_code: -103 });
+      // The client is told nothing more; the log is (JobLifecycle writes it).
+      expect(outcome.cause).toMatch(/^Error: the result stream broke\n\s+at /);
       // The first batch, then the end reporting the failure: nothing after the broken write.
       expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'end']);
       expect(statusOfLast(records)).toEqual(outcome.status);
