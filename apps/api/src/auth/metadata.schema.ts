@@ -30,6 +30,8 @@ const MIGRATION = `
     revoked_at timestamptz NOT NULL DEFAULT now()
   );
   CREATE INDEX IF NOT EXISTS revoked_tokens_expires_at ON sluice.revoked_tokens (expires_at);
+  -- A hint's re-read takes only the latest revocations (RevocationService).
+  CREATE INDEX IF NOT EXISTS revoked_tokens_revoked_at ON sluice.revoked_tokens (revoked_at);
   -- Database users (SLUICE_AUTH=database): the password, sealed (AES-256-GCM), for the session's life.
   CREATE TABLE IF NOT EXISTS sluice.db_sessions (
     sid        text PRIMARY KEY,

@@ -14,6 +14,11 @@ const PRUNE_MS = 60_000;
 const PURGE_EVERY = 10;
 /** At most one re-read of the table per this many ms, however many notifications arrive. */
 const RELOAD_GAP_MS = 100;
+/**
+ * A hint's re-read takes the rows revoked since the last read began, less this much (ms, by the
+ * database's clock): a revocation committed late, after a read that began later than it.
+ */
+const RELOAD_OVERLAP_MS = 10_000;
 /** Revocations held in memory at most; beyond it, checks ask the database. */
 export const REVOKED_CACHE_MAX = 50_000;
 
@@ -40,6 +45,8 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
   private running: Promise<void> | undefined;
   private rerun = false;
   private lastReload = 0;
+  /** When the last whole or partial read began, by the database's clock (ms); none yet: 0. */
+  private readFrom = 0;
   private stopped = false;
 
   constructor(
@@ -139,19 +146,29 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
   }
 
   /**
-   * Reads every unexpired revocation (`REVOKED_CACHE_MAX` at most); checks trust the memory only
+   * Reads every unexpired revocation (`REVOKED_CACHE_MAX` at most) — or, for a hint while the
+   * memory is whole, only those revoked since the last read began, so that a flood of hints
+   * costs a read of a few rows each time, not of the whole table. Checks trust the memory only
    * once a read started after the last resync has completed.
    */
   private async load(generation: number): Promise<void> {
     try {
       await this.schema.ensure();
-      const { rows } = await this.pool.query<{ jti: string; exp: string }>(
-        `SELECT jti, (extract(epoch FROM expires_at) * 1000)::bigint AS exp
-           FROM sluice.revoked_tokens WHERE expires_at > now() LIMIT $1`,
-        [REVOKED_CACHE_MAX + 1],
+      const whole = !this.loaded || !this.complete || this.readFrom === 0;
+      const since = whole ? '-infinity' : new Date(this.readFrom - RELOAD_OVERLAP_MS).toISOString();
+      const { rows } = await this.pool.query<{ jti: string | null; exp: string; at: string }>(
+        `SELECT r.jti, (extract(epoch FROM r.expires_at) * 1000)::bigint AS exp,
+                (extract(epoch FROM now()) * 1000)::bigint AS at
+           FROM (SELECT 1) AS one
+           LEFT JOIN (SELECT jti, expires_at FROM sluice.revoked_tokens
+                       WHERE expires_at > now() AND revoked_at >= $2::timestamptz LIMIT $1) r
+             ON true`,
+        [REVOKED_CACHE_MAX + 1, since],
       );
-      this.complete = rows.length <= REVOKED_CACHE_MAX;
-      for (const row of rows) this.remember(row.jti, Number(row.exp));
+      const revoked = rows.filter((row) => row.jti !== null);
+      if (whole) this.complete = revoked.length <= REVOKED_CACHE_MAX;
+      for (const row of revoked) this.remember(row.jti!, Number(row.exp));
+      this.readFrom = Number(rows[0].at);
       if (generation === this.generation) this.loaded = true;
     } catch (err) {
       this.logger.warn(`cannot load revoked tokens: ${(err as Error).message}`);
