@@ -126,6 +126,25 @@ describe('POST /v1/execute', () => {
     expect(exact.json.data).toHaveLength(5);
   });
 
+  it('answers max_rows 0 with no row, never with the whole result in one batch', async () => {
+    // An Execute of 0 rows is PostgreSQL's "every row": the cap must never ask for that.
+    const res = await execute(
+      { statement: 'select g from generate_series(1, 5) g', max_rows: 0, fetch_size: 2 },
+      { headers: { accept: 'application/stream+json' } },
+    );
+    expect(res.status).toBe(200);
+    const lines = res.text
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.filter((line) => 'data' in line)).toEqual([]);
+    expect(lines[0].schema).toEqual([{ name: 'g', type: 'integer' }]);
+    expect(lines[lines.length - 1].status).toMatchObject({ row_count: 0, truncated: true });
+    const none = await execute({ statement: 'select 1 where false', max_rows: 0 });
+    expect(none.json.data).toEqual([]);
+    expect(none.json.status.truncated).toBeUndefined();
+  });
+
   it('runs the statement with the given schema on the search_path', async () => {
     const res = await execute({ statement: 'select count(*) as n from items', schema });
     expect(res.status).toBe(200);

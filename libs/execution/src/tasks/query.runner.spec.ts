@@ -262,6 +262,31 @@ describe(QueryRunner.name, () => {
     await reader.close();
   });
 
+  describe('with max_rows 0', () => {
+    // PostgreSQL reads an Execute of 0 rows as "every row": the whole result in one batch.
+    let reads: jest.SpyInstance<Promise<unknown[]>, [number]>;
+
+    beforeEach(() => {
+      reads = jest.spyOn(StatementLife.prototype, 'read');
+    });
+
+    afterEach(() => {
+      reads.mockRestore();
+    });
+
+    it('sends no row, says the result was truncated, and never asks PostgreSQL for every row', async () => {
+      const job = jobOf('SELECT g FROM generate_series(1, 5) g', { fetchSize: 2, maxRows: 0 });
+      const { reader, running } = start(job);
+      const records = await drain(reader);
+      const outcome = await running;
+      expect(outcome).toMatchObject({ rows: 0, status: { row_count: 0, truncated: true } });
+      expect(records.filter((r) => r.kind === 'data')).toEqual([]);
+      expect(statusOfLast(records)).toEqual(outcome.status);
+      expect(reads.mock.calls.map(([n]) => n)).toEqual([1]);
+      await reader.close();
+    });
+  });
+
   describe('writes one batch while it reads and encodes the next', () => {
     afterEach(() => jest.restoreAllMocks());
 

@@ -156,20 +156,26 @@ export class QueryRunner {
     try {
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
-      const firstAsked = limit === undefined ? fetch : Math.min(fetch, limit);
+      // A read of 0 rows is PostgreSQL's "all of them": max_rows 0 reads one, to tell whether
+      // the cap cut the result, and sends none.
+      const firstAsked = limit === undefined ? fetch : Math.max(1, Math.min(fetch, limit));
       const opened = await this.open(statement, job, db, login, firstAsked);
       const cursor = opened.cursor;
       let batch = opened.batch;
+      let truncated = false;
+      if (limit === 0) {
+        truncated = batch.length > 0;
+        batch = [];
+      }
       const fields = cursor.fields;
       const columns = await this.columnsOf(db, fields);
       encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });
-      // A first batch short of what was asked for is the whole result.
+      // A first batch short of what was asked for is the whole result (all there is to send).
       if (batch.length < firstAsked) body.holdUntilEnd();
       await body.head(
         columns.map(({ name, type }) => ({ name, type })),
         encoder.head(),
       );
-      let truncated = false;
       while (batch.length > 0) {
         rows += batch.length;
         // At max_rows, one more row tells whether the cap cut the result.

@@ -240,6 +240,13 @@ describe(StatementLife.name, () => {
     expect(log).toEqual(['BEGIN', 'destroy']);
   });
 
+  it('never asks PostgreSQL for 0 rows, its "every row": such a read fails, nothing is sent', async () => {
+    const life = await started();
+    const read = jest.spyOn(cursor, 'read');
+    await expect(life.read(0)).rejects.toThrow('a read must ask for at least one row, not 0');
+    expect(read).not.toHaveBeenCalled();
+  });
+
   it('releases once, however often asked', async () => {
     const life = await started();
     await life.commit();

@@ -118,6 +118,8 @@ export class StatementLife {
    * COMMIT is on its way already: then the (empty) read of a completed cursor goes on.
    */
   async read(n: number): Promise<TextRow[]> {
+    // PostgreSQL reads 0 as "every row": one read would pull the whole result into memory.
+    if (!(n >= 1)) throw new Error(`a read must ask for at least one row, not ${n}`);
     if (!this.ending) this.stop.throwIfStopped();
     this.reads += 1;
     // Execute and Flush in one write.
