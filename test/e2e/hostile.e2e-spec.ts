@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { connect } from 'node:net';
 import {
   HttpResult,
+  backendsOf,
   closeDb,
   db,
   e2eEnv,
@@ -10,6 +11,7 @@ import {
   grantSchema,
   login,
   request,
+  until,
 } from './support/client';
 import { randomName } from './support/service';
 import { call, createRole, createUser, dropRole, expectEnvelope } from './support/users';
@@ -803,6 +805,75 @@ describe('a statement that dodges its stop', () => {
     });
     expect(cancelled.status).toBe(200);
     await gone(mark);
+  });
+});
+
+describe('a statement whose output a worker thread cannot take', () => {
+  // A worker thread runs several statements at once: one that threw in pg's socket listener
+  // (COPY's messages) ended the thread and every statement on it.
+  let attacker: { token: string; role: string };
+
+  beforeAll(async () => {
+    const user = await createUser({ prefix: 'e2e_copier' });
+    roles.push(user.role);
+    users.push(user.username);
+    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${user.role}`);
+    await db().query(`GRANT SELECT, INSERT ON ${schema}.victims TO ${user.role}`);
+    attacker = { token: await login(user.username, user.password), role: user.role };
+  });
+
+  /**
+   * Runs `statement` as the attacker while queries of the admin fill every other slot of the pool
+   * (so one of them shares its thread), each held in PostgreSQL by a lock the test holds until
+   * the attacker's answer came; then each of them must succeed.
+   */
+  async function besideWaitingQueries(statement: string): Promise<HttpResult> {
+    const tag = randomName('held');
+    const key = Math.floor(Math.random() * 2 ** 31);
+    const holder = await db().connect();
+    try {
+      await holder.query('select pg_advisory_lock($1)', [key]);
+      const held = Array.from({ length: e2eEnv().capacity - 1 }, (_, i) =>
+        execute({
+          statement: `select pg_advisory_xact_lock_shared(${key}), '${tag}' as tag, ${i} as n`,
+        }),
+      );
+      await until(async () => {
+        const { rows } = await db().query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where wait_event_type = 'Lock' and query like $1`,
+          [`select pg_advisory_xact_lock_shared(%'${tag}'%`],
+        );
+        return rows[0].n === held.length;
+      }, 10_000);
+      const res = await execute({ statement }, { token: attacker.token });
+      await holder.query('select pg_advisory_unlock($1)', [key]);
+      const answers = await Promise.all(held);
+      answers.forEach((answer, i) => {
+        expect(answer.status).toBe(200);
+        expect((answer.json.data as unknown[][]).map((row) => row.slice(1))).toEqual([[tag, i]]);
+      });
+      return res;
+    } finally {
+      holder.release(true);
+    }
+  }
+
+  it.each([
+    'copy (select 1) to stdout',
+    'copy (select 1 where false) to stdout',
+    'copy (select g, repeat($$x$$, 100) from generate_series(1, 1000000) g) to stdout',
+    `copy ${schema}.victims from stdin`,
+    `copy ${schema}.victims (id, name) from stdin with (format csv)`,
+  ])('refuses %s with 400 0A000, and the statements beside it go on', async (statement) => {
+    const res = await besideWaitingQueries(statement);
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '0A000', -510);
+    expect(res.json.status.reason).toMatch(/COPY .* not supported/);
+    // Nothing of it runs on, and nothing was copied in.
+    await until(async () => (await backendsOf(res.json.query_id as string)) === 0, 10_000);
+    const { rows } = await db().query(`select id from ${schema}.victims order by id`);
+    expect(rows).toEqual([{ id: 1 }, { id: 2 }]);
   });
 });
 

@@ -4,7 +4,7 @@ import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { DatabaseHandle } from './database.registry';
 import type { Backend } from './backend.signal';
 import { StatementLife, TERMINATE_AFTER_MS } from './statement.life';
-import { TextCursor } from './text.cursor';
+import { TextCursor, copyRefused } from './text.cursor';
 import { TransactionEnd } from './transaction.end';
 
 /**
@@ -238,6 +238,18 @@ describe(StatementLife.name, () => {
     await life.abandon(new Error('result stream write was aborted'));
     await life.release();
     expect(log).toEqual(['BEGIN', 'destroy']);
+  });
+
+  it('cancels a statement whose output the cursor refused, and rolls back once the cancel landed', async () => {
+    const life = await started();
+    const reading = life.read(10);
+    // What TextCursor does on a COPY TO STDOUT or a value too long, mid-read.
+    (cursor as unknown as TextCursor).onRefused!();
+    // The fake's cancel ends the read; the real cursor fails it with its refusal.
+    await expect(reading).rejects.toMatchObject({ code: '57014' });
+    await life.abandon(copyRefused());
+    await life.release();
+    expect(log).toEqual(['BEGIN', CANCEL, 'ROLLBACK', 'DISCARD ALL', 'release']);
   });
 
   it('never asks PostgreSQL for 0 rows, its "every row": such a read fails, nothing is sent', async () => {

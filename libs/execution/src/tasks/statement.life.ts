@@ -69,6 +69,8 @@ export class StatementLife {
   private ending: TransactionEnd | undefined;
   /** Reads asked for so far, the first one included. */
   private reads = 0;
+  /** The cancel of a statement whose output the cursor refused (see TextCursor.onRefused). */
+  private refusing: Promise<void> | undefined;
 
   constructor(
     private readonly db: DatabaseHandle,
@@ -93,6 +95,9 @@ export class StatementLife {
     this.stop.throwIfStopped();
     this.inTransaction = true;
     cursor.onComplete = () => this.commitWithClose(client, cursor);
+    cursor.onRefused = () => {
+      this.refusing ??= this.stopRunning();
+    };
     return this.corked(() => {
       this.cursor = client.query(cursor);
       return this.read(rows);
@@ -198,6 +203,8 @@ export class StatementLife {
       await this.stopRunning();
       await reading.catch(() => undefined); // its failure is not the one being reported
     }
+    // A cancel on its way must not land on the ROLLBACK: let it land first (idle, it is ignored).
+    await this.refusing;
     // A COMMIT sent with the portal's close ended the transaction, whether or not it committed
     // (a COMMIT that fails rolls back): what is left is the reset it may not have reached.
     if (this.ending) {

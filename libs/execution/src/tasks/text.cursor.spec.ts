@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
-import { Client } from 'pg';
+import { Client, type Connection } from 'pg';
 import { connectTestDatabase } from '@test/settings';
 import { TextCursor } from './text.cursor';
 
@@ -129,6 +129,48 @@ describe(TextCursor.name, () => {
     expect(cursor.open).toBe(false);
     const next = await client.query('select 42 as n');
     expect(next.rows).toEqual([{ n: 42 }]);
+  });
+
+  describe('refuses COPY over the wire: the statement fails alone and the connection goes on', () => {
+    // pg's client hands COPY's messages to handlers pg-cursor lacks: a TypeError in the socket's
+    // listener, uncaught, ended the worker thread and every statement on it.
+    const COPY_REFUSED = { code: 'STATEMENT_ERROR', sqlState: '0A000' };
+
+    it.each([
+      ['with rows', 'copy (select g from generate_series(1, 3) g) to stdout'],
+      ['with none', 'copy (select 1 where false) to stdout'],
+    ])('COPY TO STDOUT %s', async (_, text) => {
+      const cursor = open(text);
+      const refused = jest.fn();
+      cursor.onRefused = refused;
+      await expect(cursor.read(10)).rejects.toMatchObject(COPY_REFUSED);
+      expect(refused).toHaveBeenCalledTimes(1);
+      expect(cursor.open).toBe(false);
+      expect((await client.query('select 42 as n')).rows).toEqual([{ n: 42 }]);
+    });
+
+    it('COPY FROM STDIN: PostgreSQL is told the copy failed, and nothing is inserted', async () => {
+      await client.query('create temp table text_cursor_copy_spec (n int)');
+      const cursor = open('copy text_cursor_copy_spec from stdin');
+      const refused = jest.fn();
+      cursor.onRefused = refused;
+      await expect(cursor.read(10)).rejects.toMatchObject(COPY_REFUSED);
+      // CopyFail ends it: nothing else needs cancelling.
+      expect(refused).not.toHaveBeenCalled();
+      const { rows } = await client.query('select count(*)::int as n from text_cursor_copy_spec');
+      expect(rows).toEqual([{ n: 0 }]);
+      await client.query('drop table text_cursor_copy_spec');
+    });
+
+    it('and keeps no listener on the connection once the statement is over', async () => {
+      const connection = (client as unknown as { connection: Connection }).connection;
+      const before = connection.listenerCount('copyOutResponse');
+      await expect(open('copy (select 1) to stdout').read(10)).rejects.toMatchObject(COPY_REFUSED);
+      const cursor = open('select 1');
+      await cursor.read(10);
+      await cursor.close();
+      expect(connection.listenerCount('copyOutResponse')).toBe(before);
+    });
   });
 
   describe('with a prelude', () => {

@@ -1,5 +1,6 @@
 import Cursor from 'pg-cursor';
 import type { Connection, FieldDef } from 'pg';
+import { SluiceError } from '@app/contracts';
 
 /** Keeps every value as PostgreSQL's text: the encoders work from the text form. */
 const RAW_TEXT = { getTypeParser: () => (value: string) => value };
@@ -7,7 +8,19 @@ const RAW_TEXT = { getTypeParser: () => (value: string) => value };
 interface CursorInternals {
   _result: { fields: FieldDef[] };
   handleCommandComplete(msg: { text: string }): void;
+  handlePortalSuspended(): void;
+  handleReadyForQuery(): void;
+  handleError(err: unknown): void;
   submit(connection: Connection): void;
+}
+
+/** What a statement that starts COPY FROM STDIN or COPY TO STDOUT fails with. */
+export function copyRefused(): SluiceError {
+  return new SluiceError(
+    'STATEMENT_ERROR',
+    'COPY FROM STDIN and COPY TO STDOUT are not supported: insert rows with INSERT, read them with SELECT',
+    '0A000',
+  );
 }
 
 type ParseMessage = Parameters<Connection['parse']>[0];
@@ -23,7 +36,13 @@ type ParseMessage = Parameters<Connection['parse']>[0];
  * wrong role — and the error reaches the cursor's first read. Their CommandCompletes are the
  * first ones the cursor sees and are not its own.
  *
- * pg-cursor has no public way to do either, so this reaches into it (submit, `_result`, `state`,
+ * It refuses what it cannot take, failing the statement alone and leaving the connection in step
+ * with the server: COPY's own sub-protocol (pg-cursor has no handler for it; pg's client would
+ * throw in the socket's listener and end the thread). A refused statement fails at the end of its
+ * read, with copyRefused(); onRefused is told at once, so that whatever of it still runs can be
+ * cancelled.
+ *
+ * pg-cursor has no public way to do any of this, so this reaches into it (submit, `_result`, `state`,
  * the commandComplete hook): it is pinned to one exact version in package.json, and
  * text.cursor.spec.ts fails on any of these behaviours when it changes. Casting the placeholders
  * in the SQL instead (`($1::int4)`) would need no patch but is not the same statement: PostgreSQL
@@ -36,8 +55,18 @@ export class TextCursor extends Cursor<(string | null)[]> {
    * written: whatever it writes to the connection goes in the same write, after them.
    */
   onComplete: (() => void) | undefined;
+  /**
+   * Told when the cursor refused the statement's output (a COPY TO STDOUT):
+   * the statement may run on in PostgreSQL, and should be cancelled.
+   */
+  onRefused: (() => void) | undefined;
   /** Prelude statements whose CommandComplete has not come yet. */
   private preludeLeft: number;
+  /** Why the statement fails, once the cursor refused something PostgreSQL sent for it. */
+  private refusal: SluiceError | undefined;
+  /** The connection while it may send a CopyOutResponse for this cursor. */
+  private watched: Connection | undefined;
+  private readonly copyOut = () => this.refuse(copyRefused(), true);
 
   constructor(
     text: string,
@@ -65,6 +94,9 @@ export class TextCursor extends Cursor<(string | null)[]> {
       } finally {
         delete (connection as Partial<Connection>).parse;
       }
+      // pg's client ignores CopyOutResponse: the one sign of a COPY TO STDOUT with no rows.
+      this.watched = connection;
+      connection.on('copyOutResponse', this.copyOut);
     };
   }
 
@@ -87,11 +119,42 @@ export class TextCursor extends Cursor<(string | null)[]> {
     return (this as unknown as CursorInternals)._result.fields ?? [];
   }
 
+  /** COPY FROM STDIN: PostgreSQL waits for data; CopyFail makes it end the statement with an error. */
+  handleCopyInResponse(connection: Connection): void {
+    this.refuse(copyRefused(), false);
+    (connection as Connection & { sendCopyFail(message: string): void }).sendCopyFail(
+      'COPY FROM STDIN is not supported',
+    );
+  }
+
+  /** COPY TO STDOUT: its rows are dropped while the statement is cancelled. */
+  handleCopyData(): void {
+    this.refuse(copyRefused(), true);
+  }
+
+  handlePortalSuspended(): void {
+    if (this.refusal) this.failRefused();
+    else (Cursor.prototype as unknown as CursorInternals).handlePortalSuspended.call(this);
+  }
+
+  handleReadyForQuery(): void {
+    this.unwatch();
+    (Cursor.prototype as unknown as CursorInternals).handleReadyForQuery.call(this);
+  }
+
+  /** PostgreSQL's error, or the socket's; a refused statement fails with its refusal instead. */
+  handleError(err: unknown): void {
+    this.unwatch();
+    (Cursor.prototype as unknown as CursorInternals).handleError.call(this, this.refusal ?? err);
+  }
+
   handleCommandComplete(msg: { text: string }): void {
     if (this.preludeLeft > 0) {
       this.preludeLeft--;
       return;
     }
+    // Never commitWithClose a refused statement (COPY (INSERT … RETURNING) TO STDOUT).
+    if (this.refusal) return this.failRefused();
     this.commandTag = msg.text;
     // pg-cursor answers it with Close and Sync (and onComplete may add to them): one write.
     const socket = (this as unknown as { connection?: Connection }).connection?.stream;
@@ -102,5 +165,25 @@ export class TextCursor extends Cursor<(string | null)[]> {
     } finally {
       socket?.uncork();
     }
+  }
+
+  private refuse(refusal: SluiceError, cancel: boolean): void {
+    if (this.refusal) return;
+    this.refusal = refusal;
+    if (cancel) this.onRefused?.();
+  }
+
+  /**
+   * Fails the read with the refusal, as pg-cursor fails one with PostgreSQL's error: its Sync
+   * ends the exchange (the ReadyForQuery that answers it is the client's), and the transaction is
+   * left to be rolled back.
+   */
+  private failRefused(): void {
+    this.handleError(this.refusal);
+  }
+
+  private unwatch(): void {
+    this.watched?.removeListener('copyOutResponse', this.copyOut);
+    this.watched = undefined;
   }
 }
