@@ -810,7 +810,7 @@ describe('a statement that dodges its stop', () => {
 
 describe('a statement whose output a worker thread cannot take', () => {
   // A worker thread runs several statements at once: one that threw in pg's socket listener
-  // (COPY's messages) ended the thread and every statement on it.
+  // (COPY's messages, a value too long for a string) ended the thread and every statement on it.
   let attacker: { token: string; role: string };
 
   beforeAll(async () => {
@@ -874,6 +874,25 @@ describe('a statement whose output a worker thread cannot take', () => {
     await until(async () => (await backendsOf(res.json.query_id as string)) === 0, 10_000);
     const { rows } = await db().query(`select id from ${schema}.victims order by id`);
     expect(rows).toEqual([{ id: 1 }, { id: 2 }]);
+  });
+
+  it('answers a value too long to be read with 413, and the statements beside it go on', async () => {
+    // One character past V8's longest string (0x1fffffe8), the smallest value that cannot be
+    // read: about 0.5 GB in PostgreSQL and in the worker while it lasts, and seconds to make.
+    const res = await besideWaitingQueries('select repeat($$x$$, 536870889) as v');
+    expect(res.status).toBe(413);
+    expectEnvelope(res, '54000', -112);
+    expect(res.json.status.reason).toMatch(/value in the result is too large/);
+    await until(async () => (await backendsOf(res.json.query_id as string)) === 0, 10_000);
+  });
+
+  it('answers an error whose message is too long to be read with the error, its message cut', async () => {
+    const res = await besideWaitingQueries(
+      `do $$ begin raise exception '%', repeat('x', 536870889); end $$`,
+    );
+    expect(res.status).toBe(400);
+    expectEnvelope(res, 'P0001', -599);
+    expect(res.json.status.reason).toBe('x'.repeat(64 * 1024) + ' …');
   });
 });
 

@@ -17,7 +17,13 @@ import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
-import { ExecutionOutcome, Pace, QueryRunner, applicationNameOf } from './query.runner';
+import {
+  ExecutionOutcome,
+  Pace,
+  QueryRunner,
+  applicationNameOf,
+  failureStatus,
+} from './query.runner';
 import { StatementLife } from './statement.life';
 
 /**
@@ -260,6 +266,21 @@ describe(QueryRunner.name, () => {
     // Before the second, the third and the (empty) fourth read.
     expect(paced).toBe(3);
     await reader.close();
+  });
+
+  it('answers a value whose encoding is too long for a string as too large, not as internal', () => {
+    // What JSON's escaping of a value of 0.3 G quotes throws, without the gigabytes.
+    let thrown: unknown;
+    try {
+      'x'.repeat(0x1fffffe8 + 1);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(failureStatus(thrown)).toEqual({
+      reason: 'a value in the result is too large to be sent: over 536870888 characters',
+      sql_state: '54000',
+      vendor_code: -112,
+    });
   });
 
   describe('with max_rows 0', () => {

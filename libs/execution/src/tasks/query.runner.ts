@@ -23,7 +23,8 @@ import { LoginPools } from './login.pools';
 import { ProgressThrottle } from './progress.throttle';
 import { isPgError } from './pg.error';
 import { StatementLife } from './statement.life';
-import { TextCursor } from './text.cursor';
+import { TextCursor, valueTooLarge } from './text.cursor';
+import { isStringTooLong } from './oversized-value.guard';
 
 /** What a finished execution reports back to the job processor. */
 export interface ExecutionOutcome {
@@ -99,6 +100,8 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
     return stopStatus(stopped);
   }
   if (err instanceof SluiceError) return err.toStatus();
+  // A value that fits a string but whose encoding would not (JSON doubles a quote, say).
+  if (isStringTooLong(err)) return valueTooLarge().toStatus();
   if (isConnectTimeout(err)) {
     return statusOf(
       'DB_UNAVAILABLE',

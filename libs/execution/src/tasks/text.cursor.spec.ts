@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
 import { Client, type Connection } from 'pg';
 import { connectTestDatabase } from '@test/settings';
+import { oversizedRow } from './oversized-value.guard';
 import { TextCursor } from './text.cursor';
 
 const OID_BOOL = 16;
@@ -171,6 +172,30 @@ describe(TextCursor.name, () => {
       await cursor.close();
       expect(connection.listenerCount('copyOutResponse')).toBe(before);
     });
+  });
+
+  it('fails the statement alone on a row with a value too long for a string, and reads no more', async () => {
+    // What guardOversizedValues makes of such a row, put in place of the second one PostgreSQL sends:
+    // a real value that long would cost gigabytes (oversized-value.guard.spec.ts parses one).
+    const connection = (client as unknown as { connection: Connection }).connection;
+    const emit = connection.emit.bind(connection);
+    let rows = 0;
+    connection.emit = (event: string | symbol, ...args: unknown[]) =>
+      event === 'dataRow' && ++rows === 2 ? emit(event, oversizedRow(100)) : emit(event, ...args);
+    try {
+      const cursor = open('select g from generate_series(1, 5) g');
+      const refused = jest.fn();
+      cursor.onRefused = refused;
+      await expect(cursor.read(10)).rejects.toMatchObject({
+        code: 'RESULT_TOO_LARGE',
+        sqlState: '54000',
+      });
+      expect(refused).toHaveBeenCalledTimes(1);
+      expect(cursor.open).toBe(false);
+    } finally {
+      delete (connection as Partial<Connection>).emit;
+    }
+    expect((await client.query('select 42 as n')).rows).toEqual([{ n: 42 }]);
   });
 
   describe('with a prelude', () => {

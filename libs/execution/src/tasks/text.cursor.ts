@@ -1,6 +1,10 @@
 import Cursor from 'pg-cursor';
 import type { Connection, FieldDef } from 'pg';
 import { SluiceError } from '@app/contracts';
+import { MAX_VALUE_CHARS, guardOversizedValues, isOversizedRow } from './oversized-value.guard';
+
+// Before any connection of this thread reads a row: a value too long fails its statement alone.
+guardOversizedValues();
 
 /** Keeps every value as PostgreSQL's text: the encoders work from the text form. */
 const RAW_TEXT = { getTypeParser: () => (value: string) => value };
@@ -8,6 +12,7 @@ const RAW_TEXT = { getTypeParser: () => (value: string) => value };
 interface CursorInternals {
   _result: { fields: FieldDef[] };
   handleCommandComplete(msg: { text: string }): void;
+  handleDataRow(msg: unknown): void;
   handlePortalSuspended(): void;
   handleReadyForQuery(): void;
   handleError(err: unknown): void;
@@ -20,6 +25,14 @@ export function copyRefused(): SluiceError {
     'STATEMENT_ERROR',
     'COPY FROM STDIN and COPY TO STDOUT are not supported: insert rows with INSERT, read them with SELECT',
     '0A000',
+  );
+}
+
+/** What a statement fails with when a value of its result is longer than a string can hold. */
+export function valueTooLarge(): SluiceError {
+  return new SluiceError(
+    'RESULT_TOO_LARGE',
+    `a value in the result is too large to be sent: over ${MAX_VALUE_CHARS} characters`,
   );
 }
 
@@ -38,12 +51,13 @@ type ParseMessage = Parameters<Connection['parse']>[0];
  *
  * It refuses what it cannot take, failing the statement alone and leaving the connection in step
  * with the server: COPY's own sub-protocol (pg-cursor has no handler for it; pg's client would
- * throw in the socket's listener and end the thread). A refused statement fails at the end of its
- * read, with copyRefused(); onRefused is told at once, so that whatever of it still runs can be
- * cancelled.
+ * throw in the socket's listener and end the thread) and a row with a value too long for a
+ * string (see guardOversizedValues). A refused statement fails at the end of its read, with
+ * copyRefused() or valueTooLarge(); onRefused is told at once, so that whatever of it still runs
+ * can be cancelled.
  *
- * pg-cursor has no public way to do any of this, so this reaches into it (submit, `_result`, `state`,
- * the commandComplete hook): it is pinned to one exact version in package.json, and
+ * pg-cursor has no public way to do any of this, so this reaches into it (submit, `_result`,
+ * `state`, its message handlers): it is pinned to one exact version in package.json, and
  * text.cursor.spec.ts fails on any of these behaviours when it changes. Casting the placeholders
  * in the SQL instead (`($1::int4)`) would need no patch but is not the same statement: PostgreSQL
  * names a cast column after its type, so `select {n}` would answer `int4`, not `?column?`.
@@ -56,7 +70,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
    */
   onComplete: (() => void) | undefined;
   /**
-   * Told when the cursor refused the statement's output (a COPY TO STDOUT):
+   * Told when the cursor refused the statement's output (a COPY TO STDOUT, a value too long):
    * the statement may run on in PostgreSQL, and should be cancelled.
    */
   onRefused: (() => void) | undefined;
@@ -119,7 +133,14 @@ export class TextCursor extends Cursor<(string | null)[]> {
     return (this as unknown as CursorInternals)._result.fields ?? [];
   }
 
-  /** COPY FROM STDIN: PostgreSQL waits for data; CopyFail makes it end the statement with an error. */
+  handleDataRow(msg: unknown): void {
+    if (isOversizedRow(msg)) this.refuse(valueTooLarge(), true);
+    // Rows after a refusal are dropped: the read fails at its end.
+    if (this.refusal) return;
+    (Cursor.prototype as unknown as CursorInternals).handleDataRow.call(this, msg);
+  }
+
+  /** COPY FROM STDIN: PostgreSQL waits for data; a CopyFail makes it fail the statement. */
   handleCopyInResponse(connection: Connection): void {
     this.refuse(copyRefused(), false);
     (connection as Connection & { sendCopyFail(message: string): void }).sendCopyFail(
@@ -175,7 +196,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   /**
    * Fails the read with the refusal, as pg-cursor fails one with PostgreSQL's error: its Sync
-   * ends the exchange (the ReadyForQuery that answers it is the client's), and the transaction is
+   * ends the exchange (the ReadyForQuery that answers it ends the cursor), and the transaction is
    * left to be rolled back.
    */
   private failRefused(): void {
