@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Browser, BrowserContext, Response } from 'playwright-core';
+import { Browser, BrowserContext, Page, Response } from 'playwright-core';
 import { launchChromium } from './support/browser';
 import {
   closeDb,
@@ -39,6 +39,23 @@ afterAll(async () => {
   for (const name of users) await dropUser(name);
   await closeDb();
 });
+
+/**
+ * Saves a picture of the page for people to look at (what is checked is checked before it).
+ * Headless Chromium on a loaded machine now and then answers "Unable to capture screenshot" to
+ * a full-page capture: tried three times.
+ */
+async function picture(tab: Page, name: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await tab.screenshot({ path: join(ARTIFACTS, name), fullPage: true });
+      return;
+    } catch (err) {
+      if (attempt === 3 || !/Unable to capture screenshot/.test(String(err))) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+}
 
 async function page(options: Parameters<Browser['newContext']>[0] = {}) {
   context = await browser!.newContext({ viewport: { width: 1280, height: 720 }, ...options });
@@ -82,7 +99,7 @@ describe('AdminPage', () => {
     expect(cells[6]).toBe('0');
     expect(cells[7]).toBe('');
     expect(cells[9]).toBe('select pg_sleep(30)');
-    await tab.screenshot({ path: join(ARTIFACTS, 'admin-page-running.png'), fullPage: true });
+    await picture(tab, 'admin-page-running.png');
 
     await row.locator('button.cancel').click();
     const res = await pending;
@@ -95,7 +112,7 @@ describe('AdminPage', () => {
     expect(await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(10).textContent()).toMatch(
       /cancel/,
     );
-    await tab.screenshot({ path: join(ARTIFACTS, 'admin-page-cancelled.png'), fullPage: true });
+    await picture(tab, 'admin-page-cancelled.png');
   });
 
   it('refuses a wrong password on the page and keeps the data calls behind the sign-in', async () => {
@@ -215,7 +232,7 @@ describe('AdminPage', () => {
         return text.includes(id) && text.includes('[redacted]');
       }, queryId);
       expect(await tab.textContent('body')).not.toContain(secret);
-      await tab.screenshot({ path: join(ARTIFACTS, 'queue-dashboard.png'), fullPage: true });
+      await picture(tab, 'queue-dashboard.png');
     } else {
       expect(await tab.textContent('body')).toContain('standalone mode');
     }
