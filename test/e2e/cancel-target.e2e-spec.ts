@@ -47,10 +47,11 @@ const backend = (client: Client): Backend =>
   backendOf(client as unknown as Parameters<typeof backendOf>[0])!;
 
 /**
- * Starts `sql` on the other connection and resolves once PostgreSQL shows it running, with a
- * promise of its outcome and time.
+ * Starts `sql` on the other connection and resolves once PostgreSQL shows it running (in
+ * pg_sleep, when `sleeping`: a cancel that comes before a DO block enters its handler is not
+ * caught), with a promise of its outcome and time.
  */
-async function running(sql: string) {
+async function running(sql: string, sleeping = false) {
   const started = Date.now();
   const outcome = other.query(sql).then(
     () => ({ code: 'ok', ms: Date.now() - started }),
@@ -61,8 +62,9 @@ async function running(sql: string) {
   const deadline = Date.now() + 10_000;
   for (;;) {
     const { rows } = await db().query<{ running: boolean }>(
-      `SELECT state = 'active' AS running FROM pg_stat_activity WHERE pid = $1`,
-      [pidOf(other)],
+      `SELECT state = 'active' AND ($2 OR wait_event = 'PgSleep') AS running
+         FROM pg_stat_activity WHERE pid = $1`,
+      [pidOf(other), !sleeping],
     );
     if (rows[0]?.running) break;
     if (Date.now() > deadline) throw new Error('the statement never showed as running');
@@ -96,6 +98,7 @@ describe(DatabaseHandle.name, () => {
       `DO $$ BEGIN FOR i IN 1..10 LOOP
          BEGIN PERFORM pg_sleep(1); EXCEPTION WHEN query_canceled THEN NULL; END;
        END LOOP; END $$`,
+      true,
     );
     await handle.cancel(backend(other));
     await new Promise((r) => setTimeout(r, 300));
