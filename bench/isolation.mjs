@@ -187,9 +187,12 @@ async function main() {
   const loadAtStart = loadAverage();
   const warning = staleBuildWarning();
   if (warning) console.error(warning);
-  const sluice = await startSluice(
-    SPLIT_LANES ? { env: { SLUICE_WORKER_LANES: 'interactive' } } : {},
-  );
+  // One user sends everything: its exports may take every export slot, as before the user's
+  // share of a worker's slots (SLUICE_WORKER_USER_SHARE_PERCENT) was kept from it.
+  const share = { SLUICE_WORKER_USER_SHARE_PERCENT: '100' };
+  const sluice = await startSluice({
+    env: SPLIT_LANES ? { ...share, SLUICE_WORKER_LANES: 'interactive' } : share,
+  });
   let exportWorker;
   if (SPLIT_LANES) {
     exportWorker = startChild('export worker', 'dist/apps/worker/src/main.js', {

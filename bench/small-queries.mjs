@@ -289,10 +289,14 @@ async function main() {
   onCleanup(directServer.stop);
   const directUrl = await printed(directServer, 'direct baseline on ');
   const skeleton = await startSkeleton();
-  // One user sends every request: lift the per-user admission cap (default 16) above the load.
+  // One user sends every request: lift the per-user admission cap (default 16) above the load,
+  // and let that user's queries take every slot (default: half a worker's).
   const sluice = await startSluice({
     isGood: isGoodResult,
-    env: { SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)) },
+    env: {
+      SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)),
+      SLUICE_WORKER_USER_SHARE_PERCENT: '100',
+    },
   });
   const client = { 'bench client': [process.pid] };
   const targets = {

@@ -7,6 +7,7 @@ import {
   execute,
   login,
   request,
+  slotFillers,
 } from './support/client';
 import { ExtraApi, startExtraApi } from './support/extra-api';
 
@@ -130,20 +131,28 @@ describe('an api with a queue cap of one and a superuser control login', () => {
   it('answers 429 with Retry-After once SLUICE_MAX_QUEUED queries wait', async () => {
     const { mode, capacity } = e2eEnv();
     const running = mode === 'cluster' ? capacity : 1;
-    const user = await createUser('e2e_docs_cap');
-    users.push(user.username);
-    const send = (statement: string) =>
-      execute({ statement }, { token: user.token, baseUrl: extra.baseUrl });
+    // Cluster: users enough to take the suite's workers' every slot (one user holds a share).
+    const fill =
+      mode === 'cluster'
+        ? await slotFillers('e2e_docs_cap')
+        : await createUser('e2e_docs_cap').then((u) => ({ users: [u], tokenFor: () => u.token }));
+    users.push(...fill.users.map((u) => u.username));
+    const send = (statement: string, i = 0) =>
+      execute({ statement }, { token: fill.tokenFor(i), baseUrl: extra.baseUrl });
     const inState = async (state: string) => {
-      const list = await request(undefined, {
-        method: 'GET',
-        path: '/v1/queries',
-        token: user.token,
-        baseUrl: extra.baseUrl,
-      });
-      return (list.json as { state: string }[]).filter((q) => q.state === state).length;
+      let n = 0;
+      for (const { token } of fill.users) {
+        const list = await request(undefined, {
+          method: 'GET',
+          path: '/v1/queries',
+          token,
+          baseUrl: extra.baseUrl,
+        });
+        n += (list.json as { state: string }[]).filter((q) => q.state === state).length;
+      }
+      return n;
     };
-    const sleepers = Array.from({ length: running }, () => send('select pg_sleep(2)'));
+    const sleepers = Array.from({ length: running }, (_, i) => send('select pg_sleep(2)', i));
     await eventually(async () => ((await inState('running')) === running ? true : undefined));
     const waiting = send('select 1 as waited');
     await eventually(async () => ((await inState('queued')) === 1 ? true : undefined));

@@ -62,6 +62,8 @@ export default async function globalSetup(): Promise<void> {
     baseUrl: `http://127.0.0.1:${port}`,
     baseUrls: [`http://127.0.0.1:${port}`],
     capacity: 4,
+    // Half of each worker's slots: 1 of 2 on each of the two workers, or 2 of standalone's 4.
+    userSlots: 2,
     redisUrl: REDIS_URL,
     keyPrefix: `sluice-e2e-${randomBytes(4).toString('hex')}`,
     adminUser: `e2e_admin_${randomBytes(3).toString('hex')}`,

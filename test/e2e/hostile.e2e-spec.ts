@@ -11,6 +11,7 @@ import {
   grantSchema,
   login,
   request,
+  slotFillers,
   until,
 } from './support/client';
 import { randomName } from './support/service';
@@ -812,6 +813,7 @@ describe('a statement whose output a worker thread cannot take', () => {
   // A worker thread runs several statements at once: one that threw in pg's socket listener
   // (COPY's messages, a value too long for a string) ended the thread and every statement on it.
   let attacker: { token: string; role: string };
+  let others: Awaited<ReturnType<typeof slotFillers>>;
 
   beforeAll(async () => {
     const user = await createUser({ prefix: 'e2e_copier' });
@@ -820,12 +822,14 @@ describe('a statement whose output a worker thread cannot take', () => {
     await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${user.role}`);
     await db().query(`GRANT SELECT, INSERT ON ${schema}.victims TO ${user.role}`);
     attacker = { token: await login(user.username, user.password), role: user.role };
+    others = await slotFillers('e2e_beside');
+    users.push(...others.users.map((u) => u.username));
   });
 
   /**
-   * Runs `statement` as the attacker while queries of the admin fill every other slot of the pool
-   * (so one of them shares its thread), each held in PostgreSQL by a lock the test holds until
-   * the attacker's answer came; then each of them must succeed.
+   * Runs `statement` as the attacker while queries of other users fill every other slot of the
+   * pool (so one of them shares its thread), each held in PostgreSQL by a lock the test holds
+   * until the attacker's answer came; then each of them must succeed.
    */
   async function besideWaitingQueries(statement: string): Promise<HttpResult> {
     const tag = randomName('held');
@@ -834,9 +838,10 @@ describe('a statement whose output a worker thread cannot take', () => {
     try {
       await holder.query('select pg_advisory_lock($1)', [key]);
       const held = Array.from({ length: e2eEnv().capacity - 1 }, (_, i) =>
-        execute({
-          statement: `select pg_advisory_xact_lock_shared(${key}), '${tag}' as tag, ${i} as n`,
-        }),
+        execute(
+          { statement: `select pg_advisory_xact_lock_shared(${key}), '${tag}' as tag, ${i} as n` },
+          { token: others.tokenFor(i) },
+        ),
       );
       await until(async () => {
         const { rows } = await db().query<{ n: number }>(

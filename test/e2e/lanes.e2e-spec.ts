@@ -88,8 +88,12 @@ describe('lanes', () => {
 describe('a pool serving both lanes', () => {
   it('starts an interactive query at once while every export slot is busy', async () => {
     // Three interactive threads of one task each, and export threads of its own: three less the
-    // reserve of one, two export slots.
-    const pool = { SLUICE_WORKER_THREADS: '3', SLUICE_TASKS_PER_THREAD: '1' };
+    // reserve of one, two export slots; all of them for one user (the test's only one).
+    const pool = {
+      SLUICE_WORKER_THREADS: '3',
+      SLUICE_TASKS_PER_THREAD: '1',
+      SLUICE_WORKER_USER_SHARE_PERCENT: '100',
+    };
     const { api, prefix } = await deployment(pool, stops);
     let poolPid = api.pid;
     if (cluster) {

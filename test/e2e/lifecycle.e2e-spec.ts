@@ -9,6 +9,7 @@ import {
   execute,
   login,
   request,
+  slotFillers,
 } from './support/client';
 import { connectTestRedis } from './support/redis';
 import type Redis from 'ioredis';
@@ -19,6 +20,19 @@ async function user(prefix: string) {
   const created = await createUser(prefix);
   users.push(created.username);
   return created;
+}
+
+/** Users whose statements hold every slot between them (see slotFillers). */
+async function fillers(prefix: string) {
+  const made = await slotFillers(prefix);
+  users.push(...made.users.map((u) => u.username));
+  return made;
+}
+
+/** How many of the fillers' queries are in `state`. */
+async function fillersIn(made: { users: { token: string }[] }, state: string): Promise<number> {
+  const lists = await Promise.all(made.users.map((u) => queriesIn(u.token, state)));
+  return lists.reduce((n, list) => n + list.length, 0);
 }
 
 afterAll(async () => {
@@ -176,14 +190,14 @@ describe('query resources', () => {
   });
 
   it('shows a queued query with its position, and cancels it before it runs', async () => {
-    const busy = await user('e2e_busy');
+    const busy = await fillers('e2e_busy');
     const waiter = await user('e2e_waiter');
     const { capacity } = e2eEnv();
-    const sleepers = Array.from({ length: capacity }, () =>
-      start({ statement: 'select pg_sleep(2.5)' }, busy.token),
+    const sleepers = Array.from({ length: capacity }, (_, i) =>
+      start({ statement: 'select pg_sleep(2.5)' }, busy.tokenFor(i)),
     );
     await eventually(async () =>
-      (await queriesIn(busy.token, 'running')).length === capacity ? true : undefined,
+      (await fillersIn(busy, 'running')) === capacity ? true : undefined,
     );
     const pending = start({ statement: 'select 1 as never_run' }, waiter.token);
     const [queued] = await eventually(async () => {
@@ -252,15 +266,15 @@ describe('time limits', () => {
   });
 
   it('answers 504 when a query waits in the queue longer than the limit', async () => {
-    const busy = await user('e2e_hog');
+    const busy = await fillers('e2e_hog');
     const late = await user('e2e_late');
     const { capacity } = e2eEnv();
     // The e2e service runs with SLUICE_MAX_QUEUE_WAIT_MS=4000.
-    const sleepers = Array.from({ length: capacity }, () =>
-      start({ statement: 'select pg_sleep(6)' }, busy.token),
+    const sleepers = Array.from({ length: capacity }, (_, i) =>
+      start({ statement: 'select pg_sleep(6)' }, busy.tokenFor(i)),
     );
     await eventually(async () =>
-      (await queriesIn(busy.token, 'running')).length === capacity ? true : undefined,
+      (await fillersIn(busy, 'running')) === capacity ? true : undefined,
     );
     const res = await execute({ statement: 'select 1' }, { token: late.token });
     expect(res.status).toBe(504);
@@ -313,20 +327,22 @@ describe('admission', () => {
     expect((await Promise.all(loops)).flat()).toEqual(Array(90).fill(200));
   });
 
-  it("starts another user's query before the flooding user's queued ones", async () => {
-    const flooder = await user('e2e_flood');
+  it("starts another user's query before the flooding users' queued ones", async () => {
+    const flooders = await fillers('e2e_flood');
     const other = await user('e2e_fair');
     const { capacity } = e2eEnv();
+    // Three each: every slot taken (each user holds its share), one of each user's waits.
     // Of different lengths, so that the running ones free their slots one at a time (0.3 s
     // apart): each free slot goes to the best-placed waiting query, one by one.
-    const flood = Array.from({ length: 6 }, (_, i) =>
-      start({ statement: `select pg_sleep(${1 + i * 0.3})` }, flooder.token),
+    const floodSize = 3 * flooders.users.length;
+    const tokenOf = (i: number) => flooders.users[i % flooders.users.length].token;
+    const flood = Array.from({ length: floodSize }, (_, i) =>
+      start({ statement: `select pg_sleep(${1 + i * 0.3})` }, tokenOf(i)),
     );
     await eventually(async () =>
-      (await queriesIn(flooder.token, 'running')).length === capacity ? true : undefined,
+      (await fillersIn(flooders, 'running')) === capacity ? true : undefined,
     );
-    const queuedBefore = (await queriesIn(flooder.token, 'queued')).length;
-    expect(queuedBefore).toBe(6 - capacity);
+    expect(await fillersIn(flooders, 'queued')).toBe(floodSize - capacity);
     const res = await execute({ statement: 'select 1 as mine' }, { token: other.token });
     expect(res.status).toBe(200);
     const mine = await request(undefined, {
@@ -334,26 +350,59 @@ describe('admission', () => {
       path: `/v1/queries/${res.json.query_id}`,
       token: other.token,
     });
-    const all = await request(undefined, {
-      method: 'GET',
-      path: '/v1/queries',
-      token: flooder.token,
-    });
+    const listed = await Promise.all(
+      flooders.users.map(async ({ token }) => {
+        const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+        return (list.json as { query_id: string }[]).map((q) => ({ id: q.query_id, token }));
+      }),
+    );
     await Promise.all(flood);
     const floodStarts = (
       await Promise.all(
-        (all.json as { query_id: string }[]).map((q) =>
-          request(undefined, {
-            method: 'GET',
-            path: `/v1/queries/${q.query_id}`,
-            token: flooder.token,
-          }),
-        ),
+        listed
+          .flat()
+          .map(({ id, token }) =>
+            request(undefined, { method: 'GET', path: `/v1/queries/${id}`, token }),
+          ),
       )
     ).map((r) => Date.parse(r.json.started_at as string));
     // The flood's queued queries started last; the other user's one query took the first slot
     // that came free, before either of them.
     const [firstQueuedFloodStart] = floodStarts.sort((a, b) => a - b).slice(capacity);
     expect(Date.parse(mine.json.started_at as string)).toBeLessThan(firstQueuedFloodStart);
+  });
+
+  it("keeps a share of every worker's slots from one user's long statements: another user's query starts at once", async () => {
+    const hog = await user('e2e_long');
+    const other = await user('e2e_next');
+    const { capacity, userSlots } = e2eEnv();
+    // Enough to take every slot, were one user allowed to; each runs 10 s unless stopped.
+    const long = Array.from({ length: capacity }, () =>
+      start({ statement: 'select pg_sleep(30)', timeout: 10_000 }, hog.token),
+    );
+    await eventually(async () => {
+      const running = (await queriesIn(hog.token, 'running')).length;
+      const queued = await queriesIn(hog.token, 'queued');
+      return running === userSlots && queued.length === capacity - userSlots ? queued : undefined;
+    });
+    const asked = Date.now();
+    const res = await execute({ statement: 'select 1 as mine' }, { token: other.token });
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[1]]);
+    // SLUICE_MAX_QUEUE_WAIT_MS is 4 s: waiting for one of the long statements would be a 504.
+    expect(Date.now() - asked).toBeLessThan(2000);
+    // The long statements past the share still wait, each with its place in the queue.
+    const queued = await queriesIn(hog.token, 'queued');
+    expect(queued).toHaveLength(capacity - userSlots);
+    for (const q of queued) expect(q.queue_position).toEqual(expect.any(Number));
+    expect(await queriesIn(hog.token, 'running')).toHaveLength(userSlots);
+    // Stopped: the waiting ones first, so that none of them takes a slot the others free.
+    const open = [...queued, ...(await queriesIn(hog.token, 'running'))];
+    for (const q of open) {
+      const path = `/v1/queries/${q.query_id}`;
+      await request(undefined, { method: 'DELETE', path, token: hog.token });
+    }
+    // Cancelled (409), or out of the queue at its wait limit (504): every one answered.
+    for (const answer of await Promise.all(long)) expect([409, 504]).toContain(answer.status);
   });
 });

@@ -76,6 +76,7 @@ const FEEDS: Record<
   SLUICE_TASKS_PER_THREAD: { setting: 'tasksPerThread', value: '2' },
   SLUICE_WORKER_LANES: { setting: 'workerLanes', value: 'export' },
   SLUICE_WORKER_INTERACTIVE_RESERVE: { setting: 'interactiveReserve', value: '2' },
+  SLUICE_WORKER_USER_SHARE_PERCENT: { setting: 'workerUserSharePercent', value: '25' },
   SLUICE_EXPORT_WORKER_NICE: { setting: 'exportWorkerNice', value: '5' },
   SLUICE_EXPORT_YIELD_MS: { setting: 'exportYieldMs', value: '20' },
   SLUICE_HEAP_GROWING_PERCENT: { setting: 'heapGrowingPercent', value: '0' },

@@ -40,6 +40,11 @@ export interface SluiceConfig {
    */
   interactiveReserve: number;
   /**
+   * The share (%) of a worker's slots in each lane that one user's queries hold at once, rounded
+   * up, at least one; the rest are left to other users.
+   */
+  workerUserSharePercent: number;
+  /**
    * The nice value (0–19) a worker serving only the export lane runs at, its threads included,
    * so that on a machine it shares with interactive work the kernel gives that work the CPU
    * first; 0 leaves it.
@@ -370,6 +375,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     tasksPerThread,
     workerLanes,
     interactiveReserve,
+    workerUserSharePercent: int(env, 'SLUICE_WORKER_USER_SHARE_PERCENT', 50, 1, 100),
     exportWorkerNice,
     exportYieldMs,
     heapGrowingPercent: int(env, 'SLUICE_HEAP_GROWING_PERCENT', 200, 0, 1_000),

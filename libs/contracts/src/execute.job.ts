@@ -60,3 +60,8 @@ export interface ExecuteJobData {
   priority?: number;
   enqueuedAt: number;
 }
+
+/** Whether a job still waiting now is past its latest start: it is then ended, never run. */
+export function pastLatestStart(job: ExecuteJobData, now = Date.now()): boolean {
+  return job.startBy !== undefined && now > job.startBy;
+}

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { ExecuteJobData, Status, finalState, statusOf } from '@app/contracts';
+import { ExecuteJobData, Status, finalState, pastLatestStart, statusOf } from '@app/contracts';
 import { QueryFacts, ResultSink, SLOT_LEASE_MS } from '@app/transport';
 import { QueryLifecycle, QueryRef } from './query.lifecycle';
 import { ExecutionOutcome } from './tasks/query.runner';
@@ -44,7 +44,7 @@ export class JobLifecycle {
 
   /** False (and the query is ended) when the job waited past its latest start. */
   async start(job: ExecuteJobData): Promise<boolean> {
-    if (job.startBy !== undefined && Date.now() > job.startBy) {
+    if (pastLatestStart(job)) {
       const status = statusOf('TIME_LIMIT', 'query waited too long in the queue');
       await this.sink.end(job.queryId, { kind: 'error', status });
       await this.ended(job, status);

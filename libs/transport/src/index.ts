@@ -20,3 +20,5 @@ export * from './query.registry';
 export * from './in-process/in-process-query.registry';
 export * from './redis/redis-query.registry';
 export * from './redis/redis.connector';
+export * from './user.slots';
+export * from './redis/user-share.processor';

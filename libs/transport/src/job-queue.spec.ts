@@ -7,6 +7,8 @@ import { InProcessJobQueue } from './in-process/in-process-job.queue';
 import { JobCounts, JobQueue, RETAINED_JOB_BYTES, retainedJobData } from './job.queue';
 import { RedisKeys } from './redis.keys';
 import { BullmqJobQueue } from './redis/bullmq-job.queue';
+import { userShareProcessor } from './redis/user-share.processor';
+import { UserSlots } from './user.slots';
 
 /**
  * The JobQueue operations the api's users need (a queued query's place, the depth for metrics),
@@ -14,8 +16,14 @@ import { BullmqJobQueue } from './redis/bullmq-job.queue';
  */
 interface Adapter {
   queue: JobQueue;
-  /** Starts taking jobs, one at a time, each handled by `onJob`. */
-  consume(onJob: (queryId: string) => Promise<void>): void;
+  /**
+   * Starts taking jobs, `slots` at a time (default 1), of one user's at most `userSharePercent`
+   * of them (default all), each handled by `onJob`.
+   */
+  consume(
+    onJob: (queryId: string) => Promise<void>,
+    share?: { slots: number; userSharePercent: number },
+  ): void;
   close(): Promise<void>;
 }
 
@@ -27,13 +35,17 @@ function bullmqAdapter(): Adapter {
   let connection: Redis | undefined;
   return {
     queue,
-    consume: (onJob) => {
+    consume: (onJob, share = { slots: 1, userSharePercent: 100 }) => {
       connection = new Redis(testRedisUrl, { maxRetriesPerRequest: null });
-      worker = new Worker<ExecuteJobData>(EXECUTE_QUEUE, (job) => onJob(job.data.queryId), {
-        connection,
-        prefix: keys.bullPrefix,
-        concurrency: 1,
-      });
+      const slots = new UserSlots(
+        { interactive: share.slots, export: share.slots },
+        share.userSharePercent,
+      );
+      worker = new Worker<ExecuteJobData>(
+        EXECUTE_QUEUE,
+        userShareProcessor(slots, 'interactive', (job) => onJob(job.data.queryId)),
+        { connection, prefix: keys.bullPrefix, concurrency: share.slots },
+      );
     },
     close: async () => {
       await worker?.close(true);
@@ -49,16 +61,21 @@ function inProcessAdapter(): Adapter {
   const queue = new InProcessJobQueue({ seconds: 60, count: 1000 });
   return {
     queue,
-    consume: (onJob) => queue.consume((job) => onJob(job.queryId), { interactive: 1, export: 1 }),
+    consume: (onJob, share = { slots: 1, userSharePercent: 100 }) =>
+      queue.consume(
+        (job) => onJob(job.queryId),
+        { interactive: share.slots, export: share.slots },
+        share.userSharePercent,
+      ),
     close: () => queue.close(),
   };
 }
 
-function job(priority: number, lane: Lane = 'interactive'): ExecuteJobData {
+function job(priority: number, lane: Lane = 'interactive', username = 'u'): ExecuteJobData {
   return {
     queryId: randomUUID(),
     text: 'select 1',
-    username: 'u',
+    username,
     priority,
     lane,
   } as ExecuteJobData;
@@ -153,6 +170,55 @@ describe.each([
     await until(() => done === 3, 5000);
     const after = await countsWhen(adapter.queue, (c) => c.active === 0);
     expect(after).toMatchObject({ waiting: 0, active: 0 });
+  });
+
+  it("keeps a share of the slots from one user: another's job starts while the first user's waits", async () => {
+    // Four slots, half a user's: A's third job waits for one of A's own, B's starts at once.
+    const [a1, a2, a3] = [
+      job(1, 'interactive', 'a'),
+      job(2, 'interactive', 'a'),
+      job(3, 'interactive', 'a'),
+    ];
+    const b1 = job(4, 'interactive', 'b');
+    const release = new Map<string, () => void>();
+    const started: string[] = [];
+    for (const j of [a1, a2, a3, b1]) await adapter.queue.enqueue(j);
+    adapter.consume(
+      (queryId) => {
+        started.push(queryId);
+        return new Promise<void>((resolve) => release.set(queryId, resolve));
+      },
+      { slots: 4, userSharePercent: 50 },
+    );
+    await until(() => started.length === 3, 5000);
+    expect(new Set(started)).toEqual(new Set([a1.queryId, a2.queryId, b1.queryId]));
+    // A's third waits, and still has a place and a state that say so.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(started).not.toContain(a3.queryId);
+    expect(await adapter.queue.state(a3.queryId)).toBe('queued');
+    expect(await adapter.queue.position(a3.queryId)).toBe(0);
+    release.get(a1.queryId)!();
+    await until(() => started.includes(a3.queryId), 5000);
+    for (const done of release.values()) done();
+  });
+
+  it("lets a job past its latest start through its user's held share: it is only ended", async () => {
+    const held = job(1, 'interactive', 'a');
+    const late = { ...job(2, 'interactive', 'a'), startBy: Date.now() - 1 };
+    const started: string[] = [];
+    let release!: () => void;
+    const holding = new Promise<void>((resolve) => (release = resolve));
+    for (const j of [held, late]) await adapter.queue.enqueue(j);
+    adapter.consume(
+      (queryId) => {
+        started.push(queryId);
+        return queryId === held.queryId ? holding : Promise.resolve();
+      },
+      { slots: 2, userSharePercent: 50 },
+    );
+    await until(() => started.length === 2, 5000);
+    expect(started).toEqual([held.queryId, late.queryId]);
+    release();
   });
 
   it('keeps the lanes apart: places and counts by lane, state and removal across them', async () => {

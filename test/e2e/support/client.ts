@@ -126,6 +126,19 @@ export async function createUser(prefix: string): Promise<{ username: string; to
   return { username, token: await login(username, password) };
 }
 
+/**
+ * Fresh users enough to hold every slot of the deployment between them (one user's queries hold
+ * at most `userSlots` at once), and the one to send the i-th of `capacity` statements as.
+ */
+export async function slotFillers(
+  prefix: string,
+): Promise<{ users: { username: string; token: string }[]; tokenFor(i: number): string }> {
+  const { capacity, userSlots } = e2eEnv();
+  const users: { username: string; token: string }[] = [];
+  for (let i = 0; i < Math.ceil(capacity / userSlots); i++) users.push(await createUser(prefix));
+  return { users, tokenFor: (i) => users[Math.floor(i / userSlots)].token };
+}
+
 export async function dropUser(username: string): Promise<void> {
   await db().query('DELETE FROM sluice.users WHERE username = $1', [username]);
 }

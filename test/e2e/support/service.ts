@@ -13,6 +13,11 @@ export interface E2eEnvironment {
   baseUrls: string[];
   /** Queries that can run at once, all workers together. */
   capacity: number;
+  /**
+   * Queries of one user that run at once, all workers together: each worker's share for one user
+   * (SLUICE_WORKER_USER_SHARE_PERCENT, default half its slots) summed.
+   */
+  userSlots: number;
   /** Superuser access to the database the service runs statements in (for set-up and checks). */
   databaseUrl: string;
   defaultDatabase: string;

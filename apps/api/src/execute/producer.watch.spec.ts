@@ -52,7 +52,7 @@ describe(ProducerWatch.name, () => {
   });
 
   it('lets a running job be quiet however long', async () => {
-    queue.consume(() => new Promise<void>(() => undefined), { interactive: 1, export: 1 });
+    queue.consume(() => new Promise<void>(() => undefined), { interactive: 1, export: 1 }, 100);
     await queue.enqueue(job('busy', Date.now() - 1));
     alive = false;
     expect(await queue.state('busy')).toBe('active');
@@ -60,7 +60,7 @@ describe(ProducerWatch.name, () => {
   });
 
   it('gives an ended job one more quiet spell for its last record, then ends it as lost', async () => {
-    queue.consume(() => Promise.resolve(), { interactive: 1, export: 1 });
+    queue.consume(() => Promise.resolve(), { interactive: 1, export: 1 }, 100);
     await queue.enqueue(job('done'));
     await new Promise((resolve) => setImmediate(resolve));
     expect(await queue.state('done')).toBe('completed');

@@ -1,5 +1,5 @@
 import { LoggerService } from '@nestjs/common';
-import { ExecuteJobData, ResultRecord, statusOf } from '@app/contracts';
+import { ExecuteJobData, ResultRecord, pastLatestStart, statusOf } from '@app/contracts';
 import { JobQueue } from '@app/transport';
 import { AdmissionService } from './admission.service';
 
@@ -29,7 +29,7 @@ export class ProducerWatch {
         case 'queued': {
           // Past its latest start, or no worker left to take it (the last one died after it was
           // queued): it will not run, so it need not wait for the queue limit.
-          const late = job.startBy !== undefined && Date.now() > job.startBy;
+          const late = pastLatestStart(job);
           if (!late && (await this.admission.workerAlive(job.lane))) return undefined;
           if (!(await this.queue.removeQueued(job.queryId))) return undefined;
           const status = late

@@ -42,10 +42,11 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   async onApplicationBootstrap(): Promise<void> {
     await this.pool.check();
     await this.logins.check();
-    this.queue.consume((job) => this.track(job), {
-      interactive: this.pool.capacity('interactive'),
-      export: this.pool.capacity('export'),
-    });
+    this.queue.consume(
+      (job) => this.track(job),
+      { interactive: this.pool.capacity('interactive'), export: this.pool.capacity('export') },
+      this.config.workerUserSharePercent,
+    );
   }
 
   private track(job: ExecuteJobData): Promise<void> {

@@ -22,13 +22,16 @@ import {
   RedisQueryRegistry,
   RedisResultSink,
   ResultSink,
+  UserSlots,
   retainedJobData,
+  userShareProcessor,
 } from '@app/transport';
 
 /**
  * Takes execution jobs off the BullMQ queues of the lanes this worker serves (SLUICE_WORKER_LANES),
  * one BullMQ worker per lane, and runs each in its lane's thread pool. Each lane's BullMQ worker
- * takes only as many jobs as its pool runs at once, and leaves the rest to other workers.
+ * takes only as many jobs as its pool runs at once, and leaves the rest to other workers; of them
+ * one user's queries hold at most a share (SLUICE_WORKER_USER_SHARE_PERCENT).
  */
 @Injectable()
 export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy {
@@ -78,10 +81,16 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     await Promise.all([this.connection.ping(), this.commands.ping()]);
     await this.pool.check();
     await this.logins.check();
+    const slots = new UserSlots(
+      { interactive: this.pool.capacity('interactive'), export: this.pool.capacity('export') },
+      this.config.workerUserSharePercent,
+    );
     for (const lane of this.config.workerLanes) {
       const worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
         LANE_QUEUES[lane],
-        (job) => this.run(job.data).finally(() => this.keepSmall(job)),
+        userShareProcessor(slots, lane, (job) =>
+          this.run(job.data).finally(() => this.keepSmall(job)),
+        ),
         {
           connection: this.connection,
           prefix: this.keys.bullPrefix,
@@ -97,7 +106,8 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     }
     await Promise.all([...this.workers.values()].map((worker) => worker.waitUntilReady()));
     const served = this.config.workerLanes.map(
-      (lane) => `the ${lane} lane (${LANE_QUEUES[lane]}) with ${this.pool.capacity(lane)} slots`,
+      (lane) =>
+        `the ${lane} lane (${LANE_QUEUES[lane]}) with ${this.pool.capacity(lane)} slots, ${slots.most[lane]} a user`,
     );
     this.logger.log(`consuming ${served.join(' and ')}`);
   }

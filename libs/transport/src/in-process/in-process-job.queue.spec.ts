@@ -44,7 +44,7 @@ describe(InProcessJobQueue.name, () => {
       await queue.position('d'),
       await queue.position('e'),
     ]).toEqual([0, 1, 2]);
-    queue.consume(handler, { interactive: 2, export: 2 });
+    queue.consume(handler, { interactive: 2, export: 2 }, 100);
     expect(started).toEqual(['b', 'd']);
     expect(await queue.waitingCount()).toBe(3);
     expect(await queue.position('e')).toBe(0);
@@ -62,7 +62,7 @@ describe(InProcessJobQueue.name, () => {
     await queue.enqueue(job('bad'));
     await queue.enqueue(job('later'));
     expect(await queue.state('ok')).toBe('queued');
-    queue.consume(handler, { interactive: 2, export: 2 });
+    queue.consume(handler, { interactive: 2, export: 2 }, 100);
     expect(await queue.state('ok')).toBe('active');
     expect(await queue.state('later')).toBe('queued');
     await finish('ok');
@@ -76,7 +76,7 @@ describe(InProcessJobQueue.name, () => {
     const { handler, started } = controlledHandler();
     await queue.enqueue(job('a'));
     await queue.enqueue(job('b'));
-    queue.consume(handler, { interactive: 1, export: 1 });
+    queue.consume(handler, { interactive: 1, export: 1 }, 100);
     expect(await queue.removeQueued('a')).toBe(false);
     expect(await queue.removeQueued('b')).toBe(true);
     expect(await queue.state('b')).toBe('unknown');
@@ -88,7 +88,7 @@ describe(InProcessJobQueue.name, () => {
     const { handler, started, finish } = controlledHandler();
     for (const id of ['e1', 'e2', 'e3']) await queue.enqueue(job(id, 1, 'export'));
     await queue.enqueue(job('i1', 1));
-    queue.consume(handler, { interactive: 1, export: 2 });
+    queue.consume(handler, { interactive: 1, export: 2 }, 100);
     // Two export slots: the third export job waits, the interactive one behind it runs.
     expect(started).toEqual(['e1', 'e2', 'i1']);
     expect(await queue.counts()).toEqual({
@@ -108,7 +108,7 @@ describe(InProcessJobQueue.name, () => {
   it('keeps at most `count` finished jobs of each lane and outcome, the newest', async () => {
     const kept = new InProcessJobQueue({ seconds: 60, count: 2 });
     const { handler, finish } = controlledHandler();
-    kept.consume(handler, { interactive: 5, export: 5 });
+    kept.consume(handler, { interactive: 5, export: 5 }, 100);
     for (const id of ['a', 'b', 'c', 'f']) await kept.enqueue(job(id));
     await kept.enqueue(job('x', undefined, 'export'));
     for (const id of ['a', 'b', 'c', 'x']) await finish(id);
@@ -123,7 +123,7 @@ describe(InProcessJobQueue.name, () => {
     const aged = new InProcessJobQueue({ seconds: 0, count: 1000 });
     for (const q of [none, aged]) {
       const { handler, finish } = controlledHandler();
-      q.consume(handler, { interactive: 5, export: 5 });
+      q.consume(handler, { interactive: 5, export: 5 }, 100);
       await q.enqueue(job('a'));
       await q.enqueue(job('b'));
       await finish('a');

@@ -1,13 +1,14 @@
-import { ExecuteJobData, LANES, Lane } from '@app/contracts';
+import { ExecuteJobData, LANES, Lane, pastLatestStart } from '@app/contracts';
 import { JobCounts, JobQueue, JobRetention, JobState } from '../job.queue';
+import { UserSlots } from '../user.slots';
 
 /** Runs one job; resolves when it is done. */
 export type JobHandler = (job: ExecuteJobData) => Promise<void>;
 
 /**
  * The job queue of standalone mode: in memory, in dispatch order, a fixed number of jobs of each
- * lane at once (the slots of that lane's pool). A waiting job that has no room does not hold back
- * the other lane's jobs behind it: lanes are served apart.
+ * lane at once (the slots of that lane's pool), of which one user holds at most a share. A waiting
+ * job that has no room does not hold back the jobs behind it of the other lane or of other users.
  */
 export class InProcessJobQueue implements JobQueue {
   private readonly waiting: ExecuteJobData[] = [];
@@ -17,14 +18,19 @@ export class InProcessJobQueue implements JobQueue {
   private handler: JobHandler | undefined;
   private concurrency: Record<Lane, number> = { interactive: 1, export: 1 };
   private readonly running: Record<Lane, number> = { interactive: 0, export: 0 };
+  private slots = new UserSlots(this.concurrency, 100);
   private closed = false;
 
   constructor(private readonly retention: JobRetention) {}
 
-  /** Starts taking jobs, at most `concurrency[lane]` of each lane at once. */
-  consume(handler: JobHandler, concurrency: Record<Lane, number>): void {
+  /**
+   * Starts taking jobs, at most `concurrency[lane]` of each lane at once, of one user's at most
+   * `userSharePercent` of them (see UserSlots).
+   */
+  consume(handler: JobHandler, concurrency: Record<Lane, number>, userSharePercent: number): void {
     this.handler = handler;
     this.concurrency = { ...concurrency };
+    this.slots = new UserSlots(this.concurrency, userSharePercent);
     this.pump();
   }
 
@@ -85,21 +91,33 @@ export class InProcessJobQueue implements JobQueue {
       const [job] = this.waiting.splice(at, 1);
       const { lane } = job;
       this.running[lane] += 1;
+      // False for a job past its latest start whose user holds its share: it takes none.
+      const held = this.slots.take(job.username, lane);
       this.states.set(job.queryId, 'active');
       this.handler(job).then(
-        () => this.finish(job.queryId, lane, 'completed'),
-        () => this.finish(job.queryId, lane, 'failed'),
+        () => this.finish(job, 'completed', held),
+        () => this.finish(job, 'failed', held),
       );
     }
   }
 
-  /** The first waiting job there is room for, or -1. */
+  /**
+   * The first waiting job there is room for, in its lane and in its user's share, or -1. A job
+   * past its latest start needs no share: it is only ended.
+   */
   private nextRunnable(): number {
-    return this.waiting.findIndex((j) => this.running[j.lane] < this.concurrency[j.lane]);
+    const now = Date.now();
+    return this.waiting.findIndex(
+      (j) =>
+        this.running[j.lane] < this.concurrency[j.lane] &&
+        (pastLatestStart(j, now) || this.slots.free(j.username, j.lane)),
+    );
   }
 
-  private finish(queryId: string, lane: Lane, state: JobState): void {
+  private finish(job: ExecuteJobData, state: JobState, held: boolean): void {
+    const { queryId, lane } = job;
     this.running[lane] -= 1;
+    if (held) this.slots.release(job.username, lane);
     this.forgetOld(lane, state);
     if (this.retention.count > 0) {
       this.states.set(queryId, state);

@@ -101,21 +101,28 @@ export class BullmqJobQueue implements JobQueue {
    * id, once per query listed. So this reads, in one MULTI, how BullMQ keeps waiting jobs in each
    * lane: plain ones in the `wait` list (pushed left, taken right), prioritized ones in the
    * `prioritized` sorted set (lowest score taken first), plain ones taken before any prioritized
-   * one. The key names are BullMQ's own (`queue.keys`); the layout is pinned by
-   * bullmq-job.queue.spec.ts, which fails if a BullMQ upgrade changes it (against getRanges and
-   * the order a worker takes jobs).
+   * one. A job put off (its user held its share of a worker's slots: userShareProcessor) waits in
+   * the `delayed` set, behind every job waiting now. The key names are BullMQ's own
+   * (`queue.keys`); the layout is pinned by bullmq-job.queue.spec.ts, which fails if a BullMQ
+   * upgrade changes it (against getRanges and the order a worker takes jobs).
    */
   async position(queryId: string): Promise<number | undefined> {
     const multi = this.connection.multi();
     for (const lane of LANES) {
-      const { wait, prioritized } = this.queues[lane].keys;
-      multi.zrank(prioritized, queryId).lpos(wait, queryId).llen(wait);
+      const { wait, prioritized, delayed } = this.queues[lane].keys;
+      multi
+        .zrank(prioritized, queryId)
+        .lpos(wait, queryId)
+        .llen(wait)
+        .zscore(delayed, queryId)
+        .zcard(prioritized);
     }
     const read = replies(await multi.exec());
     for (let i = 0; i < LANES.length; i += 1) {
-      const [rank, lpos, llen] = read.slice(3 * i, 3 * i + 3);
+      const [rank, lpos, llen, putOff, prioritizedCount] = read.slice(5 * i, 5 * i + 5);
       if (lpos !== null && lpos !== undefined) return (llen ?? 0) - lpos - 1;
       if (rank !== null && rank !== undefined) return (llen ?? 0) + rank;
+      if (putOff !== null && putOff !== undefined) return (llen ?? 0) + (prioritizedCount ?? 0);
     }
     return undefined;
   }

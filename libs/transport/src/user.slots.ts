@@ -1,0 +1,48 @@
+import { LANES, Lane } from '@app/contracts';
+
+/**
+ * The slots of one worker's lanes (or standalone mode's) that one user's queries hold at once:
+ * at most `percent` of each lane's, rounded up, at least one (SLUICE_WORKER_USER_SHARE_PERCENT).
+ * Priority only orders the queue; a slot a long statement holds stays held until it ends, so
+ * without a share one user's long statements leave every other user waiting.
+ */
+export class UserSlots {
+  /** The most slots one user holds in each lane. */
+  readonly most: Readonly<Record<Lane, number>>;
+  private readonly held = new Map<string, number>();
+
+  constructor(capacity: Readonly<Record<Lane, number>>, percent: number) {
+    const share = (slots: number) => Math.max(1, Math.ceil((slots * percent) / 100));
+    this.most = Object.fromEntries(LANES.map((lane) => [lane, share(capacity[lane])])) as Record<
+      Lane,
+      number
+    >;
+  }
+
+  /** Whether `user` may start one more query in `lane` now. */
+  free(user: string, lane: Lane): boolean {
+    return (this.held.get(this.key(user, lane)) ?? 0) < this.most[lane];
+  }
+
+  /** Takes a slot for `user` in `lane`; false (and nothing taken) when its share is held. */
+  take(user: string, lane: Lane): boolean {
+    const key = this.key(user, lane);
+    const held = this.held.get(key) ?? 0;
+    if (held >= this.most[lane]) return false;
+    this.held.set(key, held + 1);
+    return true;
+  }
+
+  /** Gives back a slot `take` gave. */
+  release(user: string, lane: Lane): void {
+    const key = this.key(user, lane);
+    const held = (this.held.get(key) ?? 0) - 1;
+    if (held > 0) this.held.set(key, held);
+    else this.held.delete(key);
+  }
+
+  private key(user: string, lane: Lane): string {
+    // A user name never holds a NUL (PostgreSQL refuses it in text).
+    return `${lane}\0${user}`;
+  }
+}
