@@ -419,6 +419,60 @@ describe('database users (SLUICE_AUTH=database)', () => {
       expectEnvelope(res, '28000', -306);
     });
 
+    it("gives a role dropped and created again under its name nothing of the first one's", async () => {
+      const first = await createUser();
+      const firstToken = await tokenOf(first);
+      const ran = await run(firstToken, "select 'ran' as secret");
+      expect(ran.status).toBe(200);
+      const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+      const kept = await call(
+        baseUrl,
+        'POST',
+        '/v1/execute',
+        { statement: "select 'kept' as secret", wait_timeout: 0 },
+        bearer(firstToken),
+      );
+      expect(kept.status).toBe(202);
+      const ids = [ran.json.query_id as string, kept.json.query_id as string];
+      await eventually(async () => {
+        const res = await call(
+          baseUrl,
+          'GET',
+          `/v1/queries/${ids[1]}`,
+          undefined,
+          bearer(firstToken),
+        );
+        return res.json.state === 'succeeded' ? true : undefined;
+      });
+      await superuser.query(`REVOKE USAGE ON SCHEMA ${schema} FROM ${first.name}`);
+      await superuser.query(`DROP ROLE ${first.name}`);
+      const again = { name: first.name, password: secret() };
+      passwords.push(again.password);
+      await superuser.query(`CREATE ROLE ${again.name} PASSWORD ${quote(again.password)} LOGIN`);
+      const token = await tokenOf(again);
+      for (const auth of [bearer(token), basic(again.name, again.password)]) {
+        for (const id of ids) {
+          for (const path of [`/v1/queries/${id}`, `/v1/queries/${id}/result`]) {
+            const res = await call(baseUrl, 'GET', path, undefined, auth);
+            expect(res.status).toBe(404);
+          }
+        }
+        const listed = await call(baseUrl, 'GET', '/v1/queries', undefined, auth);
+        expect(listed.status).toBe(200);
+        expect(listed.json).toEqual([]);
+      }
+      // What the new role runs is its own.
+      const own = await run(token, 'select 1 as mine');
+      const info = await call(
+        baseUrl,
+        'GET',
+        `/v1/queries/${own.json.query_id}`,
+        undefined,
+        bearer(token),
+      );
+      expect(info.status).toBe(200);
+    });
+
     it("lets PostgreSQL's GRANTs decide: no SELECT, 403 (-700)", async () => {
       const reader = await createUser();
       const other = await createUser();

@@ -10,8 +10,9 @@ export interface PresentedToken {
 export interface AuthUser {
   username: string;
   /**
-   * Service users: the id their user was created with. What they own (queries, kept results,
-   * Idempotency-Keys) is theirs only under it: a user re-created under the name is another.
+   * Service users: the id their user was created with; database users: their role's id at login
+   * (`pg-role:<oid>`). What they own (queries, kept results, Idempotency-Keys) is theirs only
+   * under it: a user or role re-created under the name is another.
    */
   userId?: string;
   role: string;

@@ -35,6 +35,8 @@ export interface TokenClaims {
   gen?: string;
   /** Database users: the session that keeps their sealed credential; refreshes keep it. */
   sid?: string;
+  /** Database users: their role's id at login (DatabaseRole); refreshes keep it. */
+  uid?: string;
   /** When the login that began the session happened (s); refreshes keep it. */
   auth_time?: number;
 }
@@ -71,6 +73,8 @@ interface TokenSubject {
   isAdmin: boolean;
   gen?: string;
   sid?: string;
+  /** Database users: their role's id (service users' comes from sluice.users at each request). */
+  userId?: string;
 }
 
 /** A name PostgreSQL takes as it is: 1 to 63 bytes (longer ones it would cut), no NUL. */
@@ -133,8 +137,13 @@ export class AuthService {
     const login = splitLogin(request.username, request.database);
     if (this.databaseUsers) {
       const { password } = request;
-      const username = await this.verifyDatabaseUser(login.username, password, login, address);
-      const subject = await this.databaseSubject(username);
+      const { username, roleId } = await this.verifyDatabaseUser(
+        login.username,
+        password,
+        login,
+        address,
+      );
+      const subject = { ...(await this.databaseSubject(username)), userId: roleId };
       subject.sid = await this.sessions.open(username, password, nowSeconds() + ttl);
       return { subject, database: login.database };
     }
@@ -154,7 +163,7 @@ export class AuthService {
     }
     const ttl = Math.min(this.config.jwtTtlSeconds, left);
     const subject = this.databaseUsers
-      ? { ...(await this.databaseSubject(user.username)), sid: user.session }
+      ? { ...(await this.databaseSubject(user.username)), sid: user.session, userId: user.userId }
       : serviceSubject(await this.enabledUser(user.username));
     // The default database is not checked here, as at login: every statement is checked anyway.
     const { database } = user;
@@ -187,7 +196,7 @@ export class AuthService {
    * cookie's token is good only as that cookie, and a Bearer token never as the cookie.
    */
   async userFromClaims(claims: TokenClaims, use: TokenUse = 'bearer'): Promise<AuthUser> {
-    const { sub, jti, gen, sid, exp } = claims;
+    const { sub, jti, gen, sid, exp, uid } = claims;
     if (claims.aud !== (use === 'admin-cookie' ? ADMIN_AUDIENCE : undefined)) {
       throw invalidToken('invalid token');
     }
@@ -205,7 +214,12 @@ export class AuthService {
       if (!(await this.sessions.isOpen(marker, sub))) {
         throw revoked('the session of this token ended');
       }
-      user = { ...authUser(await this.databaseSubject(sub), database), session: marker };
+      user = {
+        ...authUser(await this.databaseSubject(sub), database),
+        session: marker,
+        // Absent from tokens issued before role ids: such a user owns what it queued unowned.
+        userId: typeof uid === 'string' ? uid : undefined,
+      };
     } else {
       const record = await this.enabledUser(sub);
       if (record.tokenGeneration !== marker) {
@@ -231,12 +245,17 @@ export class AuthService {
     const named = splitLogin(login, undefined);
     const { username } = named;
     if (this.databaseUsers) {
-      const name = await this.verifyDatabaseUser(username, password, named, address);
+      const { username: name, roleId } = await this.verifyDatabaseUser(
+        username,
+        password,
+        named,
+        address,
+      );
       const database = named.database ?? this.defaultDatabaseFor(name);
       const user = authUser(await this.databaseSubject(name), database);
       // The password comes with every request: its session serves the one job of this request.
       const session = await this.sessions.open(name, password, nowSeconds(), { singleUse: true });
-      return { ...user, session };
+      return { ...user, session, userId: roleId };
     }
     const user = await this.verify(username, password, address);
     const database = named.database ?? this.defaultDatabaseFor(username);
@@ -274,7 +293,7 @@ export class AuthService {
     password: string,
     login: { database?: string },
     address?: string,
-  ): Promise<string> {
+  ): Promise<{ username: string; roleId: string }> {
     const valid = isDatabaseUserName(username);
     await this.throttle.check(valid ? username : undefined, address);
     if (login.database !== undefined) checkName('database', login.database);
@@ -286,10 +305,9 @@ export class AuthService {
       throw badCredentials();
     }
     await this.throttle.succeeded(username);
+    if (typeof result === 'object') return { username, roleId: result.roleId };
     const database = login.database ?? this.defaultDatabaseFor(username);
     switch (result) {
-      case 'ok':
-        return username;
       case 'no-database':
         throw new SluiceError('UNKNOWN_DATABASE', `database "${database}" does not exist`);
       case 'no-connect':
@@ -369,6 +387,7 @@ export class AuthService {
     };
     if (user.gen !== undefined) claims.gen = user.gen;
     if (user.sid !== undefined) claims.sid = user.sid;
+    if (user.userId !== undefined) claims.uid = user.userId;
     if (database !== undefined) claims.db = database;
     if (user.isAdmin) claims.adm = true;
     if (audience !== undefined) claims.aud = audience;

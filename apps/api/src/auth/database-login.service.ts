@@ -4,8 +4,16 @@ import { loginUrl } from '@app/access';
 import { SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 
+/**
+ * A login PostgreSQL accepted: the role's id, `pg-role:<oid>`, which a role dropped and created
+ * again under the name does not have (so it owns nothing of the first one's queries).
+ */
+export interface DatabaseRole {
+  roleId: string;
+}
+
 /** What PostgreSQL answered a login: accepted, refused, or accepted for a database it lacks. */
-export type DatabaseLoginResult = 'ok' | 'refused' | 'no-database' | 'no-connect';
+export type DatabaseLoginResult = DatabaseRole | 'refused' | 'no-database' | 'no-connect';
 
 const CONNECT_TIMEOUT_MS = 5_000;
 
@@ -37,7 +45,10 @@ export class DatabaseLoginService {
     client.on('error', () => undefined);
     try {
       await client.connect();
-      return 'ok';
+      const { rows } = await client.query<{ oid: string }>(
+        'SELECT oid::text AS oid FROM pg_roles WHERE rolname = session_user',
+      );
+      return { roleId: `pg-role:${rows[0].oid}` };
     } catch (err) {
       return this.refusal(err);
     } finally {
