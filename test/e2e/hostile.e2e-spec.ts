@@ -384,6 +384,40 @@ describe('deeply nested params', () => {
   });
 });
 
+describe('query strings that do not decode', () => {
+  const table = `${schema}.undecoded`;
+
+  beforeAll(async () => {
+    await db().query(`CREATE TABLE ${table} (id int)`);
+    await db().query(`INSERT INTO ${table} VALUES (1)`);
+    await grantSchema(schema);
+  });
+
+  // Taken as it came, the bad escape sits in a comment or a search_path and the rest runs.
+  it('refuses a GET statement with a bad escape with 400, running nothing', async () => {
+    const res = await request(undefined, {
+      method: 'GET',
+      path: `/v1/execute?statement=delete+from+${table}+--%ff`,
+      token: await login(),
+    });
+    expectRefused(res, 400, -100);
+    expect(res.json.status.sql_state).toBe('08P01');
+    expect((await db().query(`SELECT id FROM ${table}`)).rows).toEqual([{ id: 1 }]);
+  });
+
+  it('refuses a text/plain statement whose options have a bad escape, running nothing', async () => {
+    const res = await request(undefined, {
+      path: '/v1/execute?schema=public%e2%82',
+      raw: `delete from ${table}`,
+      token: await login(),
+      headers: { 'content-type': 'text/plain' },
+    });
+    expectRefused(res, 400, -100);
+    expect(res.json.status.sql_state).toBe('08P01');
+    expect((await db().query(`SELECT id FROM ${table}`)).rows).toEqual([{ id: 1 }]);
+  });
+});
+
 describe('SQL injection through parameters', () => {
   const payloads = [
     `x'; drop table ${schema}.victims; --`,

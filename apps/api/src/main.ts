@@ -19,6 +19,7 @@ import {
   clientErrorHandler,
   frameworkErrorHandler,
   installHeaderChecks,
+  installQueryStringCheck,
   installRequestChecks,
 } from './http/request.checks';
 import { apiLogger } from './logging/log.options';
@@ -54,6 +55,7 @@ async function bootstrap(): Promise<void> {
   });
   // Before Nest and its plugins register anything: ahead of authentication on every route.
   installHeaderChecks(adapter.getInstance());
+  installQueryStringCheck(adapter.getInstance());
   installCrossSiteCheck(adapter.getInstance());
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(settings),

@@ -6,7 +6,9 @@ import {
   authorizationProblem,
   headerAmbiguity,
   installHeaderChecks,
+  installQueryStringCheck,
   jsonDepth,
+  queryEncodingProblem,
 } from './request.checks';
 
 async function run(chunks: Buffer[], maxDepth?: number): Promise<Buffer> {
@@ -144,6 +146,57 @@ describe(installHeaderChecks.name, () => {
       });
       expect(ran).toBe(0);
       expect((await app.inject({ method: 'GET', url: '/v1/info' })).statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe(queryEncodingProblem.name, () => {
+  it.each([
+    '/v1/execute',
+    '/v1/execute?statement=select%201&format=array',
+    '/v1/execute?statement=select+%27S%C3%A3o%27&x=%25ff',
+    '/a%ff/b?x=1',
+  ])('passes %s', (url) => {
+    expect(queryEncodingProblem(url)).toBeUndefined();
+  });
+
+  it.each([
+    '/v1/execute?statement=%ff',
+    '/v1/execute?statement=select%201&format=array%zz',
+    '/v1/execute?%e2%82=1',
+    '/v1/execute?statement=a%',
+    '/v1/execute?statement=%ed%a0%80',
+    '/v1/execute#x=%ff',
+  ])('refuses %s', (url) => {
+    expect(queryEncodingProblem(url)).toMatch(/not valid percent-encoded UTF-8/);
+  });
+});
+
+describe(installQueryStringCheck.name, () => {
+  it('answers a query string that does not decode with 400 in the envelope, the route not run', async () => {
+    const app = Fastify();
+    installQueryStringCheck(app);
+    const seen: unknown[] = [];
+    app.get('/v1/execute', (request) => {
+      seen.push(request.query);
+      return { ok: true };
+    });
+    try {
+      const res = await app.inject({ method: 'GET', url: '/v1/execute?statement=select+1+--%ff' });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toEqual({
+        status: {
+          reason: expect.stringMatching(/query string/),
+          sql_state: '08P01',
+          vendor_code: -100,
+        },
+      });
+      expect(seen).toEqual([]);
+      const ok = await app.inject({ method: 'GET', url: '/v1/execute?statement=select%201' });
+      expect(ok.statusCode).toBe(200);
+      expect(seen).toEqual([{ statement: 'select 1' }]);
     } finally {
       await app.close();
     }

@@ -220,6 +220,36 @@ export function installHeaderChecks(fastify: FastifyInstance): void {
 }
 
 /**
+ * Why the query string of a request target does not decode (a `%` not followed by two hex
+ * digits, or escapes that are not UTF-8), or undefined. Fastify's parser keeps such a value as
+ * it came, so `statement=drop+table+t+--%ff` would run as `drop table t --%ff`. The query string
+ * is what the router takes: everything after the first `?` or `#`.
+ */
+export function queryEncodingProblem(url: string): string | undefined {
+  const start = url.search(/[?#]/);
+  if (start < 0 || !url.includes('%', start)) return undefined;
+  try {
+    decodeURIComponent(url.slice(start + 1));
+    return undefined;
+  } catch {
+    return 'the query string is not valid percent-encoded UTF-8';
+  }
+}
+
+/**
+ * Refuses (400) every request whose query string does not decode, before any route or parser
+ * reads it: the GET form of execute and the options of text/plain bodies would otherwise take
+ * the undecoded text. Install it on the root instance, like the header checks.
+ */
+export function installQueryStringCheck(fastify: FastifyInstance): void {
+  fastify.addHook('onRequest', (request, reply, done) => {
+    const problem = queryEncodingProblem(request.raw.url ?? '');
+    if (problem === undefined) done();
+    else refuse(reply, new SluiceError('INVALID_REQUEST', problem));
+  });
+}
+
+/**
  * Fastify's `frameworkErrors`: errors it raises before routing (a URL that does not decode, a
  * path parameter too long) would otherwise be answered in Fastify's own body, not the envelope.
  */
