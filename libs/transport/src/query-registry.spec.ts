@@ -654,34 +654,56 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
 describe.each(adapters)("%s registry: a user's queries, and forgetting a user", (_name, make) => {
   const limits = { ttlSeconds: 60, most: 1000 };
 
+  /**
+   * The owner's queries in every state that counts (ended, queued, running; each kept or not),
+   * and one of another user's, kept and queued.
+   */
+  async function queriesIn(registry: QueryRegistry, owner: string, other: string) {
+    const record = (who: string, kept = false): QueryRecord => ({
+      ...queuedRecord(randomUUID(), who),
+      kept: kept || undefined,
+    });
+    const made = {
+      ended: record(owner),
+      keptEnded: record(owner, true),
+      queued: record(owner),
+      keptQueued: record(owner, true),
+      running: record(owner),
+      keptRunning: record(owner, true),
+      others: record(other, true),
+    };
+    const { ended, keptEnded, queued, keptQueued, running, keptRunning, others } = made;
+    for (const r of Object.values(made)) await registry.create(r);
+    for (const r of [queued, keptQueued, running, keptRunning, others]) {
+      await registry.admit(r.owner, r.queryId, 10);
+    }
+    for (const r of [ended, keptEnded]) await registry.transition(r.queryId, 'succeeded');
+    for (const r of [running, keptRunning]) await registry.transition(r.queryId, 'running');
+    return made;
+  }
+
+  const ids = (records: QueryRecord[]) => records.map((r) => r.queryId).sort();
+
   it("forgets a deleted user's records, slots and keys; answers their open and kept queries", async () => {
     const registry = make();
     const gone = `gone-${randomUUID()}`;
     const other = `other-${randomUUID()}`;
     users.push(gone, other);
-    const record = (owner: string, kept = false) => ({
-      ...queuedRecord(randomUUID(), owner),
-      kept: kept || undefined,
-    });
-    const ended = record(gone);
-    const keptEnded = record(gone, true);
-    const keptQueued = record(gone, true);
-    const running = record(gone);
-    const others = record(other, true);
-    for (const r of [ended, keptEnded, keptQueued, running, others]) await registry.create(r);
-    for (const r of [keptQueued, running, others]) await registry.admit(r.owner, r.queryId, 10);
-    for (const r of [ended, keptEnded]) await registry.transition(r.queryId, 'succeeded');
-    await registry.transition(running.queryId, 'running');
+    const { others, ...mine } = await queriesIn(registry, gone, other);
     const claim = (owner: string, queryId: string) =>
       registry.claimKey(owner, 'the-key', { queryId, fingerprint: 'a' }, limits);
-    await claim(gone, keptEnded.queryId);
+    await claim(gone, mine.keptEnded.queryId);
     await claim(other, others.queryId);
 
     const forgotten = await registry.forgetUser(gone);
 
-    expect([...forgotten.open].sort()).toEqual([keptQueued.queryId, running.queryId].sort());
-    expect([...forgotten.kept].sort()).toEqual([keptEnded.queryId, keptQueued.queryId].sort());
-    for (const r of [ended, keptEnded, keptQueued, running]) {
+    expect([...forgotten.open].sort()).toEqual(
+      ids([mine.queued, mine.keptQueued, mine.running, mine.keptRunning]),
+    );
+    expect([...forgotten.kept].sort()).toEqual(
+      ids([mine.keptEnded, mine.keptQueued, mine.keptRunning]),
+    );
+    for (const r of Object.values(mine)) {
       expect(await registry.get(r.queryId)).toBeUndefined();
     }
     expect(await registry.list(100, gone)).toEqual([]);
@@ -717,30 +739,27 @@ describe.each(adapters)("%s registry: a user's queries, and forgetting a user", 
     const owner = `owner-${randomUUID()}`;
     const other = `other-${randomUUID()}`;
     users.push(owner, other);
-    const record = (who: string, kept = false) => ({
-      ...queuedRecord(randomUUID(), who),
-      kept: kept || undefined,
-    });
-    const ended = record(owner);
-    const keptEnded = record(owner, true);
-    const keptRunning = record(owner, true);
-    const queued = record(owner);
-    const others = record(other, true);
-    for (const r of [ended, keptEnded, keptRunning, queued, others]) await registry.create(r);
-    for (const r of [keptRunning, queued, others]) await registry.admit(r.owner, r.queryId, 10);
-    for (const r of [ended, keptEnded]) await registry.transition(r.queryId, 'succeeded');
-    await registry.transition(keptRunning.queryId, 'running');
+    const { others, ...mine } = await queriesIn(registry, owner, other);
     // A released slot is no open query.
-    await registry.admit(owner, ended.queryId, 10);
-    await registry.release(owner, ended.queryId);
+    await registry.admit(owner, mine.ended.queryId, 10);
+    await registry.release(owner, mine.ended.queryId);
 
     const queries = await registry.queriesOf(owner);
 
-    expect([...queries.open].sort()).toEqual([keptRunning.queryId, queued.queryId].sort());
-    expect([...queries.kept].sort()).toEqual([keptEnded.queryId, keptRunning.queryId].sort());
-    for (const r of [ended, keptEnded, keptRunning, queued]) {
+    expect([...queries.open].sort()).toEqual(
+      ids([mine.queued, mine.keptQueued, mine.running, mine.keptRunning]),
+    );
+    expect([...queries.kept].sort()).toEqual(
+      ids([mine.keptEnded, mine.keptQueued, mine.keptRunning]),
+    );
+    for (const r of Object.values(mine)) {
       expect(await registry.get(r.queryId)).toMatchObject({ owner });
     }
+    // Each user's own, and nobody's is none.
+    expect(await registry.queriesOf(other)).toEqual({
+      open: [others.queryId],
+      kept: [others.queryId],
+    });
     expect(await registry.queriesOf(`nobody-${randomUUID()}`)).toEqual({ open: [], kept: [] });
   });
 
