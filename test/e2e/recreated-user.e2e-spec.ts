@@ -18,6 +18,7 @@ import {
  */
 const schema = randomName('e2e_reuse');
 const SECRET = 'the-old-users-secret';
+const SECRETS = `select secret from ${schema}.secrets`;
 const roles: string[] = [];
 const users: string[] = [];
 
@@ -43,15 +44,39 @@ async function role(): Promise<string> {
   return name;
 }
 
+/** A role of its own that may read the secrets. */
+async function reader(): Promise<string> {
+  const name = await role();
+  await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${name}`);
+  await db().query(`GRANT SELECT ON ${schema}.secrets TO ${name}`);
+  return name;
+}
+
 async function tokenOf(username: string, password: string): Promise<string> {
   const res = await freshLogin(username, password);
   expect(res.status).toBe(200);
   return res.json.access_token as string;
 }
 
+/** Creates a user of the name, of a role of its own, through the api; answers its token. */
+async function recreate(username: string): Promise<string> {
+  const password = randomBytes(12).toString('base64url');
+  const created = await adminCall('POST', '/v1/users', { username, password, role: await role() });
+  expect(created.status).toBe(201);
+  return tokenOf(username, password);
+}
+
 /** A GET as a Bearer token, on the api the admin calls go to (it hears of changes first). */
 function get(token: string, path: string) {
   return call(e2eEnv().baseUrl, 'GET', path, undefined, { authorization: `Bearer ${token}` });
+}
+
+/** A POST /v1/execute as a Bearer token, with an Idempotency-Key if given. */
+function post(token: string, body: Record<string, unknown>, key?: string) {
+  return call(e2eEnv().baseUrl, 'POST', '/v1/execute', body, {
+    authorization: `Bearer ${token}`,
+    ...(key ? { 'idempotency-key': key } : {}),
+  });
 }
 
 /** Kept bytes as /metrics tells them (the ledger's total). */
@@ -62,118 +87,90 @@ async function keptBytes(): Promise<number> {
 
 /** Submits a statement whose result is kept; answers its query id. */
 async function submitKept(token: string, statement: string, key?: string): Promise<string> {
-  const res = await call(
-    e2eEnv().baseUrl,
-    'POST',
-    '/v1/execute',
-    { statement, wait_timeout: 0 },
-    { authorization: `Bearer ${token}`, ...(key ? { 'idempotency-key': key } : {}) },
-  );
+  const res = await post(token, { statement, wait_timeout: 0 }, key);
   expect(res.status).toBe(202);
   return res.json.query_id as string;
 }
+
+/** Reads the secrets into a kept result; answers the query and its bytes once it succeeded. */
+async function keptSecrets(
+  token: string,
+  key?: string,
+): Promise<{ queryId: string; bytes: number }> {
+  const queryId = await submitKept(token, SECRETS, key);
+  const info = await eventually(async () => {
+    const res = await get(token, `/v1/queries/${queryId}`);
+    return res.json.state === 'succeeded' ? (res.json as { bytes_produced: number }) : undefined;
+  });
+  return { queryId, bytes: info.bytes_produced };
+}
+
+/** A kept statement running in PostgreSQL; answers its query id once its backend is there. */
+async function sleeping(token: string): Promise<string> {
+  const queryId = await submitKept(token, 'select pg_sleep(60) as slept');
+  await eventually(async () => ((await backendsOf(queryId)) > 0 ? true : undefined));
+  return queryId;
+}
+
+/** The query and its result are not the token's: 404 for both, nothing of the secret. */
+async function expectNotTheirs(token: string, queryId: string): Promise<void> {
+  const result = await get(token, `/v1/queries/${queryId}/result`);
+  expect(result.status).toBe(404);
+  expect(result.text).not.toContain(SECRET);
+  expect((await get(token, `/v1/queries/${queryId}`)).status).toBe(404);
+}
+
+const newKey = () => `reuse-${randomBytes(6).toString('hex')}`;
 
 describe('a user deleted and re-created under the same name', () => {
   let old: TestUser;
 
   beforeAll(async () => {
-    const reader = await role();
-    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${reader}`);
-    await db().query(`GRANT SELECT ON ${schema}.secrets TO ${reader}`);
-    old = await createUser({ role: reader, prefix: 'e2e_reuse' });
+    old = await createUser({ role: await reader(), prefix: 'e2e_reuse' });
     users.push(old.username);
   });
 
   it("gets none of the old user's results, queries or keys, and the old queries stop", async () => {
     const oldToken = await tokenOf(old.username, old.password);
-    const key = `reuse-${randomBytes(6).toString('hex')}`;
-    const statement = `select secret from ${schema}.secrets`;
-    const secretQuery = await submitKept(oldToken, statement, key);
-    const secretInfo = await eventually(async () => {
-      const res = await get(oldToken, `/v1/queries/${secretQuery}`);
-      return res.json.state === 'succeeded' ? (res.json as { bytes_produced: number }) : undefined;
-    });
+    const key = newKey();
+    const secret = await keptSecrets(oldToken, key);
     // Still running when its user goes: it must stop, and its result must be nobody's.
-    const sleeper = await submitKept(oldToken, 'select pg_sleep(60) as slept');
-    await eventually(async () => ((await backendsOf(sleeper)) > 0 ? true : undefined));
+    const sleeper = await sleeping(oldToken);
     const keptBefore = await keptBytes();
 
     expect((await adminCall('DELETE', `/v1/users/${old.username}`)).status).toBe(200);
-    const password = randomBytes(12).toString('base64url');
-    const created = await adminCall('POST', '/v1/users', {
-      username: old.username,
-      password,
-      role: await role(),
-    });
-    expect(created.status).toBe(201);
-    const newToken = await tokenOf(old.username, password);
+    const newToken = await recreate(old.username);
 
-    for (const queryId of [secretQuery, sleeper]) {
-      const result = await get(newToken, `/v1/queries/${queryId}/result`);
-      expect(result.status).toBe(404);
-      expect(result.text).not.toContain(SECRET);
-      expect((await get(newToken, `/v1/queries/${queryId}`)).status).toBe(404);
-    }
+    for (const queryId of [secret.queryId, sleeper]) await expectNotTheirs(newToken, queryId);
     const listed = await get(newToken, '/v1/queries');
     expect(listed.status).toBe(200);
     expect(listed.json).toEqual([]);
     // The old user's running query is stopped in PostgreSQL, and the kept bytes given back.
     await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
-    expect(await keptBytes()).toBeLessThanOrEqual(keptBefore - secretInfo.bytes_produced);
+    expect(await keptBytes()).toBeLessThanOrEqual(keptBefore - secret.bytes);
 
     // The old key replays nothing: a new query runs, as the new user's role, which may not read.
-    const repeat = await call(
-      e2eEnv().baseUrl,
-      'POST',
-      '/v1/execute',
-      { statement },
-      { authorization: `Bearer ${newToken}`, 'idempotency-key': key },
-    );
+    const repeat = await post(newToken, { statement: SECRETS }, key);
     expect(repeat.status).toBe(403);
     expect(repeat.text).not.toContain(SECRET);
     expect(repeat.json.status.sql_state).toBe('42501');
-    expect(repeat.json.query_id).not.toBe(secretQuery);
+    expect(repeat.json.query_id).not.toBe(secret.queryId);
   }, 30_000);
 
   it('owns nothing of one deleted outside the api (as the CLI does), whose data was not purged', async () => {
-    const reader = await role();
-    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${reader}`);
-    await db().query(`GRANT SELECT ON ${schema}.secrets TO ${reader}`);
-    const first = await createUser({ role: reader, prefix: 'e2e_reuse' });
+    const first = await createUser({ role: await reader(), prefix: 'e2e_reuse' });
     users.push(first.username);
-    const firstToken = await tokenOf(first.username, first.password);
-    const key = `reuse-${randomBytes(6).toString('hex')}`;
-    const statement = `select secret from ${schema}.secrets`;
-    const secretQuery = await submitKept(firstToken, statement, key);
-    await eventually(async () => {
-      const res = await get(firstToken, `/v1/queries/${secretQuery}`);
-      return res.json.state === 'succeeded' ? true : undefined;
-    });
+    const key = newKey();
+    const secret = await keptSecrets(await tokenOf(first.username, first.password), key);
 
     // The CLI's `users remove` reaches no queue: only the row goes.
     await db().query('DELETE FROM sluice.users WHERE username = $1', [first.username]);
-    const password = randomBytes(12).toString('base64url');
-    const created = await adminCall('POST', '/v1/users', {
-      username: first.username,
-      password,
-      role: await role(),
-    });
-    expect(created.status).toBe(201);
-    const newToken = await tokenOf(first.username, password);
+    const newToken = await recreate(first.username);
 
-    const result = await get(newToken, `/v1/queries/${secretQuery}/result`);
-    expect(result.status).toBe(404);
-    expect(result.text).not.toContain(SECRET);
-    expect((await get(newToken, `/v1/queries/${secretQuery}`)).status).toBe(404);
+    await expectNotTheirs(newToken, secret.queryId);
     expect((await get(newToken, '/v1/queries')).json).toEqual([]);
     // The old key still stands for the old query, which is not this user's: refused, not replayed.
-    const repeat = await call(
-      e2eEnv().baseUrl,
-      'POST',
-      '/v1/execute',
-      { statement, wait_timeout: 0 },
-      { authorization: `Bearer ${newToken}`, 'idempotency-key': key },
-    );
+    const repeat = await post(newToken, { statement: SECRETS, wait_timeout: 0 }, key);
     expect(repeat.status).toBe(410);
     expect(repeat.text).not.toContain(SECRET);
   }, 30_000);
@@ -181,19 +178,11 @@ describe('a user deleted and re-created under the same name', () => {
 
 describe('a user whose role changes', () => {
   it('keeps no result, and runs no query, of the old role', async () => {
-    const reader = await role();
-    await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${reader}`);
-    await db().query(`GRANT SELECT ON ${schema}.secrets TO ${reader}`);
-    const user = await createUser({ role: reader, prefix: 'e2e_rerole' });
+    const user = await createUser({ role: await reader(), prefix: 'e2e_rerole' });
     users.push(user.username);
     const token = await tokenOf(user.username, user.password);
-    const secretQuery = await submitKept(token, `select secret from ${schema}.secrets`);
-    await eventually(async () => {
-      const res = await get(token, `/v1/queries/${secretQuery}`);
-      return res.json.state === 'succeeded' ? true : undefined;
-    });
-    const sleeper = await submitKept(token, 'select pg_sleep(60) as slept');
-    await eventually(async () => ((await backendsOf(sleeper)) > 0 ? true : undefined));
+    const secret = await keptSecrets(token);
+    const sleeper = await sleeping(token);
 
     const changed = await adminCall('PATCH', `/v1/users/${user.username}`, {
       role: await role(),
@@ -201,7 +190,7 @@ describe('a user whose role changes', () => {
     expect(changed.status).toBe(200);
 
     // The same session goes on, as the new role: what the old one made is gone.
-    const result = await get(token, `/v1/queries/${secretQuery}/result`);
+    const result = await get(token, `/v1/queries/${secret.queryId}/result`);
     expect(result.status).toBe(410);
     expect(result.text).not.toContain(SECRET);
     await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
@@ -213,7 +202,7 @@ describe('a user whose role changes', () => {
     // Its queries stay listed: the record of what they did is theirs.
     const listed = await get(token, '/v1/queries');
     expect((listed.json as { query_id: string }[]).map((q) => q.query_id).sort()).toEqual(
-      [secretQuery, sleeper].sort(),
+      [secret.queryId, sleeper].sort(),
     );
   }, 30_000);
 });
