@@ -10,16 +10,10 @@
 // `select g, md5(g::text)` (the issue's case: high-entropy text). MB/s is uncompressed body bytes
 // per second of compression, trial included, median of BENCH_RUNS runs. About 15 s.
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { constants, createBrotliCompress, createGzip } from 'node:zlib';
+import { requireDist } from './lib/env.mjs';
 
-const require = createRequire(import.meta.url);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { ChunkCompressor, BROTLI_QUALITY } = require(
-  join(ROOT, 'dist/libs/formats/src/chunk.compressor.js'),
-);
+const { ChunkCompressor, BROTLI_QUALITY } = requireDist('libs/formats/src/chunk.compressor.js');
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const ROWS_PER_CHUNK = 1000;
 

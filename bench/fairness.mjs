@@ -11,14 +11,11 @@
 // also on error and on Ctrl-C.
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import {
   DATABASE_URL,
   benchAdminRole,
-  ROOT,
   envInt,
   installGuards,
   jsonRequest,
@@ -31,6 +28,7 @@ import {
   printChildOutput,
   reportHeader,
   request,
+  requireDist,
   runMain,
   staleBuildWarning,
   startSluice,
@@ -48,10 +46,8 @@ const GOAL_WAIT_MS = JOB_SECONDS * 1000;
 
 installGuards((SECONDS + 120) * 1000);
 
-const require = createRequire(import.meta.url);
-
 async function createUsers(db) {
-  const { hashPassword } = require(path.join(ROOT, 'dist/apps/api/src/auth/password.hasher.js'));
+  const { hashPassword } = requireDist('apps/api/src/auth/password.hasher.js');
   // Not the login of DATABASE_URL (it may create roles, so Sluice refuses it to users): the
   // bench's own NOLOGIN role.
   const role = await benchAdminRole(DATABASE_URL);

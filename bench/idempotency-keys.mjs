@@ -8,21 +8,19 @@
 //
 // Needs Redis on loopback. About 10 s; its keys are removed at the end, also on error.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
 import Redis from 'ioredis';
 import {
   REDIS_URL,
-  ROOT,
   deleteRedisKeys,
   envInt,
   installGuards,
   onCleanup,
+  redisUsedMemory,
+  requireDist,
   runMain,
 } from './lib/service.mjs';
 
-const require = createRequire(import.meta.url);
-const { RedisKeys, RedisQueryRegistry } = require(join(ROOT, 'dist/libs/transport/src/index.js'));
+const { RedisKeys, RedisQueryRegistry } = requireDist('libs/transport/src/index.js');
 
 const KEYS = envInt('BENCH_KEYS', 20_000);
 const CONCURRENCY = envInt('BENCH_CONCURRENCY', 200);
@@ -35,15 +33,14 @@ const claim = () => ({
 });
 
 async function measure(redis, name, claimOne) {
-  const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))[1]);
-  const before = await usedMemory();
+  const before = await redisUsedMemory(redis);
   const started = process.hrtime.bigint();
   for (let made = 0; made < KEYS; made += CONCURRENCY) {
     const batch = Math.min(CONCURRENCY, KEYS - made);
     await Promise.all(Array.from({ length: batch }, () => claimOne(`client-key-${randomUUID()}`)));
   }
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const after = await usedMemory();
+  const after = await redisUsedMemory(redis);
   return { name, bytes: (after - before) / KEYS, perSecond: KEYS / seconds };
 }
 

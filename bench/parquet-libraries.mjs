@@ -35,27 +35,19 @@ import {
   statSync,
 } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
-import { join, dirname } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
+import { ROOT, envInt } from './lib/env.mjs';
 
 const require = createRequire(import.meta.url);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const FORMATS_DIR = process.env.SLUICE_FORMATS_DIR || join(ROOT, 'dist/libs/formats/src');
 
 /** For the children: the repo's packages, then NODE_PATH (e.g. where the bench-only libraries
  * were installed, if `npm install` in the repo keeps pruning them). */
 function nodePath() {
   return [join(ROOT, 'node_modules'), process.env.NODE_PATH].filter(Boolean).join(':');
-}
-
-function envInt(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer`);
-  return n;
 }
 
 const ROWS = envInt('BENCH_ROWS', 1_000_000);

@@ -11,24 +11,15 @@
 // here so the comparison can be re-run; `sluice` is what dist/ has now (`npm run build` first).
 // Figures and the choice they led to: PG-TEXT.md.
 import { createRequire } from 'node:module';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { cpus, loadavg } from 'node:os';
+import { envInt, requireDist } from './lib/env.mjs';
 
 const require = createRequire(import.meta.url);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const postgresArray = require('postgres-array');
 const postgresBytea = require('postgres-bytea');
-const formats = require(join(ROOT, 'dist/libs/formats/src/pg-text.decoder.js'));
-const jsonValues = require(join(ROOT, 'dist/libs/sql/src/json-value.encoder.js'));
+const formats = requireDist('libs/formats/src/pg-text.decoder.js');
+const jsonValues = requireDist('libs/sql/src/json-value.encoder.js');
 
-function envInt(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer`);
-  return n;
-}
 const VALUES = envInt('BENCH_VALUES', 1_000_000);
 const RUNS = envInt('BENCH_RUNS', 5);
 

@@ -10,21 +10,19 @@
 //
 // Needs Redis on loopback. About 10 s; its keys are removed at the end, also on error.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
 import Redis from 'ioredis';
 import {
   REDIS_URL,
-  ROOT,
   deleteRedisKeys,
   envInt,
   installGuards,
   onCleanup,
+  redisUsedMemory,
+  requireDist,
   runMain,
 } from './lib/service.mjs';
 
-const require = createRequire(import.meta.url);
-const { RedisKeys, RedisQueryRegistry } = require(join(ROOT, 'dist/libs/transport/src/index.js'));
+const { RedisKeys, RedisQueryRegistry } = requireDist('libs/transport/src/index.js');
 
 const QUERIES = envInt('BENCH_QUERIES', 10_000);
 const CONCURRENCY = envInt('BENCH_CONCURRENCY', 100);
@@ -35,7 +33,6 @@ async function measure(redis, name, statement, count) {
   const prefix = `bench-${randomBytes(6).toString('hex')}`;
   onCleanup(() => deleteRedisKeys(prefix));
   const registry = new RedisQueryRegistry(redis, new RedisKeys(prefix), { seconds: 3600, count });
-  const usedMemory = async () => Number(/used_memory:(\d+)/.exec(await redis.info('memory'))[1]);
   const one = async () => {
     const queryId = randomUUID();
     await registry.create({
@@ -55,14 +52,14 @@ async function measure(redis, name, statement, count) {
     const produced = { rows: 10, bytes: 600, rowsProduced: 10, bytesProduced: 600 };
     await registry.transition(queryId, 'succeeded', { ...produced, status }, false);
   };
-  const before = await usedMemory();
+  const before = await redisUsedMemory(redis);
   const started = process.hrtime.bigint();
   for (let made = 0; made < QUERIES; made += CONCURRENCY) {
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, QUERIES - made) }, one));
   }
   await registry.close();
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const after = await usedMemory();
+  const after = await redisUsedMemory(redis);
   const kept = await redis.zcard(new RedisKeys(prefix).userQueries('ann'));
   return { name, bytes: (after - before) / kept, perSecond: QUERIES / seconds, kept };
 }

@@ -12,23 +12,15 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { ROOT } from './env.mjs';
+
+export { ROOT, envInt, requireDist } from './env.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Settings
-
-export function envInt(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n <= 0)
-    throw new Error(`${name} must be a positive integer, got "${raw}"`);
-  return n;
-}
 
 export const DATABASE_URL =
   process.env.BENCH_DATABASE_URL || 'postgresql://root@127.0.0.1:5432/test';
@@ -431,6 +423,11 @@ export function isOkJson(res, expectedRows) {
   } catch {
     return false;
   }
+}
+
+/** Redis's `used_memory` (the whole server's, other users included), in bytes. */
+export async function redisUsedMemory(redis) {
+  return Number(/used_memory:(\d+)/.exec(await redis.info('memory'))[1]);
 }
 
 export async function deleteRedisKeys(prefix, redisUrl = REDIS_URL) {
