@@ -493,6 +493,58 @@ describe('fault tolerance', () => {
     await until(async () => (await execute('select 1', bearer)).status === 200, 20_000);
   }, 60_000);
 
+  it('ends a statement that catches its cancel when a worker outlives its grace period on SIGTERM', async () => {
+    const bearer = await token();
+    const graceMs = 1_500;
+    const worker = startProcess('worker', { ...env, SLUICE_SHUTDOWN_GRACE_MS: String(graceMs) });
+    processes.push(worker);
+    await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+    // Only this worker may take the statement.
+    await Promise.all(
+      liveWorkers()
+        .filter((w) => w !== worker)
+        .map((w) => w.stop('SIGTERM')),
+    );
+    const marker = `trap_${randomBytes(3).toString('hex')}`;
+    const asked = Date.now();
+    const pending = execute(
+      `do $$ begin /* ${marker} */ for i in 1..60 loop
+         begin perform pg_sleep(1); exception when query_canceled then null; end;
+       end loop; end $$`,
+      bearer,
+    );
+    /** Sessions running the block, under any application_name; or only those in its sleep. */
+    const sessions = async (sleeping: boolean) => {
+      const { rows } = await db.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+          where query like $1 and pid <> pg_backend_pid() and (not $2 or wait_event = 'PgSleep')`,
+        [`%${marker}%`, sleeping],
+      );
+      return rows[0].n;
+    };
+    // A cancel that lands before the block's handler is set up is not caught: wait for its sleep.
+    await until(async () => (await sessions(true)) === 1, 10_000);
+
+    const signalled = Date.now();
+    const code = await worker.stop('SIGTERM');
+    const exitedAfter = Date.now() - signalled;
+    // Nest closes the modules on SIGTERM, then raises it again: SIGTERM, not stop()'s SIGKILL.
+    expect(code ?? worker.child.signalCode).toBe('SIGTERM');
+    // The grace period, then the cancel and, 2 s after it, the end of the session.
+    expect(exitedAfter).toBeGreaterThanOrEqual(graceMs);
+    expect(exitedAfter).toBeLessThan(graceMs + 6_000);
+    await until(async () => (await sessions(false)) === 0, 5_000);
+    // Cancelled, as docs/architecture.md says of a shutdown past its grace: 409 in the envelope.
+    const res = await pending;
+    expect(Date.now() - asked).toBeLessThan(30_000);
+    expect(res.status).toBe(409);
+    expect(JSON.parse(res.body)).toEqual({
+      query_id: expect.any(String),
+      status: { reason: expect.any(String), sql_state: '57014', vendor_code: -900 },
+    });
+    await startWorker();
+  }, 60_000);
+
   it('stops the api cleanly on SIGTERM after finishing the response in flight', async () => {
     const bearer = await token();
     const api = processes.find((p) => p.child.spawnargs.join(' ').includes('/api/') && alive(p))!;
