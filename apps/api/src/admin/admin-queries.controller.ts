@@ -4,7 +4,7 @@ import { ApiExcludeController } from '@nestjs/swagger';
 import { QueryInfo } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CurrentUser } from '../auth/current-user.decorator';
-import { send } from '../execute/execute.controller';
+import { clientGone, send } from '../execute/execute.controller';
 import { KeptResultService } from '../queries/kept-result.service';
 import { QueriesService } from '../queries/queries.service';
 import { AdminSessionGuard } from './admin-session.guard';
@@ -35,7 +35,7 @@ export class AdminQueriesController {
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
     const record = await this.queries.ownRecord(queryId, user);
-    return send(reply, await this.kept.fetch(record, undefined));
+    return send(reply, await this.kept.fetch(record, undefined, clientGone(reply)));
   }
 
   @Delete(':queryId')

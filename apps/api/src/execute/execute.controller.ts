@@ -56,7 +56,7 @@ function single(value: string | string[] | undefined): string | undefined {
 }
 
 /** Aborted when the client's connection closes before its response is done. */
-function clientGone(reply: FastifyReply): AbortSignal {
+export function clientGone(reply: FastifyReply): AbortSignal {
   const controller = new AbortController();
   // Gone already (while the request was authenticated): its close event has been and gone.
   if (reply.raw.destroyed) controller.abort();

@@ -97,7 +97,7 @@ export class ExecuteService {
     const key = negotiated.idempotencyKey;
     if (key !== undefined) {
       const fingerprint = requestFingerprint(negotiated);
-      const repeated = await this.claim(execution, job, user, key, fingerprint);
+      const repeated = await this.claim(execution, job, user, key, fingerprint, options.signal);
       if (repeated) return repeated;
     }
     await this.enqueue(execution, job, key);
@@ -196,6 +196,7 @@ export class ExecuteService {
     user: AuthUser,
     key: string,
     fingerprint: string,
+    signal: AbortSignal | undefined,
   ): Promise<ExecutionResponse | undefined> {
     const { queryId, username } = job;
     const limits = {
@@ -233,7 +234,7 @@ export class ExecuteService {
     if (!record || !ownsQuery(user, record)) {
       throw new SluiceError('RESULT_GONE', `the query of Idempotency-Key "${key}" is gone`);
     }
-    return this.kept.fetch(record, undefined);
+    return this.kept.fetch(record, undefined, signal);
   }
 
   /**

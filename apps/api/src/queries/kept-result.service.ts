@@ -22,6 +22,7 @@ import {
   ResultSource,
 } from '@app/transport';
 import { ExecutionResponse } from '../execute/execution.response';
+import { ClientGoneError } from '../execute/first-record';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
@@ -48,6 +49,12 @@ export function rangeStart(header: string | undefined): number | undefined {
 @Injectable()
 export class KeptResultService {
   private readonly logger = new Logger(KeptResultService.name);
+  /**
+   * Readers of kept results open in this process, per owner. Each holds a blocking Redis
+   * connection of its own (and a socket) while it waits: uncapped, one user's fetches, each
+   * opened and dropped, could take every client Redis allows.
+   */
+  private readonly reading = new Map<string, number>();
 
   constructor(
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
@@ -59,7 +66,15 @@ export class KeptResultService {
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
   ) {}
 
-  async fetch(record: QueryRecord, range: string | undefined): Promise<ExecutionResponse> {
+  /**
+   * `signal` aborts when the client leaves: a fetch still waiting for its first record (a query
+   * that runs on) closes its reader then, not when the query's first bytes come.
+   */
+  async fetch(
+    record: QueryRecord,
+    range: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<ExecutionResponse> {
     const { queryId } = record;
     if (!record.kept) {
       throw new SluiceError(
@@ -71,7 +86,10 @@ export class KeptResultService {
     if (finished && !(await this.results.kept(queryId))) {
       throw new SluiceError('RESULT_GONE', `the result of query ${queryId} is no longer kept`);
     }
-    const open = () => this.results.openKept(queryId, { onSilence: this.silenceCheck(record) });
+    const open = () =>
+      this.counted(record, () =>
+        this.results.openKept(queryId, { onSilence: this.silenceCheck(record) }),
+      );
     const reader = open();
     const format = record.format as ResultFormat;
     const response: ExecutionResponse = {
@@ -87,7 +105,7 @@ export class KeptResultService {
     try {
       const start = finished ? rangeStart(range) : undefined;
       if (start === undefined) {
-        const first = await reader.next();
+        const first = await firstRecord(reader, signal);
         // Ended before any byte (an error, or a producer found gone): the envelope, its own code.
         if (
           first.kind === 'error' ||
@@ -117,8 +135,44 @@ export class KeptResultService {
       };
     } catch (err) {
       await reader.close();
+      if (err instanceof ClientGoneError) {
+        // Nobody is left to answer; the query runs on and keeps its result.
+        throw new ExecutionFailedError(queryId, 499, statusOf('CANCELLED', 'client went away'));
+      }
       throw err;
     }
+  }
+
+  /**
+   * Opens a reader counted against its owner's cap (SLUICE_MAX_ACTIVE_PER_USER fetches at once
+   * in each api process); one past it is 429. The count is given back when the reader closes.
+   */
+  private counted(record: QueryRecord, open: () => ResultReader): ResultReader {
+    const owner = record.ownerId ?? record.owner;
+    const most = this.config.maxActivePerUser;
+    const now = this.reading.get(owner) ?? 0;
+    if (now >= most) {
+      throw new SluiceError(
+        'QUEUE_FULL',
+        `you are fetching ${most} kept results at once; retry when one ends`,
+        undefined,
+        { 'Retry-After': '1' },
+      );
+    }
+    const reader = open();
+    this.reading.set(owner, now + 1);
+    let counted = true;
+    const close = reader.close.bind(reader);
+    reader.close = () => {
+      if (counted) {
+        counted = false;
+        const left = (this.reading.get(owner) ?? 1) - 1;
+        if (left > 0) this.reading.set(owner, left);
+        else this.reading.delete(owner);
+      }
+      return close();
+    };
+    return reader;
   }
 
   /**
@@ -182,6 +236,21 @@ export class KeptResultService {
       return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
     };
   }
+}
+
+/** The reader's next record, or ClientGoneError as soon as `signal` aborts (at once if it has). */
+function firstRecord(reader: ResultReader, signal: AbortSignal | undefined): Promise<ResultRecord> {
+  if (!signal) return reader.next();
+  let onAbort = () => undefined as void;
+  const gone = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new ClientGoneError());
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  const next = reader.next();
+  // Lost the race: it fails with ReaderClosedError once the reader is closed.
+  next.catch(() => undefined);
+  return Promise.race([next, gone]).finally(() => signal.removeEventListener('abort', onAbort));
 }
 
 /** The body from its first record on; a result that cannot end well is aborted. */

@@ -12,7 +12,7 @@ import { QueryInfo } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
-import { send } from '../execute/execute.controller';
+import { clientGone, send } from '../execute/execute.controller';
 import { KeptResultService } from './kept-result.service';
 import { QueriesService } from './queries.service';
 
@@ -64,7 +64,7 @@ export class QueriesController {
     @Res() reply: FastifyReply,
   ): Promise<FastifyReply> {
     const record = await this.queries.ownRecord(queryId, user);
-    return send(reply, await this.kept.fetch(record, range));
+    return send(reply, await this.kept.fetch(record, range, clientGone(reply)));
   }
 
   @Delete(':queryId')
