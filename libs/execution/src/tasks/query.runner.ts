@@ -23,7 +23,7 @@ import { LoginPools } from './login.pools';
 import { ProgressThrottle } from './progress.throttle';
 import { isPgError } from './pg.error';
 import { StatementLife } from './statement.life';
-import { TextCursor, valueTooLarge } from './text.cursor';
+import { MAX_READ_BYTES, TextCursor, valueTooLarge } from './text.cursor';
 import { isStringTooLong } from './oversized-value.guard';
 
 /** What a finished execution reports back to the job processor. */
@@ -183,7 +183,10 @@ export class QueryRunner {
         rows += batch.length;
         // At max_rows, one more row tells whether the cap cut the result.
         const capped = limit !== undefined && rows >= limit;
-        const want = capped ? 1 : limit === undefined ? fetch : Math.min(fetch, limit - rows);
+        const asked = limit === undefined ? fetch : Math.min(fetch, limit - rows);
+        // Wide rows: fewer a read, so that a read stays within half of MAX_READ_BYTES.
+        const fitting = Math.max(1, Math.floor(MAX_READ_BYTES / 2 / Math.max(1, cursor.widestRow)));
+        const want = capped ? 1 : Math.min(asked, fitting);
         await pace?.();
         // PostgreSQL produces the next batch while this one is encoded and written, and the
         // previous batch's write goes on while this one is encoded.

@@ -198,6 +198,43 @@ describe(TextCursor.name, () => {
     expect((await client.query('select 42 as n')).rows).toEqual([{ n: 42 }]);
   });
 
+  describe('bounds the bytes one read holds', () => {
+    const MOST = 100_000;
+    const wide = (rows: number) =>
+      client.query(
+        new TextCursor(
+          `select repeat('x', 30000) from generate_series(1, ${rows})`,
+          [],
+          [],
+          [],
+          MOST,
+        ),
+      );
+
+    it('fails the statement alone when a read of several rows passes the bound', async () => {
+      const cursor = wide(10);
+      const refused = jest.fn();
+      cursor.onRefused = refused;
+      await expect(cursor.read(10)).rejects.toMatchObject({
+        code: 'RESULT_TOO_LARGE',
+        message: expect.stringContaining('fetch_size'),
+      });
+      expect(refused).toHaveBeenCalledTimes(1);
+      expect((await client.query('select 42 as n')).rows).toEqual([{ n: 42 }]);
+    });
+
+    it('counts each read afresh, takes one row however wide, and tells the widest', async () => {
+      const cursor = wide(10);
+      expect(await cursor.read(3)).toHaveLength(3);
+      expect(await cursor.read(3)).toHaveLength(3);
+      expect(cursor.widestRow).toBeGreaterThan(30000);
+      await cursor.close();
+      const one = client.query(new TextCursor("select repeat('x', 300000)", [], [], [], MOST));
+      expect(await one.read(5)).toHaveLength(1);
+      await one.close();
+    });
+  });
+
   describe('with a prelude', () => {
     const TABLE = 'text_cursor_prelude_spec';
 

@@ -36,6 +36,23 @@ export function valueTooLarge(): SluiceError {
   );
 }
 
+/**
+ * The most bytes of rows one read holds (as PostgreSQL sends them). A read is `fetch_size` rows
+ * held in the thread at once, and its next one is read while it is encoded: without a bound,
+ * `fetch_size` rows of megabytes each exhaust the thread's heap, and the thread dies with every
+ * statement it runs, other users' included. One row alone is always taken (a value is bounded by
+ * MAX_VALUE_CHARS); the runner asks for fewer rows a read once it has seen how wide they are.
+ */
+export const MAX_READ_BYTES = 64 * 1024 * 1024;
+
+/** What a statement fails with when one read of `fetch_size` rows passes `most` bytes. */
+export function readTooLarge(most: number): SluiceError {
+  return new SluiceError(
+    'RESULT_TOO_LARGE',
+    `the rows of one read passed ${Math.round(most / (1024 * 1024))} MiB: send a smaller fetch_size`,
+  );
+}
+
 type ParseMessage = Parameters<Connection['parse']>[0];
 
 /**
@@ -78,6 +95,11 @@ export class TextCursor extends Cursor<(string | null)[]> {
   private preludeLeft: number;
   /** Why the statement fails, once the cursor refused something PostgreSQL sent for it. */
   private refusal: SluiceError | undefined;
+  /** Rows and their bytes in the read under way. */
+  private readRows = 0;
+  private readBytes = 0;
+  /** The widest row read so far, in bytes as PostgreSQL sent it. */
+  widestRow = 0;
   /** The connection while it may send a CopyOutResponse for this cursor. */
   private watched: Connection | undefined;
   private readonly copyOut = () => this.refuse(copyRefused(), true);
@@ -87,6 +109,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
     values: (string | null)[],
     paramTypes: number[],
     prelude: readonly string[] = [],
+    private readonly maxReadBytes = MAX_READ_BYTES,
   ) {
     super(text, values, { rowMode: 'array', types: RAW_TEXT } as never);
     this.preludeLeft = prelude.length;
@@ -135,6 +158,13 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   handleDataRow(msg: unknown): void {
     if (isOversizedRow(msg)) this.refuse(valueTooLarge(), true);
+    const bytes = (msg as { length?: number }).length ?? 0;
+    this.widestRow = Math.max(this.widestRow, bytes);
+    this.readRows++;
+    this.readBytes += bytes;
+    if (this.readRows > 1 && this.readBytes > this.maxReadBytes) {
+      this.refuse(readTooLarge(this.maxReadBytes), true);
+    }
     // Rows after a refusal are dropped: the read fails at its end.
     if (this.refusal) return;
     (Cursor.prototype as unknown as CursorInternals).handleDataRow.call(this, msg);
@@ -154,6 +184,9 @@ export class TextCursor extends Cursor<(string | null)[]> {
   }
 
   handlePortalSuspended(): void {
+    // The read is over: the next one counts afresh.
+    this.readRows = 0;
+    this.readBytes = 0;
     if (this.refusal) this.failRefused();
     else (Cursor.prototype as unknown as CursorInternals).handlePortalSuspended.call(this);
   }
