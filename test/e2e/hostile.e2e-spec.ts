@@ -418,6 +418,33 @@ describe('query strings that do not decode', () => {
   });
 });
 
+describe('query string fields named after object internals', () => {
+  it.each(['__proto__', 'constructor', 'prototype'])(
+    'refuses %s as the unknown field it is, in a query string and in a JSON body',
+    async (field) => {
+      const token = await login();
+      const get = await request(undefined, {
+        method: 'GET',
+        path: `/v1/execute?statement=select+1&${field}=x`,
+        token,
+      });
+      expectRefused(get, 400, -100);
+      expect(get.json.status.reason).toContain(`unknown field ${field}`);
+      const plain = await request(undefined, {
+        path: `/v1/execute?${field}=x`,
+        raw: 'select 1',
+        token,
+        headers: { 'content-type': 'text/plain' },
+      });
+      expectRefused(plain, 400, -100);
+      expect(plain.json.status.reason).toContain(`unknown field ${field}`);
+      // Fastify's JSON parser refuses `__proto__` keys itself; the others reach validation.
+      const body = await send(`{"statement":"select 1","${field}":"x"}`, undefined, token);
+      expectRefused(body, 400);
+    },
+  );
+});
+
 describe('SQL injection through parameters', () => {
   const payloads = [
     `x'; drop table ${schema}.victims; --`,

@@ -1,4 +1,4 @@
-import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
+import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { ConfigModule, SluiceConfig } from '@app/config';
 import { AdminModule } from './admin/admin.module';
@@ -7,7 +7,7 @@ import { ExecuteModule } from './execute/execute.module';
 import { HealthModule } from './health/health.module';
 import { InfoController } from './health/info.controller';
 import { EnvelopeFilter } from './http/envelope.filter';
-import { VALIDATION_OPTIONS } from './http/validation';
+import { StrictValidationPipe } from './http/strict-validation.pipe';
 import { InfraModule } from './infra/infra.module';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
@@ -34,7 +34,7 @@ export class AppModule {
       ],
       controllers: [InfoController],
       providers: [
-        { provide: APP_PIPE, useValue: new ValidationPipe(VALIDATION_OPTIONS) },
+        { provide: APP_PIPE, useValue: new StrictValidationPipe() },
         { provide: APP_FILTER, useClass: EnvelopeFilter },
       ],
     };

@@ -7,7 +7,8 @@ const NUMERIC_FIELDS = new Set(['fetch_size', 'max_rows', 'timeout']);
  * integers where the DTO wants integers, `params` parsed from JSON. Validation happens after.
  */
 export function optionsFromQuery(query: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+  // No prototype: a `__proto__` or `constructor` key stays a key, refused like any unknown field.
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const [key, value] of Object.entries(query)) {
     if (Array.isArray(value)) {
       throw new SluiceError('INVALID_REQUEST', `query parameter ${key} is given more than once`);

@@ -25,11 +25,21 @@ export const VALIDATION_OPTIONS: ValidationPipeOptions = {
   exceptionFactory: (errors) => new SluiceError('INVALID_REQUEST', messages(errors).join('; ')),
 };
 
+/**
+ * class-transformer drops fields named after object internals without a word, so that no
+ * whitelist ever sees them: they are refused here like any other unknown field.
+ */
+export function refuseHiddenFields(plain: object): void {
+  const hidden = ['__proto__', 'constructor', 'prototype'].find((key) => Object.hasOwn(plain, key));
+  if (hidden !== undefined) throw new SluiceError('INVALID_REQUEST', `unknown field ${hidden}`);
+}
+
 /** Validates a plain object against a DTO class as the global pipe would. */
 export async function validateAs<T extends object>(cls: new () => T, plain: unknown): Promise<T> {
   if (typeof plain !== 'object' || plain === null || Array.isArray(plain)) {
     throw new SluiceError('INVALID_REQUEST', 'request must be a JSON object');
   }
+  refuseHiddenFields(plain);
   const instance = plainToInstance(cls, plain);
   const errors = await validate(instance, {
     whitelist: true,
