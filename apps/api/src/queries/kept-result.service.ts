@@ -161,18 +161,19 @@ export class KeptResultService {
     }
     const reader = open();
     this.reading.set(owner, now + 1);
-    let counted = true;
-    const close = reader.close.bind(reader);
-    reader.close = () => {
-      if (counted) {
-        counted = false;
-        const left = (this.reading.get(owner) ?? 1) - 1;
-        if (left > 0) this.reading.set(owner, left);
-        else this.reading.delete(owner);
-      }
-      return close();
+    let closing: Promise<void> | undefined;
+    // The count goes back with the reader's one way out, however many times it is called.
+    return {
+      next: () => reader.next(),
+      cancel: () => reader.cancel(),
+      close: () =>
+        (closing ??= (() => {
+          const left = (this.reading.get(owner) ?? 1) - 1;
+          if (left > 0) this.reading.set(owner, left);
+          else this.reading.delete(owner);
+          return reader.close();
+        })()),
     };
-    return reader;
   }
 
   /**
