@@ -441,6 +441,32 @@ describe('failed logins', () => {
     expect((await freshLogin(bystander.username, bystander.password)).status).toBe(200);
   });
 
+  it('let no more guesses through than the limit when they come at once', async () => {
+    const env = e2eEnv();
+    // Its own counters in cluster mode, so the suite's api is not locked out.
+    const own = await startExtraApi({ SLUICE_KEY_PREFIX: `${env.keyPrefix}-burst` });
+    try {
+      const u = await user();
+      // Read before the password check and counted after it, all twenty wrong guesses were
+      // judged, and the right password after them let in.
+      const burst = await Promise.all([
+        ...Array.from({ length: 20 }, (_, i) =>
+          freshLogin(u.username, `wrong-${i}`, {}, own.baseUrl),
+        ),
+        freshLogin(u.username, u.password, {}, own.baseUrl),
+      ]);
+      const judged = burst.filter((res) => res.status === 401 || res.status === 200);
+      expect(judged.length).toBeLessThanOrEqual(5);
+      for (const res of burst.filter((r) => !judged.includes(r))) {
+        expect(res.status).toBe(429);
+        expectEnvelope(res, '08004', -305);
+      }
+    } finally {
+      await own.stop();
+      if (env.mode === 'cluster') await removeKeys(`${env.keyPrefix}-burst`);
+    }
+  });
+
   it('are slowed down per address, and the lockout ends after its window', async () => {
     const env = e2eEnv();
     const strict = await startExtraApi({

@@ -274,13 +274,18 @@ export class AuthService {
   private async verify(username: string, password: string, address?: string): Promise<UserRecord> {
     // A name that cannot exist never reaches the database, but still counts for the address.
     const valid = USER_NAME_PATTERN.test(username);
-    await this.throttle.check(valid ? username : undefined, address);
-    const user = valid ? await this.users.authenticate(username, password) : undefined;
-    if (!user) {
-      await this.throttle.failed(valid ? username : undefined, address);
-      throw badCredentials();
-    }
-    await this.throttle.succeeded(username);
+    const counted = valid ? username : undefined;
+    // Counted before the password is checked (see LoginThrottleService.attempt); a wrong one
+    // stays counted.
+    await this.throttle.attempt(counted, address);
+    const user = valid
+      ? await this.users.authenticate(username, password).catch(async (err: unknown) => {
+          await this.throttle.abandoned(counted, address);
+          throw err;
+        })
+      : undefined;
+    if (!user) throw badCredentials();
+    await this.throttle.succeeded(username, address);
     return user;
   }
 
@@ -295,16 +300,22 @@ export class AuthService {
     address?: string,
   ): Promise<{ username: string; roleId: string }> {
     const valid = isDatabaseUserName(username);
-    await this.throttle.check(valid ? username : undefined, address);
-    if (login.database !== undefined) checkName('database', login.database);
-    const result = valid
-      ? await this.databaseLogins.check(username, password, login.database)
-      : 'refused';
-    if (result === 'refused') {
-      await this.throttle.failed(valid ? username : undefined, address);
-      throw badCredentials();
+    const counted = valid ? username : undefined;
+    // Counted before the password is checked (see LoginThrottleService.attempt); a wrong one
+    // stays counted.
+    await this.throttle.attempt(counted, address);
+    let result: Awaited<ReturnType<DatabaseLoginService['check']>>;
+    try {
+      if (login.database !== undefined) checkName('database', login.database);
+      result = valid
+        ? await this.databaseLogins.check(username, password, login.database)
+        : 'refused';
+    } catch (err) {
+      await this.throttle.abandoned(counted, address);
+      throw err;
     }
-    await this.throttle.succeeded(username);
+    if (result === 'refused') throw badCredentials();
+    await this.throttle.succeeded(username, address);
     if (typeof result === 'object') return { username, roleId: result.roleId };
     const database = login.database ?? this.defaultDatabaseFor(username);
     switch (result) {

@@ -3,6 +3,7 @@ import {
   RateLimiterMemory,
   RateLimiterRedis,
   type RateLimiterAbstract,
+  type RateLimiterRes,
 } from 'rate-limiter-flexible';
 import { SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
@@ -27,8 +28,8 @@ export class LoginThrottleService {
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
     @Inject(REDIS) redis: RedisClient | undefined,
   ) {
-    // A fixed window from a key's first failure: failures are counted with penalty(), which
-    // never refuses, and the limit is checked by check() before the password is.
+    // A fixed window from a key's first count: attempts are counted with penalty(), which never
+    // refuses and never moves the window, and refused by attempt() past the limit.
     const limiter = (points: number): RateLimiterAbstract => {
       // Keys `<prefix>:login:{user:…}`: under the deployment's prefix, one slot per key.
       const options = {
@@ -45,22 +46,30 @@ export class LoginThrottleService {
     this.perAddress = perAddress > 0 ? limiter(perAddress) : undefined;
   }
 
-  /** Refuses with 429 when the user name or the address has failed too often. */
-  async check(username: string | undefined, address: string | undefined): Promise<void> {
+  /**
+   * Counts a login attempt before its password is checked, and refuses it with 429 when the user
+   * name or the address had its limit already. Counted first, in one atomic step per key: read
+   * before the check and counted after it, a burst of concurrent guesses all passed the read (40
+   * guesses at once got through a limit of 5). A refused attempt stays counted, which changes
+   * nothing: the window is fixed from its first count. Each attempt let through ends with
+   * `succeeded` or `abandoned`; a wrong password leaves it counted.
+   */
+  async attempt(username: string | undefined, address: string | undefined): Promise<void> {
+    const keys = this.keys(username, address);
+    const counted = await Promise.allSettled(keys.map(([limiter, key]) => limiter.penalty(key, 1)));
     let waitMs = 0;
-    try {
-      for (const [limiter, key] of this.keys(username, address)) {
-        const count = await limiter.get(key);
-        // msBeforeNext ≤ 0: the memory store's window is over, its timer not run yet.
-        if (count !== null && count.msBeforeNext > 0 && count.consumedPoints >= limiter.points) {
-          waitMs = Math.max(waitMs, count.msBeforeNext);
-        }
+    counted.forEach((result, i) => {
+      if (result.status === 'rejected') {
+        // Counting is a brake, not a gate: an unreachable store must not stop every login.
+        this.logger.warn(`cannot count a login: ${(result.reason as Error).message}`);
+        return;
       }
-    } catch (err) {
-      // Counting is a brake, not a gate: an unreachable store must not stop every login.
-      this.logger.warn(`cannot read failed logins: ${(err as Error).message}`);
-      return;
-    }
+      const res: RateLimiterRes = result.value;
+      // msBeforeNext ≤ 0: the memory store's window is over, its timer not run yet.
+      if (res.msBeforeNext > 0 && res.consumedPoints > keys[i][0].points) {
+        waitMs = Math.max(waitMs, res.msBeforeNext);
+      }
+    });
     if (waitMs > 0) {
       const seconds = Math.ceil(waitMs / 1000);
       throw new SluiceError(
@@ -72,18 +81,23 @@ export class LoginThrottleService {
     }
   }
 
-  async failed(username: string | undefined, address: string | undefined): Promise<void> {
-    await Promise.all(
-      this.keys(username, address).map(([limiter, key]) => limiter.penalty(key, 1)),
-    ).catch((err: unknown) =>
-      this.logger.warn(`cannot count a failed login: ${(err as Error).message}`),
-    );
+  /**
+   * A good password: clears the user name's count, and gives the address back the attempt's point
+   * (not its failures: others may share the address).
+   */
+  async succeeded(username: string, address: string | undefined): Promise<void> {
+    // Best effort: the count ends with its window anyway (SLUICE_LOGIN_LOCKOUT_SECONDS).
+    await Promise.all([
+      this.perUser.delete(userKey(username)),
+      ...this.keys(undefined, address).map(([limiter, key]) => limiter.reward(key, 1)),
+    ]).catch(() => undefined);
   }
 
-  /** A good password clears the user name's count (not the address's: others may share it). */
-  async succeeded(username: string): Promise<void> {
-    // Best effort: the count ends with its window anyway (SLUICE_LOGIN_LOCKOUT_SECONDS).
-    await this.perUser.delete(userKey(username)).catch(() => undefined);
+  /** The attempt ended before its password was judged (the store was unreachable): uncounted. */
+  async abandoned(username: string | undefined, address: string | undefined): Promise<void> {
+    await Promise.all(
+      this.keys(username, address).map(([limiter, key]) => limiter.reward(key, 1)),
+    ).catch(() => undefined);
   }
 
   private keys(
