@@ -89,6 +89,22 @@ describe('POST /v1/token_refresh', () => {
     expectUnauthorized(await post('/v1/token_refresh', old), -303);
   });
 
+  it('gives a token refreshed many times at once one successor, on every api', async () => {
+    const u = await user();
+    const old = await tokenOf(u);
+    const apis = [e2eEnv().baseUrl, second.baseUrl];
+    const refreshes = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => post('/v1/token_refresh', old, apis[i % 2])),
+    );
+    const granted = refreshes.filter((res) => res.status === 200);
+    expect(granted).toHaveLength(1);
+    for (const res of refreshes.filter((r) => r.status !== 200)) expectUnauthorized(res, -303);
+    // Its logout leaves no other successor working.
+    const fresh = granted[0].json.access_token as string;
+    expect((await post('/v1/logout', fresh)).status).toBe(200);
+    expectUnauthorized(await executeAs(fresh, { statement: 'select 1' }), -303);
+  });
+
   it('refuses a token whose session began before the refresh window', async () => {
     const u = await user();
     const now = Math.floor(Date.now() / 1000);

@@ -99,11 +99,14 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
     return (rowCount ?? 0) > 0;
   }
 
-  /** Revokes a token on every api process; `expiresAt` in ms. */
-  async revoke(jti: string, expiresAt: number, username: string): Promise<void> {
+  /**
+   * Revokes a token on every api process; `expiresAt` in ms. True when this call revoked it,
+   * false when it was revoked already (by this process or another).
+   */
+  async revoke(jti: string, expiresAt: number, username: string): Promise<boolean> {
     const event: MetadataEvent = { kind: 'revoked' };
     // One statement: the notification goes out when the row is committed.
-    await this.pool.query(
+    const { rowCount } = await this.pool.query(
       `WITH added AS (
          INSERT INTO sluice.revoked_tokens (jti, username, expires_at)
          VALUES ($1, $2, to_timestamp($3::double precision / 1000))
@@ -112,6 +115,7 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
       [jti, username, expiresAt, METADATA_EVENTS_CHANNEL, JSON.stringify(event)],
     );
     this.remember(jti, expiresAt);
+    return (rowCount ?? 0) > 0;
   }
 
   private remember(jti: string, exp: number): void {
