@@ -3,7 +3,9 @@ import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EXECUTE_QUEUE, ExecuteJobData } from '@app/contracts';
 import { RedisKeys } from '../redis.keys';
+import { UserSlots } from '../user.slots';
 import { BullmqJobQueue } from './bullmq-job.queue';
+import { userShareProcessor } from './user-share.processor';
 import { testRedisUrl } from '@test/settings';
 
 /**
@@ -192,6 +194,45 @@ describe('BullmqJobQueue.position', () => {
     // Plain jobs first, oldest first; then prioritized ones by priority, oldest first.
     expect(expected.map((e) => e.at)).toEqual([0, 1, 2, 3, 4, 5, 6]);
     expect(taken).toEqual([ids[0], ids[3], ids[6], ids[2], ids[5], ids[1], ids[4]]);
+  });
+});
+
+describe('BullmqJobQueue: jobs put off while their user holds their share of the slots', () => {
+  it('count as waiting, and each reads a place of its own', async () => {
+    let release!: () => void;
+    const running = new Promise<void>((resolve) => (release = resolve));
+    // One slot for the user: of three jobs, one runs and two are put off, again and again.
+    const slots = new UserSlots({ interactive: 1, export: 1 }, 100);
+    const connection = new Redis(testRedisUrl, { maxRetriesPerRequest: null });
+    connections.push(connection);
+    const w = new Worker(
+      EXECUTE_QUEUE,
+      userShareProcessor(slots, 'interactive', () => running),
+      { connection, prefix: keys.bullPrefix, concurrency: 3, maxStalledCount: 0 },
+    );
+    w.on('error', () => undefined);
+    workers.push(w);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const queued = job();
+      await queue.enqueue(queued);
+      ids.push(queued.queryId);
+    }
+    const delayed = queue.queues.interactive.keys.delayed;
+    let seen: { count: number; positions: (number | undefined)[] } | undefined;
+    // Read while both are put off (each is taken again every 250 ms).
+    await until(async () => {
+      if ((await redis.zcard(delayed)) !== 2) return false;
+      const count = await queue.waitingCount();
+      const positions = await Promise.all(ids.map((id) => queue.position(id)));
+      if ((await redis.zcard(delayed)) !== 2) return false;
+      seen = { count, positions };
+      return true;
+    }, 5000);
+    release();
+    // Uncounted, they were outside SLUICE_MAX_QUEUED; and both read place 0.
+    expect(seen!.count).toBe(2);
+    expect(seen!.positions.filter((p) => p !== undefined).sort()).toEqual([0, 1]);
   });
 });
 

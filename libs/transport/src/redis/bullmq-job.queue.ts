@@ -102,7 +102,8 @@ export class BullmqJobQueue implements JobQueue {
    * lane: plain ones in the `wait` list (pushed left, taken right), prioritized ones in the
    * `prioritized` sorted set (lowest score taken first), plain ones taken before any prioritized
    * one. A job put off (its user held its share of a worker's slots: userShareProcessor) waits in
-   * the `delayed` set, behind every job waiting now. The key names are BullMQ's own
+   * the `delayed` set, behind every job waiting now and the jobs put off before it (the set is
+   * ordered by when each is due back; Sluice delays no job for any other reason). The key names are BullMQ's own
    * (`queue.keys`); the layout is pinned by bullmq-job.queue.spec.ts, which fails if a BullMQ
    * upgrade changes it (against getRanges and the order a worker takes jobs).
    */
@@ -114,7 +115,7 @@ export class BullmqJobQueue implements JobQueue {
         .zrank(prioritized, queryId)
         .lpos(wait, queryId)
         .llen(wait)
-        .zscore(delayed, queryId)
+        .zrank(delayed, queryId)
         .zcard(prioritized);
     }
     const read = replies(await multi.exec());
@@ -122,14 +123,21 @@ export class BullmqJobQueue implements JobQueue {
       const [rank, lpos, llen, putOff, prioritizedCount] = read.slice(5 * i, 5 * i + 5);
       if (lpos !== null && lpos !== undefined) return (llen ?? 0) - lpos - 1;
       if (rank !== null && rank !== undefined) return (llen ?? 0) + rank;
-      if (putOff !== null && putOff !== undefined) return (llen ?? 0) + (prioritizedCount ?? 0);
+      // Its rank among those put off: every one of them once read the same place.
+      if (putOff !== null && putOff !== undefined) {
+        return (llen ?? 0) + (prioritizedCount ?? 0) + putOff;
+      }
     }
     return undefined;
   }
 
   async waitingCount(): Promise<number> {
+    // Jobs put off (`delayed`: userShareProcessor) wait too: uncounted, the queued jobs of users
+    // past their share of the slots were outside SLUICE_MAX_QUEUED.
     const counts = await Promise.all(
-      LANES.map((lane) => this.queues[lane].getJobCountByTypes('waiting', 'prioritized')),
+      LANES.map((lane) =>
+        this.queues[lane].getJobCountByTypes('waiting', 'prioritized', 'delayed'),
+      ),
     );
     return counts.reduce((sum, n) => sum + n, 0);
   }
