@@ -26,6 +26,9 @@ import { apiLogger } from './logging/log.options';
 import { banner, prepareStandalone } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
 
+/** Longest a request's headers and body may take to arrive (408 past it). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 function config(): SluiceConfig {
   try {
     const loaded = loadConfig();
@@ -47,12 +50,20 @@ async function bootstrap(): Promise<void> {
   setHeapGrowth(settings.heapGrowingPercent);
   const adapter = new FastifyAdapter({
     bodyLimit: settings.maxBodyBytes,
+    // Fastify turns Node's limit on receiving a whole request off (0): a client that sent its
+    // body a byte at a time held its connection, and up to SLUICE_MAX_BODY_BYTES of the api's
+    // memory, for as long as it liked, unauthenticated. Only the request: a response may stream
+    // for as long as its statement runs.
+    requestTimeout: REQUEST_TIMEOUT_MS,
     return503OnClosing: true,
     // Requests Node's parser refuses (bad framing, huge headers) are answered in the envelope.
     clientErrorHandler,
     // So are those Fastify raises before routing (a URL that does not decode).
     frameworkErrors: frameworkErrorHandler,
   });
+  // Node takes the larger of the two for the whole request (it swaps them when the headers'
+  // limit, 60 s by default, is the larger): the headers get the same 30 s.
+  adapter.getInstance().server.headersTimeout = REQUEST_TIMEOUT_MS;
   // Before Nest and its plugins register anything: ahead of authentication on every route.
   installHeaderChecks(adapter.getInstance());
   installQueryStringCheck(adapter.getInstance());

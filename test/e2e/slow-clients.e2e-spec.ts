@@ -1,0 +1,40 @@
+import { connect } from 'node:net';
+import { e2eEnv } from './support/client';
+
+/**
+ * Sends a request's headers and the first bytes of its body, then one more byte every
+ * `everyMs`, never finishing it; resolves with what the api answered and when it closed.
+ */
+function trickle(everyMs: number): Promise<{ answer: string; afterMs: number }> {
+  const { port } = new URL(e2eEnv().baseUrl);
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('error', reject);
+    const drip = setInterval(() => socket.write(' '), everyMs);
+    socket.on('close', () => {
+      clearInterval(drip);
+      resolve({ answer: Buffer.concat(chunks).toString('utf8'), afterMs: Date.now() - started });
+    });
+    // No credentials: the body is read before any guard runs.
+    socket.write(
+      'POST /v1/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 1000000\r\n\r\n{"username":"',
+    );
+  });
+}
+
+describe('a client that sends its body a byte at a time', () => {
+  it('is answered 408 in the envelope and cut within the request time limit', async () => {
+    // 30 s, checked by Node every 30 s: cut between 30 and 60 s after the request began.
+    const { answer, afterMs } = await trickle(2_000);
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({
+      status: { reason: 'request timed out', sql_state: '08P01', vendor_code: -100 },
+    });
+    expect(afterMs).toBeGreaterThanOrEqual(29_000);
+    expect(afterMs).toBeLessThan(65_000);
+  }, 90_000);
+});
