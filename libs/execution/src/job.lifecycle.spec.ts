@@ -53,6 +53,31 @@ describe(JobLifecycle.name, () => {
     expect(await registry.admit('ann', 'q2', 1)).toBe(0);
   });
 
+  it('ends a job taken before, and cancelled since, as cancelled: it never runs', async () => {
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
+    await started(registry);
+    const reader = channel.open('q1', { onSilence: () => Promise.reject(new Error('silent')) });
+    await channel.cancel('q1');
+    const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel);
+    expect(await lifecycle.start(job, true)).toBe(false);
+    expect(await reader.next()).toEqual({
+      kind: 'error',
+      status: expect.objectContaining({ vendor_code: -900 }),
+    });
+    await reader.close();
+    expect((await registry.get('q1'))?.state).toBe('cancelled');
+  });
+
+  it('asks about a cancel only for a job taken before (one round trip saved on every other)', async () => {
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
+    await started(registry);
+    const asked = jest.spyOn(channel, 'cancelAsked');
+    const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel);
+    expect(await lifecycle.start(job)).toBe(true);
+    expect(asked).not.toHaveBeenCalled();
+    lifecycle.close();
+  });
+
   it('records running once a job has run a while, and writes nothing to the stream', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);

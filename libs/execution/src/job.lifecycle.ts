@@ -42,10 +42,18 @@ export class JobLifecycle {
     private readonly renewEveryMs = RENEW_EVERY_MS,
   ) {}
 
-  /** False (and the query is ended) when the job waited past its latest start. */
-  async start(job: ExecuteJobData): Promise<boolean> {
-    if (pastLatestStart(job)) {
-      const status = statusOf('TIME_LIMIT', 'query waited too long in the queue');
+  /**
+   * False (and the query is ended) when the job waited past its latest start, or — for a job
+   * `takenBefore` (put off once: a cancel then may not have reached the queue) — when a cancel
+   * was asked for it.
+   */
+  async start(job: ExecuteJobData, takenBefore = false): Promise<boolean> {
+    const status = pastLatestStart(job)
+      ? statusOf('TIME_LIMIT', 'query waited too long in the queue')
+      : takenBefore && (await this.sink.cancelAsked(job.queryId))
+        ? statusOf('CANCELLED')
+        : undefined;
+    if (status) {
       await this.sink.end(job.queryId, { kind: 'error', status });
       await this.ended(job, status);
       return false;

@@ -122,6 +122,17 @@ describe.each([
     await reader.close();
   });
 
+  it('tells whether a cancel was asked for a query', async () => {
+    const queryId = randomUUID();
+    // Open, as a waiting client's reader keeps it.
+    const reader = adapter.source.open(queryId, silent);
+    expect(await adapter.sink.cancelAsked(queryId)).toBe(false);
+    await adapter.sink.cancel(queryId);
+    expect(await adapter.sink.cancelAsked(queryId)).toBe(true);
+    expect(await adapter.sink.cancelAsked(randomUUID())).toBe(false);
+    await reader.close();
+  });
+
   it("stops a running query's producer with 'cancelled'", async () => {
     const queryId = randomUUID();
     // An open reader: the producer's consumer is alive, so only the cancel can stop it.

@@ -126,4 +126,10 @@ export interface ResultSink {
   end(queryId: string, record: ResultRecord): Promise<void>;
   /** Tells the producer of a running query to stop, as a consumer's cancel does (shutdown). */
   cancel(queryId: string): Promise<void>;
+  /**
+   * Whether a cancel was asked for the query: for a job taken before it starts, since a cancel
+   * that came while its job was held (put off: userShareProcessor) could not take it off the
+   * queue, and a running producer looks for one only after a poll.
+   */
+  cancelAsked(queryId: string): Promise<boolean>;
 }

@@ -88,8 +88,8 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     for (const lane of this.config.workerLanes) {
       const worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
         LANE_QUEUES[lane],
-        userShareProcessor(slots, lane, (job) =>
-          this.run(job.data).finally(() => this.keepSmall(job)),
+        userShareProcessor(slots, lane, (job, takenBefore) =>
+          this.run(job.data, takenBefore).finally(() => this.keepSmall(job)),
         ),
         {
           connection: this.connection,
@@ -112,8 +112,11 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     this.logger.log(`consuming ${served.join(' and ')}`);
   }
 
-  private async run(data: ExecuteJobData): Promise<ExecutionOutcome | undefined> {
-    if (!(await this.lifecycle.start(data))) return undefined;
+  private async run(
+    data: ExecuteJobData,
+    takenBefore: boolean,
+  ): Promise<ExecutionOutcome | undefined> {
+    if (!(await this.lifecycle.start(data, takenBefore))) return undefined;
     this.running.add(data.queryId);
     try {
       const { login, refused } = await this.logins.resolve(data);

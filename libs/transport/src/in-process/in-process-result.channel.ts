@@ -300,6 +300,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     return Promise.resolve();
   }
 
+  cancelAsked(queryId: string): Promise<boolean> {
+    return Promise.resolve(this.channels.get(queryId)?.cancelled ?? false);
+  }
+
   end(queryId: string, record: ResultRecord): Promise<void> {
     this.push(queryId, record);
     return Promise.resolve();

@@ -234,6 +234,54 @@ describe('BullmqJobQueue: jobs put off while their user holds their share of the
     expect(seen!.count).toBe(2);
     expect(seen!.positions.filter((p) => p !== undefined).sort()).toEqual([0, 1]);
   });
+
+  /** A worker of one slot, for one user, over userShareProcessor; `onJob` runs each job. */
+  function sharedWorker(onJob: (job: Job<ExecuteJobData>, takenBefore: boolean) => Promise<void>) {
+    const connection = new Redis(testRedisUrl, { maxRetriesPerRequest: null });
+    connections.push(connection);
+    const slots = new UserSlots({ interactive: 1, export: 1 }, 100);
+    const w = new Worker(EXECUTE_QUEUE, userShareProcessor(slots, 'interactive', onJob), {
+      connection,
+      prefix: keys.bullPrefix,
+      concurrency: 2,
+      maxStalledCount: 0,
+    });
+    w.on('error', () => undefined);
+    workers.push(w);
+  }
+
+  it('tell their run that they were taken before (BullMQ counts each take), the others not', async () => {
+    const [first, second] = [job(), job()];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const taken = new Map<string, boolean>();
+    sharedWorker((j, takenBefore) => {
+      taken.set(j.data.queryId, takenBefore);
+      return j.data.queryId === first.queryId ? held : Promise.resolve();
+    });
+    await queue.enqueue(first);
+    await until(() => Promise.resolve(taken.has(first.queryId)), 5000);
+    await queue.enqueue(second);
+    await until(async () => (await redis.zcard(queue.queues.interactive.keys.delayed)) === 1, 5000);
+    release();
+    await until(() => Promise.resolve(taken.has(second.queryId)), 5000);
+    expect(Object.fromEntries(taken)).toEqual({ [first.queryId]: false, [second.queryId]: true });
+  });
+
+  it('are put off longer each time, up to 2 s: a long wait keeps Redis nearly idle', async () => {
+    const [first, second] = [job(), job()];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    sharedWorker((j) => (j.data.queryId === first.queryId ? held : Promise.resolve()));
+    await queue.enqueue(first);
+    await queue.enqueue(second);
+    await sleep(3000);
+    // 250 + 500 + 1000 ms, then 2 s: four takes in 3 s (twelve at 250 ms each).
+    const takes = (await queue.queues.interactive.getJob(second.queryId))!.attemptsStarted;
+    release();
+    expect(takes).toBeGreaterThanOrEqual(3);
+    expect(takes).toBeLessThanOrEqual(5);
+  });
 });
 
 describe('BullmqJobQueue retention', () => {

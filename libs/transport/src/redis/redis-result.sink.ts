@@ -25,4 +25,8 @@ export class RedisResultSink implements ResultSink {
   async cancel(queryId: string): Promise<void> {
     await this.redis.set(this.keys.cancel(queryId), '1', 'EX', this.ttlSeconds);
   }
+
+  async cancelAsked(queryId: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.cancel(queryId))) > 0;
+  }
 }

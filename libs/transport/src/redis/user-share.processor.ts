@@ -2,8 +2,14 @@ import { DelayedError, Job, Processor } from 'bullmq';
 import { ExecuteJobData, Lane, pastLatestStart } from '@app/contracts';
 import { UserSlots } from '../user.slots';
 
-/** How long a job whose user holds its share of a worker's slots waits before it is taken again. */
+/**
+ * How long a job whose user holds its share of a worker's slots waits before it is taken again,
+ * the first time; each time this worker puts it off again, twice as long, up to PUT_OFF_MOST_MS
+ * (a take and a put-off are two scripts: a user's queue of long statements must not keep Redis
+ * busy). One of the user's slots here that frees brings it back at once anyway.
+ */
 export const PUT_OFF_MS = 250;
+export const PUT_OFF_MOST_MS = 2000;
 
 /** Jobs of one user a worker remembers putting off (more are brought back by time alone). */
 const REMEMBERED_PER_USER = 256;
@@ -14,26 +20,30 @@ const REMEMBERED_PER_USER = 256;
  * this worker or another to take again, its priority kept. Never started, it is never run twice.
  * When one of the user's slots here frees, the oldest job put off here is brought back at once, so
  * that a user's burst runs as fast as its share allows, in order. A job past its latest start needs
- * no slot: `run` only ends it.
+ * no slot: `run` only ends it. `run` is told whether the job was taken before (put off once): a
+ * cancel that came meanwhile could not take it off the queue (see ResultSink.cancelAsked).
  */
 export function userShareProcessor<R>(
   slots: UserSlots,
   lane: Lane,
-  run: (job: Job<ExecuteJobData>) => Promise<R>,
+  run: (job: Job<ExecuteJobData>, takenBefore: boolean) => Promise<R>,
 ): Processor<ExecuteJobData, R> {
-  const putOff = new Map<string, Map<string, Job<ExecuteJobData>>>();
+  const putOff = new Map<string, Map<string, PutOff>>();
   return async (job, token) => {
     const user = job.data.username;
-    if (pastLatestStart(job.data)) return run(job);
+    // BullMQ counts each time a job is taken (moveToActive), put-offs included.
+    const takenBefore = job.attemptsStarted > 1;
+    if (pastLatestStart(job.data)) return run(job, takenBefore);
     if (!slots.take(user, lane)) {
-      remember(putOff, user, job);
-      await job.moveToDelayed(Date.now() + PUT_OFF_MS, token);
+      const times = remember(putOff, user, job);
+      const delay = Math.min(PUT_OFF_MOST_MS, PUT_OFF_MS * 2 ** (times - 1));
+      await job.moveToDelayed(Date.now() + delay, token);
       // BullMQ's sign that the job was moved on, not failed.
       throw new DelayedError();
     }
     putOff.get(user)?.delete(job.id!);
     try {
-      return await run(job);
+      return await run(job, takenBefore);
     } finally {
       slots.release(user, lane);
       await bringBack(putOff, user);
@@ -41,27 +51,33 @@ export function userShareProcessor<R>(
   };
 }
 
+/** A job this worker put off, and how many times. */
+interface PutOff {
+  job: Job<ExecuteJobData>;
+  times: number;
+}
+
+/** Notes the job as put off once more; how many times this worker has put it off. */
 function remember(
-  putOff: Map<string, Map<string, Job<ExecuteJobData>>>,
+  putOff: Map<string, Map<string, PutOff>>,
   user: string,
   job: Job<ExecuteJobData>,
-): void {
+): number {
   let jobs = putOff.get(user);
-  if (!jobs) putOff.set(user, (jobs = new Map<string, Job<ExecuteJobData>>()));
+  if (!jobs) putOff.set(user, (jobs = new Map<string, PutOff>()));
+  const known = jobs.get(job.id!);
   // Put off again: it keeps its place among the user's.
-  if (jobs.has(job.id!)) return;
+  if (known) return (known.times += 1);
   if (jobs.size >= REMEMBERED_PER_USER) jobs.delete(jobs.keys().next().value!);
-  jobs.set(job.id!, job);
+  jobs.set(job.id!, { job, times: 1 });
+  return 1;
 }
 
 /** Promotes the oldest of the user's jobs put off here that still waits delayed. */
-async function bringBack(
-  putOff: Map<string, Map<string, Job<ExecuteJobData>>>,
-  user: string,
-): Promise<void> {
+async function bringBack(putOff: Map<string, Map<string, PutOff>>, user: string): Promise<void> {
   const jobs = putOff.get(user);
   if (!jobs) return;
-  for (const [id, job] of jobs) {
+  for (const [id, { job }] of jobs) {
     jobs.delete(id);
     try {
       await job.promote();
