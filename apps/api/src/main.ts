@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { Server } from 'node:http';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import {
   ConfigError,
@@ -25,9 +26,6 @@ import {
 import { apiLogger } from './logging/log.options';
 import { banner, prepareStandalone } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
-
-/** Longest a request's headers and body may take to arrive (408 past it). */
-const REQUEST_TIMEOUT_MS = 30_000;
 
 function config(): SluiceConfig {
   try {
@@ -54,7 +52,7 @@ async function bootstrap(): Promise<void> {
     // body a byte at a time held its connection, and up to SLUICE_MAX_BODY_BYTES of the api's
     // memory, for as long as it liked, unauthenticated. Only the request: a response may stream
     // for as long as its statement runs.
-    requestTimeout: REQUEST_TIMEOUT_MS,
+    requestTimeout: settings.requestTimeoutMs,
     return503OnClosing: true,
     // Requests Node's parser refuses (bad framing, huge headers) are answered in the envelope.
     clientErrorHandler,
@@ -62,8 +60,12 @@ async function bootstrap(): Promise<void> {
     frameworkErrors: frameworkErrorHandler,
   });
   // Node takes the larger of the two for the whole request (it swaps them when the headers'
-  // limit, 60 s by default, is the larger): the headers get the same 30 s.
-  adapter.getInstance().server.headersTimeout = REQUEST_TIMEOUT_MS;
+  // limit, 60 s by default, is the larger): the headers get the same time. Node looks for
+  // requests past it every 30 s by default (read when the server starts listening): every 5 s.
+  // (A constructor option in Node's types; the server reads the property when it listens.)
+  const server = adapter.getInstance().server as Server & { connectionsCheckingInterval: number };
+  server.headersTimeout = settings.requestTimeoutMs;
+  server.connectionsCheckingInterval = Math.min(5_000, settings.requestTimeoutMs);
   // Before Nest and its plugins register anything: ahead of authentication on every route.
   installHeaderChecks(adapter.getInstance());
   installQueryStringCheck(adapter.getInstance());

@@ -85,6 +85,8 @@ export interface SluiceConfig {
    */
   resultUserMaxBytes: number;
   clientIdleTimeoutMs: number;
+  /** Longest a request's headers and body may take to arrive (ms; 408 past it). */
+  requestTimeoutMs: number;
   /**
    * A result stream silent this long makes the api check that its job's worker still holds it,
    * and again as often while the silence lasts: a dead worker is noticed within the worker's
@@ -410,6 +412,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
       1024 * 1024 * 1024 * 1024,
     ),
     clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    requestTimeoutMs: int(env, 'SLUICE_REQUEST_TIMEOUT_MS', 30_000, 1_000, 3_600_000),
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),
     maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),

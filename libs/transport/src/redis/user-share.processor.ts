@@ -3,12 +3,15 @@ import { ExecuteJobData, Lane, pastLatestStart } from '@app/contracts';
 import { UserSlots } from '../user.slots';
 
 /**
- * How long a job whose user holds its share of a worker's slots waits before it is taken again,
- * the first time; each time this worker puts it off again, twice as long, up to PUT_OFF_MOST_MS
- * (a take and a put-off are two scripts: a user's queue of long statements must not keep Redis
- * busy). One of the user's slots here that frees brings it back at once anyway.
+ * How long a job whose user holds its share of a worker's slots waits before it is taken again.
+ * After QUICK_PUT_OFFS by the same worker, twice as long each time, up to PUT_OFF_MOST_MS: a take
+ * and a put-off are two scripts, and a user's queue of long statements must not keep Redis busy.
+ * Not from the start: the job may be bouncing off a worker where the user's share is held while
+ * another worker, where it is not, has room for it; which worker takes it next is chance.
+ * One of the user's slots here that frees brings it back at once anyway.
  */
 export const PUT_OFF_MS = 250;
+export const QUICK_PUT_OFFS = 8;
 export const PUT_OFF_MOST_MS = 2000;
 
 /** Jobs of one user a worker remembers putting off (more are brought back by time alone). */
@@ -36,7 +39,8 @@ export function userShareProcessor<R>(
     if (pastLatestStart(job.data)) return run(job, takenBefore);
     if (!slots.take(user, lane)) {
       const times = remember(putOff, user, job);
-      const delay = Math.min(PUT_OFF_MOST_MS, PUT_OFF_MS * 2 ** (times - 1));
+      const slower = Math.max(0, times - QUICK_PUT_OFFS);
+      const delay = Math.min(PUT_OFF_MOST_MS, PUT_OFF_MS * 2 ** slower);
       await job.moveToDelayed(Date.now() + delay, token);
       // BullMQ's sign that the job was moved on, not failed.
       throw new DelayedError();
