@@ -56,6 +56,20 @@ export async function readWithin(
   }
 }
 
+/**
+ * The reader's next record, or ClientGoneError as soon as `signal` aborts (at once if it has). A
+ * read that loses the race fails when its reader is closed.
+ */
+export function nextUnlessGone(
+  reader: Pick<ResultReader, 'next'>,
+  signal: AbortSignal | undefined,
+): Promise<ResultRecord> {
+  if (!signal) return reader.next();
+  const next = reader.next();
+  next.catch(() => undefined);
+  return Promise.race([next, clientGone(signal)]);
+}
+
 /** Rejects with ClientGoneError once the signal aborts (at once if it has). */
 function clientGone(signal: AbortSignal): Promise<never> {
   return new Promise<never>((_, reject) => {

@@ -22,7 +22,7 @@ import {
   ResultSource,
 } from '@app/transport';
 import { ExecutionResponse } from '../execute/execution.response';
-import { ClientGoneError } from '../execute/first-record';
+import { ClientGoneError, nextUnlessGone } from '../execute/first-record';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
@@ -105,7 +105,7 @@ export class KeptResultService {
     try {
       const start = finished ? rangeStart(range) : undefined;
       if (start === undefined) {
-        const first = await firstRecord(reader, signal);
+        const first = await nextUnlessGone(reader, signal);
         // Ended before any byte (an error, or a producer found gone): the envelope, its own code.
         if (
           first.kind === 'error' ||
@@ -237,21 +237,6 @@ export class KeptResultService {
       return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
     };
   }
-}
-
-/** The reader's next record, or ClientGoneError as soon as `signal` aborts (at once if it has). */
-function firstRecord(reader: ResultReader, signal: AbortSignal | undefined): Promise<ResultRecord> {
-  if (!signal) return reader.next();
-  let onAbort = () => undefined as void;
-  const gone = new Promise<never>((_, reject) => {
-    onAbort = () => reject(new ClientGoneError());
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  const next = reader.next();
-  // Lost the race: it fails with ReaderClosedError once the reader is closed.
-  next.catch(() => undefined);
-  return Promise.race([next, gone]).finally(() => signal.removeEventListener('abort', onAbort));
 }
 
 /** The body from its first record on; a result that cannot end well is aborted. */
