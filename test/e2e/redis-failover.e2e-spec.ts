@@ -189,7 +189,7 @@ async function killMasterDuringStream(
   deployment: Deployment,
   masterOf: (queryId: string) => Promise<number>,
   { kill, diagnose }: Pick<RedisClusterTopology, 'kill' | 'diagnose'>,
-): Promise<number> {
+): Promise<void> {
   let queryId = '';
   let killed: Promise<number> | undefined;
   let killedAt = 0;
@@ -240,7 +240,6 @@ async function killMasterDuringStream(
   }, 15_000);
   expect(await readiness(deployment)).toBe(200);
   for (let i = 0; i < 5; i++) expect(await answer(deployment)).toBe(200);
-  return killed!;
 }
 
 describe('Redis Cluster failover', () => {
@@ -287,13 +286,17 @@ describe('Redis Cluster failover', () => {
   it('ends a stream whose master dies with an error status, and serves new queries within 30 s', async () => {
     const d = deployment!;
     expect(await answer(d)).toBe(200);
-    const killed = await killMasterDuringStream(
-      d,
-      (id) => cluster.masterOf(`${d.prefix}:q:{${id}}:out`),
-      cluster,
-    );
-    // Back as the replica of the master that took its place: the next case may kill that one.
-    await cluster.revive(killed);
+    let killed: number | undefined;
+    try {
+      await killMasterDuringStream(
+        d,
+        async (id) => (killed = await cluster.masterOf(`${d.prefix}:q:{${id}}:out`)),
+        cluster,
+      );
+    } finally {
+      // Back as the replica of the master that took its place: the next case may kill that one.
+      if (killed !== undefined) await cluster.revive(killed);
+    }
   }, 90_000);
 
   it('serves new queries within 30 s when the master of the queue dies', async () => {
@@ -301,12 +304,15 @@ describe('Redis Cluster failover', () => {
     // Every key of BullMQ's queues carries the deployment's tag: one slot, one master.
     const port = await cluster.masterOf(`{${d.prefix}}:execute`);
     await cluster.kill(port);
-    const killedAt = Date.now();
-    const seen = await servedAgain(d, 30_000, () => cluster.diagnose());
-    expect(Date.now() - killedAt).toBeLessThan(30_000);
-    expect([...seen].filter((s) => s !== 200 && s !== 503)).toEqual([]);
-    for (let i = 0; i < 5; i++) expect(await answer(d)).toBe(200);
-    await cluster.revive(port);
+    try {
+      const killedAt = Date.now();
+      const seen = await servedAgain(d, 30_000, () => cluster.diagnose());
+      expect(Date.now() - killedAt).toBeLessThan(30_000);
+      expect([...seen].filter((s) => s !== 200 && s !== 503)).toEqual([]);
+      for (let i = 0; i < 5; i++) expect(await answer(d)).toBe(200);
+    } finally {
+      await cluster.revive(port);
+    }
   }, 60_000);
 
   // Last: the cluster does not come back.

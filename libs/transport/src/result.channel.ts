@@ -33,6 +33,21 @@ export class ProducerStoppedError extends Error {
   }
 }
 
+/** What a client is told when its result stream failed under the writer or the reader. */
+export const RESULT_STREAM_LOST =
+  'the result stream was lost: Redis is unavailable or failing over; retry the query';
+
+/**
+ * Thrown by a ResultWriter whose channel failed under it (Redis gone, or its node failing over):
+ * the query ends unavailable, not as an internal error, whichever side notices first.
+ */
+export class ResultStreamLostError extends Error {
+  constructor(cause: unknown) {
+    super(`result stream write failed: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'ResultStreamLostError';
+  }
+}
+
 /** Flow-control window: how far a producer may run ahead of its consumer. */
 export interface FlowWindow {
   chunks: number;

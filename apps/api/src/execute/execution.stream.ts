@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { Logger } from '@nestjs/common';
 import { ExecuteJobData, ResultRecord, Status, statusOf } from '@app/contracts';
 import { createEncoder } from '@app/formats';
-import { ReaderClosedError } from '@app/transport';
+import { RESULT_STREAM_LOST, ReaderClosedError } from '@app/transport';
 import { Execution } from './execution';
 
 const logger = new Logger('Execution');
@@ -92,10 +92,7 @@ async function nextOrLost(execution: Execution): Promise<ResultRecord> {
     await execution.cancel();
     return {
       kind: 'error',
-      status: statusOf(
-        'UNAVAILABLE',
-        'the result stream was lost: Redis is unavailable or failing over; retry the query',
-      ),
+      status: statusOf('UNAVAILABLE', RESULT_STREAM_LOST),
     };
   }
 }

@@ -9,7 +9,9 @@ import {
   FlowWindow,
   InProcessResultChannel,
   PortResultWriter,
+  RESULT_STREAM_LOST,
   ResultReader,
+  ResultStreamLostError,
   ResultWriter,
   StopReason,
 } from '@app/transport';
@@ -266,6 +268,14 @@ describe(QueryRunner.name, () => {
     // Before the second, the third and the (empty) fourth read.
     expect(paced).toBe(3);
     await reader.close();
+  });
+
+  it('answers a result stream lost under the writer as unavailable, not as internal', () => {
+    expect(failureStatus(new ResultStreamLostError(new Error('CLUSTERDOWN')))).toEqual({
+      reason: RESULT_STREAM_LOST,
+      sql_state: '57P03',
+      vendor_code: -109,
+    });
   });
 
   it('answers a value whose encoding is too long for a string as too large, not as internal', () => {

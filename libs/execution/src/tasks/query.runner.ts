@@ -16,7 +16,13 @@ import {
   statusOf,
 } from '@app/contracts';
 import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
-import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
+import {
+  ProducerStoppedError,
+  RESULT_STREAM_LOST,
+  ResultStreamLostError,
+  ResultWriter,
+  StopReason,
+} from '@app/transport';
 import { BodyWriter } from './body.writer';
 import { DatabaseHandle, DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
@@ -88,6 +94,7 @@ function stopStatus(reason: StopReason): Status {
 /** The status a failure is reported with; internals never reach the client. */
 export function failureStatus(err: unknown, stopped?: StopReason): Status {
   if (err instanceof ProducerStoppedError) return stopStatus(err.reason);
+  if (err instanceof ResultStreamLostError) return statusOf('UNAVAILABLE', RESULT_STREAM_LOST);
   if (err instanceof LoginRoleError) {
     return statusOf(
       'FORBIDDEN',

@@ -2,7 +2,7 @@ import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ResultRecord, okStatus, statusOf } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
-import { FlowWindow, ResultReader } from '../result.channel';
+import { FlowWindow, ResultReader, ResultStreamLostError } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
@@ -175,6 +175,19 @@ describe('RedisResultWriter flow control', () => {
     expect(await settled(writer.write(end()))).toBe(true);
     expect(await settled(writer.write({ kind: 'error', status: statusOf('INTERNAL') }))).toBe(true);
     await reader.close();
+  });
+
+  it('fails a write, a wait for room and a final write as a lost stream once its Redis is gone', async () => {
+    // The worker's side of a failover: it must end the query unavailable, never as internal.
+    const gone = new Redis(testRedisUrl, { maxRetriesPerRequest: 0 });
+    const window = { chunks: 1, bytes: 1_000_000, idleTimeoutMs: 5_000 };
+    const writer = new RedisResultWriter(gone, keys, randomUUID(), window, 60, 20);
+    const another = new RedisResultWriter(gone, keys, randomUUID(), window, 60, 20);
+    await writer.write(data(1));
+    gone.disconnect();
+    await expect(writer.write(data(2))).rejects.toBeInstanceOf(ResultStreamLostError);
+    await expect(another.write(data(1))).rejects.toBeInstanceOf(ResultStreamLostError);
+    await expect(writer.writeFinal([end()])).rejects.toBeInstanceOf(ResultStreamLostError);
   });
 
   it('hands over records in the order written, bytes intact, through the terminal one', async () => {

@@ -5,6 +5,7 @@ import { Produced } from '../query.registry';
 import {
   FlowWindow,
   ProducerStoppedError,
+  ResultStreamLostError,
   ResultWriter,
   StopReason,
   recordSize,
@@ -13,6 +14,19 @@ import { RedisKeys } from '../redis.keys';
 import { recordFields } from './stream.codec';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `multi`; any failure of it (Redis gone or failing over) is ResultStreamLostError. */
+async function execOrLost(multi: ChainableCommander): Promise<[Error | null, unknown][]> {
+  let result: [Error | null, unknown][] | null;
+  try {
+    result = await multi.exec();
+  } catch (err) {
+    throw new ResultStreamLostError(err);
+  }
+  if (!result) throw new ResultStreamLostError(new Error('the transaction was aborted'));
+  for (const [err] of result) if (err) throw new ResultStreamLostError(err);
+  return result;
+}
 
 /**
  * Adds the query's end to the MULTI that writes its stream's last entry (`end`: that entry;
@@ -109,9 +123,7 @@ export class RedisResultWriter implements ResultWriter {
       .xlen(this.key)
       .exists(this.cancelKey);
     const written = this.addEnd(multi, [record]);
-    const result = await multi.exec();
-    if (!result) throw new Error('result stream write was aborted');
-    for (const [err] of result) if (err) throw err;
+    const result = await execOrLost(multi);
     written();
     this.inFlight.push(size);
     this.inFlightBytes += size;
@@ -129,9 +141,7 @@ export class RedisResultWriter implements ResultWriter {
     for (const record of records) multi.xadd(this.key, '*', ...recordFields(this.withEnd(record)));
     multi.expire(this.key, this.ttlSeconds);
     const written = this.addEnd(multi, records);
-    const result = await multi.exec();
-    if (!result) throw new Error('result stream write was aborted');
-    for (const [err] of result) if (err) throw err;
+    await execOrLost(multi);
     written();
   }
 
@@ -187,8 +197,7 @@ export class RedisResultWriter implements ResultWriter {
       await sleep(delay);
       if (this.interrupted) throw new ProducerStoppedError(this.interrupted);
       const before = this.inFlight.length;
-      const result = await this.redis.multi().xlen(this.key).exists(this.cancelKey).exec();
-      if (!result) throw new Error('result stream poll was aborted');
+      const result = await execOrLost(this.redis.multi().xlen(this.key).exists(this.cancelKey));
       if (Number(result[1][1]) > 0) throw new ProducerStoppedError('cancelled');
       this.settle(Number(result[0][1]));
       if (this.inFlight.length < before) {
