@@ -30,65 +30,101 @@ export function userShareProcessor<R>(
   slots: UserSlots,
   lane: Lane,
   run: (job: Job<ExecuteJobData>, takenBefore: boolean) => Promise<R>,
+  putOff = new PutOffJobs(),
 ): Processor<ExecuteJobData, R> {
-  const putOff = new Map<string, Map<string, PutOff>>();
   return async (job, token) => {
     const user = job.data.username;
     // BullMQ counts each time a job is taken (moveToActive), put-offs included.
     const takenBefore = job.attemptsStarted > 1;
     if (pastLatestStart(job.data)) return run(job, takenBefore);
     if (!slots.take(user, lane)) {
-      const times = remember(putOff, user, job);
+      const times = putOff.remember(user, job);
       const slower = Math.max(0, times - QUICK_PUT_OFFS);
       const delay = Math.min(PUT_OFF_MOST_MS, PUT_OFF_MS * 2 ** slower);
       await job.moveToDelayed(Date.now() + delay, token);
       // BullMQ's sign that the job was moved on, not failed.
       throw new DelayedError();
     }
-    putOff.get(user)?.delete(job.id!);
+    putOff.taken(user, job.id!);
     try {
       return await run(job, takenBefore);
     } finally {
       slots.release(user, lane);
-      await bringBack(putOff, user);
+      await putOff.bringBack(user);
     }
   };
+}
+
+/** How often PutOffJobs forgets, of every user, the jobs past their latest start. */
+const FORGET_LATE_EVERY_MS = 1000;
+
+/**
+ * The jobs one worker's lane put off, by user, oldest first, and how many times each: the one to
+ * bring back when one of the user's slots here frees. A job past its latest start is forgotten
+ * (any worker only ends it now, with no slot), so that the jobs of a user who stopped sending, run
+ * or ended elsewhere, are not held here, their statements with them, until the worker stops.
+ */
+export class PutOffJobs {
+  private readonly byUser = new Map<string, Map<string, PutOff>>();
+  private forgotAt = 0;
+
+  /** How many jobs are remembered, of every user. */
+  get size(): number {
+    let size = 0;
+    for (const jobs of this.byUser.values()) size += jobs.size;
+    return size;
+  }
+
+  /** Notes the job as put off once more; how many times this worker has put it off. */
+  remember(user: string, job: Job<ExecuteJobData>): number {
+    this.forgetLate();
+    let jobs = this.byUser.get(user);
+    if (!jobs) this.byUser.set(user, (jobs = new Map<string, PutOff>()));
+    const known = jobs.get(job.id!);
+    // Put off again: it keeps its place among the user's.
+    if (known) return (known.times += 1);
+    if (jobs.size >= REMEMBERED_PER_USER) jobs.delete(jobs.keys().next().value!);
+    jobs.set(job.id!, { job, times: 1 });
+    return 1;
+  }
+
+  /** The job was taken to run here. */
+  taken(user: string, id: string): void {
+    const jobs = this.byUser.get(user);
+    jobs?.delete(id);
+    if (jobs?.size === 0) this.byUser.delete(user);
+  }
+
+  /** Promotes the oldest of the user's jobs put off here that still waits delayed. */
+  async bringBack(user: string): Promise<void> {
+    this.forgetLate();
+    const jobs = this.byUser.get(user);
+    if (!jobs) return;
+    for (const [id, { job }] of jobs) {
+      jobs.delete(id);
+      try {
+        await job.promote();
+        break;
+      } catch {
+        // Not delayed any more (taken again, run by another worker, cancelled): the next one.
+      }
+    }
+    if (jobs.size === 0) this.byUser.delete(user);
+  }
+
+  /** Forgets the jobs past their latest start, at most once every FORGET_LATE_EVERY_MS. */
+  private forgetLate(now = Date.now()): void {
+    if (now - this.forgotAt < FORGET_LATE_EVERY_MS) return;
+    this.forgotAt = now;
+    for (const [user, jobs] of this.byUser) {
+      for (const [id, { job }] of jobs) if (pastLatestStart(job.data, now)) jobs.delete(id);
+      if (jobs.size === 0) this.byUser.delete(user);
+    }
+  }
 }
 
 /** A job this worker put off, and how many times. */
 interface PutOff {
   job: Job<ExecuteJobData>;
   times: number;
-}
-
-/** Notes the job as put off once more; how many times this worker has put it off. */
-function remember(
-  putOff: Map<string, Map<string, PutOff>>,
-  user: string,
-  job: Job<ExecuteJobData>,
-): number {
-  let jobs = putOff.get(user);
-  if (!jobs) putOff.set(user, (jobs = new Map<string, PutOff>()));
-  const known = jobs.get(job.id!);
-  // Put off again: it keeps its place among the user's.
-  if (known) return (known.times += 1);
-  if (jobs.size >= REMEMBERED_PER_USER) jobs.delete(jobs.keys().next().value!);
-  jobs.set(job.id!, { job, times: 1 });
-  return 1;
-}
-
-/** Promotes the oldest of the user's jobs put off here that still waits delayed. */
-async function bringBack(putOff: Map<string, Map<string, PutOff>>, user: string): Promise<void> {
-  const jobs = putOff.get(user);
-  if (!jobs) return;
-  for (const [id, { job }] of jobs) {
-    jobs.delete(id);
-    try {
-      await job.promote();
-      break;
-    } catch {
-      // Not delayed any more (taken again, run by another worker, cancelled): the next one.
-    }
-  }
-  if (jobs.size === 0) putOff.delete(user);
 }

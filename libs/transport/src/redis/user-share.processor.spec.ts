@@ -1,0 +1,60 @@
+import type { Job } from 'bullmq';
+import { ExecuteJobData } from '@app/contracts';
+import { PutOffJobs } from './user-share.processor';
+
+/** A put-off job as PutOffJobs sees it: its id, its latest start, and whether it still waits. */
+function jobOf(
+  id: string,
+  startBy: number,
+  promoted: string[],
+  waiting = true,
+): Job<ExecuteJobData> {
+  return {
+    id,
+    data: { startBy } as ExecuteJobData,
+    promote: () => {
+      if (!waiting) return Promise.reject(new Error(`Job ${id} is not in the delayed state`));
+      promoted.push(id);
+      return Promise.resolve();
+    },
+  } as unknown as Job<ExecuteJobData>;
+}
+
+describe(PutOffJobs.name, () => {
+  const now = 1_000_000;
+
+  beforeEach(() => jest.useFakeTimers({ now }));
+  afterEach(() => jest.useRealTimers());
+
+  it('forgets the jobs of a user who sent nothing more once they are past their latest start', () => {
+    const jobs = new PutOffJobs();
+    const promoted: string[] = [];
+    // A user's burst, run in the end by another worker: nothing brings these back here.
+    for (let i = 0; i < 10; i++) jobs.remember('quiet', jobOf(`q${i}`, now + 5_000, promoted));
+    expect(jobs.size).toBe(10);
+    jest.setSystemTime(now + 6_000);
+    jobs.remember('other', jobOf('o1', now + 60_000, promoted));
+    expect(jobs.size).toBe(1);
+  });
+
+  it('keeps a job until its latest start, and counts each put-off of it', () => {
+    const jobs = new PutOffJobs();
+    const job = jobOf('a', now + 5_000, []);
+    expect(jobs.remember('u', job)).toBe(1);
+    jest.setSystemTime(now + 4_000);
+    expect(jobs.remember('u', job)).toBe(2);
+    expect(jobs.size).toBe(1);
+  });
+
+  it('brings back the oldest job still waiting, and forgets the ones gone from the delayed set', async () => {
+    const jobs = new PutOffJobs();
+    const promoted: string[] = [];
+    jobs.remember('u', jobOf('gone', now + 60_000, promoted, false));
+    jobs.remember('u', jobOf('second', now + 60_000, promoted));
+    jobs.remember('u', jobOf('third', now + 60_000, promoted));
+    jobs.taken('u', 'third');
+    await jobs.bringBack('u');
+    expect(promoted).toEqual(['second']);
+    expect(jobs.size).toBe(0);
+  });
+});
