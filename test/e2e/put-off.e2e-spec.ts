@@ -23,6 +23,19 @@ afterAll(async () => {
   await closeDb();
 });
 
+/** sluice_user_share_put_offs_total of the interactive lane, every worker's together. */
+async function putOffs(): Promise<number> {
+  let total = 0;
+  for (const url of e2eEnv().poolMetricsUrls) {
+    const metrics = await fetch(url).then((res) => res.text());
+    const count = /^sluice_user_share_put_offs_total\{[^}]*lane="interactive"[^}]*\} (\d+)/m.exec(
+      metrics,
+    );
+    total += Number(count?.[1] ?? 0);
+  }
+  return total;
+}
+
 async function infoOf(queryId: string, token: string): Promise<Record<string, unknown>> {
   const res = await request(undefined, { method: 'GET', path: `/v1/queries/${queryId}`, token });
   expect(res.status).toBe(200);
@@ -56,6 +69,8 @@ it('never runs a put-off query whose cancel came while a worker held it', async 
     redis.disconnect();
   }
   expect(await infoOf(queryId, hog.token)).toMatchObject({ state: 'queued' });
+  // Put off, and counted where an operator looks (a worker's /metrics).
+  expect(await eventually(async () => ((await putOffs()) > 0 ? true : undefined))).toBe(true);
   // The sleepers end: one of the user's slots frees, and the put-off job is taken at once.
   const list = await request(undefined, { method: 'GET', path: '/v1/queries', token: hog.token });
   for (const q of list.json as { query_id: string; state: string }[]) {

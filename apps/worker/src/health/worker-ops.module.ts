@@ -31,6 +31,7 @@ import { WorkerReadinessService } from './worker-readiness.service';
     WorkerMetricsService,
     MetricsServer,
   ],
+  exports: [WorkerMetricsService],
 })
 export class WorkerOpsModule implements OnApplicationShutdown {
   constructor(@Inject(OPS_REDIS) private readonly redis: RedisClient) {}

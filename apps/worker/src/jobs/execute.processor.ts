@@ -26,6 +26,7 @@ import {
   retainedJobData,
   userShareProcessor,
 } from '@app/transport';
+import { WorkerMetricsService } from '../metrics/worker-metrics.service';
 
 /**
  * Takes execution jobs off the BullMQ queues of the lanes this worker serves (SLUICE_WORKER_LANES),
@@ -49,6 +50,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly pool: QueryPoolService,
     private readonly logins: SessionLoginResolver,
+    private readonly metrics: WorkerMetricsService,
   ) {
     this.keys = new RedisKeys(config.keyPrefix);
     // BullMQ workers need maxRetriesPerRequest null on their connection.
@@ -88,8 +90,11 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     for (const lane of this.config.workerLanes) {
       const worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
         LANE_QUEUES[lane],
-        userShareProcessor(slots, lane, (job, takenBefore) =>
-          this.run(job.data, takenBefore).finally(() => this.keepSmall(job)),
+        userShareProcessor(
+          slots,
+          lane,
+          (job, takenBefore) => this.run(job.data, takenBefore).finally(() => this.keepSmall(job)),
+          { onPutOff: () => this.metrics.putOff(lane) },
         ),
         {
           connection: this.connection,

@@ -1,18 +1,21 @@
 import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, heapGrowthGauge } from '@app/config';
+import { Lane } from '@app/contracts';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
 import { BullmqJobQueue, JobQueue, RedisConnector, RedisKeys } from '@app/transport';
 
 /**
- * Prometheus metrics of a worker process: the BullMQ queue's depth by state, its thread pool's
- * utilisation, queue and threads, and Node's own (event-loop delay among them).
+ * Prometheus metrics of a worker process: the BullMQ queue's depth by state, the jobs it put off
+ * for their user's share of its slots, its thread pool's utilisation, queue and threads, and
+ * Node's own (event-loop delay among them).
  */
 @Injectable()
 export class WorkerMetricsService implements OnModuleDestroy {
   readonly registry = new Registry();
   private readonly logger = new Logger(WorkerMetricsService.name);
   private readonly queue: JobQueue;
+  private readonly putOffs: Counter<'lane'>;
 
   constructor(@Inject(SLUICE_CONFIG) config: SluiceConfig, pool: QueryPoolService) {
     this.queue = new BullmqJobQueue(
@@ -44,8 +47,19 @@ export class WorkerMetricsService implements OnModuleDestroy {
         }
       },
     });
+    this.putOffs = new Counter({
+      name: 'sluice_user_share_put_offs_total',
+      help: 'Jobs this worker took and put back in the queue, by lane: their user held their share of its slots (SLUICE_WORKER_USER_SHARE_PERCENT).',
+      labelNames: ['lane'],
+      registers,
+    });
     new Gauge({ ...heapGrowthGauge(), registers });
     registerPoolMetrics(this.registry, pool);
+  }
+
+  /** A job of `lane` was put off: its user held their share of this worker's slots. */
+  putOff(lane: Lane): void {
+    this.putOffs.inc({ lane });
   }
 
   async onModuleDestroy(): Promise<void> {

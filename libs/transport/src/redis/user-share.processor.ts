@@ -30,7 +30,7 @@ export function userShareProcessor<R>(
   slots: UserSlots,
   lane: Lane,
   run: (job: Job<ExecuteJobData>, takenBefore: boolean) => Promise<R>,
-  putOff = new PutOffJobs(),
+  { putOff = new PutOffJobs(), onPutOff }: { putOff?: PutOffJobs; onPutOff?: () => void } = {},
 ): Processor<ExecuteJobData, R> {
   return async (job, token) => {
     const user = job.data.username;
@@ -39,6 +39,7 @@ export function userShareProcessor<R>(
     if (pastLatestStart(job.data)) return run(job, takenBefore);
     if (!slots.take(user, lane)) {
       const times = putOff.remember(user, job);
+      onPutOff?.();
       const slower = Math.max(0, times - QUICK_PUT_OFFS);
       const delay = Math.min(PUT_OFF_MOST_MS, PUT_OFF_MS * 2 ** slower);
       await job.moveToDelayed(Date.now() + delay, token);
