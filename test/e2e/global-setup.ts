@@ -79,6 +79,8 @@ export default async function globalSetup(): Promise<void> {
     SLUICE_CLIENT_IDLE_TIMEOUT_MS: '3000',
     // slow-clients.e2e-spec: a request that takes longer to arrive is cut (408).
     SLUICE_REQUEST_TIMEOUT_MS: '6000',
+    // slow-clients.e2e-spec: bodies past 4 MiB arriving at once are refused (503).
+    SLUICE_MAX_RECEIVING_BYTES: String(4 * 1024 * 1024),
     // Kept results (async.e2e-spec): short-lived and small, so that the spec sees the three limits.
     SLUICE_RESULT_TTL_SECONDS: '8',
     SLUICE_RESULT_MAX_BYTES: String(1024 * 1024),

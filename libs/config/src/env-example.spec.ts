@@ -63,6 +63,7 @@ const FEEDS: Record<
   SLUICE_ADMIN_ROLE: { setting: 'adminRole', value: 'admins' },
   SLUICE_ADMIN_SESSION_SECONDS: { setting: 'adminSessionSeconds', value: '600' },
   SLUICE_MAX_BODY_BYTES: { setting: 'maxBodyBytes', value: '2048' },
+  SLUICE_MAX_RECEIVING_BYTES: { setting: 'maxReceivingBytes', value: '2097152' },
   SLUICE_MAX_STATEMENT_LENGTH: { setting: 'maxStatementLength', value: '1000' },
   SLUICE_MAX_PARAMS: { setting: 'maxParams', value: '10' },
   SLUICE_MAX_PARAM_BYTES: { setting: 'maxParamBytes', value: '100' },

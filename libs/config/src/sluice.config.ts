@@ -94,6 +94,12 @@ export interface SluiceConfig {
    */
   producerSilenceMs: number;
   maxBodyBytes: number;
+  /**
+   * Bytes of request bodies an api holds while they arrive, every request's together: past it, a
+   * request is answered 503 (bodies sent slowly, a byte at a time, would otherwise each hold up to
+   * maxBodyBytes until requestTimeoutMs, however many connections a client opened).
+   */
+  maxReceivingBytes: number;
   jobRetentionSeconds: number;
   /** Finished jobs each lane's queue keeps at most, completed and failed each (0: none). */
   jobRetentionCount: number;
@@ -350,6 +356,20 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
       `must be at least the pool's threads (all lanes) × SLUICE_TASKS_PER_THREAD (${leastConnections}), got ${pgMaxConnections}`,
     );
   }
+  const maxBodyBytes = int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024);
+  const maxReceivingBytes = int(
+    env,
+    'SLUICE_MAX_RECEIVING_BYTES',
+    Math.max(64 * 1024 * 1024, maxBodyBytes),
+    1024,
+    1024 * 1024 * 1024 * 1024,
+  );
+  if (maxReceivingBytes < maxBodyBytes) {
+    throw new ConfigError(
+      'SLUICE_MAX_RECEIVING_BYTES',
+      `must be at least SLUICE_MAX_BODY_BYTES (${maxBodyBytes}), got ${maxReceivingBytes}`,
+    );
+  }
   const logLevel = str(env, 'LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(
@@ -414,7 +434,8 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     requestTimeoutMs: int(env, 'SLUICE_REQUEST_TIMEOUT_MS', 30_000, 1_000, 3_600_000),
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),
-    maxBodyBytes: int(env, 'SLUICE_MAX_BODY_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    maxBodyBytes,
+    maxReceivingBytes,
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),
     jobRetentionCount: int(env, 'SLUICE_JOB_RETENTION_COUNT', 1000, 0, 1_000_000),
     queryRetentionCount: int(env, 'SLUICE_QUERY_RETENTION_COUNT', 1000, 0, 10_000_000),

@@ -1,8 +1,9 @@
 import Fastify from 'fastify';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { SluiceError } from '@app/contracts';
 import {
   BodyCheck,
+  ReceivingBudget,
   authorizationProblem,
   headerAmbiguity,
   installHeaderChecks,
@@ -11,16 +12,20 @@ import {
   queryEncodingProblem,
 } from './request.checks';
 
-async function run(chunks: Buffer[], maxDepth?: number): Promise<Buffer> {
+async function run(chunks: Buffer[], maxDepth?: number, budget?: ReceivingBudget): Promise<Buffer> {
   const out: Buffer[] = [];
-  const check = Readable.from(chunks).pipe(new BodyCheck(maxDepth));
+  const check = Readable.from(chunks).pipe(new BodyCheck(maxDepth, budget));
   for await (const chunk of check) out.push(chunk as Buffer);
   return Buffer.concat(out);
 }
 
-async function failure(chunks: Buffer[], maxDepth?: number): Promise<SluiceError> {
+async function failure(
+  chunks: Buffer[],
+  maxDepth?: number,
+  budget?: ReceivingBudget,
+): Promise<SluiceError> {
   try {
-    await run(chunks, maxDepth);
+    await run(chunks, maxDepth, budget);
   } catch (err) {
     return err as SluiceError;
   }
@@ -54,6 +59,41 @@ describe(BodyCheck.name, () => {
   it('keeps track of escaped quotes', async () => {
     const body = '{"a":"\\"[[[[[[","b":[1]}';
     expect((await run([Buffer.from(body)], 2)).toString()).toBe(body);
+  });
+});
+
+describe(ReceivingBudget.name, () => {
+  /** A body that has sent `bytes` and not ended: its check, and the stream it arrives on. */
+  function arriving(
+    budget: ReceivingBudget,
+    bytes: number,
+  ): { check: BodyCheck; body: PassThrough } {
+    const body = new PassThrough();
+    const check = new BodyCheck(undefined, budget);
+    // The parser's part: it hears every error of the check.
+    check.on('error', () => undefined);
+    body.pipe(check);
+    check.resume();
+    body.write(Buffer.alloc(bytes, 0x61));
+    return { check, body };
+  }
+
+  const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('refuses a body with 503 while others arriving hold the budget, and frees it as each ends or fails', async () => {
+    const budget = new ReceivingBudget(1000);
+    const first = arriving(budget, 600);
+    const second = arriving(budget, 300);
+    await tick();
+    const err = await failure([Buffer.alloc(200)], undefined, budget);
+    expect(err.code).toBe('UNAVAILABLE');
+    expect(err.headers).toEqual({ 'retry-after': '1' });
+    // The first ends whole, the second's client goes away: both give their bytes back.
+    first.body.end();
+    second.check.destroy(new Error('request body ended early'));
+    await tick();
+    expect((await run([Buffer.alloc(1000)], undefined, budget)).length).toBe(1000);
+    expect(budget.take(1000)).toBe(true);
   });
 });
 

@@ -15,22 +15,67 @@ const tooDeep = (max: number) =>
   new SluiceError('LIMIT_EXCEEDED', `JSON nested deeper than ${max} levels`);
 
 /**
+ * The bytes of request bodies being received, every request's together, and the most there may be
+ * (SLUICE_MAX_RECEIVING_BYTES). Each request's body may be up to SLUICE_MAX_BODY_BYTES and take up
+ * to SLUICE_REQUEST_TIMEOUT_MS to arrive: without a bound over all of them, a client (no login
+ * needed) that opened many connections and sent each body slowly held that much of the api's
+ * memory per connection.
+ */
+export class ReceivingBudget {
+  private held = 0;
+
+  constructor(readonly most: number) {}
+
+  /** Takes `n` bytes; false, taking none, when they would go past the most. */
+  take(n: number): boolean {
+    if (this.held + n > this.most) return false;
+    this.held += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.held -= n;
+  }
+}
+
+const receivingFull = () =>
+  new SluiceError(
+    'UNAVAILABLE',
+    'the api is receiving as many request bytes as it may hold at once (SLUICE_MAX_RECEIVING_BYTES); retry',
+    undefined,
+    { 'retry-after': '1' },
+  );
+
+/**
  * Checks a request body as it streams in, before any parser sees it: it must be valid UTF-8
  * (a decoder would otherwise swap bad bytes for U+FFFD and run a statement nobody sent), and
  * JSON must not nest deeper than `maxDepth` (deep nesting overflows the stack of the
- * validation that follows).
+ * validation that follows). What has arrived counts against `budget` until the body has all
+ * arrived or failed.
  */
 export class BodyCheck extends Transform {
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
   private depth = 0;
   private inString = false;
   private escaped = false;
+  /** Bytes of this body taken from the budget. */
+  private taken = 0;
 
-  constructor(private readonly maxDepth: number | undefined) {
+  constructor(
+    private readonly maxDepth: number | undefined,
+    private readonly budget?: ReceivingBudget,
+  ) {
     super();
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (this.budget) {
+      if (!this.budget.take(chunk.length)) {
+        callback(receivingFull());
+        return;
+      }
+      this.taken += chunk.length;
+    }
     try {
       this.decoder.decode(chunk, { stream: true });
     } catch {
@@ -45,6 +90,7 @@ export class BodyCheck extends Transform {
   }
 
   override _flush(callback: TransformCallback): void {
+    this.giveBack();
     try {
       this.decoder.decode();
     } catch {
@@ -52,6 +98,16 @@ export class BodyCheck extends Transform {
       return;
     }
     callback();
+  }
+
+  override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
+    this.giveBack();
+    callback(err);
+  }
+
+  private giveBack(): void {
+    this.budget?.give(this.taken);
+    this.taken = 0;
   }
 
   // Bytes of multi-byte characters are all >= 0x80: they never look like JSON punctuation.
@@ -114,8 +170,9 @@ function contentType(request: FastifyRequest): { type: string; charset?: string 
  */
 export function installRequestChecks(
   fastify: FastifyInstance,
-  limits: { maxJsonDepth: number },
+  limits: { maxJsonDepth: number; maxReceivingBytes: number },
 ): void {
+  const budget = new ReceivingBudget(limits.maxReceivingBytes);
   fastify.addHook('onRequest', (request, _reply, done) => {
     const params = (request.query as Record<string, unknown> | undefined)?.params;
     if (typeof params === 'string' && jsonDepth(params) > limits.maxJsonDepth) {
@@ -135,7 +192,7 @@ export function installRequestChecks(
       done(new SluiceError('UNSUPPORTED_MEDIA_TYPE', 'the request body must be UTF-8'), payload);
       return;
     }
-    const check = new BodyCheck(json ? limits.maxJsonDepth : undefined);
+    const check = new BodyCheck(json ? limits.maxJsonDepth : undefined, budget);
     // The parser reads every error from the check stream: a client that goes away mid-body
     // fails it too. pipe() and two listeners rather than pipeline(), whose AbortController and
     // the DOMException its end creates cost ≈2% of the api's CPU on small queries.
