@@ -5,6 +5,7 @@ import {
   TestUser,
   adminCall,
   call,
+  cli,
   createRole,
   createUser,
   dropRole,
@@ -157,13 +158,13 @@ describe('a user deleted and re-created under the same name', () => {
     expect(repeat.json.query_id).not.toBe(secret.queryId);
   }, 30_000);
 
-  it('owns nothing of one deleted outside the api (as the CLI does), whose data was not purged', async () => {
+  it('owns nothing of one deleted with no api told, whose data was not purged', async () => {
     const first = await createUser({ role: await reader(), prefix: 'e2e_reuse' });
     users.push(first.username);
     const key = newKey();
     const secret = await keptSecrets(await tokenOf(first.username, first.password), key);
 
-    // The CLI's `users remove` reaches no queue: only the row goes.
+    // Only the row goes, and no api hears of it (`sluice users remove` sends a NOTIFY).
     await db().query('DELETE FROM sluice.users WHERE username = $1', [first.username]);
     const newToken = await recreate(first.username);
 
@@ -204,5 +205,91 @@ describe('a user whose role changes', () => {
     expect((listed.json as { query_id: string }[]).map((q) => q.query_id).sort()).toEqual(
       [secret.queryId, sleeper].sort(),
     );
+  }, 30_000);
+});
+
+/**
+ * `sluice users remove` and `sluice users set --role` change only the users table, and send a
+ * NOTIFY: the apis that hear it end what the change makes no longer the user's, as a change made
+ * through the api does.
+ */
+describe('a user changed with the sluice command', () => {
+  /** The query as the admin sees it, once it has ended. */
+  async function endedAsAdminSees(queryId: string): Promise<Record<string, unknown>> {
+    return eventually(async () => {
+      const info = (await adminCall('GET', `/v1/queries/${queryId}`)).json as Record<
+        string,
+        unknown
+      >;
+      return info.state === 'running' || info.state === 'queued' ? undefined : info;
+    });
+  }
+
+  it('removed: their running query stops and their kept result is dropped', async () => {
+    const user = await createUser({ role: await reader(), prefix: 'e2e_clirm' });
+    users.push(user.username);
+    const token = await tokenOf(user.username, user.password);
+    const secret = await keptSecrets(token);
+    const sleeper = await sleeping(token);
+    const keptBefore = await keptBytes();
+
+    expect((await cli(['users', 'remove', user.username])).code).toBe(0);
+
+    await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
+    expect(await endedAsAdminSees(sleeper)).toMatchObject({
+      state: 'cancelled',
+      status: { sql_state: '57014' },
+    });
+    await eventually(async () =>
+      (await keptBytes()) <= keptBefore - secret.bytes ? true : undefined,
+    );
+  }, 30_000);
+
+  it('unchanged, whatever notice anyone sends: nothing of theirs ends', async () => {
+    const user = await createUser({ role: await reader(), prefix: 'e2e_clinot' });
+    users.push(user.username);
+    const token = await tokenOf(user.username, user.password);
+    const secret = await keptSecrets(token);
+    const sleeper = await sleeping(token);
+    // What the command sends, sent by anyone who can reach the metadata database.
+    const notice = JSON.stringify({ kind: 'user', username: user.username });
+    await db().query('SELECT pg_notify($1, $2)', ['sluice_events', notice]);
+    // Every api hears it within milliseconds; a wrong end would come as fast.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await backendsOf(sleeper)).toBe(1);
+    const result = await get(token, `/v1/queries/${secret.queryId}/result`);
+    expect(result.status).toBe(200);
+    expect(result.text).toContain(SECRET);
+    expect(
+      (
+        await call(e2eEnv().baseUrl, 'DELETE', `/v1/queries/${sleeper}`, undefined, {
+          authorization: `Bearer ${token}`,
+        })
+      ).status,
+    ).toBe(200);
+  }, 30_000);
+
+  it('given another role: their query of the old role stops, their result of it is gone', async () => {
+    const user = await createUser({ role: await reader(), prefix: 'e2e_cliset' });
+    users.push(user.username);
+    const token = await tokenOf(user.username, user.password);
+    const secret = await keptSecrets(token);
+    const sleeper = await sleeping(token);
+
+    expect((await cli(['users', 'set', user.username, '--role', await role()])).code).toBe(0);
+
+    await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
+    expect(await endedAsAdminSees(sleeper)).toMatchObject({
+      state: 'cancelled',
+      status: { sql_state: '57014' },
+    });
+    const result = await eventually(async () => {
+      const res = await get(token, `/v1/queries/${secret.queryId}/result`);
+      return res.status === 410 ? res : undefined;
+    });
+    expect(result.text).not.toContain(SECRET);
+    // A query of the new role runs on.
+    const fresh = await post(token, { statement: 'select 1 as n' });
+    expect(fresh.status).toBe(200);
   }, 30_000);
 });

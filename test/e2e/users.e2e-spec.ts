@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process';
 import { HttpResult, closeDb, db, e2eEnv, eventually, request } from './support/client';
-import { ROOT, randomName } from './support/service';
+import { randomName } from './support/service';
 import { proxyToTestDatabase } from '../support/tcp.proxy';
 import {
   TestUser,
   adminCall,
   basic,
+  cli,
   call,
   createRole,
   createUser,
@@ -35,34 +35,6 @@ async function tokenOf(u: TestUser): Promise<string> {
   const res = await freshLogin(u.username, u.password);
   expect(res.status).toBe(200);
   return res.json.access_token as string;
-}
-
-/** `npx sluice …` (the checkout's bin) against the suite's database, with `input` on stdin. */
-function cli(
-  args: string[],
-  input = '',
-  override: Record<string, string> = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env = e2eEnv();
-  return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['sluice', ...args], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        ...env.serviceEnv,
-        ...override,
-      },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
 }
 
 beforeAll(async () => {

@@ -9,6 +9,11 @@ export interface QueryRecord {
    * re-created under the owner's name is someone else, and never sees this query.
    */
   ownerId?: string;
+  /**
+   * The PostgreSQL role it runs as (ExecuteJobData.role); absent in records written before it was
+   * kept. A query of a role its owner no longer has is ended (QueriesService.userChanged).
+   */
+  role?: string;
   state: QueryState;
   database?: string;
   format: string;

@@ -1,7 +1,8 @@
+import { spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { HttpResult, db, e2eEnv, login, request } from './client';
 import { dropRoleAndLogins, grantToControl } from './roles';
-import { randomName } from './service';
+import { ROOT, randomName } from './service';
 
 /** A user made through POST /v1/users, with its password and (after first use) a token. */
 export interface TestUser {
@@ -151,4 +152,32 @@ export function expectEnvelope(res: HttpResult, sqlState?: string, vendorCode?: 
     true,
   );
   expect(res.text).not.toMatch(/at .*\.(js|ts):\d+/);
+}
+
+/** `npx sluice …` (the checkout's bin) against the suite's database, with `input` on stdin. */
+export function cli(
+  args: string[],
+  input = '',
+  override: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = e2eEnv();
+  return new Promise((resolve, reject) => {
+    const child = spawn('npx', ['sluice', ...args], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        ...env.serviceEnv,
+        ...override,
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input);
+  });
 }

@@ -136,6 +136,7 @@ export class ExecuteService {
         queryId: job.queryId,
         owner: job.username,
         ownerId: user.userId,
+        role: job.role,
         state: 'queued',
         database: job.database,
         format: job.format,

@@ -87,6 +87,33 @@ export class QueriesService {
   }
 
   /**
+   * A user was changed somewhere else (another api, or the `sluice users` command, which reaches
+   * no queue): `now` is what the users table says of them (undefined: gone). Ends what they have
+   * under way that is no longer theirs as they are now: everything of another user id (deleted,
+   * or deleted and made again), and what was queued as another role. Read from the records, not
+   * from the change's notice, so that a notice anyone could send ends nothing that should run.
+   */
+  async userChanged(
+    username: string,
+    now: { userId: string; role: string } | undefined,
+  ): Promise<void> {
+    const { open, kept } = await this.registry.queriesOf(username);
+    const gone = (r: QueryRecord) => !now || (r.ownerId !== undefined && r.ownerId !== now.userId);
+    const moved = (r: QueryRecord) => !gone(r) && r.role !== undefined && r.role !== now?.role;
+    const read = async (ids: string[]) =>
+      (await Promise.all(ids.map((id) => this.registry.get(id)))).filter(
+        (r): r is QueryRecord => r !== undefined,
+      );
+    const [opened, kepts] = await Promise.all([read(open), read(kept)]);
+    const those = (stale: (r: QueryRecord) => boolean): UserQueries => ({
+      open: opened.filter(stale).map((r) => r.queryId),
+      kept: kepts.filter(stale).map((r) => r.queryId),
+    });
+    await this.endQueries(username, those(gone), `user ${username} was deleted`);
+    await this.endQueries(username, those(moved), `the role of user ${username} changed`);
+  }
+
+  /**
    * Queued queries never run, running ones are stopped (each would run as the role it was queued
    * with), and kept results go with the bytes they hold.
    */

@@ -743,6 +743,7 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     queryId: hash.queryId,
     owner: hash.owner,
     ownerId: hash.ownerId,
+    role: hash.role,
     state: hash.state as QueryState,
     database: hash.database,
     format: hash.format,
