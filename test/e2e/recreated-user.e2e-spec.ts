@@ -214,6 +214,24 @@ describe('a user whose role changes', () => {
  * through the api does.
  */
 describe('a user changed with the sluice command', () => {
+  /** A user of a reader role with a kept result of the secrets and a statement running. */
+  async function busyUser(prefix: string) {
+    const user = await createUser({ role: await reader(), prefix });
+    users.push(user.username);
+    const token = await tokenOf(user.username, user.password);
+    const secret = await keptSecrets(token);
+    return { username: user.username, token, secret, sleeper: await sleeping(token) };
+  }
+
+  /** Its backend gone, the query as the admin sees it is cancelled. */
+  async function expectStopped(queryId: string): Promise<void> {
+    await eventually(async () => ((await backendsOf(queryId)) === 0 ? true : undefined));
+    expect(await endedAsAdminSees(queryId)).toMatchObject({
+      state: 'cancelled',
+      status: { sql_state: '57014' },
+    });
+  }
+
   /** The query as the admin sees it, once it has ended. */
   async function endedAsAdminSees(queryId: string): Promise<Record<string, unknown>> {
     return eventually(async () => {
@@ -226,33 +244,21 @@ describe('a user changed with the sluice command', () => {
   }
 
   it('removed: their running query stops and their kept result is dropped', async () => {
-    const user = await createUser({ role: await reader(), prefix: 'e2e_clirm' });
-    users.push(user.username);
-    const token = await tokenOf(user.username, user.password);
-    const secret = await keptSecrets(token);
-    const sleeper = await sleeping(token);
+    const { username, secret, sleeper } = await busyUser('e2e_clirm');
     const keptBefore = await keptBytes();
 
-    expect((await cli(['users', 'remove', user.username])).code).toBe(0);
+    expect((await cli(['users', 'remove', username])).code).toBe(0);
 
-    await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
-    expect(await endedAsAdminSees(sleeper)).toMatchObject({
-      state: 'cancelled',
-      status: { sql_state: '57014' },
-    });
+    await expectStopped(sleeper);
     await eventually(async () =>
       (await keptBytes()) <= keptBefore - secret.bytes ? true : undefined,
     );
   }, 30_000);
 
   it('unchanged, whatever notice anyone sends: nothing of theirs ends', async () => {
-    const user = await createUser({ role: await reader(), prefix: 'e2e_clinot' });
-    users.push(user.username);
-    const token = await tokenOf(user.username, user.password);
-    const secret = await keptSecrets(token);
-    const sleeper = await sleeping(token);
+    const { username, token, secret, sleeper } = await busyUser('e2e_clinot');
     // What the command sends, sent by anyone who can reach the metadata database.
-    const notice = JSON.stringify({ kind: 'user', username: user.username });
+    const notice = JSON.stringify({ kind: 'user', username });
     await db().query('SELECT pg_notify($1, $2)', ['sluice_events', notice]);
     // Every api hears it within milliseconds; a wrong end would come as fast.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
@@ -270,19 +276,11 @@ describe('a user changed with the sluice command', () => {
   }, 30_000);
 
   it('given another role: their query of the old role stops, their result of it is gone', async () => {
-    const user = await createUser({ role: await reader(), prefix: 'e2e_cliset' });
-    users.push(user.username);
-    const token = await tokenOf(user.username, user.password);
-    const secret = await keptSecrets(token);
-    const sleeper = await sleeping(token);
+    const { username, token, secret, sleeper } = await busyUser('e2e_cliset');
 
-    expect((await cli(['users', 'set', user.username, '--role', await role()])).code).toBe(0);
+    expect((await cli(['users', 'set', username, '--role', await role()])).code).toBe(0);
 
-    await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
-    expect(await endedAsAdminSees(sleeper)).toMatchObject({
-      state: 'cancelled',
-      status: { sql_state: '57014' },
-    });
+    await expectStopped(sleeper);
     const result = await eventually(async () => {
       const res = await get(token, `/v1/queries/${secret.queryId}/result`);
       return res.status === 410 ? res : undefined;
