@@ -267,6 +267,35 @@ describe.each([
     expect(await adapter.queue.position(exported[1].queryId)).toBe(0);
     expect((await adapter.queue.counts()).export).toMatchObject({ waiting: 1 });
   });
+
+  it('names every job waiting or running, in both lanes, and none once it is done', async () => {
+    const running = job(1);
+    const waiting = [job(1), job(2, 'export')];
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started = false;
+    for (const j of [running, ...waiting]) await adapter.queue.enqueue(j);
+    // Every job is held until released: one slot a lane, so the second interactive one waits.
+    adapter.consume(async (queryId) => {
+      if (queryId === running.queryId) started = true;
+      await held;
+    });
+    await until(() => started, 5000);
+    const all = [running, ...waiting].map((j) => j.queryId).sort();
+    expect((await adapter.queue.openIds(10)).sort()).toEqual(all);
+    expect(await adapter.queue.openIds(2)).toHaveLength(2);
+    expect(await adapter.queue.openIds(0)).toEqual([]);
+    release();
+    // Only the interactive lane is worked in both adapters' consume (BullMQ's): those end.
+    const done = [running.queryId, waiting[0].queryId];
+    const deadline = Date.now() + 5000;
+    let open = await adapter.queue.openIds(10);
+    while (open.some((id) => done.includes(id)) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      open = await adapter.queue.openIds(10);
+    }
+    expect(open.filter((id) => done.includes(id))).toEqual([]);
+  });
 });
 
 describe(retainedJobData.name, () => {

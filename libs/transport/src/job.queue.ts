@@ -67,5 +67,11 @@ export interface JobQueue {
   counts(): Promise<Record<Lane, JobCounts>>;
   /** Removes a job that no worker took yet; false when it is already running or gone. */
   removeQueued(queryId: string): Promise<boolean>;
+  /**
+   * The ids of jobs waiting or running, all lanes together, at most `limit` of them: whatever
+   * their age, so that a list of queries can show every one under way, however many have been
+   * sent since.
+   */
+  openIds(limit: number): Promise<string[]>;
   close(): Promise<void>;
 }

@@ -29,9 +29,20 @@ export class QueriesService {
   ) {}
 
   async list(user: AuthUser): Promise<QueryInfo[]> {
-    const records = await this.registry.list(LIST_LIMIT, user.isAdmin ? undefined : user.username);
+    const [records, open] = await Promise.all([
+      this.registry.list(LIST_LIMIT, user.isAdmin ? undefined : user.username),
+      this.queue.openIds(LIST_LIMIT),
+    ]);
+    // Every query under way, however many were sent since: the newest LIST_LIMIT alone let a
+    // user push a running query out of an administrator's list by sending quick ones after it.
+    const listed = new Set(records.map((r) => r.queryId));
+    const older = await Promise.all(
+      open.filter((id) => !listed.has(id)).map((id) => this.registry.get(id)),
+    );
+    const all = [...records, ...older.filter((r): r is QueryRecord => r !== undefined)];
     // The index is by name: a deleted user's of the same name may linger there until purged.
-    const mine = user.isAdmin ? records : records.filter((r) => ownsQuery(user, r));
+    const mine = user.isAdmin ? all : all.filter((r) => ownsQuery(user, r));
+    mine.sort((a, b) => b.createdAt - a.createdAt);
     return Promise.all(mine.map((r) => this.info(r)));
   }
 

@@ -80,6 +80,15 @@ export class InProcessJobQueue implements JobQueue {
     return Promise.resolve(true);
   }
 
+  openIds(limit: number): Promise<string[]> {
+    const open: string[] = [];
+    for (const [queryId, state] of this.states) {
+      if (open.length >= limit) break;
+      if (state === 'queued' || state === 'active') open.push(queryId);
+    }
+    return Promise.resolve(open);
+  }
+
   close(): Promise<void> {
     this.closed = true;
     this.waiting.length = 0;

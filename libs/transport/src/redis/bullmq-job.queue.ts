@@ -1,4 +1,4 @@
-import { Queue } from 'bullmq';
+import { JobType, Queue } from 'bullmq';
 import { ExecuteJobData, LANES, LANE_QUEUES, Lane } from '@app/contracts';
 import { JobCounts, JobQueue, JobRetention, JobState } from '../job.queue';
 import { RedisKeys } from '../redis.keys';
@@ -180,6 +180,21 @@ export class BullmqJobQueue implements JobQueue {
       }
     }
     return false;
+  }
+
+  /** Running jobs first (of every lane), then waiting ones: a cut list keeps those under way. */
+  async openIds(limit: number): Promise<string[]> {
+    if (limit <= 0) return [];
+    const groups: JobType[][] = [
+      ['active'],
+      ['waiting', 'prioritized', 'delayed', 'paused', 'waiting-children'],
+    ];
+    const ids = await Promise.all(
+      groups.flatMap((types) =>
+        LANES.map((lane) => this.queues[lane].getRanges(types, 0, limit - 1)),
+      ),
+    );
+    return [...new Set(ids.flat())].slice(0, limit);
   }
 
   /**
