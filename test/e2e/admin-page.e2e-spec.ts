@@ -217,6 +217,13 @@ describe('AdminPage', () => {
     expect(await tab.evaluate<string>('document.cookie')).not.toContain('sluice_admin');
 
     await Promise.all([tab.waitForURL(`${baseUrl}/admin/queues`), tab.click('#dashboard')]);
+    // The dashboard's page may not be framed, and runs and fetches nothing from other sites.
+    const opened = answers.find((r) => r.url() === `${baseUrl}/admin/queues`);
+    const headers = (await opened?.allHeaders()) ?? {};
+    expect(headers['content-security-policy']).toMatch(/frame-ancestors 'none'/);
+    expect(headers['content-security-policy']).toMatch(/script-src 'self'(;|$)/);
+    expect(headers['x-frame-options']).toBe('DENY');
+    expect(headers['x-content-type-options']).toBe('nosniff');
     if (mode === 'cluster') {
       await tab.goto(`${baseUrl}/admin/queues/queue/execute?status=completed`);
       // Runs in the page, where `document` is (no DOM types here).
