@@ -59,6 +59,8 @@ describe(QueriesService.name, () => {
       username: owner.username,
       lane: 'interactive',
     } as ExecuteJobData);
+    // Admitted: it holds a slot of its owner's.
+    expect(await registry.admit(owner.username, buried, 10)).toBe(0);
     for (let i = 0; i < 510; i += 1) {
       await registry.create(record(randomUUID(), 2 + i, 'succeeded'));
     }

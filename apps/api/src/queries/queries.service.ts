@@ -29,9 +29,13 @@ export class QueriesService {
   ) {}
 
   async list(user: AuthUser): Promise<QueryInfo[]> {
+    // Under way: everyone's from the queue for an administrator; a user's own are the ones
+    // holding a slot of theirs (at most SLUICE_MAX_ACTIVE_PER_USER, not everyone's to filter).
     const [records, open] = await Promise.all([
       this.registry.list(LIST_LIMIT, user.isAdmin ? undefined : user.username),
-      this.queue.openIds(LIST_LIMIT),
+      user.isAdmin
+        ? this.queue.openIds(LIST_LIMIT)
+        : this.registry.queriesOf(user.username).then((mine) => mine.open),
     ]);
     // Every query under way, however many were sent since: the newest LIST_LIMIT alone let a
     // user push a running query out of an administrator's list by sending quick ones after it.
