@@ -163,6 +163,9 @@ function contentType(request: FastifyRequest): { type: string; charset?: string 
   return { type: type.trim().toLowerCase(), charset };
 }
 
+/** Methods whose body Fastify never parses (its `bodyless` methods). */
+const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE']);
+
 /**
  * Checks every request before its body is parsed: bodies of JSON and text/plain must be UTF-8
  * (415 for another charset, 400 for bad bytes); JSON bodies and the `params` JSON of the query
@@ -181,7 +184,12 @@ export function installRequestChecks(
     }
     done();
   });
-  fastify.addHook('preParsing', (request, _reply, payload, done) => {
+  fastify.addHook('preParsing', (request, reply, payload, done) => {
+    // Fastify reads no body of these: Node discards it once the response is sent.
+    if (BODYLESS_METHODS.has(request.method)) {
+      done(null, payload);
+      return;
+    }
     const { type, charset } = contentType(request);
     const json = type === 'application/json';
     if (!json && type !== 'text/plain') {
@@ -200,6 +208,15 @@ export function installRequestChecks(
     payload.on('error', (err) => check.destroy(err));
     payload.once('close', () => {
       if (!payload.readableEnded) check.destroy(new Error('request body ended early'));
+    });
+    // The parser may never read the check (a 404, a method Fastify routes without parsing) or
+    // stop reading it (past the body limit): once the response is done, what the check still
+    // holds is nobody's, and its bytes go back to the budget (a body that had all arrived into
+    // a check nobody read kept them for good). Its errors then have no listener but this one:
+    // an 'error' with none would take the process down.
+    check.on('error', () => undefined);
+    reply.raw.once('close', () => {
+      if (!check.writableFinished) check.destroy();
     });
     done(null, payload.pipe(check));
   });
