@@ -107,19 +107,23 @@ export class QueriesService {
    * under way that is no longer theirs as they are now: everything of another user id (deleted,
    * or deleted and made again), and what was queued as another role. Read from the records, not
    * from the change's notice, so that a notice anyone could send ends nothing that should run.
+   * `read` is asked only when they have something under way: a notice of a name with nothing
+   * costs no read of the users table.
    */
   async userChanged(
     username: string,
-    now: { userId: string; role: string } | undefined,
+    read: () => Promise<{ userId: string; role: string } | undefined>,
   ): Promise<void> {
     const { open, kept } = await this.registry.queriesOf(username);
+    if (open.length === 0 && kept.length === 0) return;
+    const now = await read();
     const gone = (r: QueryRecord) => !now || (r.ownerId !== undefined && r.ownerId !== now.userId);
     const moved = (r: QueryRecord) => !gone(r) && r.role !== undefined && r.role !== now?.role;
-    const read = async (ids: string[]) =>
+    const records = async (ids: string[]) =>
       (await Promise.all(ids.map((id) => this.registry.get(id)))).filter(
         (r): r is QueryRecord => r !== undefined,
       );
-    const [opened, kepts] = await Promise.all([read(open), read(kept)]);
+    const [opened, kepts] = await Promise.all([records(open), records(kept)]);
     const those = (stale: (r: QueryRecord) => boolean): UserQueries => ({
       open: opened.filter(stale).map((r) => r.queryId),
       kept: kepts.filter(stale).map((r) => r.queryId),
