@@ -95,9 +95,10 @@ export interface SluiceConfig {
   producerSilenceMs: number;
   maxBodyBytes: number;
   /**
-   * Bytes of request bodies an api holds while they arrive, every request's together: past it, a
-   * request is answered 503 (bodies sent slowly, a byte at a time, would otherwise each hold up to
-   * maxBodyBytes until requestTimeoutMs, however many connections a client opened).
+   * Bytes of request bodies an api holds while they arrive, every request's together, past each
+   * body's first 64 KiB: past it, a request is answered 503 (bodies sent slowly, a byte at a time,
+   * would otherwise each hold up to maxBodyBytes until requestTimeoutMs, however many connections
+   * a client opened).
    */
   maxReceivingBytes: number;
   jobRetentionSeconds: number;

@@ -5,6 +5,7 @@ import { SluiceError } from '@app/contracts';
 import {
   BodyCheck,
   ReceivingBudget,
+  UNCOUNTED_BYTES,
   authorizationProblem,
   headerAmbiguity,
   installHeaderChecks,
@@ -82,19 +83,32 @@ describe(ReceivingBudget.name, () => {
 
   const tick = () => new Promise((resolve) => setImmediate(resolve));
 
-  it('refuses a body with 503 while others arriving hold the budget, and frees it as each ends or fails', async () => {
+  it('refuses a large body with 503 while others arriving hold the budget, and frees it as each ends or fails', async () => {
     const budget = new ReceivingBudget(1000);
-    const first = arriving(budget, 600);
-    const second = arriving(budget, 300);
+    // What each holds past its first UNCOUNTED_BYTES counts: 600 and 300.
+    const first = arriving(budget, UNCOUNTED_BYTES + 600);
+    const second = arriving(budget, UNCOUNTED_BYTES + 300);
     await tick();
-    const err = await failure([Buffer.alloc(200)], undefined, budget);
+    const err = await failure(
+      [Buffer.alloc(UNCOUNTED_BYTES), Buffer.alloc(200)],
+      undefined,
+      budget,
+    );
     expect(err.code).toBe('UNAVAILABLE');
     expect(err.headers).toEqual({ 'retry-after': '1' });
+    // A body within UNCOUNTED_BYTES goes through all the same.
+    const small = await run(
+      [Buffer.alloc(UNCOUNTED_BYTES - 1), Buffer.alloc(1)],
+      undefined,
+      budget,
+    );
+    expect(small.length).toBe(UNCOUNTED_BYTES);
     // The first ends whole, the second's client goes away: both give their bytes back.
     first.body.end();
     second.check.destroy(new Error('request body ended early'));
     await tick();
-    expect((await run([Buffer.alloc(1000)], undefined, budget)).length).toBe(1000);
+    const whole = await run([Buffer.alloc(UNCOUNTED_BYTES + 1000)], undefined, budget);
+    expect(whole.length).toBe(UNCOUNTED_BYTES + 1000);
     expect(budget.take(1000)).toBe(true);
   });
 });

@@ -15,11 +15,18 @@ const tooDeep = (max: number) =>
   new SluiceError('LIMIT_EXCEEDED', `JSON nested deeper than ${max} levels`);
 
 /**
- * The bytes of request bodies being received, every request's together, and the most there may be
- * (SLUICE_MAX_RECEIVING_BYTES). Each request's body may be up to SLUICE_MAX_BODY_BYTES and take up
- * to SLUICE_REQUEST_TIMEOUT_MS to arrive: without a bound over all of them, a client (no login
- * needed) that opened many connections and sent each body slowly held that much of the api's
- * memory per connection.
+ * Bytes of each body that the budget does not count: most statements fit, so that clients
+ * holding the whole budget with slow large bodies keep out only other large bodies, not every
+ * request (they still hold this much per connection).
+ */
+export const UNCOUNTED_BYTES = 64 * 1024;
+
+/**
+ * The bytes of request bodies being received, every request's together (past each body's first
+ * UNCOUNTED_BYTES), and the most there may be (SLUICE_MAX_RECEIVING_BYTES). Each request's body
+ * may be up to SLUICE_MAX_BODY_BYTES and take up to SLUICE_REQUEST_TIMEOUT_MS to arrive: without a
+ * bound over all of them, a client (no login needed) that opened many connections and sent each
+ * body slowly held that much of the api's memory per connection.
  */
 export class ReceivingBudget {
   private held = 0;
@@ -50,8 +57,8 @@ const receivingFull = () =>
  * Checks a request body as it streams in, before any parser sees it: it must be valid UTF-8
  * (a decoder would otherwise swap bad bytes for U+FFFD and run a statement nobody sent), and
  * JSON must not nest deeper than `maxDepth` (deep nesting overflows the stack of the
- * validation that follows). What has arrived counts against `budget` until the body has all
- * arrived or failed.
+ * validation that follows). What has arrived past its first UNCOUNTED_BYTES counts against
+ * `budget` until the body has all arrived or failed.
  */
 export class BodyCheck extends Transform {
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
@@ -60,6 +67,8 @@ export class BodyCheck extends Transform {
   private escaped = false;
   /** Bytes of this body taken from the budget. */
   private taken = 0;
+  /** Bytes of this body that have arrived. */
+  private arrived = 0;
 
   constructor(
     private readonly maxDepth: number | undefined,
@@ -69,12 +78,14 @@ export class BodyCheck extends Transform {
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    if (this.budget) {
-      if (!this.budget.take(chunk.length)) {
+    const counted = Math.min(chunk.length, this.arrived + chunk.length - UNCOUNTED_BYTES);
+    this.arrived += chunk.length;
+    if (this.budget && counted > 0) {
+      if (!this.budget.take(counted)) {
         callback(receivingFull());
         return;
       }
-      this.taken += chunk.length;
+      this.taken += counted;
     }
     try {
       this.decoder.decode(chunk, { stream: true });
