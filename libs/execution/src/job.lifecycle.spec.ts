@@ -130,6 +130,26 @@ describe(JobLifecycle.name, () => {
     expect(error).toHaveBeenCalledWith('query q1: internal error: Error: boom');
   });
 
+  it('logs as a warning, not an internal error, what Redis said of a result stream lost', async () => {
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
+    await started(registry);
+    const error = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 50);
+    expect(await lifecycle.start(job)).toBe(true);
+    await lifecycle.finish(job, {
+      status: statusOf('UNAVAILABLE', 'the result stream was lost'),
+      rows: 0,
+      bytes: 0,
+      recorded: true,
+      cause: 'result stream write failed: OOM command not allowed',
+    });
+    expect(warn).toHaveBeenCalledWith(
+      'query q1: result stream write failed: OOM command not allowed',
+    );
+    expect(error).not.toHaveBeenCalled();
+  });
+
   it('writes nothing for a job whose thread recorded its end with the last entry, nor later', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);

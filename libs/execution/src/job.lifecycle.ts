@@ -1,5 +1,12 @@
 import { Logger } from '@nestjs/common';
-import { ExecuteJobData, Status, finalState, pastLatestStart, statusOf } from '@app/contracts';
+import {
+  ERROR_CATALOGUE,
+  ExecuteJobData,
+  Status,
+  finalState,
+  pastLatestStart,
+  statusOf,
+} from '@app/contracts';
 import { QueryFacts, ResultSink, SLOT_LEASE_MS } from '@app/transport';
 import { QueryLifecycle, QueryRef } from './query.lifecycle';
 import { ExecutionOutcome } from './tasks/query.runner';
@@ -72,7 +79,11 @@ export class JobLifecycle {
 
   async finish(job: ExecuteJobData, outcome: ExecutionOutcome): Promise<void> {
     // The thread that ran it has no logger of its own.
-    if (outcome.cause) this.logger.error(`query ${job.queryId}: internal error: ${outcome.cause}`);
+    if (outcome.cause && outcome.status.vendor_code === ERROR_CATALOGUE.INTERNAL.vendorCode) {
+      this.logger.error(`query ${job.queryId}: internal error: ${outcome.cause}`);
+    } else if (outcome.cause) {
+      this.logger.warn(`query ${job.queryId}: ${outcome.cause}`);
+    }
     if (outcome.recorded) {
       // Its thread recorded the end with the result's last entry; the api that reads that entry
       // frees the owner's slot (if none does, the slot's lease lapses).

@@ -124,6 +124,7 @@ class SlowWriter implements ResultWriter {
     private readonly inner: ResultWriter,
     private readonly delayMs: number,
     private readonly failAt?: number,
+    private readonly failure = () => new Error('the result stream broke'),
   ) {}
 
   async write(record: ResultRecord): Promise<void> {
@@ -134,7 +135,7 @@ class SlowWriter implements ResultWriter {
     this.log.push(`write ${n}`);
     try {
       await sleep(this.delayMs);
-      if (n === this.failAt) throw new Error('the result stream broke');
+      if (n === this.failAt) throw this.failure();
       await this.inner.write(record);
       this.log.push(`written ${n}`);
     } finally {
@@ -270,14 +271,6 @@ describe(QueryRunner.name, () => {
     await reader.close();
   });
 
-  it('answers a result stream lost under the writer as unavailable, not as internal', () => {
-    expect(failureStatus(new ResultStreamLostError(new Error('CLUSTERDOWN')))).toEqual({
-      reason: RESULT_STREAM_LOST,
-      sql_state: '57P03',
-      vendor_code: -109,
-    });
-  });
-
   it('answers a value whose encoding is too long for a string as too large, not as internal', () => {
     // What JSON's escaping of a value of 0.3 G quotes throws, without the gigabytes.
     let thrown: unknown;
@@ -368,6 +361,27 @@ describe(QueryRunner.name, () => {
         .filter((line) => line.startsWith('{"data"'))
         .flatMap((line) => (JSON.parse(line) as { data: number[][] }).data.map(([g]) => g));
       expect(values).toEqual(Array.from({ length: 250 }, (_, i) => i + 1));
+      await reader.close();
+    });
+
+    it('and ends unavailable when the result stream was lost, with what Redis said for the log', async () => {
+      const job = jobOf('SELECT g FROM generate_series(1, 1000) g', { fetchSize: 100 });
+      const oom = new Error('OOM command not allowed when used memory > maxmemory');
+      const { reader, running } = start(
+        job,
+        {},
+        undefined,
+        (writer) => new SlowWriter(writer, 5, 2, () => new ResultStreamLostError(oom)),
+      );
+      const records = await drain(reader);
+      const outcome = await running;
+      expect(outcome.status).toEqual({
+        reason: RESULT_STREAM_LOST,
+        sql_state: '57P03',
+        vendor_code: -109,
+      });
+      expect(outcome.cause).toBe(`result stream write failed: ${oom.message}`);
+      expect(statusOfLast(records)).toEqual(outcome.status);
       await reader.close();
     });
 

@@ -39,7 +39,11 @@ export interface ExecutionOutcome {
   bytes: number;
   /** The end is in the registry already: written with the result's last entry. */
   recorded?: boolean;
-  /** What failed, for the log, when the status is INTERNAL (the client is told nothing more). */
+  /**
+   * What failed, for the log (the client is told nothing more): when the status is INTERNAL, and
+   * when the result stream was lost (what Redis said: a failover, or something that lasts, such
+   * as its memory limit).
+   */
   cause?: string;
 }
 
@@ -235,7 +239,11 @@ export class QueryRunner {
       // A bug of ours, not PostgreSQL's answer (whose text may quote the user's data).
       const internal =
         status.vendor_code === ERROR_CATALOGUE.INTERNAL.vendorCode && !isPgError(err);
-      const cause = internal ? String((err as Error)?.stack ?? err) : undefined;
+      const cause = internal
+        ? String((err as Error)?.stack ?? err)
+        : err instanceof ResultStreamLostError
+          ? err.message
+          : undefined;
       return { status, rows, bytes: body.bytes, cause };
     } finally {
       await statement.release();
