@@ -101,6 +101,13 @@ export class QueriesService {
     await this.endQueries(username, queries, `the role of user ${username} changed`);
   }
 
+  /** The owners of the queries under way (queued or running), everyone's. */
+  async ownersUnderWay(): Promise<string[]> {
+    const ids = await this.queue.openIds(LIST_LIMIT);
+    const records = await Promise.all(ids.map((id) => this.registry.get(id)));
+    return [...new Set(records.flatMap((r) => (r ? [r.owner] : [])))];
+  }
+
   /**
    * A user was changed somewhere else (another api, or the `sluice users` command, which reaches
    * no queue): `now` is what the users table says of them (undefined: gone). Ends what they have

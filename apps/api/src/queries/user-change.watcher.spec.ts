@@ -12,6 +12,7 @@ describe(UserChangeWatcher.name, () => {
     let inFlight = 0;
     let most = 0;
     const queries = {
+      ownersUnderWay: () => Promise.resolve(['alice', 'bob']),
       userChanged: async (username: string, read: () => Promise<unknown>) => {
         inFlight++;
         most = Math.max(most, inFlight);
@@ -42,7 +43,7 @@ describe(UserChangeWatcher.name, () => {
         for (const finish of finishes.splice(0)) finish();
       }
     };
-    return { heard, checked, finishAll, tick, most: () => most };
+    return { watcher, heard, checked, finishAll, tick, most: () => most };
   }
 
   it('checks a flood of notices a few users at a time, each name once, and at most MOST_WAITING of them', async () => {
@@ -69,5 +70,16 @@ describe(UserChangeWatcher.name, () => {
     heard('alice');
     await finishAll();
     expect(checked).toEqual(['alice', 'alice']);
+  });
+
+  it('checks the owners of every query under way when notices may have been missed, and at start', async () => {
+    for (const missed of ['resync', 'bootstrap'] as const) {
+      const made = watcher();
+      if (missed === 'resync') made.watcher.onMetadataResync();
+      else made.watcher.onApplicationBootstrap();
+      const { checked, finishAll } = made;
+      await finishAll();
+      expect(checked.sort()).toEqual(['alice', 'bob']);
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleInit } from '@nestjs/common';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
   MetadataEvent,
@@ -29,7 +29,9 @@ export const MOST_WAITING = 10_000;
  * as they took.
  */
 @Injectable()
-export class UserChangeWatcher implements OnModuleInit, MetadataEventListener {
+export class UserChangeWatcher
+  implements OnModuleInit, OnApplicationBootstrap, MetadataEventListener
+{
   private readonly logger = new Logger(UserChangeWatcher.name);
   private readonly waiting = new Set<string>();
   /** Names being checked: one heard of again waits for its check to end. */
@@ -47,9 +49,30 @@ export class UserChangeWatcher implements OnModuleInit, MetadataEventListener {
     if (this.config.authMode === 'service') this.events.subscribe(this);
   }
 
+  /** Changes made while no api was listening: the users of the queries under way are checked. */
+  onApplicationBootstrap(): void {
+    if (this.config.authMode === 'service') this.onMetadataResync();
+  }
+
   onMetadataEvent(event: MetadataEvent): void {
-    if (event.kind !== 'user') return;
-    if (!this.waiting.has(event.username)) {
+    if (event.kind === 'user') this.hear(event.username);
+  }
+
+  /**
+   * Notices may have been missed (the listening connection was down): the owners of every query
+   * under way are checked. What the missed ones would have dropped of kept results lapses by its
+   * TTL, read by nobody (it is tied to the old user id or role).
+   */
+  onMetadataResync(): void {
+    this.queries.ownersUnderWay().then(
+      (owners) => owners.forEach((owner) => this.hear(owner)),
+      (err: Error) =>
+        this.logger.warn(`could not check the users of the queries under way: ${err.message}`),
+    );
+  }
+
+  private hear(username: string): void {
+    if (!this.waiting.has(username)) {
       if (this.waiting.size >= MOST_WAITING) {
         if (this.dropped++ === 0) {
           this.logger.warn(
@@ -59,13 +82,10 @@ export class UserChangeWatcher implements OnModuleInit, MetadataEventListener {
         return;
       }
       // Heard again while being checked: checked again after, with what the table says then.
-      this.waiting.add(event.username);
+      this.waiting.add(username);
     }
     this.next();
   }
-
-  /** Missed notices are not replayed: what they would have ended lapses by its TTL. */
-  onMetadataResync(): void {}
 
   private next(): void {
     while (this.checking.size < CHECKS_AT_ONCE) {
