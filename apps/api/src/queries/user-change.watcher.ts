@@ -60,8 +60,9 @@ export class UserChangeWatcher
 
   /**
    * Notices may have been missed (the listening connection was down): the owners of every query
-   * under way are checked. What the missed ones would have dropped of kept results lapses by its
-   * TTL, read by nobody (it is tied to the old user id or role).
+   * under way are checked. A user with kept results and nothing under way is not found this way:
+   * after a missed removal those lapse unread (tied to the old user id); after a missed role
+   * change the user may still fetch them until their TTL.
    */
   onMetadataResync(): void {
     this.queries.ownersUnderWay().then(
