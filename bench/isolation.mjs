@@ -34,6 +34,7 @@ import {
   staleBuildWarning,
   startSluice,
   unlessDied,
+  executeOptions,
   executeRequest,
 } from './lib/service.mjs';
 
@@ -83,17 +84,7 @@ async function loopLag(sluice) {
 /** Closed-loop small queries for `seconds`; latencies of good answers, errors counted. */
 async function smallLoad(sluice, seconds) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CLIENTS });
-  const body = Buffer.from(JSON.stringify({ statement: SMALL }));
-  const options = {
-    method: 'POST',
-    agent,
-    body,
-    headers: {
-      ...sluice.headers,
-      'content-type': 'application/json',
-      'content-length': body.length,
-    },
-  };
+  const options = executeOptions(sluice, SMALL, agent);
   const target = new URL('/v1/execute', sluice.baseUrl);
   const latencies = [];
   const errorSamples = [];

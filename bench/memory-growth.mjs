@@ -16,6 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ROOT } from './lib/env.mjs';
 import {
   envInt,
+  executeOptions,
   gitDescription,
   installGuards,
   isOkJson,
@@ -77,18 +78,8 @@ runMain(async () => {
     `- ${SETTINGS.rounds} rounds of ${SETTINGS.requests} × \`${SETTINGS.statement}\`, ${SETTINGS.concurrency} clients; live heap after a full GC, idle\n`,
   );
   const agent = new http.Agent({ keepAlive: true, maxSockets: SETTINGS.concurrency });
-  const body = Buffer.from(JSON.stringify({ statement: SETTINGS.statement }));
   const target = new URL('/v1/execute', sluice.baseUrl);
-  const options = {
-    method: 'POST',
-    agent,
-    body,
-    headers: {
-      ...sluice.headers,
-      'content-type': 'application/json',
-      'content-length': body.length,
-    },
-  };
+  const options = executeOptions(sluice, SETTINGS.statement, agent);
   const processes = { api: sluice.api.pid, worker: sluice.worker.pid };
   const rows = [];
   let served = 0;

@@ -412,6 +412,21 @@ async function waitForFirstResult(baseUrl, headers, children, statement, isGood)
   );
 }
 
+/** request() options of a POST /v1/execute of `statement` as Sluice's admin, over `agent`. */
+export function executeOptions(sluice, statement, agent) {
+  const body = Buffer.from(JSON.stringify({ statement }));
+  return {
+    method: 'POST',
+    agent,
+    body,
+    headers: {
+      ...sluice.headers,
+      'content-type': 'application/json',
+      'content-length': body.length,
+    },
+  };
+}
+
 /** A 200 whose JSON body has a `data` array and, if present, an OK final status. */
 export function isOkJson(res, expectedRows) {
   if (res.status !== 200) return false;
