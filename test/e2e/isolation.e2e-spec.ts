@@ -233,3 +233,54 @@ describe("set_config('role', …) inside a statement", () => {
     }
   });
 });
+
+describe('settings stored on the login role (ALTER ROLE session_user SET …)', () => {
+  /** The login role the editor role's statements run on, and its sessions' backends. */
+  async function loginOf(role: string): Promise<string> {
+    const { rows } = await db().query<{ login: string }>(
+      `SELECT l.rolname AS login FROM pg_roles l
+         JOIN pg_auth_members m ON m.member = l.oid
+         JOIN pg_roles r ON r.oid = m.roleid
+        WHERE r.rolname = $1 AND l.rolcanlogin`,
+      [role],
+    );
+    return rows[0].login;
+  }
+
+  afterEach(async () => {
+    await db().query(`ALTER ROLE ${await loginOf(writer.role)} RESET ALL`);
+  });
+
+  it("reach no other user's statements, on new connections either", async () => {
+    // The writer leaves its role (RESET ROLE) and stores settings on its own login role, which
+    // every new connection of the login, shared by the reader, would start with.
+    const store = await executeAs(writerToken, {
+      statement: `do $$ begin reset role;
+        execute format('alter role %I set statement_timeout = 1', session_user);
+        execute format('alter role %I set bytea_output = escape', session_user);
+        execute format('alter role %I in database %I set extra_float_digits = -10',
+          session_user, current_database());
+        end $$`,
+    });
+    expect(store.status).toBe(200);
+    // Every connection of the login is new from here on.
+    const login = await loginOf(writer.role);
+    await db().query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [
+      login,
+    ]);
+    for (let i = 0; i < 3; i++) {
+      const res = await executeAs(readerToken, {
+        statement: `select count(*)::int, '\\x01'::bytea, pi(), current_setting('statement_timeout')
+                      from generate_series(1, 2000000)`,
+      });
+      expect(res.status).toBe(200);
+      expect(res.json.data).toEqual([[2000000, '\\x01', 3.141592653589793, '0']]);
+    }
+    const { rows } = await db().query(
+      `SELECT 1 FROM pg_db_role_setting s JOIN pg_roles l ON l.oid = s.setrole
+        WHERE l.rolname = $1`,
+      [login],
+    );
+    expect(rows).toEqual([]);
+  });
+});

@@ -41,6 +41,8 @@ interface RoleFacts {
   extra_roles: string[] | null;
   members: string[] | null;
   has_role: boolean | null;
+  /** Where settings are stored on the login role: database names, null for every database. */
+  setting_databases: (string | null)[] | null;
 }
 
 /**
@@ -101,6 +103,13 @@ export class LoginRoleProvisioner {
         await client.query(`REVOKE ${ident(login)} FROM ${ident(member)}`);
       }
       if (!facts.has_role) await client.query(`GRANT ${ident(role)} TO ${ident(login)}`);
+      // Settings stored on the login role (ALTER ROLE … SET, which its own sessions may run on
+      // themselves) would apply to every new connection of it, for every user of the role, and
+      // outlive the session reset: drop them, in every database.
+      for (const database of facts.setting_databases ?? []) {
+        const where = database === null ? '' : ` IN DATABASE ${ident(database)}`;
+        await client.query(`ALTER ROLE ${ident(login)}${where} RESET ALL`);
+      }
       await client.query('COMMIT');
       return { login, created, warnings };
     } catch (err) {
@@ -130,7 +139,11 @@ export class LoginRoleProvisioner {
               (SELECT array_agg(u.rolname::text) FROM pg_auth_members m
                  JOIN pg_roles u ON u.oid = m.member WHERE m.roleid = l.oid) AS members,
               EXISTS (SELECT 1 FROM pg_auth_members m WHERE m.member = l.oid AND m.roleid = r.oid)
-                AS has_role
+                AS has_role,
+              (SELECT array_agg(d.datname::text) FROM pg_db_role_setting s
+                 LEFT JOIN pg_database d ON d.oid = s.setdatabase
+                WHERE s.setrole = l.oid AND (s.setdatabase = 0 OR d.oid IS NOT NULL))
+                AS setting_databases
          FROM (SELECT 1) one
          LEFT JOIN pg_roles r ON r.rolname = $1
          LEFT JOIN pg_roles l ON l.rolname = $2`,

@@ -138,6 +138,9 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
  * batch, write it to the result channel, then the final status. Runs inside a piscina thread.
  */
 export class QueryRunner {
+  /** Connections of login roles found free of stored settings (see withoutRoleSettings). */
+  private readonly checked = new WeakSet<PoolClient>();
+
   constructor(
     private readonly databases: DatabaseRegistry,
     private readonly logins: LoginPools,
@@ -310,7 +313,54 @@ export class QueryRunner {
       client = await this.logins.connect(login, job.database);
     }
     if (login.checkOnUse) await this.checkLogin(client, login, job.database);
+    if (!given) client = await this.withoutRoleSettings(client, job, db, login);
     return client;
+  }
+
+  /**
+   * A login role's sessions may store settings on it (`ALTER ROLE session_user SET
+   * statement_timeout = 1`, after `RESET ROLE` in a DO block): every new connection of that login
+   * would start with them, for every user of the role, and the session reset (RESET ALL) returns
+   * to them rather than undoing them. So a new connection whose settings come from its role is
+   * not used: the control login drops them (provision), and a new connection is taken. A
+   * database user's own login keeps its settings (`given`: they are that user's own).
+   */
+  private async withoutRoleSettings(
+    client: PoolClient,
+    job: ExecuteJobData,
+    db: DatabaseHandle,
+    login: PgLogin,
+  ): Promise<PoolClient> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.checked.has(client)) return client;
+      let clean = false;
+      try {
+        // GROUP BY compares with the type's own equality, not an operator found on search_path.
+        const { rows } = await client.query<{ source: string }>(
+          'SELECT source FROM pg_catalog.pg_settings GROUP BY source',
+        );
+        clean = !rows.some((r) => r.source === 'user' || r.source === 'database user');
+      } catch (err) {
+        if (isSessionEnded(err)) {
+          client.release(true);
+          throw err;
+        }
+        // Whatever else fails the check (a stored statement_timeout of 1 ms) is not clean either.
+      }
+      if (clean) {
+        this.checked.add(client);
+        return client;
+      }
+      client.release(true);
+      if (attempt > 1) {
+        throw new SluiceError(
+          'DB_UNAVAILABLE',
+          `the login role of "${job.role}" keeps settings of its own that could not be removed`,
+        );
+      }
+      await db.provision(this.provisioner, job.role);
+      client = await this.logins.connect(login, job.database);
+    }
   }
 
   /** A pooled connection outlives DROP ROLE, NOLOGIN and VALID UNTIL: ask before each statement. */
