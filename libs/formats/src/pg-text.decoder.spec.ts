@@ -184,6 +184,20 @@ describe('pg-text decoders', () => {
     ]);
   });
 
+  it.each([['German'], ['SQL, DMY'], ['SQL, MDY'], ['Postgres, MDY'], ['Postgres, DMY']])(
+    'refuses (22007) dates and timestamps a statement printed in DateStyle %s, never looping or misreading',
+    async (style) => {
+      const got = await rows(
+        `select date '2024-01-02', timestamp '2024-03-04 05:06:07.5', timestamptz '2024-03-04 05:06:07+00', date '0044-03-15 BC'`,
+        { DateStyle: style },
+      );
+      const [date, ts, tstz, bc] = got[0] as string[];
+      const refusal = expect.objectContaining({ code: 'DATA_ERROR', sqlState: '22007' });
+      for (const text of [date, bc]) expect(() => decodeDate(text)).toThrow(refusal);
+      for (const text of [ts, tstz]) expect(() => decodeTimestampMicros(text)).toThrow(refusal);
+    },
+  );
+
   it('decodes times to microseconds since midnight', async () => {
     const got = await rows(
       `select v, (extract(epoch from v) * 1000000)::numeric(30,0)::text from ${values('time', ['13:14:15.5', '00:00:00', '23:59:59.999999', '24:00:00', '01:02:03.000004'].map(q))}`,

@@ -166,12 +166,46 @@ function isBc(text: string): boolean {
   return text.endsWith(' BC');
 }
 
-/** Where the year that starts a date's text ends, at its first '-': 4 digits, more after 9999. */
-function yearEnd(text: string): number {
-  if (text.charCodeAt(4) === 45) return 4;
-  let i = 5;
-  while (text.charCodeAt(i) !== 45) i++;
-  return i;
+function isDigitAt(text: string, at: number): boolean {
+  const c = text.charCodeAt(at);
+  return c >= 48 && c <= 57;
+}
+
+/**
+ * A date or timestamp whose text is not in DateStyle ISO: a statement can change DateStyle for
+ * itself (`set_config('DateStyle', 'German', true)`), and its text (`02.01.2024`, `01-02-2024`)
+ * read as ISO would loop for ever looking for a '-' or give another day.
+ */
+function notIso(kind: string, text: string): SluiceError {
+  return new SluiceError(
+    'DATA_ERROR',
+    `${kind} ${JSON.stringify(text.slice(0, 64))} is not in DateStyle ISO, the only form Parquet ` +
+      'and Arrow read: leave DateStyle as it is, or cast the column to text',
+    '22007',
+  );
+}
+
+/**
+ * Where the year that starts a date's text ends, at its first '-': 4 digits, more after 9999.
+ * Checks the `Y…Y-MM-DD` shape (DateStyle ISO) on the way; throws notIso otherwise.
+ */
+function yearEnd(text: string, kind: string): number {
+  let y = 4;
+  if (text.charCodeAt(4) !== 45) {
+    y = 5;
+    while (y < text.length && text.charCodeAt(y) !== 45) y++;
+  }
+  for (let i = 0; i < y; i++) if (!isDigitAt(text, i)) throw notIso(kind, text);
+  if (
+    text.charCodeAt(y + 3) !== 45 ||
+    !isDigitAt(text, y + 1) ||
+    !isDigitAt(text, y + 2) ||
+    !isDigitAt(text, y + 4) ||
+    !isDigitAt(text, y + 5)
+  ) {
+    throw notIso(kind, text);
+  }
+  return y;
 }
 
 /** Parses `Y…Y-MM-DD` at 0, the year ending at `y` (see yearEnd); ignores the BC suffix. */
@@ -187,7 +221,7 @@ export function decodeDate(text: string): number {
   const c = text.charCodeAt(0);
   if (c === 105) return DATE_INFINITY; // 'infinity'
   if (c === 45) return DATE_MINUS_INFINITY; // '-infinity'
-  return parseDays(text, yearEnd(text), isBc(text));
+  return parseDays(text, yearEnd(text, 'date'), isBc(text));
 }
 
 // Largest |seconds| whose microseconds (plus a fraction) are still an exact double.
@@ -240,9 +274,17 @@ export function decodeTimestampMicros(text: string): number | bigint {
   const c = text.charCodeAt(0);
   if (c === 105) return TIMESTAMP_INFINITY;
   if (c === 45) return TIMESTAMP_MINUS_INFINITY;
-  const y = yearEnd(text);
+  const y = yearEnd(text, 'timestamp');
   const days = parseDays(text, y, isBc(text));
   const t = y + 7; // 'HH:MM:SS' starts after '-MM-DD '
+  if (
+    text.charCodeAt(t - 1) !== 32 ||
+    text.charCodeAt(t + 2) !== 58 ||
+    text.charCodeAt(t + 5) !== 58 ||
+    !isDigitAt(text, t + 7)
+  ) {
+    throw notIso('timestamp', text);
+  }
   let seconds = days * 86400 + two(text, t) * 3600 + two(text, t + 3) * 60 + two(text, t + 6);
   const zone = fractionEnd(text, t + 8);
   const fraction = parseFraction(text, t + 8, zone);
