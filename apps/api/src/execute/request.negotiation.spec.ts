@@ -57,6 +57,19 @@ describe(negotiateRequest.name, () => {
     );
   });
 
+  it('takes an Accept range that names the charset of the answer, and refuses another charset', () => {
+    const named = (accept: string) => negotiateRequest(body, { accept }).format;
+    expect(named('application/json; charset=utf-8')).toBe('json');
+    expect(named('application/stream+json;charset=UTF-8')).toBe('ndjson');
+    expect(named('application/x-ndjson; charset="utf-8"')).toBe('ndjson');
+    expect(named('text/csv; charset=utf-8, application/json;q=0.5')).toBe('csv');
+    expect(named('text/csv; charset=utf-8; header=present, application/json;q=0.5')).toBe('json');
+    expect(refusal(() => named('application/json; charset=iso-8859-1')).code).toBe(
+      'NOT_ACCEPTABLE',
+    );
+    expect(refusal(() => named('application/parquet; charset=utf-8')).code).toBe('NOT_ACCEPTABLE');
+  });
+
   it('picks the encoding from the compression headers', () => {
     expect(negotiateRequest(body, { acceptEncoding: 'gzip' }).encoding).toEqual({
       name: 'gzip',
