@@ -13,7 +13,7 @@ import {
   setHeapGrowth,
 } from '@app/config';
 import { AppModule } from './app.module';
-import { optionsFromQuery } from './execute/query-options';
+import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
 import { describeWire } from './http/openapi.document';
 import {
@@ -85,8 +85,8 @@ async function bootstrap(): Promise<void> {
   fastify.removeContentTypeParser(['text/plain', 'application/x-www-form-urlencoded']);
   fastify.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
     try {
-      const options = optionsFromQuery((request.query ?? {}) as Record<string, unknown>);
-      done(null, { ...options, statement: body });
+      const query = (request.query ?? {}) as Record<string, unknown>;
+      done(null, textBodyRequest(query, typeof body === 'string' ? body : body.toString('utf8')));
     } catch (err) {
       done(err as Error, undefined);
     }

@@ -1,10 +1,12 @@
 import { SluiceError } from '@app/contracts';
 
-const NUMERIC_FIELDS = new Set(['fetch_size', 'max_rows', 'timeout']);
+const NUMERIC_FIELDS = new Set(['fetch_size', 'max_rows', 'timeout', 'wait_timeout']);
+const BOOLEAN_FIELDS = new Set(['resumable']);
 
 /**
  * Turns query-string options (GET, or text/plain bodies) into the shape of an execute request:
- * integers where the DTO wants integers, `params` parsed from JSON. Validation happens after.
+ * integers where the DTO wants integers, `true`/`false` where it wants booleans, `params` parsed
+ * from JSON. Validation happens after.
  */
 export function optionsFromQuery(query: Record<string, unknown>): Record<string, unknown> {
   // No prototype: a `__proto__` or `constructor` key stays a key, refused like any unknown field.
@@ -15,6 +17,8 @@ export function optionsFromQuery(query: Record<string, unknown>): Record<string,
     }
     if (NUMERIC_FIELDS.has(key) && typeof value === 'string' && /^-?\d{1,16}$/.test(value)) {
       out[key] = Number(value);
+    } else if (BOOLEAN_FIELDS.has(key) && (value === 'true' || value === 'false')) {
+      out[key] = value === 'true';
     } else if (key === 'params' && typeof value === 'string') {
       try {
         out[key] = JSON.parse(value) as unknown;
@@ -26,4 +30,22 @@ export function optionsFromQuery(query: Record<string, unknown>): Record<string,
     }
   }
   return out;
+}
+
+/**
+ * A text/plain execute request: the body is the statement, the other fields come from the query
+ * string. A `statement` there too would be a second statement, one of them silently dropped.
+ */
+export function textBodyRequest(
+  query: Record<string, unknown>,
+  body: string,
+): Record<string, unknown> {
+  const options = optionsFromQuery(query);
+  if (Object.hasOwn(options, 'statement')) {
+    throw new SluiceError(
+      'INVALID_REQUEST',
+      'statement is the body of a text/plain request: leave it out of the query string',
+    );
+  }
+  return { ...options, statement: body };
 }
