@@ -12,9 +12,11 @@ import {
   requireClusterSettings,
   setHeapGrowth,
 } from '@app/config';
+import { SluiceError } from '@app/contracts';
 import { AppModule } from './app.module';
 import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
+import { inexactNumber, inexactNumberReason } from './http/exact-numbers';
 import { describeWire } from './http/openapi.document';
 import {
   clientErrorHandler,
@@ -81,6 +83,23 @@ async function bootstrap(): Promise<void> {
   const fastify = app.getHttpAdapter().getInstance();
   // Bodies must be UTF-8 and JSON no deeper than SLUICE_MAX_JSON_DEPTH, checked before parsing.
   installRequestChecks(fastify, settings);
+  // JSON: as Nest parses it, but a number a double would round (a bigint id past 2^53, a numeric
+  // with 20 digits) is refused rather than bound as a value nobody sent.
+  const jsonParser = fastify.getDefaultJsonParser('error', 'error');
+  fastify.removeContentTypeParser('application/json');
+  fastify.addContentTypeParser(
+    'application/json',
+    { parseAs: 'string', bodyLimit: settings.maxBodyBytes },
+    (request, body, done) => {
+      const text = typeof body === 'string' ? body : body.toString('utf8');
+      const inexact = inexactNumber(text);
+      if (inexact !== undefined) {
+        done(new SluiceError('INVALID_REQUEST', inexactNumberReason(inexact)), undefined);
+        return;
+      }
+      void jsonParser(request, text, done);
+    },
+  );
   // text/plain: the body is the statement, the options come in the query string.
   fastify.removeContentTypeParser(['text/plain', 'application/x-www-form-urlencoded']);
   fastify.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
