@@ -58,6 +58,16 @@ describe('enforceRequestLimits', () => {
     expect(refusal({ statement: "select '😀'" })).toBeUndefined();
   });
 
+  it('refuses a param value with a lone surrogate anywhere in it, which PostgreSQL would get as U+FFFD', () => {
+    for (const value of ['a\udc00', ['\ud83d'], { k: ['x', 'y\ud800'] }, { ['\udfff']: 1 }]) {
+      expect(refusal({ params: { v: value } })).toEqual({
+        code: 'INVALID_REQUEST',
+        reason: 'parameter "v" is not valid Unicode (a lone surrogate)',
+      });
+    }
+    expect(refusal({ params: { v: '😀', w: ['😀'] } })).toBeUndefined();
+  });
+
   it('refuses NUL characters in the statement, the database and the schema', () => {
     expect(refusal({ statement: 'select 1\u0000; drop table x' })?.code).toBe('INVALID_REQUEST');
     expect(refusal({}, 'te\u0000st')?.reason).toMatch(/database must not contain a NUL/);

@@ -73,6 +73,7 @@ export function enforceRequestLimits(
     );
   }
   for (const name of names) {
+    if (hasLoneSurrogate(params[name])) throw notUnicode(`parameter ${shown(name)}`);
     const bytes = paramBytes(params[name]);
     if (bytes > limits.maxParamBytes) {
       throw new SluiceError(
@@ -86,11 +87,22 @@ export function enforceRequestLimits(
 // A surrogate half without its partner: JSON allows it (`"\ud800"`), UTF-8 cannot carry it.
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
+const notUnicode = (field: string) =>
+  new SluiceError('INVALID_REQUEST', `${field} is not valid Unicode (a lone surrogate)`);
+
 /** Text PostgreSQL would receive altered (U+FFFD in place of a lone surrogate) is refused. */
 function checkUnicode(field: string, text: string): void {
-  if (LONE_SURROGATE.test(text)) {
-    throw new SluiceError('INVALID_REQUEST', `${field} is not valid Unicode (a lone surrogate)`);
+  if (LONE_SURROGATE.test(text)) throw notUnicode(field);
+}
+
+/** Whether a value holds a lone surrogate in a string, anywhere in it (an array's, an object's). */
+function hasLoneSurrogate(value: unknown): boolean {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value);
+  if (Array.isArray(value)) return value.some(hasLoneSurrogate);
+  if (typeof value === 'object' && value !== null) {
+    return Object.entries(value).some(([k, v]) => LONE_SURROGATE.test(k) || hasLoneSurrogate(v));
   }
+  return false;
 }
 
 /** Size of a value as sent: a string's own bytes, anything else as JSON text. */

@@ -27,18 +27,4 @@ describe(bindStatement.name, () => {
     expect(error.message).toMatch(/^invalid value for parameter \{v\}: /);
     expect(error.http).toBe(400);
   });
-
-  it('refuses a lone surrogate in the statement or a value, which would reach PostgreSQL as U+FFFD', () => {
-    for (const [statement, params, where] of [
-      ["select 'a\ud800'", undefined, 'the statement'],
-      ['select {v}', { v: 'x\udc00' }, 'the value of parameter {v}'],
-      ['select {v}', { v: ['\ud83d'] }, 'the value of parameter {v}'],
-    ] as const) {
-      const error = refusal(() => bindStatement(statement, params));
-      expect(error.code).toBe('INVALID_REQUEST');
-      expect(error.message).toContain(`${where} holds a lone UTF-16 surrogate`);
-    }
-    // A pair is one character.
-    expect(bindStatement('select {v}', { v: '\ud83d\ude00' }).values).toEqual(['\u{1f600}']);
-  });
 });
