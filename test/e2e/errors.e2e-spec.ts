@@ -65,6 +65,36 @@ describe('errors of POST /v1/execute', () => {
     expect(res.json.status.reason).toMatch(/missing/);
   });
 
+  it('returns 400 for what JSON.parse would change: a number past a double, a lone surrogate', async () => {
+    const token = await login();
+    for (const [body, reason] of [
+      ['{"statement":"select {x}::bigint","params":{"x":9007199254740993}}', /9007199254740993/],
+      ['{"statement":"select {x}::numeric","params":{"x":0.12345678901234567891}}', /double/],
+      [
+        '{"statement":"select {s}::text","params":{"s":"a\\ud800"}}',
+        /parameter "s" .*lone surrogate/,
+      ],
+      ['{"statement":"select \'\\udc00\'"}', /statement .*lone surrogate/],
+    ] as const) {
+      const res = await fetch(`${e2eEnv().baseUrl}/v1/execute`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body,
+      });
+      const json = (await res.json()) as { status: { reason: string } };
+      expect({ body, status: res.status }).toEqual({ body, status: 400 });
+      expectEnvelope({ json }, '08P01', -100);
+      expect(json.status.reason).toMatch(reason);
+    }
+    // What a double holds, and a surrogate pair, run.
+    const ok = await execute({
+      statement: 'select {x}::float8, {s}::text',
+      params: { x: 0.1, s: '\u{1f600}' },
+    });
+    expect(ok.status).toBe(200);
+    expect(ok.json.data).toEqual([[0.1, '\u{1f600}']]);
+  });
+
   it('returns 400 with SQLSTATE 42601 and vendor code -500 for a syntax error', async () => {
     const res = await execute({ statement: 'selec 1' });
     expect(res.status).toBe(400);
