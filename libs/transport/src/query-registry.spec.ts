@@ -763,6 +763,22 @@ describe.each(adapters)("%s registry: a user's queries, and forgetting a user", 
     expect(await registry.queriesOf(`nobody-${randomUUID()}`)).toEqual({ open: [], kept: [] });
   });
 
+  it('answers the users who kept a result, and only them', async () => {
+    const registry = make();
+    const owner = `owner-${randomUUID()}`;
+    const other = `other-${randomUUID()}`;
+    const unkept = `unkept-${randomUUID()}`;
+    users.push(owner, other, unkept);
+    await queriesIn(registry, owner, other);
+    await registry.create(queuedRecord(randomUUID(), unkept));
+
+    const keeping = await registry.keptOwners();
+
+    expect(keeping).toEqual(expect.arrayContaining([owner, other]));
+    expect(keeping).not.toContain(unkept);
+    expect(new Set(keeping).size).toBe(keeping.length);
+  });
+
   it('forgets a user who has nothing', async () => {
     const registry = make();
     expect(await registry.forgetUser(`nobody-${randomUUID()}`)).toEqual({ open: [], kept: [] });

@@ -162,5 +162,10 @@ export interface QueryRegistry {
   forgetUser(owner: string): Promise<UserQueries>;
   /** The queries of `owner`'s that are queued or running, and those whose results are kept. */
   queriesOf(owner: string): Promise<UserQueries>;
+  /**
+   * Users who may have results kept: each who made a query whose result is kept, in the last day
+   * (past the longest a result is kept), whether or not it is still there.
+   */
+  keptOwners(): Promise<string[]>;
   close(): Promise<void>;
 }

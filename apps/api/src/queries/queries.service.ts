@@ -101,11 +101,17 @@ export class QueriesService {
     await this.endQueries(username, queries, `the role of user ${username} changed`);
   }
 
-  /** The owners of the queries under way (queued or running), everyone's. */
-  async ownersUnderWay(): Promise<string[]> {
-    const ids = await this.queue.openIds(LIST_LIMIT);
+  /**
+   * Everyone a missed change of user could leave with something that is no longer theirs: the
+   * owners of the queries under way (queued or running), and the users who may have results kept.
+   */
+  async ownersToCheck(): Promise<string[]> {
+    const [ids, keeping] = await Promise.all([
+      this.queue.openIds(LIST_LIMIT),
+      this.registry.keptOwners(),
+    ]);
     const records = await Promise.all(ids.map((id) => this.registry.get(id)));
-    return [...new Set(records.flatMap((r) => (r ? [r.owner] : [])))];
+    return [...new Set([...records.flatMap((r) => (r ? [r.owner] : [])), ...keeping])];
   }
 
   /**

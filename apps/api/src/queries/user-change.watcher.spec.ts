@@ -12,7 +12,7 @@ describe(UserChangeWatcher.name, () => {
     let inFlight = 0;
     let most = 0;
     const queries = {
-      ownersUnderWay: () => Promise.resolve(['alice', 'bob']),
+      ownersToCheck: () => Promise.resolve(['alice', 'bob']),
       userChanged: async (username: string, read: () => Promise<unknown>) => {
         inFlight++;
         most = Math.max(most, inFlight);

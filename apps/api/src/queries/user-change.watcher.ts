@@ -49,7 +49,7 @@ export class UserChangeWatcher
     if (this.config.authMode === 'service') this.events.subscribe(this);
   }
 
-  /** Changes made while no api was listening: the users of the queries under way are checked. */
+  /** Changes made while no api was listening: the users with queries under way or kept are checked. */
   onApplicationBootstrap(): void {
     if (this.config.authMode === 'service') this.onMetadataResync();
   }
@@ -60,15 +60,13 @@ export class UserChangeWatcher
 
   /**
    * Notices may have been missed (the listening connection was down): the owners of every query
-   * under way are checked. A user with kept results and nothing under way is not found this way:
-   * after a missed removal those lapse unread (tied to the old user id); after a missed role
-   * change the user may still fetch them until their TTL.
+   * under way, and every user who may have a result kept, are checked. A kept result of a role
+   * its user no longer has would otherwise stay theirs to fetch until its TTL.
    */
   onMetadataResync(): void {
-    this.queries.ownersUnderWay().then(
+    this.queries.ownersToCheck().then(
       (owners) => owners.forEach((owner) => this.hear(owner)),
-      (err: Error) =>
-        this.logger.warn(`could not check the users of the queries under way: ${err.message}`),
+      (err: Error) => this.logger.warn(`could not check the users of the queries: ${err.message}`),
     );
   }
 

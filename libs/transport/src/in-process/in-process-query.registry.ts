@@ -210,6 +210,12 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return { open: [...(this.active.get(owner) ?? [])], kept: kept.map((r) => r.queryId) };
   }
 
+  keptOwners(): Promise<string[]> {
+    this.forgetOld();
+    const owners = [...this.records.values()].filter((r) => r.kept).map((r) => r.owner);
+    return Promise.resolve([...new Set(owners)]);
+  }
+
   close(): Promise<void> {
     return Promise.resolve();
   }

@@ -716,6 +716,10 @@ export class RedisQueryRegistry implements QueryRegistry {
     return { open, kept };
   }
 
+  keptOwners(): Promise<string[]> {
+    return this.redis.zrange(this.keys.keptOwners, 0, -1);
+  }
+
   /** Waits for the trims under way: the connection is the caller's, and may be closed next. */
   async close(): Promise<void> {
     await Promise.all([this.trimming, ...this.userTrims.values()]);
