@@ -65,10 +65,17 @@ describe('errors of POST /v1/execute', () => {
     expect(res.json.status.reason).toMatch(/missing/);
   });
 
-  it('returns 400 for what JSON.parse would change: a number past a double, a lone surrogate', async () => {
+  it('returns 400 for what JSON.parse would change or drop: a number past a double, a lone surrogate, a key given twice', async () => {
     const token = await login();
     for (const [body, reason] of [
       ['{"statement":"select {x}::bigint","params":{"x":9007199254740993}}', /9007199254740993/],
+      // A proxy or audit log in front may read the first; JSON.parse keeps the last.
+      [
+        '{"statement":"select 1","\\u0073tatement":"select pg_sleep(1)"}',
+        /key "statement" is given twice/,
+      ],
+      ['{"statement":"select {a}","params":{"a":1,"a":2}}', /key "a" is given twice/],
+      ['{"statement":"select 1","__proto__":{"x":1}}', /key "__proto__" is not accepted/],
       ['{"statement":"select {x}::numeric","params":{"x":0.12345678901234567891}}', /double/],
       [
         '{"statement":"select {s}::text","params":{"s":"a\\ud800"}}',

@@ -16,7 +16,7 @@ import { SluiceError } from '@app/contracts';
 import { AppModule } from './app.module';
 import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
-import { inexactNumber, inexactNumberReason } from './http/exact-numbers';
+import { jsonTextProblem } from './http/json-text.check';
 import { describeWire } from './http/openapi.document';
 import {
   clientErrorHandler,
@@ -84,7 +84,8 @@ async function bootstrap(): Promise<void> {
   // Bodies must be UTF-8 and JSON no deeper than SLUICE_MAX_JSON_DEPTH, checked before parsing.
   installRequestChecks(fastify, settings);
   // JSON: as Nest parses it, but a number a double would round (a bigint id past 2^53, a numeric
-  // with 20 digits) is refused rather than bound as a value nobody sent.
+  // with 20 digits) is refused rather than bound as a value nobody sent, and so is a key given
+  // twice (see json-text.check.ts).
   const jsonParser = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeContentTypeParser('application/json');
   fastify.addContentTypeParser(
@@ -92,9 +93,9 @@ async function bootstrap(): Promise<void> {
     { parseAs: 'string', bodyLimit: settings.maxBodyBytes },
     (request, body, done) => {
       const text = typeof body === 'string' ? body : body.toString('utf8');
-      const inexact = inexactNumber(text);
-      if (inexact !== undefined) {
-        done(new SluiceError('INVALID_REQUEST', inexactNumberReason(inexact)), undefined);
+      const problem = jsonTextProblem(text);
+      if (problem !== undefined) {
+        done(new SluiceError('INVALID_REQUEST', problem), undefined);
         return;
       }
       void jsonParser(request, text, done);

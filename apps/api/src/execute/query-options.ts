@@ -1,5 +1,5 @@
 import { SluiceError } from '@app/contracts';
-import { inexactNumber, inexactNumberReason } from '../http/exact-numbers';
+import { jsonTextProblem } from '../http/json-text.check';
 
 const NUMERIC_FIELDS = new Set(['fetch_size', 'max_rows', 'timeout', 'wait_timeout']);
 const BOOLEAN_FIELDS = new Set(['resumable']);
@@ -21,9 +21,8 @@ export function optionsFromQuery(query: Record<string, unknown>): Record<string,
     } else if (BOOLEAN_FIELDS.has(key) && (value === 'true' || value === 'false')) {
       out[key] = value === 'true';
     } else if (key === 'params' && typeof value === 'string') {
-      const inexact = inexactNumber(value);
-      if (inexact !== undefined)
-        throw new SluiceError('INVALID_REQUEST', inexactNumberReason(inexact));
+      const problem = jsonTextProblem(value);
+      if (problem !== undefined) throw new SluiceError('INVALID_REQUEST', problem);
       try {
         out[key] = JSON.parse(value) as unknown;
       } catch {
