@@ -1,11 +1,10 @@
 import {
   HttpResult,
-  closeDb,
   createUser,
-  dropUser,
   e2eEnv,
   eventually,
   login,
+  usersDroppedAfterAll,
 } from './support/client';
 import { rawExchange, rawRequestText } from './support/raw';
 import { basic, call, claimsOf, expectEnvelope } from './support/users';
@@ -19,12 +18,7 @@ import { basic, call, claimsOf, expectEnvelope } from './support/users';
 const EVIL = 'http://evil.example';
 /** SLUICE_ADMIN_SESSION_SECONDS as the suite runs the service (its default). */
 const SESSION_SECONDS = 900;
-const users: string[] = [];
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
-});
+const users = usersDroppedAfterAll();
 
 interface SignedIn {
   res: HttpResult;

@@ -5,10 +5,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import {
   backendsOf,
-  closeDb,
   createUser,
   db,
-  dropUser,
   e2eEnv,
   eventually,
   execute,
@@ -16,6 +14,7 @@ import {
   login,
   request,
   slotFillers,
+  usersDroppedAfterAll,
 } from './support/client';
 import { ROOT, freePort } from './support/service';
 import { connectTestRedis } from './support/redis';
@@ -27,16 +26,11 @@ import { TcpProxy } from '../support/tcp.proxy';
  * suite; SLUICE_RESULT_MAX_BYTES, 1 MiB; SLUICE_RESULT_TOTAL_MAX_BYTES, 2 MiB for all together) and
  * fetched with GET /v1/queries/{id}/result, resumed with `Range: bytes=N-`.
  */
-const users: string[] = [];
+const users = usersDroppedAfterAll();
 let token: string;
 
 beforeAll(async () => {
   token = await login();
-});
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
 });
 
 const QUERY_ID = /^[0-9a-f-]{36}$/;

@@ -1,13 +1,12 @@
 import {
-  closeDb,
   createUser,
-  dropUser,
   e2eEnv,
   eventually,
   execute,
   login,
   request,
   slotFillers,
+  usersDroppedAfterAll,
 } from './support/client';
 import { ExtraApi, startExtraApi } from './support/extra-api';
 
@@ -18,12 +17,7 @@ import { ExtraApi, startExtraApi } from './support/extra-api';
  * control login.
  */
 
-const users: string[] = [];
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
-});
+const users = usersDroppedAfterAll();
 
 describe('documented responses', () => {
   it('streams newline-delimited JSON for the application/x-ndjson alias', async () => {

@@ -1,12 +1,11 @@
 import { ClientRequest, get as httpGet } from 'node:http';
 import {
-  closeDb,
   createUser,
-  dropUser,
   e2eEnv,
   eventually,
   execute,
   request,
+  usersDroppedAfterAll,
 } from './support/client';
 import { connectTestRedis } from './support/redis';
 
@@ -16,7 +15,7 @@ import { connectTestRedis } from './support/redis';
  * own), so a fetch whose client left must let it go at once, and one user may hold only
  * SLUICE_MAX_ACTIVE_PER_USER (6 in the suite) of them at a time in one api process.
  */
-const users: string[] = [];
+const users = usersDroppedAfterAll();
 let token: string;
 const CAP = 6;
 
@@ -24,11 +23,6 @@ beforeAll(async () => {
   const user = await createUser('kept_fetch');
   users.push(user.username);
   token = user.token;
-});
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
 });
 
 /** A fetch of the result on the first api, left open: its status once headers come. */

@@ -1,20 +1,19 @@
 import { request as httpRequest } from 'node:http';
 import {
   backendsOf,
-  closeDb,
   createUser,
-  dropUser,
   e2eEnv,
   eventually,
   execute,
   login,
   request,
   slotFillers,
+  usersDroppedAfterAll,
 } from './support/client';
 import { connectTestRedis } from './support/redis';
 import type Redis from 'ioredis';
 
-const users: string[] = [];
+const users = usersDroppedAfterAll();
 
 async function user(prefix: string) {
   const created = await createUser(prefix);
@@ -34,11 +33,6 @@ async function fillersIn(made: { users: { token: string }[] }, state: string): P
   const lists = await Promise.all(made.users.map((u) => queriesIn(u.token, state)));
   return lists.reduce((n, list) => n + list.length, 0);
 }
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
-});
 
 /** Starts an execute request without waiting for it; the response comes in the promise. */
 function start(body: unknown, token: string, baseUrl?: string) {

@@ -6,26 +6,20 @@ import { Pool } from 'pg';
 import { testDatabaseUrl } from '../settings';
 import {
   backendsOf,
-  closeDb,
   createUser,
-  dropUser,
   e2eEnv,
   eventually,
   execute,
   login,
   request,
+  usersDroppedAfterAll,
 } from './support/client';
 import { rawExchange, rawRequestText } from './support/raw';
 import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 
 /** Operating Sluice: health, metrics, logs, the queue dashboard, the OpenAPI description. */
 
-const users: string[] = [];
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
-});
+const users = usersDroppedAfterAll();
 
 async function user(prefix: string) {
   const created = await createUser(prefix);

@@ -1,12 +1,11 @@
 import { RedisKeys } from '@app/transport';
 import {
-  closeDb,
   createUser,
-  dropUser,
   e2eEnv,
   eventually,
   execute,
   request,
+  usersDroppedAfterAll,
 } from './support/client';
 import { connectTestRedis } from './support/redis';
 
@@ -16,12 +15,7 @@ import { connectTestRedis } from './support/redis';
  * worker holds such a job, DELETE cannot take it off the queue and only sets the query's cancel
  * key; the statement must then never run when its turn comes.
  */
-const users: string[] = [];
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
-});
+const users = usersDroppedAfterAll();
 
 /** sluice_user_share_put_offs_total of the interactive lane, every worker's together. */
 async function putOffs(): Promise<number> {

@@ -1,22 +1,17 @@
-import { closeDb, createUser, dropUser, execute } from './support/client';
+import { createUser, execute, usersDroppedAfterAll } from './support/client';
 
 /**
  * A read of `fetch_size` rows is held whole in a worker thread: wide rows at a large fetch_size
  * once exhausted the thread's heap, and the thread died with every statement on it, other users'
  * included. One read now holds at most 64 MiB of rows (one row always fits).
  */
-const users: string[] = [];
+const users = usersDroppedAfterAll();
 let token: string;
 
 beforeAll(async () => {
   const user = await createUser('wide_rows');
   users.push(user.username);
   token = user.token;
-});
-
-afterAll(async () => {
-  for (const name of users) await dropUser(name);
-  await closeDb();
 });
 
 it('refuses a read of rows past the bound with 413, and the worker goes on', async () => {

@@ -143,6 +143,19 @@ export async function dropUser(username: string): Promise<void> {
   await db().query('DELETE FROM sluice.users WHERE username = $1', [username]);
 }
 
+/**
+ * The names of the users a spec makes, deleted after all its tests, and the database pool closed.
+ * Call it at the top of a spec file.
+ */
+export function usersDroppedAfterAll(): string[] {
+  const users: string[] = [];
+  afterAll(async () => {
+    for (const name of users) await dropUser(name);
+    await closeDb();
+  });
+  return users;
+}
+
 /** Polls until `check` returns a value (not undefined), or fails after `ms`. */
 export async function eventually<T>(check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
   const deadline = Date.now() + ms;
