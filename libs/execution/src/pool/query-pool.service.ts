@@ -139,8 +139,9 @@ export class QueryPoolService implements OnApplicationShutdown {
         name: 'ping',
       }) as unknown as Promise<string>);
       const nice = lane === 'export' && this.config.exportWorkerNice;
+      const threads = `${this.threads[lane]} thread${this.threads[lane] === 1 ? '' : 's'}`;
       this.logger.log(
-        `${lane} pool of ${this.threads[lane]} threads${nice ? ` at nice ${nice}` : ''} ready (${version.split(',')[0]})`,
+        `${lane} pool of ${threads}${nice ? ` at nice ${nice}` : ''} ready (${version.split(',')[0]})`,
       );
     }
   }
