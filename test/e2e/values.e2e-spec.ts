@@ -249,3 +249,20 @@ describe('composites and hstore in the other formats', () => {
     expect(res.text).toBe(want + '\r\n');
   });
 });
+
+describe('dates of a statement that changes DateStyle for itself', () => {
+  // to_json() prints ISO whatever DateStyle says; Parquet and Arrow read only ISO text.
+  const statement = `select d, d::timestamp as ts, d::timestamptz as tstz
+    from (select set_config('DateStyle', 'German', true)) s, (values (date '2026-11-28')) v(d)`;
+
+  it.each(['application/json', 'application/stream+json', 'application/parquet'])(
+    'are refused with 400 and SQLSTATE 22007 in %s, not written in another form',
+    async (accept) => {
+      const res = await execute({ statement }, { headers: { accept } });
+      expect(res.status).toBe(400);
+      // The error envelope alone: no row went out.
+      expect(Object.keys(res.json as object).sort()).toEqual(['query_id', 'status']);
+      expect(res.json.status).toMatchObject({ sql_state: '22007', vendor_code: -520 });
+    },
+  );
+});

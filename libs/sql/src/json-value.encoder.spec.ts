@@ -582,6 +582,26 @@ describe('jsonValueEncoder without type info', () => {
   it('encodes an unknown type as a JSON string', () => {
     expect(jsonValueEncoder(999999, none)('{1,2}')).toBe('"{1,2}"');
   });
+
+  it.each([
+    [1082, '28.11.2026'],
+    [1082, '11/28/2026'],
+    [1082, '11-28-2026'],
+    [1114, '28.11.2026 11:22:33'],
+    [1114, 'Sat Nov 28 11:22:33 2026'],
+    [1184, 'Sat Nov 28 11:22:33 2026 UTC'],
+    [1184, '11/28/2026 11:22:33 UTC'],
+  ])('refuses type %s printed in another DateStyle (%s): to_json() prints ISO', (oid, text) => {
+    expect(() => jsonValueEncoder(oid, none)(text)).toThrow(
+      expect.objectContaining({ code: 'DATA_ERROR', sqlState: '22007' }),
+    );
+  });
+
+  it('takes ISO dates of every year, and infinity', () => {
+    expect(jsonValueEncoder(1082, none)('12345-01-02')).toBe('"12345-01-02"');
+    expect(jsonValueEncoder(1082, none)('0044-03-15 BC')).toBe('"0044-03-15 BC"');
+    expect(jsonValueEncoder(1114, none)('-infinity')).toBe('"-infinity"');
+  });
 });
 
 describe('jsonValueEncoder for hstore (its cast to json)', () => {

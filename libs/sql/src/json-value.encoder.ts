@@ -1,3 +1,4 @@
+import { SluiceError } from '@app/contracts';
 import { builtins, type builtinsTypes } from 'pg-types';
 import type { PgTypeInfo } from './type.info';
 
@@ -43,11 +44,38 @@ const encodeNumber: JsonValueEncoder = (text) =>
 
 const encodeBool: JsonValueEncoder = (text) => (text === 't' ? 'true' : 'false');
 
+const isDigitAt = (text: string, at: number) => {
+  const c = text.charCodeAt(at);
+  return c >= 48 && c <= 57;
+};
+
+/**
+ * Refuses a date or timestamp not in DateStyle ISO (`Y…Y-MM-DD…`, or infinity). A statement can
+ * change DateStyle for itself (`set_config('DateStyle', 'German', true)`); to_json() prints ISO
+ * whatever DateStyle says, and `28.11.2026` would be passed off as its output.
+ */
+function requireIso(text: string, kind: string): void {
+  let y = 0;
+  while (isDigitAt(text, y)) y++;
+  if (y >= 4 && text.charCodeAt(y) === MINUS && text.charCodeAt(y + 3) === MINUS) return;
+  if (text === 'infinity' || text === '-infinity') return;
+  throw new SluiceError(
+    'DATA_ERROR',
+    `${kind} ${JSON.stringify(text.slice(0, 64))} is not in DateStyle ISO, the only form JSON ` +
+      'output is written in: leave DateStyle as it is, or cast the column to text',
+    '22007',
+  );
+}
+
 // ISO and XSD date output are identical ('infinity' and the ' BC' suffix included).
-const encodeDate: JsonValueEncoder = (text) => '"' + text + '"';
+const encodeDate: JsonValueEncoder = (text) => {
+  requireIso(text, 'date');
+  return '"' + text + '"';
+};
 
 // XSD style puts 'T' where ISO puts the first space; ' BC' stays.
 const encodeTimestamp: JsonValueEncoder = (text) => {
+  requireIso(text, 'timestamp');
   const sp = text.indexOf(' ');
   if (sp < 0) return '"' + text + '"';
   return '"' + text.slice(0, sp) + 'T' + text.slice(sp + 1) + '"';
@@ -55,6 +83,7 @@ const encodeTimestamp: JsonValueEncoder = (text) => {
 
 // As timestamp, and XSD always prints the offset's minutes: +00 becomes +00:00.
 const encodeTimestampTz: JsonValueEncoder = (text) => {
+  requireIso(text, 'timestamp');
   const sp = text.indexOf(' ');
   if (sp < 0) return '"' + text + '"';
   const bc = text.endsWith(' BC');
