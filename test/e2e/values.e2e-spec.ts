@@ -265,4 +265,12 @@ describe('dates of a statement that changes DateStyle for itself', () => {
       expect(res.json.status).toMatchObject({ sql_state: '22007', vendor_code: -520 });
     },
   );
+
+  it("are PostgreSQL's text as it comes in CSV", async () => {
+    const res = await execute({ statement }, { headers: { accept: 'text/csv' } });
+    expect(res.status).toBe(200);
+    expect(res.text).toBe(
+      'd,ts,tstz\r\n28.11.2026,28.11.2026 00:00:00,28.11.2026 00:00:00 UTC\r\n',
+    );
+  });
 });
