@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { loginUrl } from './pg.login';
+import { loginUrl, ownLoginUrl } from './pg.login';
 
 describe(loginUrl.name, () => {
   const base = 'postgresql://control:secret@db.internal:6543/sales?connect_timeout=10';
@@ -34,5 +34,18 @@ describe(loginUrl.name, () => {
   it('keeps the login of DATABASE_URL when none is given', () => {
     const url = new URL(loginUrl(base, 'hr'));
     expect([url.username, url.password, url.pathname]).toEqual(['control', 'secret', '/hr']);
+  });
+});
+
+describe(ownLoginUrl.name, () => {
+  it("gives pg the URL's options, then the given ones, then the search path last", () => {
+    const url = 'postgresql://control:secret@db.internal/sales?options=-c%20search_path%3Dpublic';
+    const client = new Client({ connectionString: ownLoginUrl(url, '-c TimeZone=UTC') });
+    // A later -c wins: the URL cannot put a schema users may write to before pg_catalog.
+    expect(
+      (client as unknown as { connectionParameters: { options: string } }).connectionParameters
+        .options,
+    ).toBe('-c search_path=public -c TimeZone=UTC -c search_path=pg_catalog,pg_temp');
+    expect(client.database).toBe('sales');
   });
 });

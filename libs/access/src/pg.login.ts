@@ -30,3 +30,22 @@ export function loginUrl(
   }
   return url.toString();
 }
+
+/**
+ * Where Sluice's own logins (control, metadata) look for functions, operators and types. Users
+ * may be able to create objects in `public` (PostgreSQL 14's default, or a grant) or in a schema
+ * named after a login; one there that fits a call better than pg_catalog's — a
+ * pg_advisory_xact_lock(integer), a numeric * integer — would run with that login's rights.
+ */
+export const OWN_SEARCH_PATH = 'search_path=pg_catalog,pg_temp';
+
+/**
+ * `url` for a connection of Sluice's own logins: its `options` (which pg would let override a
+ * pool's own) followed by `options` and, last so that nothing before replaces it, OWN_SEARCH_PATH.
+ */
+export function ownLoginUrl(url: string, options = ''): string {
+  const parsed = new URL(url);
+  const all = [parsed.searchParams.get('options') ?? '', options, `-c ${OWN_SEARCH_PATH}`];
+  parsed.searchParams.set('options', all.filter((o) => o !== '').join(' '));
+  return parsed.toString();
+}

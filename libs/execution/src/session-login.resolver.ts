@@ -1,6 +1,12 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { Pool } from 'pg';
-import { PgLogin, connectingWithin, credentialSealKey, openCredential } from '@app/access';
+import {
+  PgLogin,
+  connectingWithin,
+  credentialSealKey,
+  openCredential,
+  ownLoginUrl,
+} from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { ExecuteJobData, Status, statusOf } from '@app/contracts';
 
@@ -89,7 +95,9 @@ export class SessionLoginResolver implements OnApplicationShutdown {
   private db(): Pool {
     if (!this.pool) {
       this.pool = new Pool({
-        connectionString: this.config.metadataDatabaseUrl,
+        // Never a user's function or operator in place of pg_catalog's: see ownLoginUrl.
+        connectionString:
+          this.config.metadataDatabaseUrl && ownLoginUrl(this.config.metadataDatabaseUrl),
         max: 4,
         idleTimeoutMillis: 30_000,
         application_name: 'sluice-sessions',

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Client, Pool } from 'pg';
+import { ownLoginUrl } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { METADATA_POOL } from '../infra/tokens';
 
@@ -72,7 +73,8 @@ export class MetadataEventsService implements OnModuleInit, OnModuleDestroy {
   }
 
   private async connect(): Promise<void> {
-    const client = new Client({ connectionString: this.config.metadataDatabaseUrl });
+    const url = this.config.metadataDatabaseUrl;
+    const client = new Client({ connectionString: url && ownLoginUrl(url) });
     client.on('error', () => this.lost(client));
     client.on('end', () => this.lost(client));
     client.on('notification', (message) => this.dispatch(message.payload));

@@ -4,6 +4,7 @@ import {
   LoginRoleProvisioner,
   ProvisionedLogin,
   connectingWithin,
+  ownLoginUrl,
   queryOnLiveSession,
 } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
@@ -137,7 +138,8 @@ export class RoleCatalogService implements OnModuleDestroy {
   private db(): Pool {
     if (!this.pool) {
       this.pool = new Pool({
-        connectionString: this.config.databaseUrl,
+        // Never a user's function or operator in place of pg_catalog's: see ownLoginUrl.
+        connectionString: this.config.databaseUrl && ownLoginUrl(this.config.databaseUrl),
         max: 2,
         idleTimeoutMillis: 30_000,
         application_name: 'sluice-auth',

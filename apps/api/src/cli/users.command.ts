@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { Pool } from 'pg';
-import { connectingWithin } from '@app/access';
+import { connectingWithin, ownLoginUrl } from '@app/access';
 import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
 import { CreateUserDto, SluiceError, UpdateUserDto, UserDto } from '@app/contracts';
 import { MetadataEventsService } from '../auth/metadata-events.service';
@@ -52,7 +52,8 @@ async function usersMain(argv: string[]): Promise<number> {
   // stdout carries the command's answer: only warnings and errors are logged (to stderr).
   Logger.overrideLogger(['warn', 'error']);
   const pool = new Pool({
-    connectionString: config.metadataDatabaseUrl,
+    // Never a user's function or operator in place of pg_catalog's: see ownLoginUrl.
+    connectionString: config.metadataDatabaseUrl && ownLoginUrl(config.metadataDatabaseUrl),
     max: 2,
     Client: connectingWithin(config.pgConnectTimeoutMs),
   });

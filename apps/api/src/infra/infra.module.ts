@@ -7,7 +7,7 @@ import {
   Provider,
 } from '@nestjs/common';
 import { Pool } from 'pg';
-import { connectingWithin } from '@app/access';
+import { connectingWithin, ownLoginUrl } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { ExecutionModule, QueryLifecycle, QueryPoolService } from '@app/execution';
 import {
@@ -43,7 +43,8 @@ const metadataPool: Provider = {
   inject: [SLUICE_CONFIG],
   useFactory: (config: SluiceConfig) => {
     const pool = new Pool({
-      connectionString: config.metadataDatabaseUrl,
+      // Never a user's function or operator in place of pg_catalog's: see ownLoginUrl.
+      connectionString: config.metadataDatabaseUrl && ownLoginUrl(config.metadataDatabaseUrl),
       max: 4,
       Client: connectingWithin(config.pgConnectTimeoutMs),
     });

@@ -6,7 +6,7 @@ import { HeartbeatService } from './heartbeat.service';
 import { OPS_REDIS } from './ops.tokens';
 import { ReadinessReport, check, report } from '@app/contracts';
 import { RedisClient, pingEvery } from '@app/transport';
-import { connectingWithin } from '@app/access';
+import { connectingWithin, ownLoginUrl } from '@app/access';
 
 /** Can this worker take jobs: Redis and PostgreSQL answer, its heartbeat is fresh, its pool has threads. */
 @Injectable()
@@ -20,7 +20,8 @@ export class WorkerReadinessService implements OnModuleDestroy {
     private readonly pool: QueryPoolService,
   ) {
     this.database = new Pool({
-      connectionString: config.databaseUrl,
+      // Never a user's function or operator in place of pg_catalog's: see ownLoginUrl.
+      connectionString: config.databaseUrl && ownLoginUrl(config.databaseUrl),
       max: 1,
       Client: connectingWithin(config.pgConnectTimeoutMs),
     });

@@ -5,6 +5,7 @@ import {
   ProvisionedLogin,
   connectingWithin,
   loginUrl,
+  ownLoginUrl,
   queryOnLiveSession,
 } from '@app/access';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from '@app/sql';
@@ -26,10 +27,10 @@ export class DatabaseHandle {
 
   constructor(url: string, connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS) {
     this.pool = new Pool({
-      connectionString: url,
+      // Never a user's function or operator in place of pg_catalog's: see ownLoginUrl.
+      connectionString: ownLoginUrl(url, SESSION_OPTIONS),
       max: 2,
       idleTimeoutMillis: 30_000,
-      options: SESSION_OPTIONS,
       application_name: 'sluice-control',
       Client: connectingWithin(connectTimeoutMs),
     });
