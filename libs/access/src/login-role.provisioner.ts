@@ -27,6 +27,9 @@ export interface ProvisionedLogin {
   warnings: string[];
 }
 
+/** How long provisioning waits for its advisory lock before going on without it. */
+const LOCK_WAIT_MS = 2000;
+
 const ident = (name: string) => '"' + name.replace(/"/g, '""') + '"';
 const literal = (text: string) => "'" + text.replace(/'/g, "''") + "'";
 
@@ -84,8 +87,7 @@ export class LoginRoleProvisioner {
     const login = this.loginFor(role);
     await client.query('BEGIN');
     try {
-      // Two processes provisioning the same role at once: one waits for the other.
-      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`sluice-login:${login}`]);
+      await this.lockLogin(client, login);
       const facts = await this.facts(client, role, login);
       const warnings = this.check(role, login, facts);
       const verifier = literal(scramVerifier(loginRolePassword(role, this.secret)));
@@ -123,6 +125,28 @@ export class LoginRoleProvisioner {
       }
       throw err;
     }
+  }
+
+  /**
+   * Two processes provisioning the same role at once: one waits for the other. Any user may hold
+   * the same advisory lock (its key is no secret: pg_locks shows it) for as long as its
+   * statement's time limit, so the wait is short, and past it provisioning goes on without the
+   * lock: a process racing it may then fail on the role's row, and the call that needed it with
+   * it (a user's statement, an admin's change), rather than every call waiting on that user.
+   */
+  private async lockLogin(client: Queryable, login: string): Promise<void> {
+    await client.query('SAVEPOINT sluice_login_lock');
+    await client.query(`SET LOCAL lock_timeout = ${LOCK_WAIT_MS}`);
+    try {
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`sluice-login:${login}`]);
+      await client.query('RELEASE SAVEPOINT sluice_login_lock');
+    } catch (err) {
+      if ((err as { code?: string }).code !== '55P03') throw err;
+      // Also undoes the SET LOCAL above.
+      await client.query('ROLLBACK TO SAVEPOINT sluice_login_lock');
+      return;
+    }
+    await client.query('SET LOCAL lock_timeout = DEFAULT');
   }
 
   private async facts(client: Queryable, role: string, login: string): Promise<RoleFacts> {

@@ -1,0 +1,72 @@
+import { closeDb, db, until } from './support/client';
+import {
+  TestUser,
+  adminCall,
+  createRole,
+  createUser,
+  dropRole,
+  executeAs,
+  freshLogin,
+} from './support/users';
+import { randomName } from './support/service';
+
+/**
+ * Sluice repairs a role's login role (created, given its password back, its stored settings
+ * dropped) over the control login. A hostile user of another role, or of the same one, tries to
+ * keep that repair from happening: every user of the role would be locked out.
+ */
+const roles: string[] = [];
+const users: string[] = [];
+let victimRole: string;
+let attacker: TestUser;
+let attackerToken: string;
+
+beforeAll(async () => {
+  victimRole = await createRole('e2e_lr_victim');
+  attacker = await createUser({ prefix: 'e2e_lr_attacker' });
+  roles.push(victimRole, attacker.role);
+  users.push(attacker.username);
+  attackerToken = (await freshLogin(attacker.username, attacker.password)).json
+    .access_token as string;
+});
+
+afterAll(async () => {
+  await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [users]);
+  for (const role of roles) await dropRole(role);
+  await closeDb();
+});
+
+describe('a statement holding the lock the repair takes', () => {
+  it('delays the repair of another role by moments, not for as long as it runs', async () => {
+    // The first user of the role makes its login role.
+    const first = await createUser({ role: victimRole, prefix: 'e2e_lr_victim' });
+    users.push(first.username);
+    // The lock's key is no secret (hashtext of the login's name, and pg_locks shows it).
+    const login = `sluice\\_%\\_${victimRole.replace(/_/g, '\\_')}`;
+    const holding = executeAs(attackerToken, {
+      statement: `select pg_advisory_xact_lock(hashtext('sluice-login:' ||
+          (select rolname from pg_roles where rolname like '${login}'))), pg_sleep(30)`,
+    });
+    await until(async () => {
+      const { rows } = await db().query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+          WHERE l.locktype = 'advisory' AND l.granted AND a.query LIKE '%pg_sleep(30)%'`,
+      );
+      return rows[0].n === 1;
+    }, 10_000);
+    const started = Date.now();
+    const second = await adminCall('POST', '/v1/users', {
+      username: randomName('e2e_lr_second'),
+      password: 'a-password-of-some-length',
+      role: victimRole,
+    });
+    users.push(second.json.username as string);
+    expect(second.status).toBe(201);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await db().query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30)%'
+         AND pid <> pg_backend_pid()`,
+    );
+    await holding;
+  });
+});
