@@ -119,6 +119,35 @@ describe('read-only users', () => {
     expectEnvelope(next, '25006', -701);
     expect(await rowsIn('open')).toBe(before);
   });
+
+  it("cannot create, change or delete its role's large objects (PostgreSQL 15 lets read-only transactions)", async () => {
+    const owner = await executeAs(writerToken, {
+      statement: `select lo_from_bytea(0, 'kept'::bytea)::text`,
+    });
+    expect(owner.status).toBe(200);
+    const oid = Number(owner.json.data[0][0]);
+    const objects = async () =>
+      (
+        await db().query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_largeobject_metadata WHERE lomowner = $1::regrole`,
+          [writer.role],
+        )
+      ).rows[0].n;
+    const before = await objects();
+    for (const statement of [
+      `select lo_put(${oid}, 0, 'gone'::bytea)`,
+      `select lo_unlink(${oid})`,
+      `select lo_from_bytea(0, 'new'::bytea)`,
+      `select lo_create(0)`,
+    ]) {
+      const res = await executeAs(readerToken, { statement });
+      expect(res.status).toBeLessThan(500);
+    }
+    const { rows } = await db().query<{ data: Buffer }>('SELECT lo_get($1::oid) AS data', [oid]);
+    expect(rows[0].data.toString()).toBe('kept');
+    expect(await objects()).toBe(before);
+    await db().query('SELECT lo_unlink($1::oid)', [oid]);
+  });
 });
 
 const ROLE_CHANGES = [

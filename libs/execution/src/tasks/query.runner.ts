@@ -165,7 +165,12 @@ export class QueryRunner {
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
     // A cancel, the client's loss and the time limit all stop the statement through this, where it
     // is: in PostgreSQL or waiting for the client. Whatever the end, release() comes last.
-    const statement = new StatementLife(db, writer, job.timeoutMs);
+    const statement = new StatementLife(
+      db,
+      writer,
+      job.timeoutMs,
+      job.readOnly ? 'ROLLBACK' : 'COMMIT',
+    );
     let encoder: ResultEncoder | undefined;
     let rows = 0;
     /** The write of the last batch encoded: one at a time, settled before anything else is written. */

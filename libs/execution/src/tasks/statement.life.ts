@@ -76,6 +76,8 @@ export class StatementLife {
     private readonly db: DatabaseHandle,
     writer: ResultWriter,
     timeoutMs: number | undefined,
+    /** How the transaction ends when the statement ran to its end (ROLLBACK: a read-only user). */
+    private readonly end: 'COMMIT' | 'ROLLBACK' = 'COMMIT',
   ) {
     this.stop = new StatementStop(writer, timeoutMs, () => void this.stopRunning());
   }
@@ -162,7 +164,7 @@ export class StatementLife {
     if (this.reads !== 1 || this.stop.reason !== undefined || this.ending) return;
     if (!this.db.typesKnown(cursor.fields.map((field) => field.dataTypeID))) return;
     const connection = (client as unknown as { connection: Connection }).connection;
-    const ending = new TransactionEnd();
+    const ending = new TransactionEnd(this.end);
     ending.sendNow(connection);
     // Next in the client's queue: it takes the answers that follow the portal's ReadyForQuery.
     void client.query(ending);
@@ -178,7 +180,7 @@ export class StatementLife {
   async commit(): Promise<void> {
     await this.cursor!.close();
     if (!this.ending) this.stop.throwIfStopped();
-    const end = this.ending ?? this.client!.query(new TransactionEnd());
+    const end = this.ending ?? this.client!.query(new TransactionEnd(this.end));
     // A stop that comes now stops the COMMIT too: deferred triggers run in it.
     const { committed, reset, error } = await this.inPostgres(end.done);
     if (!committed) throw error ?? new Error('COMMIT was not acknowledged');

@@ -19,7 +19,10 @@ export const SESSION_RESET = [
   'DISCARD SEQUENCES',
 ].join('; ');
 
-/** How a transaction's end went: whether it committed, and whether the session was reset after. */
+/**
+ * How a transaction's end went: whether it ended as asked (committed, or rolled back for a
+ * read-only user), and whether the session was reset after.
+ */
 export interface TransactionEndResult {
   committed: boolean;
   /** The session is as new: nothing of the statement's is left on it. */
@@ -45,12 +48,16 @@ export class TransactionEnd {
   readonly done: Promise<TransactionEndResult>;
   private resolve!: (result: TransactionEndResult) => void;
 
-  constructor() {
+  /**
+   * `ROLLBACK` for a read-only user's statement: it has nothing to keep, and PostgreSQL before 16
+   * lets a read-only transaction write large objects (lo_put, lo_unlink, lo_from_bytea).
+   */
+  constructor(private readonly end: 'COMMIT' | 'ROLLBACK' = 'COMMIT') {
     this.done = new Promise((resolve) => (this.resolve = resolve));
   }
 
   submit(connection: Connection): void {
-    if (!this.sent) connection.query(`COMMIT; ${SESSION_RESET}`);
+    if (!this.sent) connection.query(`${this.end}; ${SESSION_RESET}`);
   }
 
   /**
@@ -59,7 +66,7 @@ export class TransactionEnd {
    * come after that one's ReadyForQuery, in order.
    */
   sendNow(connection: Connection): void {
-    connection.query(`COMMIT; ${SESSION_RESET}`);
+    connection.query(`${this.end}; ${SESSION_RESET}`);
     this.sent = true;
   }
 
@@ -84,7 +91,7 @@ export class TransactionEnd {
   handlePortalSuspended(): void {}
 
   private settle(): void {
-    const committed = this.completed[0] === 'COMMIT';
+    const committed = this.completed[0] === this.end;
     const reset = this.error === undefined && this.completed.length > 1;
     this.resolve({ committed, reset, error: this.error });
   }
