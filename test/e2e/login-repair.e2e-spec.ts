@@ -1,3 +1,4 @@
+import { createHash, createHmac, pbkdf2Sync } from 'node:crypto';
 import { closeDb, db, until } from './support/client';
 import {
   TestUser,
@@ -68,5 +69,51 @@ describe('a statement holding the lock the repair takes', () => {
          AND pid <> pg_backend_pid()`,
     );
     await holding;
+  });
+});
+
+describe('a password a user gives its login role', () => {
+  /** The login role's stored verifier (superuser only). */
+  async function verifierOf(role: string): Promise<string> {
+    const { rows } = await db().query<{ v: string }>(
+      `SELECT a.rolpassword AS v FROM pg_authid a JOIN pg_auth_members m ON m.member = a.oid
+         JOIN pg_roles r ON r.oid = m.roleid
+        WHERE r.rolname = $1 AND a.rolcanlogin AND a.rolname LIKE 'sluice\\_%'`,
+      [role],
+    );
+    return rows[0].v;
+  }
+
+  /** Whether a SCRAM-SHA-256 verifier takes `password` (PostgreSQL's check, done here). */
+  function accepts(verifier: string, password: string): boolean {
+    const [, iterations, salt, stored] = /^SCRAM-SHA-256\$(\d+):([^$]+)\$([^:]+):/.exec(verifier)!;
+    const salted = pbkdf2Sync(
+      password,
+      Buffer.from(salt, 'base64'),
+      Number(iterations),
+      32,
+      'sha256',
+    );
+    const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+    return createHash('sha256').update(clientKey).digest('base64') === stored;
+  }
+
+  it('is gone once the user is deleted: the login role takes back its own', async () => {
+    // The role's only user: no other statement of the role would find the password changed.
+    const leaving = await createUser({ prefix: 'e2e_lr_leaving' });
+    roles.push(leaving.role);
+    users.push(leaving.username);
+    const token = (await freshLogin(leaving.username, leaving.password)).json
+      .access_token as string;
+    expect((await executeAs(token, { statement: 'select 1' })).status).toBe(200);
+    // With a password of its own, it could log in to PostgreSQL directly, outside Sluice.
+    const res = await executeAs(token, {
+      statement: `do $$ begin reset role;
+        execute format('alter role %I password %L', session_user, 'chosen-by-the-user'); end $$`,
+    });
+    expect(res.status).toBe(200);
+    expect(accepts(await verifierOf(leaving.role), 'chosen-by-the-user')).toBe(true);
+    expect((await adminCall('DELETE', `/v1/users/${leaving.username}`)).status).toBe(200);
+    expect(accepts(await verifierOf(leaving.role), 'chosen-by-the-user')).toBe(false);
   });
 });

@@ -50,12 +50,13 @@ export class RoleCatalogService implements OnModuleDestroy {
    * Creates or repairs the login role statements of `role` run over; throws LoginRoleError when
    * the role cannot be given to a user (missing, the control login's own, or not grantable).
    * What makes a role reach beyond itself (superuser, CREATEROLE, BYPASSRLS) is logged loudly.
+   * With `resetPassword`, the login role takes back its own password even when it exists.
    */
-  async provision(role: string): Promise<ProvisionedLogin> {
+  async provision(role: string, resetPassword = false): Promise<ProvisionedLogin> {
     if (!this.provisioner) throw new Error('SLUICE_CREDENTIAL_KEY is not set');
     const client = await this.db().connect();
     try {
-      const done = await this.provisioner.provision(client, role);
+      const done = await this.provisioner.provision(client, role, resetPassword);
       if (done.created) this.logger.log(`created login role "${done.login}" for role "${role}"`);
       for (const warning of done.warnings) this.logger.warn(`ROLE ISOLATION: ${warning}`);
       return done;

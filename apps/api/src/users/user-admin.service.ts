@@ -161,6 +161,9 @@ export class UserAdminService {
     );
     if (!rows[0]) throw notFound(username);
     await this.changed(username);
+    if (rows[0].role !== rows[0].role_before || change.enabled === false) {
+      await this.retakeLogin(username, rows[0].role_before);
+    }
     if (rows[0].role !== rows[0].role_before) {
       // After the change: a query admitted from now on runs as the new role.
       await this.queries?.roleChanged(username).catch((err: Error) => {
@@ -179,15 +182,30 @@ export class UserAdminService {
       throw new SluiceError('INVALID_REQUEST', 'you cannot remove your own account');
     }
     await this.schema.ensure();
-    const { rowCount } = await this.pool.query('DELETE FROM sluice.users WHERE username = $1', [
-      username,
-    ]);
-    if (!rowCount) throw notFound(username);
+    const { rows } = await this.pool.query<{ role: string }>(
+      'DELETE FROM sluice.users WHERE username = $1 RETURNING role',
+      [username],
+    );
+    if (!rows[0]) throw notFound(username);
     await this.changed(username);
+    await this.retakeLogin(username, rows[0].role);
     // After the row is gone: no new query of theirs is admitted while their data is forgotten.
     await this.queries?.forgetUser(username).catch((err: Error) => {
       // Tied to the deleted user's id, what is left is nobody else's: it lapses by its TTL.
       this.logger.warn(`user ${username} deleted; could not forget their queries: ${err.message}`);
+    });
+  }
+
+  /**
+   * A user who leaves a role (deleted, disabled, moved) may have given its login role a password
+   * of its own (ALTER ROLE session_user PASSWORD, after RESET ROLE) to log in to PostgreSQL outside
+   * Sluice: the login role takes back its own. Sessions already open stay.
+   */
+  private async retakeLogin(username: string, role: string): Promise<void> {
+    await this.roles.provision(role, true).catch((err: Error) => {
+      this.logger.warn(
+        `user ${username}: could not reset the login role of "${role}": ${err.message}`,
+      );
     });
   }
 
