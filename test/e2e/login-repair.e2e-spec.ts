@@ -78,7 +78,7 @@ describe('a password a user gives its login role', () => {
     const { rows } = await db().query<{ v: string }>(
       `SELECT a.rolpassword AS v FROM pg_authid a JOIN pg_auth_members m ON m.member = a.oid
          JOIN pg_roles r ON r.oid = m.roleid
-        WHERE r.rolname = $1 AND a.rolcanlogin AND a.rolname LIKE 'sluice\\_%'`,
+        WHERE r.rolname = $1 AND a.rolcanlogin AND a.rolname ~ '^sluice_[0-9a-f]{10}_'`,
       [role],
     );
     return rows[0].v;

@@ -47,7 +47,7 @@ async function run(statement: string, database: string) {
 async function loginOf(role: string): Promise<string> {
   const { rows } = await db().query<{ login: string }>(
     `SELECT l.rolname AS login FROM pg_roles l JOIN pg_auth_members m ON m.member = l.oid
-       JOIN pg_roles r ON r.oid = m.roleid WHERE r.rolname = $1 AND l.rolcanlogin`,
+       JOIN pg_roles r ON r.oid = m.roleid WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname ~ '^sluice_[0-9a-f]{10}_'`,
     [role],
   );
   return rows[0].login;
