@@ -15,6 +15,7 @@ import {
   usersDroppedAfterAll,
 } from './support/client';
 import { rawExchange, rawRequestText } from './support/raw';
+import { expectEnvelope } from './support/users';
 import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 
 /** Operating Sluice: health, metrics, logs, the queue dashboard, the OpenAPI description. */
@@ -348,6 +349,22 @@ describe('queue dashboard', () => {
         baseUrl,
       });
       expect(refused.status).toBe(405);
+    }
+  });
+
+  it("answers the dashboard's own refusals in the error envelope: read-only (405), no such queue or job (404)", async () => {
+    const token = await login();
+    const standalone = e2eEnv().mode === 'standalone';
+    for (const [method, path, status] of [
+      ['PUT', '/admin/queues/api/queues/execute/pause', 405],
+      ['PUT', '/admin/queues/api/queues/execute/retry/failed', 405],
+      ['POST', '/admin/queues/api/queues/execute-export/add', 405],
+      ['GET', '/admin/queues/api/queues/execute/no-such-job', 404],
+      ['GET', '/admin/queues/api/queues/no-such-queue/1', 404],
+    ] as const) {
+      const res = await request(undefined, { method, path, token });
+      expect(res.status).toBe(standalone ? 404 : status);
+      expectEnvelope(res, '42704', -104);
     }
   });
 

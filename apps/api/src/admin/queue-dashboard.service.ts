@@ -59,6 +59,34 @@ function isNavigation(request: FastifyRequest): boolean {
   return /\btext\/html\b/.test(request.headers.accept ?? '');
 }
 
+/** Reasons for the refusals bull-board answers itself, by its translation key. */
+const BOARD_REFUSALS: Record<string, string> = {
+  'ERRORS.QUEUE_READ_ONLY':
+    'the queue dashboard is read-only: no retry, add, clean or change (a statement must never run twice)',
+  'ERRORS.QUEUE_NOT_FOUND': 'no such queue',
+  'ERRORS.JOB_NOT_FOUND': 'no such job',
+};
+
+/**
+ * bull-board answers the refusals it handles itself (read-only, no such queue or job) as
+ * `{"error":{"key":…}}`: the same refusal in the envelope, its HTTP status kept. Other bodies pass.
+ */
+function boardRefusal(statusCode: number, payload: unknown): string | undefined {
+  if (statusCode < 400 || typeof payload !== 'string' || !payload.startsWith('{"error":')) {
+    return undefined;
+  }
+  let key: unknown;
+  try {
+    key = (JSON.parse(payload) as { error?: { key?: unknown } }).error?.key;
+  } catch {
+    return undefined;
+  }
+  const reason =
+    (typeof key === 'string' && BOARD_REFUSALS[key]) || 'refused by the queue dashboard';
+  const code = statusCode === 400 ? 'INVALID_REQUEST' : 'NOT_FOUND';
+  return JSON.stringify(toEnvelope(new SluiceError(code, reason)).body);
+}
+
 function send(reply: FastifyReply, err: unknown): FastifyReply {
   const { httpStatus, headers, body } = toEnvelope(err);
   return reply.code(httpStatus).headers(headers).type('application/json; charset=utf-8').send(body);
@@ -99,6 +127,12 @@ export class QueueDashboardService implements OnModuleInit {
           }
         });
         scope.setErrorHandler((err, _request, reply) => send(reply, err));
+        scope.addHook('onSend', async (_request, reply, payload) => {
+          const envelope = boardRefusal(reply.statusCode, payload);
+          if (envelope === undefined) return payload;
+          void reply.type('application/json; charset=utf-8');
+          return envelope;
+        });
         if (queues) {
           const board = new FastifyAdapter();
           // One board entry per lane, named after it.
