@@ -241,6 +241,8 @@ describe('GET /v1/queries/{id}/result', () => {
       const past = await fetchResult(queryId, { range: `bytes=${whole.bytes.length}-` });
       expect(past.status).toBe(416);
       expect(past.headers['content-range']).toBe(`bytes */${whole.bytes.length}`);
+      expect(past.bytes.length).toBe(0);
+      expect(past.headers['content-type']).toBe(whole.headers['content-type']);
       // Past 2^53 too: not read as no Range (200 and the whole body).
       for (const huge of ['9999999999999999', '9'.repeat(40)]) {
         const far = await fetchResult(queryId, { range: `bytes=${huge}-` });
