@@ -715,6 +715,23 @@ describe('Idempotency-Key', () => {
     }
   });
 
+  it('refuses a key that is not 1 to 255 visible ASCII characters with 400, and runs nothing', async () => {
+    const statement = `insert into ${schema}.t values (255)`;
+    for (const key of ['', 'k'.repeat(256), 'two words', 'caf\u00e9']) {
+      const res = await execute({ statement }, withKey(key));
+      expect(res.status).toBe(400);
+      expect(res.json.status).toMatchObject({ sql_state: '08P01', vendor_code: -100 });
+      expect(res.json.status.reason).toMatch(/Idempotency-Key/);
+      expect(res.json.query_id).toBeUndefined();
+    }
+    const { rows } = await db().query<{ n: number }>(
+      `select count(*)::int as n from ${schema}.t where n = 255`,
+    );
+    expect(rows[0].n).toBe(0);
+    const longest = await execute({ statement: 'select 1 as a' }, withKey('k'.repeat(255)));
+    expect(longest.status).toBe(200);
+  });
+
   it("keeps one user's keys apart from another's", async () => {
     const other = await createUser('idem_other');
     users.push(other.username);
