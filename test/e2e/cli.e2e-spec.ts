@@ -1,6 +1,7 @@
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -13,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeDb, db, e2eEnv, eventually, request } from './support/client';
 import { claimsOf, executeAs, signToken } from './support/users';
-import { ROOT, randomName } from './support/service';
+import { ROOT, freePort, randomName } from './support/service';
 
 /** The built binary, as `npx sluice` runs it from a checkout. */
 const BIN = join(
@@ -245,6 +246,33 @@ describe('sluice (the command line)', () => {
       XDG_CONFIG_HOME: join(work, 'none'),
     });
     expect(byEnv).toMatchObject({ code: 0, stdout: 'one\r\n1\r\n' });
+  });
+
+  it('exits 3 when the credentials are refused, and 4 when the service cannot be reached', async () => {
+    const nobody = join(work, 'nobody');
+    const refused = await sluice(
+      ['login'],
+      userEnv({
+        XDG_CONFIG_HOME: nobody,
+        SLUICE_USER: randomName('cli_nobody'),
+        SLUICE_PASSWORD: 'wrong-password',
+      }),
+    );
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/SQLSTATE 28P01 {2}vendor code -304 {2}HTTP 401/);
+    expect(existsSync(join(nobody, 'sluice', 'credentials.json'))).toBe(false);
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const unreachable = await sluice(
+      ['query', 'select 1'],
+      userEnv({
+        XDG_CONFIG_HOME: nobody,
+        SLUICE_URL: closed,
+        SLUICE_USER: e2eEnv().adminUser,
+        SLUICE_PASSWORD: e2eEnv().adminPassword,
+      }),
+    );
+    expect(unreachable.code).toBe(4);
+    expect(unreachable.stdout).toBe('');
   });
 
   it('lists queries, and cancels one by id', async () => {
