@@ -50,12 +50,57 @@ describe('authentication', () => {
   it('returns 401 with WWW-Authenticate when the token is missing', async () => {
     const res = await request({ statement: 'select 1' });
     expect(res.status).toBe(401);
-    expect(res.headers.get('www-authenticate')).toMatch(/Bearer/);
+    expect(res.headers.get('www-authenticate')).toBe('Bearer realm="sluice", Basic realm="sluice"');
     expect(res.json.status).toEqual({
       reason: expect.any(String),
       sql_state: '28000',
       vendor_code: -300,
     });
+  });
+
+  it('returns 401 with vendor code -300 and both challenges for another scheme', async () => {
+    const res = await request(
+      { statement: 'select 1' },
+      { headers: { authorization: 'Digest username="a", realm="b"' } },
+    );
+    expect(res.status).toBe(401);
+    expect(res.headers.get('www-authenticate')).toBe('Bearer realm="sluice", Basic realm="sluice"');
+    expect(res.json.status).toMatchObject({ sql_state: '28000', vendor_code: -300 });
+  });
+
+  it.each([
+    [{ username: 'u'.repeat(129), password: 'a-password' }, /username/],
+    [{ username: 'u', password: 'p'.repeat(1025) }, /password/],
+    [{ username: 'u', password: 'a-password', database: 'd'.repeat(64) }, /database/],
+    [{ username: `u@${'d'.repeat(64)}`, password: 'a-password' }, /database/],
+  ])(
+    'refuses a login field past its limit with 400 and vendor code -100 (%#)',
+    async (body, field) => {
+      const res = await request(body, { path: '/v1/login' });
+      expect(res.status).toBe(400);
+      expect(res.json.status).toMatchObject({ sql_state: '08P01', vendor_code: -100 });
+      expect(res.json.status.reason).toMatch(field);
+    },
+  );
+
+  it('checks a login at the limits: a 128-character name and a 1024-character password', async () => {
+    const res = await request(
+      { username: 'u'.repeat(128), password: 'p'.repeat(1024) },
+      { path: '/v1/login' },
+    );
+    expect(res.status).toBe(401);
+    expect(res.json.status.vendor_code).toBe(-304);
+  });
+
+  it('refuses POST /v1/logout with Basic credentials with 400 and vendor code -100', async () => {
+    const { adminUser, adminPassword } = e2eEnv();
+    const basic = Buffer.from(`${adminUser}:${adminPassword}`).toString('base64');
+    const res = await request(undefined, {
+      path: '/v1/logout',
+      headers: { authorization: `Basic ${basic}` },
+    });
+    expect(res.status).toBe(400);
+    expect(res.json.status).toMatchObject({ sql_state: '08P01', vendor_code: -100 });
   });
 
   it('returns 401 with vendor code -301 for a token signed with another key', async () => {
