@@ -199,6 +199,43 @@ describe('Ambiguous headers', () => {
     expectAmbiguous(res, /^ambiguous request: more than one Host header$/);
   });
 
+  it('refuses two Preferred-Encoding or two Preferred-Compression-Level headers, alike or not, and a Preferred-Encoding other than gzip or br', async () => {
+    const auth = `Authorization: Bearer ${await login()}`;
+    for (const lines of [
+      ['Preferred-Encoding: gzip', 'Preferred-Encoding: gzip'],
+      ['Preferred-Encoding: gzip', 'Preferred-Encoding: br'],
+      ['Preferred-Compression-Level: 3', 'Preferred-Compression-Level: 3'],
+      ['Preferred-Compression-Level: 1', 'Preferred-Compression-Level: 9'],
+      ['Preferred-Encoding: deflate'],
+    ]) {
+      const res = await raw(
+        'POST',
+        '/v1/execute',
+        [auth, 'Content-Type: application/json', 'Accept-Encoding: gzip, br', ...lines],
+        insert('preferred'),
+      );
+      expectAmbiguous(res, /^Preferred-(Encoding|Compression-Level) must be/);
+    }
+    expect(await rows()).toEqual([]);
+  });
+
+  it('reads several Accept headers of execute as one list: the first type it can produce wins', async () => {
+    const res = await raw(
+      'POST',
+      '/v1/execute',
+      [
+        `Authorization: Bearer ${await login()}`,
+        'Content-Type: application/json',
+        'Accept: text/html',
+        'Accept: text/csv',
+        'Accept: application/json',
+      ],
+      JSON.stringify({ statement: 'select 1 as one' }),
+    );
+    expect(res.status).toBe(200);
+    expect(res.head).toMatch(/^content-type: text\/csv/im);
+  });
+
   it('lets fields that may repeat through (Accept, Cookie)', async () => {
     const res = await raw('GET', '/v1/info', [
       'Accept: text/html',
