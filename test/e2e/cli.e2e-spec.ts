@@ -275,6 +275,16 @@ describe('sluice (the command line)', () => {
     expect(unreachable.stdout).toBe('');
   });
 
+  it('uses a stored login for its own URL only: the same service under another URL gets no token', async () => {
+    const own = await sluice(['query', 'select 1 as one']);
+    expect(own).toMatchObject({ code: 0, stdout: 'one\r\n1\r\n' });
+    const elsewhere = e2eEnv().baseUrl.replace('127.0.0.1', 'localhost');
+    const other = await sluice(['query', 'select 1 as one'], userEnv({ SLUICE_URL: elsewhere }));
+    expect(other.code).toBe(3);
+    expect(other.stdout).toBe('');
+    expect(other.stderr).toContain(`not logged in to ${elsewhere}`);
+  });
+
   it('lists queries, and cancels one by id', async () => {
     const listed = await sluice(['queries', '--json']);
     expect(listed.code).toBe(0);
