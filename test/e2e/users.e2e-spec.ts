@@ -172,6 +172,32 @@ describe('user management over HTTP', () => {
     expectEnvelope(patch, '42704', -310);
   });
 
+  it("refuses the control login's role, and a role that is a member of it, with 400 and vendor code -310", async () => {
+    // A user of either would run statements with the control login's rights over every role.
+    const { controlRole } = e2eEnv();
+    const member = randomName('e2e_control_member');
+    await db().query(`CREATE ROLE ${member} NOLOGIN`);
+    roles.push(member);
+    await db().query(`GRANT ${controlRole} TO ${member}`);
+    for (const role of [controlRole, member]) {
+      const username = randomName('e2e_user');
+      users.push(username);
+      const res = await adminCall('POST', '/v1/users', {
+        username,
+        password: 'a-good-password',
+        role,
+      });
+      expect(res.status).toBe(400);
+      expectEnvelope(res, '42704', -310);
+      expect(res.json.status.reason).toMatch(/DATABASE_URL/);
+    }
+    const u = await user();
+    const patch = await adminCall('PATCH', `/v1/users/${u.username}`, { role: member });
+    expect(patch.status).toBe(400);
+    expectEnvelope(patch, '42704', -310);
+    expect((await executeAs(await tokenOf(u), { statement: 'select 1' })).status).toBe(200);
+  });
+
   it('refuses a role the authenticator may not become, unless the authenticator is a superuser', async () => {
     const r = randomName('e2e_ungranted');
     await db().query(`CREATE ROLE ${r} NOLOGIN`);
