@@ -36,6 +36,9 @@ describe('enforceRequestLimits', () => {
     expect(refusal({ params: { o: { k: 'vvvvvvv' } } })?.code).toBe('LIMIT_EXCEEDED');
     expect(refusal({ params: { u: 'ééééé' } })?.code).toBeUndefined();
     expect(refusal({ params: { u: 'éééééé' } })?.code).toBe('LIMIT_EXCEEDED');
+    // A string counts its own bytes, not its JSON text's quotes and escapes (22 bytes here).
+    expect(refusal({ params: { n: '\n'.repeat(10) } })?.code).toBeUndefined();
+    expect(refusal({ params: { n: '\n'.repeat(11) } })?.code).toBe('LIMIT_EXCEEDED');
   });
 
   it('shortens a long parameter name in the message', () => {
