@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
-import { ROOT, envInt } from './lib/env.mjs';
+import { ROOT, envInt, warnIfStale } from './lib/env.mjs';
 
 const require = createRequire(import.meta.url);
 const FORMATS_DIR = process.env.SLUICE_FORMATS_DIR || join(ROOT, 'dist/libs/formats/src');
@@ -841,6 +841,7 @@ if (process.argv[2] === '--child') {
   const names = process.argv.slice(2);
   for (const n of names) if (!(n in CANDIDATES)) throw new Error(`unknown candidate ${n}`);
   const built = existsDist();
+  if (built && !process.env.SLUICE_FORMATS_DIR) warnIfStale();
   if (!built)
     console.log(`(no ${FORMATS_DIR}/parquet.encoder.js: npm run build for the sluice rows)\n`);
   await parent(

@@ -15,9 +15,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 
-import { ROOT } from './env.mjs';
+import { ROOT, warnIfStale } from './env.mjs';
 
-export { ROOT, envInt, requireDist } from './env.mjs';
+export { ROOT, envInt, requireDist, staleBuildWarning, warnIfStale } from './env.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Settings
@@ -482,6 +482,7 @@ export async function startSluice({
   firstStatement = 'select g, md5(g::text) from generate_series(1,10) g',
   isGood = (res) => isOkJson(res),
 } = {}) {
+  warnIfStale();
   const prefix = `bench-${randomBytes(6).toString('hex')}`;
   const password = randomBytes(18).toString('base64url');
   const port = await freePort();
@@ -592,33 +593,6 @@ export function gitDescription() {
     return `${sha}${dirty.trim() ? ' + uncommitted changes in apps/ or libs/' : ''}`;
   } catch {
     return 'unknown';
-  }
-}
-
-/** Sources newer than dist/ mean the bench measures older code than the tree shows. */
-function newestMtime(dir, ext) {
-  let newest = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(full, ext));
-    else if (entry.name.endsWith(ext) && !entry.name.endsWith('.spec.ts'))
-      newest = Math.max(newest, fs.statSync(full).mtimeMs);
-  }
-  return newest;
-}
-
-export function staleBuildWarning() {
-  try {
-    const src = Math.max(
-      newestMtime(path.join(ROOT, 'apps'), '.ts'),
-      newestMtime(path.join(ROOT, 'libs'), '.ts'),
-    );
-    const built = fs.statSync(path.join(ROOT, 'dist/apps/api/src/main.js')).mtimeMs;
-    return src > built
-      ? 'warning: some .ts under apps/ or libs/ is newer than dist/: run `npm run build`'
-      : undefined;
-  } catch {
-    return undefined;
   }
 }
 

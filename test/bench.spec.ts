@@ -1,0 +1,78 @@
+import { spawnSync } from 'node:child_process';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const BENCH = join(__dirname, '..', 'bench');
+
+/** A checkout of its own: bench/lib/env.mjs, one source and a dist/ built `distAge` s after it. */
+function checkout(distAge: number): string {
+  const root = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
+  mkdirSync(join(root, 'bench', 'lib'), { recursive: true });
+  copyFileSync(join(BENCH, 'lib', 'env.mjs'), join(root, 'bench', 'lib', 'env.mjs'));
+  mkdirSync(join(root, 'apps'));
+  mkdirSync(join(root, 'libs'));
+  mkdirSync(join(root, 'dist', 'apps', 'api', 'src'), { recursive: true });
+  writeFileSync(join(root, 'libs', 'a.ts'), '');
+  writeFileSync(join(root, 'dist', 'apps', 'api', 'src', 'main.js'), '');
+  writeFileSync(join(root, 'dist', 'm.js'), 'module.exports = 42;');
+  const now = Date.now() / 1000;
+  utimesSync(join(root, 'libs', 'a.ts'), now, now);
+  utimesSync(join(root, 'dist', 'apps', 'api', 'src', 'main.js'), now + distAge, now + distAge);
+  return root;
+}
+
+/** Loads dist/m.js twice through requireDist, as a bench and then its child would. */
+function loadTwice(root: string): { stdout: string; stderr: string } {
+  const env = { ...process.env };
+  delete env.SLUICE_BENCH_BUILD_CHECKED;
+  const script = `const { requireDist } = await import(${JSON.stringify(join(root, 'bench', 'lib', 'env.mjs'))});
+console.log(requireDist('m.js') + requireDist('m.js'));`;
+  const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    env,
+  });
+  return { stdout: res.stdout, stderr: res.stderr };
+}
+
+/** bench/README.md: the benches run dist/, and each warns when a source is newer than it. */
+describe('bench scripts', () => {
+  it('warn once on stderr when they load a dist/ older than a source under apps/ or libs/', () => {
+    const stale = checkout(-60);
+    const fresh = checkout(60);
+    try {
+      const old = loadTwice(stale);
+      expect(old.stdout).toBe('84\n');
+      expect(old.stderr.match(/newer than dist\//g)).toHaveLength(1);
+      expect(loadTwice(fresh)).toEqual({ stdout: '84\n', stderr: '' });
+    } finally {
+      rmSync(stale, { recursive: true, force: true });
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
+  it('reach dist/ only through what warns: requireDist, startSluice, or a check of their own', () => {
+    const silent = readdirSync(BENCH)
+      .filter((f) => f.endsWith('.mjs'))
+      .filter((f) => {
+        // Code only: a comment may name dist/ freely.
+        const code = readFileSync(join(BENCH, f), 'utf8')
+          .split('\n')
+          .filter((line) => !/^\s*(\/\/|\*|\/\*)/.test(line))
+          .join('\n');
+        const loadsDist = /requireDist\(|startSluice\(|['"`][^'"`\n]*dist\//.test(code);
+        const warns = /requireDist\(|startSluice\(|staleBuildWarning\(|warnIfStale\(/.test(code);
+        return loadsDist && !warns;
+      });
+    expect(silent).toEqual([]);
+  });
+});
