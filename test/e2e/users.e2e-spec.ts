@@ -235,6 +235,8 @@ describe('user management over HTTP', () => {
     [{ username: 'bad name', password: 'a-good-password', role: 'r' }, /username/],
     [{ username: 'al@ice', password: 'a-good-password', role: 'r' }, /username/],
     [{ username: 'alice', password: 'short', role: 'r' }, /password/],
+    [{ username: 'alice', password: 'p'.repeat(1025), role: 'r' }, /password/],
+    [{ username: 'u'.repeat(129), password: 'a-good-password', role: 'r' }, /username/],
     [{ username: 'alice', password: 'a-good-password' }, /role/],
     [{ username: 'alice', password: 'a-good-password', role: 'r\u0000x' }, /role/],
     [{ username: 'alice', password: 'a-good-password', role: 'r', admin: 'yes' }, /admin/],
