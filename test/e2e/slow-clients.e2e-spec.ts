@@ -56,14 +56,16 @@ function halfSent(): Promise<Socket> {
   });
 }
 
-/** A login (no credentials needed) whose password is `bytes` long: its status and body. */
-async function loginOf(bytes: number): Promise<{ status: number; body: string }> {
+/** A login (no credentials needed) whose password is `bytes` long: its status, body and Retry-After. */
+async function loginOf(
+  bytes: number,
+): Promise<{ status: number; body: string; retryAfter: string | null }> {
   const res = await fetch(`${e2eEnv().baseUrl}/v1/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ username: 'nobody', password: 'p'.repeat(bytes) }),
   });
-  return { status: res.status, body: await res.text() };
+  return { status: res.status, body: await res.text(), retryAfter: res.headers.get('retry-after') };
 }
 
 const bigLogin = () => loginOf(700_000);
@@ -87,6 +89,7 @@ describe('clients that hold many bodies half-sent', () => {
           vendor_code: -109,
         },
       });
+      expect(refused.retryAfter).toBe('1');
       // A body within its first 64 KiB (most statements) is answered all the same.
       expect((await loginOf(60_000)).status).toBe(before.status);
     } finally {
