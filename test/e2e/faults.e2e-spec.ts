@@ -471,6 +471,9 @@ describe('fault tolerance', () => {
       const res = await execute('select 1 as one', bearer);
       expect(res.status).toBe(503);
       expect(JSON.parse(res.body).status.sql_state).toMatch(/^08/);
+      // docs/api.md, Response headers: every 503 of /v1/execute says when to try again.
+      expect(JSON.parse(res.body).status.vendor_code).toBe(-206);
+      expect(res.headers['retry-after']).toMatch(/^\d+$/);
     } finally {
       await postgres.start();
     }

@@ -89,7 +89,13 @@ export class ExecuteService {
     const negotiated = negotiateRequest(given, options);
     const { request, format, encoding } = negotiated;
     // Limits, role changes and CONNECT on the database: refused before anything is queued.
-    await this.policy.check(request, user);
+    await this.policy.check(request, user).catch((err: unknown) => {
+      // A 503 of the checks (PostgreSQL out of reach for CONNECT) says when to retry, as all do.
+      if (err instanceof SluiceError && err.http === 503 && !Object.keys(err.headers).length) {
+        throw new SluiceError(err.code, err.message, err.sqlState, this.admission.retryAfter());
+      }
+      throw err;
+    });
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
     const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
