@@ -127,6 +127,27 @@ describe('errors of POST /v1/execute', () => {
     expectEnvelope(res, '3D000', -205);
   });
 
+  it.each([
+    ['23505', 409, -530],
+    ['40001', 409, -540],
+    ['40P01', 409, -540],
+    ['22012', 400, -520],
+    ['P0001', 400, -599],
+    ['XX001', 500, -103],
+  ])(
+    "answers SQLSTATE %s with its catalogue entry's HTTP %i and vendor code %i, keeping PostgreSQL's SQLSTATE and message",
+    async (sqlState, http, vendorCode) => {
+      const message = `raised ${sqlState} on purpose`;
+      const res = await execute({
+        statement: `do $$ begin raise exception using errcode = '${sqlState}', message = '${message}'; end $$`,
+      });
+      expect(res.status).toBe(http);
+      expect(res.json.query_id).toBeDefined();
+      expectEnvelope(res, sqlState, vendorCode);
+      expect(res.json.status.reason).toBe(message);
+    },
+  );
+
   it('returns 403 with vendor code -700 when the role may not read the table', async () => {
     const role = randomName('e2e_noaccess');
     await db().query(`CREATE ROLE ${role} NOLOGIN`);
