@@ -125,6 +125,22 @@ describe('query resources', () => {
     });
   }
 
+  it('lists your queries newest first', async () => {
+    const { token } = await user('e2e_order');
+    const sent: string[] = [];
+    for (const n of [1, 2, 3]) {
+      const res = await execute({ statement: `select ${n} as n` }, { token });
+      expect(res.status).toBe(200);
+      sent.push(res.json.query_id as string);
+    }
+    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+    expect(list.status).toBe(200);
+    const listed = list.json as { query_id: string; created_at: string }[];
+    expect(listed.map((q) => q.query_id)).toEqual([...sent].reverse());
+    const times = listed.map((q) => Date.parse(q.created_at));
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+  });
+
   it("answers 404 for another user's query, and lists only your own", async () => {
     const admin = await login();
     const res = await execute({ statement: 'select 1' }, { token: admin });
