@@ -285,6 +285,21 @@ describe('sluice (the command line)', () => {
     expect(other.stderr).toContain(`not logged in to ${elsewhere}`);
   });
 
+  it('sends --database, --schema and --timeout as the request fields of the same names', async () => {
+    const where = await sluice([
+      'query',
+      '--database',
+      'postgres',
+      '--schema',
+      'pg_catalog',
+      'select current_database() as d, current_schemas(false)::text as s',
+    ]);
+    expect(where).toMatchObject({ code: 0, stdout: 'd,s\r\npostgres,{pg_catalog}\r\n' });
+    const slow = await sluice(['query', '--timeout', '200', 'select pg_sleep(5)']);
+    expect(slow.code).toBe(1);
+    expect(slow.stderr).toMatch(/SQLSTATE 57014 {2}vendor code -1122 {2}HTTP 504/);
+  });
+
   it('lists queries, and cancels one by id', async () => {
     const listed = await sluice(['queries', '--json']);
     expect(listed.code).toBe(0);
