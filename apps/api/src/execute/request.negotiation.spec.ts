@@ -75,6 +75,8 @@ describe(negotiateRequest.name, () => {
       name: 'gzip',
       level: DEFAULT_COMPRESSION_LEVEL,
     });
+    // docs/api.md: Preferred-Compression-Level defaults to 3.
+    expect(DEFAULT_COMPRESSION_LEVEL).toBe(3);
     expect(
       negotiateRequest(body, {
         acceptEncoding: 'gzip, br',
