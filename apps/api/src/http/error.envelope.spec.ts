@@ -49,6 +49,19 @@ describe(toEnvelope.name, () => {
     expect(toEnvelope(err).httpStatus).toBe(503);
   });
 
+  it('answers 503 with Retry-After when PostgreSQL cannot be reached', async () => {
+    const gone = new Client({ connectionString: 'postgresql://nobody@127.0.0.1:1/none' });
+    const err = await gone.connect().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(toEnvelope(err)).toMatchObject({
+      httpStatus: 503,
+      headers: { 'retry-after': '1' },
+      body: { status: { reason: 'database unavailable' } },
+    });
+  });
+
   it('still answers 500, logged only, for an error it does not know', () => {
     expect(toEnvelope(new Error('something else')).httpStatus).toBe(500);
     expect(toEnvelope(new Error('ERR unknown command')).body.status.vendor_code).toBe(-103);

@@ -149,7 +149,10 @@ export function toEnvelope(err: unknown): EnvelopeReply {
       'retry-after': '1',
     });
   }
-  if (isDatabaseDown(err)) return fromCode('DB_UNAVAILABLE', 'database unavailable');
+  // A PostgreSQL out of reach anywhere (the metadata database in the credentials guard too).
+  if (isDatabaseDown(err)) {
+    return fromCode('DB_UNAVAILABLE', 'database unavailable', { 'retry-after': '1' });
+  }
   if (
     typeof err === 'object' &&
     err !== null &&
