@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { Client } from 'pg';
+import { SluiceError } from '@app/contracts';
 import { toEnvelope } from './error.envelope';
 import { testDatabaseUrl, testRedisUrl } from '@test/settings';
 
@@ -60,6 +61,15 @@ describe(toEnvelope.name, () => {
       headers: { 'retry-after': '1' },
       body: { status: { reason: 'database unavailable' } },
     });
+  });
+
+  it('gives every 503 a Retry-After, keeping one its cause set', () => {
+    expect(toEnvelope(new SluiceError('DB_UNAVAILABLE', 'cannot read roles')).headers).toEqual({
+      'retry-after': '1',
+    });
+    const own = new SluiceError('UNAVAILABLE', 'no worker', undefined, { 'Retry-After': '5' });
+    expect(toEnvelope(own).headers).toEqual({ 'Retry-After': '5' });
+    expect(toEnvelope(new SluiceError('INVALID_REQUEST')).headers).toEqual({});
   });
 
   it('still answers 500, logged only, for an error it does not know', () => {

@@ -119,8 +119,18 @@ function isRedisDown(err: unknown): boolean {
   );
 }
 
-/** Maps anything thrown while handling a request to the envelope; internals are logged only. */
+/**
+ * Maps anything thrown while handling a request to the envelope; internals are logged only. A 503
+ * always says when to try again: 1 s where its cause gave no time of its own.
+ */
 export function toEnvelope(err: unknown): EnvelopeReply {
+  const reply = envelopeOf(err);
+  if (reply.httpStatus !== 503) return reply;
+  if (Object.keys(reply.headers).some((name) => name.toLowerCase() === 'retry-after')) return reply;
+  return { ...reply, headers: { ...reply.headers, 'retry-after': '1' } };
+}
+
+function envelopeOf(err: unknown): EnvelopeReply {
   if (err instanceof ExecutionFailedError) {
     return {
       httpStatus: err.httpStatus,
@@ -149,10 +159,7 @@ export function toEnvelope(err: unknown): EnvelopeReply {
       'retry-after': '1',
     });
   }
-  // A PostgreSQL out of reach anywhere (the metadata database in the credentials guard too).
-  if (isDatabaseDown(err)) {
-    return fromCode('DB_UNAVAILABLE', 'database unavailable', { 'retry-after': '1' });
-  }
+  if (isDatabaseDown(err)) return fromCode('DB_UNAVAILABLE', 'database unavailable');
   if (
     typeof err === 'object' &&
     err !== null &&
