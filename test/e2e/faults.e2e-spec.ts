@@ -548,6 +548,48 @@ describe('fault tolerance', () => {
     await startWorker();
   }, 60_000);
 
+  it("never sends a chunk twice when a worker's connection to Redis is cut between a write and its reply", async () => {
+    const bearer = await token();
+    // Only a worker whose Redis goes through a proxy that loses one reply may take the query.
+    const redisProxy = new TcpProxy(await freePort(), redisPort);
+    await redisProxy.start();
+    const worker = startProcess('worker', {
+      ...env,
+      REDIS_URL: `redis://127.0.0.1:${redisProxy.port}`,
+    });
+    processes.push(worker);
+    try {
+      await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+      await Promise.all(
+        liveWorkers()
+          .filter((w) => w !== worker)
+          .map((w) => w.stop('SIGTERM')),
+      );
+      // The reply to the third chunk's append (XADD …, k, data) is lost, after Redis wrote it.
+      let appends = 0;
+      const lost = redisProxy.loseReplyTo(
+        (sent) =>
+          sent.includes('\r\n$1\r\nk\r\n$4\r\ndata\r\n') &&
+          sent.toString('latin1').toLowerCase().includes('xadd') &&
+          ++appends === 3,
+      );
+      const res = await execute('select g from generate_series(1, 5000) g', bearer, {
+        fetchSize: 500,
+      });
+      await lost;
+      expect(res.status).toBe(200);
+      expect(res.complete).toBe(true);
+      const body = JSON.parse(res.body) as { data: number[][]; status: { sql_state: string } };
+      // Every row once, in order: a write sent again after the cut must not add its rows again.
+      expect(body.data.map(([g]) => g)).toEqual(Array.from({ length: 5000 }, (_, i) => i + 1));
+      expect(body.status.sql_state).toBe('00000');
+    } finally {
+      await worker.stop('SIGTERM');
+      await redisProxy.stop();
+      await startWorker();
+    }
+  }, 60_000);
+
   it('stops the api cleanly on SIGTERM after finishing the response in flight', async () => {
     const bearer = await token();
     const api = processes.find((p) => p.child.spawnargs.join(' ').includes('/api/') && alive(p))!;

@@ -23,6 +23,8 @@ export class TcpProxy {
   heldReplies = 0;
   /** Set by answerNothing(): new connections are taken and never passed on. */
   private silent = false;
+  /** Set by loseReplyTo(): looks at what each client sends. */
+  private trap: ((sent: Buffer, client: Socket, upstream: Socket) => void) | undefined;
 
   constructor(
     readonly port: number,
@@ -51,6 +53,7 @@ export class TcpProxy {
         s.on('error', () => undefined);
       }
       client.pipe(upstream).pipe(client);
+      client.on('data', (sent: Buffer) => this.trap?.(sent, client, upstream));
       if (this.idleTimeoutMs) {
         // Both directions go through the client socket: its timeout sees any traffic.
         client.setTimeout(this.idleTimeoutMs, () => client.destroy());
@@ -96,6 +99,28 @@ export class TcpProxy {
    */
   answerNothing(): void {
     this.silent = true;
+  }
+
+  /**
+   * Passes on the next request that `matches` but loses its reply: once the server has answered
+   * it (so it surely ran), that connection is cut, as a network does that fails between a
+   * command and its reply. Resolves when it is cut.
+   */
+  loseReplyTo(matches: (sent: Buffer) => boolean): Promise<void> {
+    return new Promise((resolve) => {
+      this.trap = (sent, client, upstream) => {
+        if (!matches(sent)) return;
+        this.trap = undefined;
+        upstream.unpipe(client);
+        upstream.once('data', () => {
+          client.destroy();
+          upstream.destroy();
+          resolve();
+        });
+        // unpipe() paused it: a 'data' listener alone would not start it again.
+        upstream.resume();
+      };
+    });
   }
 
   /** The proxy's side of its connections to the target: their client ports, as the target sees them. */

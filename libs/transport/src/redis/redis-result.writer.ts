@@ -15,8 +15,19 @@ import { recordFields } from './stream.codec';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Runs `multi`; any failure of it (Redis gone or failing over) is ResultStreamLostError. */
-async function execOrLost(multi: ChainableCommander): Promise<[Error | null, unknown][]> {
+/** Redis's refusal of an XADD whose id is not past the stream's last: this writer's ids, sent again. */
+const NOT_PAST_TOP = /equal or smaller than the target stream top item/;
+
+/**
+ * Runs `multi`; any failure of it (Redis gone or failing over) is ResultStreamLostError, except
+ * the refusal of an append (at `appends`) whose id the stream has already passed: `resent` says
+ * whether that id is the stream's last, the append of a MULTI that ran once already.
+ */
+async function execOrLost(
+  multi: ChainableCommander,
+  appends: number[] = [],
+  resent: () => Promise<boolean> = () => Promise.resolve(false),
+): Promise<[Error | null, unknown][]> {
   let result: [Error | null, unknown][] | null;
   try {
     result = await multi.exec();
@@ -24,7 +35,15 @@ async function execOrLost(multi: ChainableCommander): Promise<[Error | null, unk
     throw new ResultStreamLostError(err);
   }
   if (!result) throw new ResultStreamLostError(new Error('the transaction was aborted'));
-  for (const [err] of result) if (err) throw new ResultStreamLostError(err);
+  let refused: Error | undefined;
+  for (const [i, [err]] of result.entries()) {
+    if (!err) continue;
+    if (!appends.includes(i) || !NOT_PAST_TOP.test(err.message)) {
+      throw new ResultStreamLostError(err);
+    }
+    refused = err;
+  }
+  if (refused && !(await resent().catch(() => false))) throw new ResultStreamLostError(refused);
   return result;
 }
 
@@ -55,6 +74,12 @@ export class RedisResultWriter implements ResultWriter {
   private readonly produced: Produced = { rows: 0, bytes: 0 };
   /** The last entry went with the query's end (the recorder's). */
   private endRecorded = false;
+  /**
+   * Entries appended so far. Each entry's id is `0-<its number>`, not Redis's `*`: ioredis sends a
+   * command again when its connection dropped before the reply, and a MULTI that had run would
+   * then append its chunk twice; an id of its own makes Redis refuse the second.
+   */
+  private appended = 0;
 
   constructor(
     private readonly redis: RedisClient,
@@ -116,14 +141,16 @@ export class RedisResultWriter implements ResultWriter {
       await this.waitForRoom();
     }
     const size = recordSize(record);
+    const id = this.idOf(1);
     const multi = this.redis
       .multi()
-      .xadd(this.key, '*', ...recordFields(this.withEnd(record)))
+      .xadd(this.key, id, ...recordFields(this.withEnd(record)))
       .expire(this.key, this.ttlSeconds)
       .xlen(this.key)
       .exists(this.cancelKey);
     const written = this.addEnd(multi, [record]);
-    const result = await execOrLost(multi);
+    const result = await execOrLost(multi, [0], () => this.isLast(id));
+    this.appended += 1;
     written();
     this.inFlight.push(size);
     this.inFlightBytes += size;
@@ -132,17 +159,36 @@ export class RedisResultWriter implements ResultWriter {
   }
 
   async writeFinal(records: ResultRecord[]): Promise<void> {
+    if (records.length === 0) return;
     const multi = this.redis.multi();
+    const appends = records.map((record, i) => {
+      multi.xadd(this.key, this.idOf(i + 1), ...recordFields(this.withEnd(record)));
+      return i;
+    });
     // A kept result that failed keeps only its error (CappedResultWriter): what came before goes.
-    // XTRIM, not DEL: the stream keeps its last id, so a reader part-way through reads the error next.
-    if (!this.needsConsumer && records[records.length - 1]?.kind === 'error') {
-      multi.xtrim(this.key, 'MAXLEN', 0);
+    // XTRIM, not DEL: the stream keeps its last id, so a reader part-way through reads the error
+    // next; by id, so that the MULTI sent again drops nothing it wrote.
+    if (!this.needsConsumer && records[records.length - 1].kind === 'error') {
+      multi.xtrim(this.key, 'MINID', this.idOf(1));
     }
-    for (const record of records) multi.xadd(this.key, '*', ...recordFields(this.withEnd(record)));
     multi.expire(this.key, this.ttlSeconds);
     const written = this.addEnd(multi, records);
-    await execOrLost(multi);
+    const last = this.idOf(records.length);
+    await execOrLost(multi, appends, () => this.isLast(last));
+    this.appended += records.length;
     written();
+  }
+
+  /** The id of the `n`-th entry from now (1: the next). */
+  private idOf(n: number): string {
+    return `0-${this.appended + n}`;
+  }
+
+  /** Whether `id` is the last the stream was given: its append ran, and nobody wrote after it. */
+  private async isLast(id: string): Promise<boolean> {
+    const info = (await this.redis.xinfo('STREAM', this.key)) as unknown[];
+    const at = info.indexOf('last-generated-id');
+    return at >= 0 && info[at + 1] === id;
   }
 
   /** Whether the query's end was recorded with the stream's last entry (by `recordEnd`). */
