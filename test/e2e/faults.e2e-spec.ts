@@ -590,6 +590,81 @@ describe('fault tolerance', () => {
     }
   }, 60_000);
 
+  /**
+   * Runs `work` against an api of its own whose Redis connections go through a proxy (the
+   * api's env `extra` added), and stops both after.
+   */
+  async function withProxiedApi(
+    extra: Record<string, string>,
+    work: (url: string, redisProxy: TcpProxy) => Promise<void>,
+  ): Promise<void> {
+    const redisProxy = new TcpProxy(await freePort(), redisPort);
+    await redisProxy.start();
+    const port = await freePort();
+    const api = startProcess('api', {
+      ...env,
+      ...extra,
+      PORT: String(port),
+      REDIS_URL: `redis://127.0.0.1:${redisProxy.port}`,
+    });
+    processes.push(api);
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitForApi(url, api);
+      await work(url, redisProxy);
+    } finally {
+      await api.stop('SIGTERM');
+      await redisProxy.stop();
+    }
+  }
+
+  it("runs a request with an Idempotency-Key once when the reply to its key's claim is lost: never 410 for a statement that never ran", async () => {
+    const bearer = await token();
+    await withProxiedApi({}, async (url, redisProxy) => {
+      const key = `lost-claim-${randomBytes(4).toString('hex')}`;
+      const send = () =>
+        fetch(`${url}/v1/execute`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${bearer}`,
+            'content-type': 'application/json',
+            'idempotency-key': key,
+          },
+          body: JSON.stringify({ statement: 'select 42 as answer' }),
+        });
+      // The claim of the key is the first command to name it: Redis runs it, its reply is lost.
+      const lost = redisProxy.loseReplyTo((sent) => sent.includes(':idem:'));
+      const first = await send();
+      await lost;
+      const firstBody = (await first.json()) as { query_id: string; data: unknown };
+      expect(first.status).toBe(200);
+      expect(firstBody.data).toEqual([[42]]);
+      // The key stands for that query: a repeat is its result, not a second run nor a 410.
+      const repeat = await send();
+      expect(repeat.status).toBe(200);
+      expect(((await repeat.json()) as { query_id: string }).query_id).toBe(firstBody.query_id);
+    });
+  }, 60_000);
+
+  it('admits a query whose slot was taken but the reply lost: its own slot is not counted against it (no 429)', async () => {
+    const bearer = await token();
+    await withProxiedApi({ SLUICE_MAX_ACTIVE_PER_USER: '1' }, async (url, redisProxy) => {
+      // The user's first query takes the one slot they have; Redis takes it, the reply is lost.
+      const lost = redisProxy.loseReplyTo((sent) => sent.includes(`}:active`));
+      const res = await fetch(`${url}/v1/execute`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ statement: 'select 7 as seven' }),
+      });
+      await lost;
+      const body = (await res.json()) as { data?: unknown; status: object };
+      expect({ status: res.status, body }).toMatchObject({
+        status: 200,
+        body: { data: [[7]] },
+      });
+    });
+  }, 60_000);
+
   it('stops the api cleanly on SIGTERM after finishing the response in flight', async () => {
     const bearer = await token();
     const api = processes.find((p) => p.child.spawnargs.join(' ').includes('/api/') && alive(p))!;

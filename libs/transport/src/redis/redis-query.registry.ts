@@ -37,14 +37,16 @@ const TRANSITION_COMMAND = 'sluiceQueryTransition';
 /**
  * Counts a query against its owner in one round trip (KEYS[1] = the owner's set, scored by each
  * slot's deadline; ARGV = now, cap, deadline, query id, lease ms): drops the slots past their
- * deadline, then returns the count before, or -1 when the cap is reached. The set lives as long
+ * deadline, then returns the count before, or -1 when the cap is reached; a query that holds its
+ * slot already (the script sent again after a lost reply) is counted once. The set lives as long
  * as its longest lease: a short one never cuts a long one (a kept query's, held through its
  * queue wait).
  */
 const ADMIT = `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
 local before = redis.call('ZCARD', KEYS[1])
-if before >= tonumber(ARGV[2]) then return -1 end
+if redis.call('ZSCORE', KEYS[1], ARGV[4]) then before = before - 1
+elseif before >= tonumber(ARGV[2]) then return -1 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 return before`;
@@ -666,7 +668,12 @@ export class RedisQueryRegistry implements QueryRegistry {
       String(limits.most),
       digest,
     )) as [string, string?];
-    if (outcome === 'held') return { outcome, claim: JSON.parse(value!) as IdempotencyClaim };
+    if (outcome === 'held') {
+      const held = JSON.parse(value!) as IdempotencyClaim;
+      // This query's own claim, run again by ioredis after its connection dropped before the reply.
+      if (held.queryId === claim.queryId) return { outcome: 'claimed' };
+      return { outcome, claim: held };
+    }
     if (outcome === 'full') return { outcome, freeInMs: Math.max(0, Number(value) - now) };
     return { outcome: 'claimed' };
   }
