@@ -445,6 +445,37 @@ describe('fault tolerance', () => {
     await waitForApi(baseUrl, restarted);
   }, 60_000);
 
+  it('never runs a queued statement once the api that waited for it is killed', async () => {
+    const bearer = await token();
+    const table = `faults_queued_${randomBytes(3).toString('hex')}`;
+    await until(() => Promise.resolve(liveWorkers().some(workerStarted)), 30_000);
+    expect((await execute(`create table ${table} (note text)`, bearer)).status).toBe(200);
+    try {
+      const marker = `queued_hog_${randomBytes(3).toString('hex')}`;
+      // The user's share of the worker's slots (2 of 4) is taken: the insert waits its turn.
+      const hogs = [1, 2].map(() =>
+        execute(`select pg_sleep(10), '${marker}'`, bearer).catch(() => undefined),
+      );
+      await until(async () => (await backends(marker)) === 2, 10_000);
+      const insert = execute(`insert into ${table} values ('after its api died')`, bearer).catch(
+        () => undefined,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const api = processes.find((p) => p.child.spawnargs.join(' ').includes('/api/') && alive(p))!;
+      await api.stop('SIGKILL');
+      await Promise.all([...hogs, insert]);
+      // The hogs are cancelled once the api's alive keys lapse; then the insert's turn comes.
+      await until(async () => (await backends(marker)) === 0, 15_000);
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      const { rows } = await db.query<{ n: number }>(`select count(*)::int as n from ${table}`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      const restarted = start('api');
+      await waitForApi(baseUrl, restarted);
+      await execute(`drop table ${table}`, await token());
+    }
+  }, 60_000);
+
   it('fails in-flight queries clearly when Redis restarts, and serves new ones once it is back', async () => {
     const bearer = await token();
     const marker = `redis_${randomBytes(3).toString('hex')}`;

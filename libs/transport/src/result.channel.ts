@@ -147,4 +147,9 @@ export interface ResultSink {
    * queue, and a running producer looks for one only after a poll.
    */
   cancelAsked(queryId: string): Promise<boolean>;
+  /**
+   * Whether nobody waits for the result of a query that needs a reader: the api that read it
+   * died (its alive key lapsed) while its job waited in the queue.
+   */
+  readerGone(queryId: string): Promise<boolean>;
 }

@@ -304,6 +304,11 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     return Promise.resolve(this.channels.get(queryId)?.cancelled ?? false);
   }
 
+  /** The reader lives in this process: it cannot die while the job waits. */
+  readerGone(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
   end(queryId: string, record: ResultRecord): Promise<void> {
     this.push(queryId, record);
     return Promise.resolve();

@@ -7,7 +7,7 @@ import { RedisStreamMux } from './redis-stream.mux';
 import { RedisClient, RedisConnector } from './redis.connector';
 
 /** A reader refreshes its query's alive key this often; the key lives three times as long. */
-const ALIVE_REFRESH_MS = 2000;
+export const ALIVE_REFRESH_MS = 2000;
 /**
  * How long the mux's XREAD blocks at most. New demand wakes it at once; the timeout only bounds
  * how long a connection that died without a word goes unnoticed.
