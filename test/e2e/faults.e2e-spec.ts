@@ -6,6 +6,7 @@ import { Queue } from 'bullmq';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
 import { testDatabaseUrl as DATABASE_URL } from '../settings';
+import { RedisKeys } from '@app/transport';
 import { e2eEnv, until } from './support/client';
 import {
   ServiceProcess,
@@ -350,6 +351,55 @@ describe('fault tolerance', () => {
       status: { vendor_code: -110 },
     });
     await startWorker();
+  }, 90_000);
+
+  it('answers the fetch of a kept result whose worker died mid-result with 503 WORKER_LOST, never its rows as if whole, and gives its bytes back', async () => {
+    const bearer = await token();
+    expect(liveWorkers()).toHaveLength(1);
+    const [worker] = liveWorkers();
+    await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+    const headers = { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' };
+    const accepted = await fetch(`${baseUrl}/v1/execute`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        // Chunks of 500 rows are written, then the statement sleeps mid-result.
+        statement: `select g, repeat('z', 1000) as z, pg_sleep(case when g = 2000 then 60 else 0 end)
+                      from generate_series(1, 3000) g`,
+        fetch_size: 500,
+        wait_timeout: 0,
+      }),
+    });
+    expect(accepted.status).toBe(202);
+    const { query_id: queryId } = (await accepted.json()) as { query_id: string };
+    const redis = new Redis({ port: redisPort, maxRetriesPerRequest: 1 });
+    const held = () => redis.hget(new RedisKeys(env.SLUICE_KEY_PREFIX).keptHeld, queryId);
+    try {
+      await until(async () => Number(await held()) > 0, 15_000);
+      await worker.stop('SIGKILL');
+      // The first fetch streams what was made, and finds the worker gone.
+      const first = await fetch(`${baseUrl}/v1/queries/${queryId}/result`, { headers });
+      await first.text().catch(() => undefined);
+      expect(await queryInfo(queryId, bearer)).toMatchObject({
+        state: 'failed',
+        status: { vendor_code: -110 },
+      });
+      // Then, as for any kept result that failed: its error, whole or resumed.
+      for (const range of ['bytes=10-', undefined]) {
+        const res = await fetch(`${baseUrl}/v1/queries/${queryId}/result`, {
+          headers: { ...headers, ...(range ? { range } : {}) },
+        });
+        const text = await res.text().catch(() => 'the body was cut');
+        expect({ range, status: res.status }).toEqual({ range, status: 503 });
+        expect(JSON.parse(text)).toMatchObject({
+          status: { sql_state: '58000', vendor_code: -110 },
+        });
+      }
+      expect(await held()).toBeNull();
+    } finally {
+      redis.disconnect();
+      await startWorker();
+    }
   }, 90_000);
 
   it('ends the fetch of a kept query still queued when the last worker dies: 503 within seconds, not the queue-wait limit', async () => {

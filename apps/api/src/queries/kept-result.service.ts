@@ -116,7 +116,10 @@ export class KeptResultService {
         return { ...response, body: Readable.from(bodyOf(reader, first)) };
       }
       // Two reads, holding no more than a read's entries at a time: its length, then its bytes.
-      const total = await lengthOf(reader);
+      const measured = await lengthOf(reader);
+      // A result that failed is its error, resumed or not: never its bytes as if they were whole.
+      if (typeof measured !== 'number') return this.failed(queryId, measured.failed, reader);
+      const total = measured;
       await reader.close();
       if (start >= total) {
         return {
@@ -234,6 +237,9 @@ export class KeptResultService {
       this.logger.warn(`query ${queryId}: its job is ${state} and its kept result has no end`);
       const status = statusOf('WORKER_LOST', 'the worker running the query stopped');
       await this.lifecycle.transition({ queryId, owner: record.owner }, 'failed', { status });
+      // As any kept result that fails: it keeps only its error, and its bytes are given back.
+      await this.results.dropKept(queryId);
+      await this.sink.end(queryId, { kind: 'error', status });
       return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
     };
   }
@@ -255,12 +261,16 @@ async function* bodyOf(reader: ResultReader, first: ResultRecord): AsyncGenerato
   }
 }
 
-/** The length of a finished query's kept result, read record by record. */
-async function lengthOf(reader: ResultReader): Promise<number> {
+/**
+ * The length of a finished query's kept result, read record by record; or the status it failed
+ * with (an error, or an end that cuts the body short).
+ */
+async function lengthOf(reader: ResultReader): Promise<number | { failed: Status }> {
   let length = 0;
   for (;;) {
     const record = await reader.next();
-    if (record.kind === 'error') return length;
+    if (record.kind === 'error') return { failed: record.status };
+    if (record.kind === 'end' && record.abort) return { failed: record.status };
     length += record.bytes.length;
     if (record.kind === 'end') return length;
   }
