@@ -402,6 +402,49 @@ describe('fault tolerance', () => {
     }
   }, 90_000);
 
+  it('gives back the bytes of a resumable result whose worker died while its response streamed', async () => {
+    const bearer = await token();
+    expect(liveWorkers()).toHaveLength(1);
+    const [worker] = liveWorkers();
+    await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+    const redis = new Redis({ port: redisPort, maxRetriesPerRequest: 1 });
+    let queryId = '';
+    const held = () => redis.hget(new RedisKeys(env.SLUICE_KEY_PREFIX).keptHeld, queryId);
+    try {
+      const res = await fetch(`${baseUrl}/v1/execute`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          statement: `select g, repeat('z', 1000) as z, pg_sleep(case when g = 2000 then 60 else 0 end)
+                        from generate_series(1, 3000) g`,
+          fetch_size: 500,
+          resumable: true,
+        }),
+      });
+      expect(res.status).toBe(200);
+      queryId = res.headers.get('x-query-id')!;
+      let text = '';
+      const decoder = new TextDecoder();
+      const body = (async () => {
+        for await (const chunk of res.body!) text += decoder.decode(chunk as Uint8Array);
+      })();
+      await until(async () => Number(await held()) > 0, 15_000);
+      await worker.stop('SIGKILL');
+      // The response ends with the error, or is cut: either way never as if whole.
+      await body.catch(() => undefined);
+      expect(text).not.toMatch(/"vendor_code":0/);
+      // Failed: it keeps only its error, and its bytes are no longer counted.
+      await until(async () => (await held()) === null, 15_000);
+      const again = await fetch(`${baseUrl}/v1/queries/${queryId}/result`, {
+        headers: { authorization: `Bearer ${bearer}` },
+      });
+      expect(again.status).toBe(503);
+    } finally {
+      redis.disconnect();
+      await startWorker();
+    }
+  }, 90_000);
+
   it('ends the fetch of a kept query still queued when the last worker dies: 503 within seconds, not the queue-wait limit', async () => {
     const bearer = await token();
     const marker = `queued_kept_${randomBytes(3).toString('hex')}`;

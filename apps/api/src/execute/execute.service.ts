@@ -78,7 +78,9 @@ export class ExecuteService {
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     private readonly kept: KeptResultService,
   ) {
-    this.watch = new ProducerWatch(queue, admission, this.logger);
+    this.watch = new ProducerWatch(queue, admission, this.logger, (queryId, status) =>
+      kept.failKept(queryId, status),
+    );
   }
 
   async execute(

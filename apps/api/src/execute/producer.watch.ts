@@ -1,5 +1,5 @@
 import { LoggerService } from '@nestjs/common';
-import { ExecuteJobData, ResultRecord, pastLatestStart, statusOf } from '@app/contracts';
+import { ExecuteJobData, ResultRecord, Status, pastLatestStart, statusOf } from '@app/contracts';
 import { JobQueue } from '@app/transport';
 import { AdmissionService } from './admission.service';
 
@@ -18,6 +18,9 @@ export class ProducerWatch {
     private readonly queue: JobQueue,
     private readonly admission: Pick<AdmissionService, 'workerAlive' | 'noWorker'>,
     private readonly logger: LoggerService,
+    /** Replaces a kept result by its error (its bytes given back), as any kept result that fails. */
+    private readonly failKept: (queryId: string, status: Status) => Promise<void> = () =>
+      Promise.resolve(),
   ) {}
 
   /** The check for one job's stream (it remembers what it saw between calls). */
@@ -40,12 +43,20 @@ export class ProducerWatch {
         case 'active':
           // A worker holds the job and renews its hold: running, however long it is quiet.
           return undefined;
-        case 'lost':
+        case 'lost': {
           // Its worker died, and no other worker may be left to notice: end the query now. It is
           // never run again: the next worker's stalled check fails the job (maxStalledCount 0)
           // without handing it to the processor, and attempts 1 allows no retry.
           this.logger.warn(`query ${job.queryId}: the worker that took it is gone`);
-          return { kind: 'error', status: statusOf('WORKER_LOST', WORKER_LOST_REASON) };
+          const status = statusOf('WORKER_LOST', WORKER_LOST_REASON);
+          if (job.retain) {
+            // Best effort: the client is told either way; what is left lapses with its TTL.
+            await this.failKept(job.queryId, status).catch((err: Error) => {
+              this.logger.warn(`query ${job.queryId}: its kept result stays: ${err.message}`);
+            });
+          }
+          return { kind: 'error', status };
+        }
         default:
           // The job ended; its final record may have been written just after our last read.
           if (!endedOnce) {

@@ -205,6 +205,15 @@ export class KeptResultService {
     return { kind: 'error', status };
   }
 
+  /**
+   * A kept result whose worker died, as any kept result that fails: it keeps only its error, and
+   * its bytes are given back.
+   */
+  async failKept(queryId: string, status: Status): Promise<void> {
+    await this.results.dropKept(queryId);
+    await this.sink.end(queryId, { kind: 'error', status });
+  }
+
   /** A query that ended with an error before any byte: its envelope, with its own HTTP code. */
   private async failed(queryId: string, status: Status, reader: ResultReader): Promise<never> {
     await reader.close();
@@ -237,9 +246,7 @@ export class KeptResultService {
       this.logger.warn(`query ${queryId}: its job is ${state} and its kept result has no end`);
       const status = statusOf('WORKER_LOST', 'the worker running the query stopped');
       await this.lifecycle.transition({ queryId, owner: record.owner }, 'failed', { status });
-      // As any kept result that fails: it keeps only its error, and its bytes are given back.
-      await this.results.dropKept(queryId);
-      await this.sink.end(queryId, { kind: 'error', status });
+      await this.failKept(queryId, status);
       return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
     };
   }
