@@ -21,7 +21,12 @@ import { TcpProxy } from '../support/tcp.proxy';
  * Fault injection over a deployment of this spec's own — api and worker processes and a Redis
  * server that it may kill — so that the rest of the suite is not disturbed. Loopback only.
  */
-const admin = { user: 'faults_admin', password: randomBytes(9).toString('base64url') };
+// A name of this run's own: runs from other checkouts share the users table, and one's end
+// deleting another's admin would fail everything after in the other.
+const admin = {
+  user: `faults_admin_${randomBytes(3).toString('hex')}`,
+  password: randomBytes(9).toString('base64url'),
+};
 let redisPort: number;
 let redisServer: ChildProcess | undefined;
 let env: Record<string, string>;
