@@ -185,6 +185,27 @@ describe(JobLifecycle.name, () => {
     expect((await registry.get('q1'))?.state).toBe('failed');
   });
 
+  it.each([
+    [
+      Object.assign(
+        new Error('Worker terminated due to reaching memory limit: JS heap out of memory'),
+        {
+          code: 'ERR_WORKER_OUT_OF_MEMORY',
+        },
+      ),
+      'the worker thread running the query ran out of memory',
+    ],
+    [new Error('worker exited with code: 1'), 'the worker thread running the query stopped'],
+  ])('ends the stream with WORKER_LOST when the thread died under it: %s', async (err, reason) => {
+    const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
+    await started(registry);
+    const reading = firstRecord(channel, 'q1');
+    await new JobLifecycle(new QueryLifecycle(registry), channel).crashed(job, err);
+    const status = statusOf('WORKER_LOST', reason);
+    expect(await reading).toEqual({ kind: 'error', status });
+    expect(await registry.get('q1')).toMatchObject({ state: 'failed', status });
+  });
+
   it('records a crash even when the sink cannot be written to', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);

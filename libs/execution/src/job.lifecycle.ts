@@ -118,9 +118,14 @@ export class JobLifecycle {
     return outcome;
   }
 
-  /** The pool itself failed: end the stream so that the client learns, and record it. */
-  async crashed(job: ExecuteJobData): Promise<void> {
-    const status = statusOf('INTERNAL');
+  /**
+   * The pool itself failed: end the stream so that the client learns, and record it. A thread
+   * that died (out of memory, or exited) takes every query it ran with it, other users' too:
+   * theirs is the worker's loss (503, worth a retry), not an error of their own.
+   */
+  async crashed(job: ExecuteJobData, err?: unknown): Promise<void> {
+    const lost = threadLoss(err);
+    const status = lost ? statusOf('WORKER_LOST', lost) : statusOf('INTERNAL');
     // The channel itself may be what failed: the api then notices the silence and ends the query.
     await this.sink.end(job.queryId, { kind: 'error', status }).catch(() => undefined);
     await this.ended(job, status);
@@ -176,4 +181,15 @@ export class JobLifecycle {
 
 function queryOf(job: ExecuteJobData): QueryRef {
   return { queryId: job.queryId, owner: job.username };
+}
+
+/** Why a task failed with its thread, as piscina reports it, or undefined for another failure. */
+export function threadLoss(err: unknown): string | undefined {
+  if ((err as { code?: unknown } | null)?.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+    return 'the worker thread running the query ran out of memory';
+  }
+  if (err instanceof Error && /^worker exited with code/.test(err.message)) {
+    return 'the worker thread running the query stopped';
+  }
+  return undefined;
 }

@@ -77,7 +77,7 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
       await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login, ownerKept }));
     } catch (err) {
       this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(job);
+      await this.lifecycle.crashed(job, err);
       throw err;
     }
   }

@@ -132,7 +132,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       return outcome;
     } catch (err) {
       this.logger.error(`query ${data.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(data);
+      await this.lifecycle.crashed(data, err);
       throw err;
     } finally {
       this.running.delete(data.queryId);
