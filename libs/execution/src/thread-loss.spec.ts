@@ -9,11 +9,12 @@ import { threadLoss } from './job.lifecycle';
  * fails when a piscina or Node release changes the shape.
  */
 describe(threadLoss.name, () => {
-  it("reads a real thread's death by out of memory, for every task it ran", async () => {
+  it("reads a real thread's death by out of memory, for every task it ran, and the pool goes on", async () => {
     const filename = join(tmpdir(), `sluice-oom-${process.pid}.js`);
     writeFileSync(
       filename,
-      `module.exports = async ({ grow }) => {
+      `module.exports = async ({ grow, quick }) => {
+        if (quick) return 'done';
         if (!grow) return new Promise((resolve) => setTimeout(() => resolve('done'), 5000));
         const kept = [];
         for (;;) kept.push('x'.repeat(1e6) + Math.random());
@@ -39,6 +40,8 @@ describe(threadLoss.name, () => {
         'the worker thread running the query ran out of memory',
         'the worker thread running the query ran out of memory',
       ]);
+      // The pool starts another thread in its place.
+      expect(await pool.run({ quick: true })).toBe('done');
     } finally {
       await pool.destroy();
       rmSync(filename, { force: true });
