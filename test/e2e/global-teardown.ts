@@ -31,7 +31,9 @@ export default async function globalTeardown(): Promise<void> {
   if (state?.redis) return;
   const redis = new Redis(env.redisUrl);
   try {
-    for (const pattern of [`${env.keyPrefix}:*`, `{${env.keyPrefix}}:*`]) {
+    // Prefixes of their own that specs derive from the suite's (`<prefix>-hung-…`) included.
+    const patterns = [`${env.keyPrefix}:*`, `{${env.keyPrefix}}:*`, `${env.keyPrefix}-*`];
+    for (const pattern of [...patterns, `{${env.keyPrefix}-*`]) {
       await unlinkEach(redis, await keysMatching(redis, pattern));
     }
   } finally {
