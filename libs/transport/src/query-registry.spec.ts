@@ -614,6 +614,18 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
     expect(await registry.claimKey('ann', key, first, limits)).toEqual(held(again));
   });
 
+  it('takes the claim of the query that holds the key as claimed: the same claim sent again', async () => {
+    const registry = make();
+    const key = `key-${randomUUID()}`;
+    const claim = { queryId: randomUUID(), fingerprint: 'a' };
+    expect(await registry.claimKey('ann', key, claim, limits)).toEqual(claimed);
+    // As ioredis sends it again after the connection dropped before the reply.
+    expect(await registry.claimKey('ann', key, claim, limits)).toEqual(claimed);
+    expect(
+      await registry.claimKey('ann', key, { queryId: randomUUID(), fingerprint: 'a' }, limits),
+    ).toEqual(held(claim));
+  });
+
   it('lets a claim lapse after its TTL', async () => {
     const registry = make();
     const key = `key-${randomUUID()}`;
@@ -638,8 +650,11 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
     expect(full).toMatchObject({ outcome: 'full' });
     expect(full.outcome === 'full' && full.freeInMs).toBeGreaterThan(1000);
     expect(full.outcome === 'full' && full.freeInMs).toBeLessThanOrEqual(2000);
-    // A repeat of a key it holds is still answered, and nobody else is counted against it.
-    expect(await claim('k2')).toEqual(held({ queryId: 'k2', fingerprint: 'a' }));
+    // A repeat of a key it holds (a new request: another query) is still answered, and nobody
+    // else is counted against it.
+    expect(
+      await registry.claimKey(owner, 'k2', { queryId: 'k2-again', fingerprint: 'a' }, few),
+    ).toEqual(held({ queryId: 'k2', fingerprint: 'a' }));
     expect(
       await registry.claimKey(`other-${owner}`, 'k4', { queryId: 'k4', fingerprint: 'a' }, few),
     ).toEqual(claimed);

@@ -174,6 +174,8 @@ export class InProcessQueryRegistry implements QueryRegistry {
       owned.delete(other);
     }
     const held = owned.get(key);
+    // The same query's claim again (as a Redis client may send it twice): its own, claimed.
+    if (held?.claim.queryId === claim.queryId) return Promise.resolve({ outcome: 'claimed' });
     if (held) return Promise.resolve({ outcome: 'held', claim: held.claim });
     if (owned.size >= limits.most) {
       const [oldest] = owned.values();
