@@ -47,7 +47,10 @@ afterAll(async () => {
  * capture screenshot").
  */
 async function picture(tab: Page, name: string, focus?: Locator): Promise<void> {
-  await focus?.scrollIntoViewIfNeeded();
+  // The list is redrawn as it refreshes: the row may be replaced while it scrolls (Playwright:
+  // "Element is not attached to the DOM"). The picture is for people, not a check: a scroll that
+  // misses fails nothing.
+  await focus?.scrollIntoViewIfNeeded({ timeout: 2_000 }).catch(() => undefined);
   await tab.screenshot({ path: join(ARTIFACTS, name) });
 }
 
