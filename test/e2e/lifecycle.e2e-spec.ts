@@ -279,9 +279,11 @@ describe('time limits', () => {
     const busy = await fillers('e2e_hog');
     const late = await user('e2e_late');
     const { capacity } = e2eEnv();
-    // The e2e service runs with SLUICE_MAX_QUEUE_WAIT_MS=4000.
+    // The e2e service runs with SLUICE_MAX_QUEUE_WAIT_MS=4000. The slots stay taken 10 s, so that
+    // the late query waits past 4 s however long all of them took to start (CI once saw 200 with
+    // 6 s: a slow start left the late query less than 4 s to wait).
     const sleepers = Array.from({ length: capacity }, (_, i) =>
-      start({ statement: 'select pg_sleep(6)' }, busy.tokenFor(i)),
+      start({ statement: 'select pg_sleep(10)' }, busy.tokenFor(i)),
     );
     await eventually(async () =>
       (await fillersIn(busy, 'running')) === capacity ? true : undefined,
