@@ -29,7 +29,7 @@ describe(RedisKeptLedger.name, () => {
     const [a, b] = [randomUUID(), randomUUID()];
     expect(await ledger.reserve(a, 'ann', 600, caps(1000), 60)).toBeUndefined();
     expect(await ledger.reserve(b, 'bob', 400, caps(1000), 60)).toBeUndefined();
-    expect(await ledger.reserve(b, 'bob', 1, caps(1000), 60)).toBe('kept-full');
+    expect(await ledger.reserve(b, 'bob', 401, caps(1000), 60)).toBe('kept-full');
     expect(await ledger.held()).toBe(1000);
     expect(await redis.hget(keys.keptHeld, b)).toBe('400');
   });
@@ -38,7 +38,7 @@ describe(RedisKeptLedger.name, () => {
     const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
     expect(await ledger.reserve(a, 'ann', 300, caps(1000, 500), 60)).toBeUndefined();
     expect(await ledger.reserve(b, 'ann', 200, caps(1000, 500), 60)).toBeUndefined();
-    expect(await ledger.reserve(b, 'ann', 1, caps(1000, 500), 60)).toBe('kept-user-full');
+    expect(await ledger.reserve(b, 'ann', 201, caps(1000, 500), 60)).toBe('kept-user-full');
     // Another user's share is their own.
     expect(await ledger.reserve(c, 'bob', 500, caps(1000, 500), 60)).toBeUndefined();
     expect(await ledger.held()).toBe(1000);
@@ -73,14 +73,31 @@ describe(RedisKeptLedger.name, () => {
     expect(await ledger.reserve(a, 'ann', 900, caps(1000, 900), 60)).toBeUndefined();
   });
 
-  it('moves a result’s expiry with a reservation of 0, and adds none for a result it does not hold', async () => {
+  it('moves a result’s expiry with a reservation of what it holds, and adds none for a result it does not hold', async () => {
     const [a, b] = [randomUUID(), randomUUID()];
     await ledger.reserve(a, 'ann', 10, caps(1000), 5);
     const first = Number(await redis.zscore(keys.keptExpiry, a));
-    await ledger.reserve(a, 'ann', 0, caps(1000), 60);
+    await ledger.reserve(a, 'ann', 10, caps(1000), 60);
+    expect(await ledger.held()).toBe(10);
     expect(Number(await redis.zscore(keys.keptExpiry, a))).toBeGreaterThan(first + 50_000);
     await ledger.reserve(b, 'ann', 0, caps(1000), 60);
     expect(await redis.zscore(keys.keptExpiry, b)).toBeNull();
+  });
+
+  it('counts a reservation run twice once, as when ioredis sends it again after a lost reply', async () => {
+    const a = randomUUID();
+    const budget = ledger.budget(a, 'ann', caps(1000, 5000), 60);
+    expect(await budget.take(300)).toBeUndefined();
+    // What ioredis sends again: the same command, the result's total after it.
+    expect(await ledger.reserve(a, 'ann', 300, caps(1000, 5000), 60)).toBeUndefined();
+    expect(await budget.take(200)).toBeUndefined();
+    expect(await ledger.reserve(a, 'ann', 500, caps(1000, 5000), 60)).toBeUndefined();
+    expect(await ledger.held()).toBe(500);
+    expect(await redis.hget(keys.keptByUser, 'ann')).toBe('500');
+    expect(await budget.take(501)).toBe('kept-full');
+    // A refused take leaves what the result holds as it was.
+    expect(await budget.take(500)).toBeUndefined();
+    expect(await ledger.held()).toBe(1000);
   });
 
   it('keeps its keys in one hash slot of their own', () => {

@@ -27,13 +27,16 @@ local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[1], 'LIMIT', 0, 1
 for _, id in ipairs(gone) do giveBack(id) end`;
 
 /**
- * Reserves bytes for one kept result (ARGV = now, query id, bytes, cap of all, expiry ms, owner,
- * cap of the owner's): -1 (and nothing reserved) when the total would pass its cap, -2 when the
- * owner's would; else the total after. A reservation of 0 only moves the result's expiry.
+ * Brings what one kept result holds up to a total (ARGV = now, query id, the result's total after
+ * this reservation, cap of all, expiry ms, owner, cap of the owner's): -1 (and nothing reserved)
+ * when the total of all would pass its cap, -2 when the owner's would; else the total of all after.
+ * Given as the result's own total rather than what to add, so that a reservation run twice (ioredis
+ * sends a command again when its connection drops before the reply) counts once. A reservation
+ * of what the result holds already only moves its expiry.
  */
 const RESERVE = `${RECLAIM}
 local total = tonumber(redis.call('GET', KEYS[1]) or '0')
-local bytes = tonumber(ARGV[3])
+local bytes = tonumber(ARGV[3]) - tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
 if bytes > 0 then
   local owned = tonumber(redis.call('HGET', KEYS[4], ARGV[6]) or '0')
   if owned + bytes > tonumber(ARGV[7]) then return -2 end
@@ -97,14 +100,14 @@ export class RedisKeptLedger {
   }
 
   /**
-   * Reserves `bytes` for `owner`'s kept result of query `queryId`, whose stream expires
-   * `ttlSeconds` from now; nothing reserved, and why, when all kept results or the owner's would
-   * then hold more than their cap.
+   * Brings what `owner`'s kept result of query `queryId` holds up to `held` bytes (it never
+   * shrinks here), its stream expiring `ttlSeconds` from now; nothing reserved, and why, when all
+   * kept results or the owner's would then hold more than their cap.
    */
   async reserve(
     queryId: string,
     owner: string,
-    bytes: number,
+    held: number,
     caps: KeptCaps,
     ttlSeconds: number,
   ): Promise<KeptRefusal | undefined> {
@@ -113,7 +116,7 @@ export class RedisKeptLedger {
       ...this.ledgerKeys,
       String(now),
       queryId,
-      String(bytes),
+      String(held),
       String(caps.total),
       String(now + ttlSeconds * 1000 + EXPIRY_MARGIN_MS),
       owner,
@@ -135,8 +138,13 @@ export class RedisKeptLedger {
 
   /** The budget of one of `owner`'s kept results, for its CappedResultWriter. */
   budget(queryId: string, owner: string, caps: KeptCaps, ttlSeconds: number): KeptBudget {
+    let held = 0;
     return {
-      take: (bytes) => this.reserve(queryId, owner, bytes, caps, ttlSeconds),
+      take: async (bytes) => {
+        const refused = await this.reserve(queryId, owner, held + bytes, caps, ttlSeconds);
+        if (!refused) held += bytes;
+        return refused;
+      },
       release: () => this.release(queryId),
     };
   }
