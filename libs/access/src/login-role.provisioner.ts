@@ -12,7 +12,7 @@ export interface Queryable {
 /** Why a role cannot be given to a Sluice user; the message says what to do. */
 export class LoginRoleError extends Error {
   constructor(
-    readonly kind: 'missing' | 'control' | 'foreign' | 'rights',
+    readonly kind: 'missing' | 'superuser' | 'control' | 'foreign' | 'rights',
     message: string,
   ) {
     super(message);
@@ -39,6 +39,7 @@ interface RoleFacts {
   superuser: boolean | null;
   createrole: boolean | null;
   bypassrls: boolean | null;
+  canlogin: boolean | null;
   login_oid: number | null;
   login_bad_attrs: boolean | null;
   extra_roles: string[] | null;
@@ -154,7 +155,7 @@ export class LoginRoleProvisioner {
       `SELECT r.oid IS NOT NULL AS exists,
               r.oid IS NOT NULL AND pg_has_role(r.oid, current_user, 'MEMBER') AS is_control,
               r.rolsuper AS superuser, r.rolcreaterole AS createrole, r.rolbypassrls AS bypassrls,
-              l.oid::int AS login_oid,
+              r.rolcanlogin AS canlogin, l.oid::int AS login_oid,
               (l.rolsuper OR l.rolcreaterole OR l.rolcreatedb OR l.rolreplication OR l.rolbypassrls)
                 AS login_bad_attrs,
               (SELECT array_agg(g.rolname::text) FROM pg_auth_members m
@@ -178,6 +179,13 @@ export class LoginRoleProvisioner {
 
   private check(role: string, login: string, facts: RoleFacts): string[] {
     if (!facts.exists) throw new LoginRoleError('missing', `role "${role}" does not exist`);
+    // Before the control check, which a superuser also passes (it is a member of every role).
+    if (facts.superuser) {
+      throw new LoginRoleError(
+        'superuser',
+        `role "${role}" is a superuser: its users could reach every role and the server's files`,
+      );
+    }
     if (facts.is_control) {
       throw new LoginRoleError(
         'control',
@@ -193,13 +201,19 @@ export class LoginRoleProvisioner {
       );
     }
     const warnings: string[] = [];
-    if (facts.superuser)
-      warnings.push(`role "${role}" is a superuser: its users can reach every role`);
-    else if (facts.createrole) {
+    if (facts.createrole) {
       warnings.push(`role "${role}" has CREATEROLE: its users can change other roles`);
     }
     if (facts.bypassrls)
       warnings.push(`role "${role}" has BYPASSRLS: row security does not bind it`);
+    // A role may change its own password and settings (ALTER ROLE CURRENT_USER): a user of a
+    // role that can log in can log in to PostgreSQL as it, outside Sluice, or lock out its owner.
+    if (facts.canlogin) {
+      warnings.push(
+        `role "${role}" can log in: its users can set its password and settings, and log in ` +
+          'to PostgreSQL as it outside Sluice; give Sluice users NOLOGIN roles',
+      );
+    }
     return warnings;
   }
 }
