@@ -198,6 +198,38 @@ describe('user management over HTTP', () => {
     expect((await executeAs(await tokenOf(u), { statement: 'select 1' })).status).toBe(200);
   });
 
+  it('warns of a role that can log in, and refuses a superuser role with 400 and vendor code -310', async () => {
+    const loginable = await role();
+    await db().query(`ALTER ROLE ${loginable} LOGIN`);
+    const username = randomName('e2e_user');
+    users.push(username);
+    const res = await adminCall('POST', '/v1/users', {
+      username,
+      password: 'a-good-password',
+      role: loginable,
+    });
+    expect(res.status).toBe(201);
+    expect(res.json.warnings).toEqual([expect.stringMatching(/can log in: its users can set/)]);
+    const u = await user();
+    const patch = await adminCall('PATCH', `/v1/users/${u.username}`, { role: loginable });
+    expect(patch.status).toBe(200);
+    expect(patch.json.warnings).toHaveLength(1);
+    const plain = await adminCall('PATCH', `/v1/users/${u.username}`, { read_only: true });
+    expect(plain.json.warnings).toBeUndefined();
+
+    const su = randomName('e2e_superuser');
+    await db().query(`CREATE ROLE ${su} SUPERUSER NOLOGIN`);
+    roles.push(su);
+    const refused = await adminCall('POST', '/v1/users', {
+      username: randomName('e2e_user'),
+      password: 'a-good-password',
+      role: su,
+    });
+    expect(refused.status).toBe(400);
+    expectEnvelope(refused, '42704', -310);
+    expect(refused.json.status.reason).toMatch(/is a superuser/);
+  });
+
   it('refuses a role the authenticator may not become, unless the authenticator is a superuser', async () => {
     const r = randomName('e2e_ungranted');
     await db().query(`CREATE ROLE ${r} NOLOGIN`);

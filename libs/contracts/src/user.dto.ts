@@ -112,6 +112,13 @@ export class UserDto {
 
   @ApiProperty({ format: 'date-time' })
   updated_at!: string;
+
+  @ApiPropertyOptional({
+    type: [String],
+    description:
+      'POST and PATCH of a role: what about the role reaches beyond it (it can log in, it has CREATEROLE or BYPASSRLS), also logged by the api as ROLE ISOLATION.',
+  })
+  warnings?: string[];
 }
 
 /** Answer of POST, GET and PATCH on one user. */

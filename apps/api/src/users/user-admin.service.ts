@@ -43,15 +43,21 @@ function toDto(row: UserRow): UserDto {
 
 /**
  * Makes sure statements can run as `role`: it exists and Sluice keeps a login role for it that
- * reaches that role and nothing else. Answers with UNKNOWN_ROLE when it cannot be used.
+ * reaches that role and nothing else. Answers with UNKNOWN_ROLE when it cannot be used; else with
+ * what about the role deserves a warning (it can log in, it has CREATEROLE…).
  */
-export async function requireRole(roles: RoleCatalogService, role: string): Promise<void> {
+export async function requireRole(roles: RoleCatalogService, role: string): Promise<string[]> {
   try {
-    await roles.provision(role);
+    return (await roles.provision(role)).warnings;
   } catch (err) {
     if (err instanceof LoginRoleError) throw new SluiceError('UNKNOWN_ROLE', err.message);
     throw new SluiceError('DB_UNAVAILABLE', 'cannot set up the login role of this role');
   }
+}
+
+/** The user, with the warnings about its role when there are any. */
+function withWarnings(user: UserDto, warnings: string[]): UserDto {
+  return warnings.length > 0 ? { ...user, warnings } : user;
 }
 
 const notFound = (name: string) =>
@@ -97,7 +103,7 @@ export class UserAdminService {
 
   async create(user: CreateUserDto): Promise<UserDto> {
     await this.schema.ensure();
-    await this.requireRole(user.role);
+    const warnings = await this.requireRole(user.role);
     try {
       const { rows } = await this.pool.query<UserRow>(
         `INSERT INTO sluice.users
@@ -114,7 +120,7 @@ export class UserAdminService {
         ],
       );
       await this.changed(user.username);
-      return toDto(rows[0]);
+      return withWarnings(toDto(rows[0]), warnings);
     } catch (err) {
       if ((err as { code?: string }).code === '23505') {
         throw new SluiceError('USER_EXISTS', `a user named "${user.username}" already exists`);
@@ -134,12 +140,13 @@ export class UserAdminService {
     }
     const sets: string[] = [];
     const values: unknown[] = [username];
+    let warnings: string[] = [];
     const set = (column: string, value: unknown) => {
       values.push(value);
       sets.push(`${column} = $${values.length}`);
     };
     if (change.role !== undefined) {
-      await this.requireRole(change.role);
+      warnings = await this.requireRole(change.role);
       set('role', change.role);
     }
     if (change.password !== undefined) {
@@ -173,7 +180,7 @@ export class UserAdminService {
         );
       });
     }
-    return toDto(rows[0]);
+    return withWarnings(toDto(rows[0]), warnings);
   }
 
   async remove(username: string, actor?: string): Promise<void> {
@@ -209,8 +216,8 @@ export class UserAdminService {
     });
   }
 
-  private async requireRole(role: string): Promise<void> {
-    await requireRole(this.roles, role);
+  private requireRole(role: string): Promise<string[]> {
+    return requireRole(this.roles, role);
   }
 
   private async changed(username: string): Promise<void> {
