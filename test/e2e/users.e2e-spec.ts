@@ -37,6 +37,12 @@ async function tokenOf(u: TestUser): Promise<string> {
   return res.json.access_token as string;
 }
 
+/** POST /v1/users of a user of `role`, named `username` (and dropped after the spec). */
+function postUser(role: string, username = randomName('e2e_user')): Promise<HttpResult> {
+  users.push(username);
+  return adminCall('POST', '/v1/users', { username, password: 'a-good-password', role });
+}
+
 beforeAll(async () => {
   await db().query(`CREATE SCHEMA ${schema}`);
   await db().query(`CREATE TABLE ${schema}.t (a int)`);
@@ -54,12 +60,7 @@ describe('user management over HTTP', () => {
   it('creates a user that logs in and runs statements as its role', async () => {
     const r = await role();
     const username = randomName('e2e_user');
-    users.push(username);
-    const res = await adminCall('POST', '/v1/users', {
-      username,
-      password: 'a-good-password',
-      role: r,
-    });
+    const res = await postUser(r, username);
     expect(res.status).toBe(201);
     expect(res.json).toEqual({
       username,
@@ -158,11 +159,7 @@ describe('user management over HTTP', () => {
   });
 
   it('refuses a role that does not exist with 400 and vendor code -310', async () => {
-    const res = await adminCall('POST', '/v1/users', {
-      username: randomName('e2e_user'),
-      password: 'a-good-password',
-      role: randomName('no_such_role'),
-    });
+    const res = await postUser(randomName('no_such_role'));
     expect(res.status).toBe(400);
     expectEnvelope(res, '42704', -310);
     expect(res.json.status.reason).toMatch(/does not exist/);
@@ -181,12 +178,7 @@ describe('user management over HTTP', () => {
     await db().query(`GRANT ${controlRole} TO ${member}`);
     for (const role of [controlRole, member]) {
       const username = randomName('e2e_user');
-      users.push(username);
-      const res = await adminCall('POST', '/v1/users', {
-        username,
-        password: 'a-good-password',
-        role,
-      });
+      const res = await postUser(role, username);
       expect(res.status).toBe(400);
       expectEnvelope(res, '42704', -310);
       expect(res.json.status.reason).toMatch(/DATABASE_URL/);
@@ -201,13 +193,7 @@ describe('user management over HTTP', () => {
   it('warns of a role that can log in, and refuses a superuser role with 400 and vendor code -310', async () => {
     const loginable = await role();
     await db().query(`ALTER ROLE ${loginable} LOGIN`);
-    const username = randomName('e2e_user');
-    users.push(username);
-    const res = await adminCall('POST', '/v1/users', {
-      username,
-      password: 'a-good-password',
-      role: loginable,
-    });
+    const res = await postUser(loginable);
     expect(res.status).toBe(201);
     expect(res.json.warnings).toEqual([expect.stringMatching(/can log in: its users can set/)]);
     const u = await user();
@@ -220,11 +206,7 @@ describe('user management over HTTP', () => {
     const su = randomName('e2e_superuser');
     await db().query(`CREATE ROLE ${su} SUPERUSER NOLOGIN`);
     roles.push(su);
-    const refused = await adminCall('POST', '/v1/users', {
-      username: randomName('e2e_user'),
-      password: 'a-good-password',
-      role: su,
-    });
+    const refused = await postUser(su);
     expect(refused.status).toBe(400);
     expectEnvelope(refused, '42704', -310);
     expect(refused.json.status.reason).toMatch(/is a superuser/);
@@ -234,13 +216,7 @@ describe('user management over HTTP', () => {
     const r = randomName('e2e_ungranted');
     await db().query(`CREATE ROLE ${r} NOLOGIN`);
     roles.push(r);
-    const username = randomName('e2e_user');
-    users.push(username);
-    const res = await adminCall('POST', '/v1/users', {
-      username,
-      password: 'a-good-password',
-      role: r,
-    });
+    const res = await postUser(r);
     if (e2eEnv().mode === 'standalone') {
       // A NOINHERIT authenticator that was not granted the role could never SET ROLE to it.
       expect(res.status).toBe(400);
