@@ -198,6 +198,15 @@ describe('pg-text decoders', () => {
     },
   );
 
+  it.each([['2026-x1-28'], ['2026-1x-28'], ['2026-11-x8'], ['2026-11-2x'], ['2026-11-2']])(
+    'refuses (22007) %j as a date and a timestamp: its month and day are not two digits each',
+    (text) => {
+      const refusal = expect.objectContaining({ code: 'DATA_ERROR', sqlState: '22007' });
+      expect(() => decodeDate(text)).toThrow(refusal);
+      expect(() => decodeTimestampMicros(text)).toThrow(refusal);
+    },
+  );
+
   it('decodes times to microseconds since midnight', async () => {
     const got = await rows(
       `select v, (extract(epoch from v) * 1000000)::numeric(30,0)::text from ${values('time', ['13:14:15.5', '00:00:00', '23:59:59.999999', '24:00:00', '01:02:03.000004'].map(q))}`,

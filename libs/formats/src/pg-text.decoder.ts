@@ -9,6 +9,7 @@
  */
 
 import { SluiceError } from '@app/contracts';
+import { isoYearEnd } from '@app/sql';
 import { builtins, type builtinsTypes } from 'pg-types';
 import { parse as parseArrayText } from 'postgres-array';
 import decodeByteaText from 'postgres-bytea';
@@ -185,19 +186,11 @@ function notIso(kind: string, text: string): SluiceError {
   );
 }
 
-/**
- * Where the year that starts a date's text ends, at its first '-': 4 digits, more after 9999.
- * Checks the `Y…Y-MM-DD` shape (DateStyle ISO) on the way; throws notIso otherwise.
- */
+/** isoYearEnd, the month's and day's digits checked too; throws notIso for any other text. */
 function yearEnd(text: string, kind: string): number {
-  let y = 4;
-  if (text.charCodeAt(4) !== 45) {
-    y = 5;
-    while (y < text.length && text.charCodeAt(y) !== 45) y++;
-  }
-  for (let i = 0; i < y; i++) if (!isDigitAt(text, i)) throw notIso(kind, text);
+  const y = isoYearEnd(text);
   if (
-    text.charCodeAt(y + 3) !== 45 ||
+    y < 0 ||
     !isDigitAt(text, y + 1) ||
     !isDigitAt(text, y + 2) ||
     !isDigitAt(text, y + 4) ||

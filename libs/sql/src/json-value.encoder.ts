@@ -1,5 +1,6 @@
 import { SluiceError } from '@app/contracts';
 import { builtins, type builtinsTypes } from 'pg-types';
+import { isoYearEnd } from './iso-date.check';
 import type { PgTypeInfo } from './type.info';
 
 // PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
@@ -44,21 +45,13 @@ const encodeNumber: JsonValueEncoder = (text) =>
 
 const encodeBool: JsonValueEncoder = (text) => (text === 't' ? 'true' : 'false');
 
-const isDigitAt = (text: string, at: number) => {
-  const c = text.charCodeAt(at);
-  return c >= 48 && c <= 57;
-};
-
 /**
  * Refuses a date or timestamp not in DateStyle ISO (`Y…Y-MM-DD…`, or infinity). A statement can
  * change DateStyle for itself (`set_config('DateStyle', 'German', true)`); to_json() prints ISO
  * whatever DateStyle says, and `28.11.2026` would be passed off as its output.
  */
 function requireIso(text: string, kind: string): void {
-  let y = 0;
-  while (isDigitAt(text, y)) y++;
-  if (y >= 4 && text.charCodeAt(y) === MINUS && text.charCodeAt(y + 3) === MINUS) return;
-  if (text === 'infinity' || text === '-infinity') return;
+  if (isoYearEnd(text) >= 0 || text === 'infinity' || text === '-infinity') return;
   throw new SluiceError(
     'DATA_ERROR',
     `${kind} ${JSON.stringify(text.slice(0, 64))} is not in DateStyle ISO, the only form JSON ` +
