@@ -15,6 +15,7 @@ import {
   waitForApi,
   workerStarted,
 } from './support/service';
+import { freshToken } from './support/users';
 import { TcpProxy } from '../support/tcp.proxy';
 
 /**
@@ -78,13 +79,8 @@ function start(app: 'api' | 'worker'): ServiceProcess {
   return proc;
 }
 
-async function token(): Promise<string> {
-  const res = await fetch(`${baseUrl}/v1/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ username: admin.user, password: admin.password }),
-  });
-  return ((await res.json()) as { access_token: string }).access_token;
+function token(): Promise<string> {
+  return freshToken(admin.user, admin.password, baseUrl);
 }
 
 /** POSTs a statement and resolves with status, headers, body and whether the body arrived whole. */
@@ -164,6 +160,14 @@ async function forgetKilledWorkers(): Promise<void> {
   } finally {
     redis.disconnect();
   }
+}
+
+/** The only worker still running, once it takes jobs. */
+async function onlyWorker(): Promise<ServiceProcess> {
+  expect(liveWorkers()).toHaveLength(1);
+  const [worker] = liveWorkers();
+  await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+  return worker;
 }
 
 /** Starts a worker and waits until it takes jobs. */
@@ -360,9 +364,7 @@ describe('fault tolerance', () => {
 
   it('answers the fetch of a kept result whose worker died mid-result with 503 WORKER_LOST, never its rows as if whole, and gives its bytes back', async () => {
     const bearer = await token();
-    expect(liveWorkers()).toHaveLength(1);
-    const [worker] = liveWorkers();
-    await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+    const worker = await onlyWorker();
     const headers = { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' };
     const accepted = await fetch(`${baseUrl}/v1/execute`, {
       method: 'POST',
@@ -409,9 +411,7 @@ describe('fault tolerance', () => {
 
   it('gives back the bytes of a resumable result whose worker died while its response streamed', async () => {
     const bearer = await token();
-    expect(liveWorkers()).toHaveLength(1);
-    const [worker] = liveWorkers();
-    await until(() => Promise.resolve(workerStarted(worker)), 30_000);
+    const worker = await onlyWorker();
     const redis = new Redis({ port: redisPort, maxRetriesPerRequest: 1 });
     let queryId = '';
     const held = () => redis.hget(new RedisKeys(env.SLUICE_KEY_PREFIX).keptHeld, queryId);

@@ -1,13 +1,13 @@
 import { createHash, createHmac, pbkdf2Sync } from 'node:crypto';
-import { closeDb, db, until } from './support/client';
+import { db, until } from './support/client';
 import {
-  TestUser,
+  LoggedInUser,
   adminCall,
+  createLoggedInUser,
   createRole,
   createUser,
-  dropRole,
   executeAs,
-  freshLogin,
+  usersAndRolesDroppedAfterAll,
 } from './support/users';
 import { randomName } from './support/service';
 
@@ -16,35 +16,24 @@ import { randomName } from './support/service';
  * dropped) over the control login. A hostile user of another role, or of the same one, tries to
  * keep that repair from happening: every user of the role would be locked out.
  */
-const roles: string[] = [];
-const users: string[] = [];
+const made = usersAndRolesDroppedAfterAll();
 let victimRole: string;
-let attacker: TestUser;
-let attackerToken: string;
+let attacker: LoggedInUser;
 
 beforeAll(async () => {
   victimRole = await createRole('e2e_lr_victim');
-  attacker = await createUser({ prefix: 'e2e_lr_attacker' });
-  roles.push(victimRole, attacker.role);
-  users.push(attacker.username);
-  attackerToken = (await freshLogin(attacker.username, attacker.password)).json
-    .access_token as string;
-});
-
-afterAll(async () => {
-  await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [users]);
-  for (const role of roles) await dropRole(role);
-  await closeDb();
+  made.roles.push(victimRole);
+  attacker = await createLoggedInUser(made, { prefix: 'e2e_lr_attacker' });
 });
 
 describe('a statement holding the lock the repair takes', () => {
   it('delays the repair of another role by moments, not for as long as it runs', async () => {
     // The first user of the role makes its login role.
     const first = await createUser({ role: victimRole, prefix: 'e2e_lr_victim' });
-    users.push(first.username);
+    made.users.push(first.username);
     // The lock's key is no secret (hashtext of the login's name, and pg_locks shows it).
     const login = `sluice\\_%\\_${victimRole.replace(/_/g, '\\_')}`;
-    const holding = executeAs(attackerToken, {
+    const holding = executeAs(attacker.token, {
       statement: `select pg_advisory_xact_lock(hashtext('sluice-login:' ||
           (select rolname from pg_roles where rolname like '${login}'))), pg_sleep(30)`,
     });
@@ -61,7 +50,7 @@ describe('a statement holding the lock the repair takes', () => {
       password: 'a-password-of-some-length',
       role: victimRole,
     });
-    users.push(second.json.username as string);
+    made.users.push(second.json.username as string);
     expect(second.status).toBe(201);
     expect(Date.now() - started).toBeLessThan(10_000);
     await db().query(
@@ -100,14 +89,10 @@ describe('a password a user gives its login role', () => {
 
   it('is gone once the user is deleted: the login role takes back its own', async () => {
     // The role's only user: no other statement of the role would find the password changed.
-    const leaving = await createUser({ prefix: 'e2e_lr_leaving' });
-    roles.push(leaving.role);
-    users.push(leaving.username);
-    const token = (await freshLogin(leaving.username, leaving.password)).json
-      .access_token as string;
-    expect((await executeAs(token, { statement: 'select 1' })).status).toBe(200);
+    const leaving = await createLoggedInUser(made, { prefix: 'e2e_lr_leaving' });
+    expect((await executeAs(leaving.token, { statement: 'select 1' })).status).toBe(200);
     // With a password of its own, it could log in to PostgreSQL directly, outside Sluice.
-    const res = await executeAs(token, {
+    const res = await executeAs(leaving.token, {
       statement: `do $$ begin reset role;
         execute format('alter role %I password %L', session_user, 'chosen-by-the-user'); end $$`,
     });

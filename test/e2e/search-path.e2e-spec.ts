@@ -1,8 +1,14 @@
 import { Pool } from 'pg';
-import { closeDb, db, e2eEnv } from './support/client';
+import { db, e2eEnv } from './support/client';
 import { ExtraApi, startExtraApi } from './support/extra-api';
 import { randomName } from './support/service';
-import { TestUser, createRole, createUser, dropRole, executeAs, freshLogin } from './support/users';
+import {
+  LoggedInUser,
+  createLoggedInUser,
+  createRole,
+  executeAs,
+  usersAndRolesDroppedAfterAll,
+} from './support/users';
 
 /**
  * A user whose role may create objects in a database's `public` schema (PostgreSQL 14's default,
@@ -13,11 +19,9 @@ import { TestUser, createRole, createUser, dropRole, executeAs, freshLogin } fro
  */
 const schema = randomName('e2e_sp');
 const SECRET = `sp_secret_${randomName('x')}`;
-const roles: string[] = [];
-const users: string[] = [];
-let attacker: TestUser;
+const made = usersAndRolesDroppedAfterAll([schema]);
+let attacker: LoggedInUser;
 let victimRole: string;
-let attackerToken: string;
 
 /** A database of its own, whose `public` the attacker's role may create objects in. */
 async function trapDatabase(prefix: string): Promise<string> {
@@ -41,7 +45,7 @@ function superUrl(database: string): string {
 }
 
 async function run(statement: string, database: string) {
-  return executeAs(attackerToken, { statement, database });
+  return executeAs(attacker.token, { statement, database });
 }
 
 async function loginOf(role: string): Promise<string> {
@@ -56,23 +60,13 @@ async function loginOf(role: string): Promise<string> {
 beforeAll(async () => {
   victimRole = await createRole('e2e_sp_victim');
   const attackerRole = await createRole('e2e_sp_attacker');
-  roles.push(victimRole, attackerRole);
+  made.roles.push(victimRole, attackerRole);
   await db().query(`CREATE SCHEMA ${schema}`);
   await db().query(`CREATE TABLE ${schema}.secret (x text)`);
   await db().query(`INSERT INTO ${schema}.secret VALUES ($1)`, [SECRET]);
   await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${victimRole}, ${attackerRole}`);
   await db().query(`GRANT SELECT ON ${schema}.secret TO ${victimRole}`);
-  attacker = await createUser({ role: attackerRole, prefix: 'e2e_sp_attacker' });
-  users.push(attacker.username);
-  const res = await freshLogin(attacker.username, attacker.password);
-  attackerToken = res.json.access_token as string;
-});
-
-afterAll(async () => {
-  await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [users]);
-  await db().query(`DROP SCHEMA ${schema} CASCADE`);
-  for (const role of roles) await dropRole(role);
-  await closeDb();
+  attacker = await createLoggedInUser(made, { role: attackerRole, prefix: 'e2e_sp_attacker' });
 });
 
 describe('objects planted where the control login looks', () => {
@@ -132,7 +126,7 @@ describe('objects planted where the control login looks', () => {
       [attacker.role, victimRole],
     );
     expect(rows[0].member).toBe(false);
-    const read = await executeAs(attackerToken, { statement: `select x from ${schema}.secret` });
+    const read = await executeAs(attacker.token, { statement: `select x from ${schema}.secret` });
     expect(read.status).toBe(403);
     expect(read.text).not.toContain(SECRET);
   });

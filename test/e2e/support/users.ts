@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
-import { HttpResult, db, e2eEnv, login, request } from './client';
+import { HttpResult, closeDb, db, e2eEnv, login, request } from './client';
 import { dropRoleAndLogins, grantToControl } from './roles';
 import { ROOT, randomName } from './service';
 
@@ -9,6 +9,11 @@ export interface TestUser {
   username: string;
   password: string;
   role: string;
+}
+
+/** A TestUser with the token of a login of its own. */
+export interface LoggedInUser extends TestUser {
+  token: string;
 }
 
 /** A NOLOGIN role the control login may grant (as the README's set-up asks). */
@@ -70,6 +75,53 @@ export async function freshLogin(
   baseUrl = e2eEnv().baseUrl,
 ): Promise<HttpResult> {
   return call(baseUrl, 'POST', '/v1/login', { username, password, ...extra });
+}
+
+/** Logs in afresh (see freshLogin) and returns the access token; fails the test on any error. */
+export async function freshToken(
+  username: string,
+  password: string,
+  baseUrl = e2eEnv().baseUrl,
+): Promise<string> {
+  const res = await freshLogin(username, password, {}, baseUrl);
+  if (res.status !== 200) throw new Error(`could not log in: ${res.status} ${res.text}`);
+  return res.json.access_token as string;
+}
+
+/** The users and roles a spec makes, to be dropped after all its tests. */
+export interface MadeForSpec {
+  users: string[];
+  roles: string[];
+}
+
+/**
+ * Drops after all of a spec's tests the users and roles it lists in the answer (each role with
+ * its login roles), and `schemas` in between, then closes the database pool. Call it at the top
+ * of a spec file.
+ */
+export function usersAndRolesDroppedAfterAll(schemas: string[] = []): MadeForSpec {
+  const made: MadeForSpec = { users: [], roles: [] };
+  afterAll(async () => {
+    await db().query('DELETE FROM sluice.users WHERE username = ANY($1)', [made.users]);
+    for (const schema of schemas) await db().query(`DROP SCHEMA ${schema} CASCADE`);
+    for (const role of made.roles) await dropRole(role);
+    await closeDb();
+  });
+  return made;
+}
+
+/**
+ * createUser (a role made for it unless given), logged in afresh: the user, and the role if made
+ * here, are listed in `made` to be dropped after all tests.
+ */
+export async function createLoggedInUser(
+  made: MadeForSpec,
+  options: Parameters<typeof createUser>[0] = {},
+): Promise<LoggedInUser> {
+  const user = await createUser(options);
+  if (options.role === undefined) made.roles.push(user.role);
+  made.users.push(user.username);
+  return { ...user, token: await freshToken(user.username, user.password) };
 }
 
 /** POST /v1/execute as a user's Bearer token, on any api. */
