@@ -1,6 +1,5 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Pool } from 'pg';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { METADATA_POOL } from '../infra/tokens';
 import {
   METADATA_EVENTS_CHANNEL,
@@ -40,7 +39,6 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
   private generation = 0;
   private ticks = 0;
   private timer: NodeJS.Timeout | undefined;
-  private readonly ttlMs: number;
   private scheduled: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private rerun = false;
@@ -51,12 +49,9 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
 
   constructor(
     @Inject(METADATA_POOL) private readonly pool: Pool,
-    @Inject(SLUICE_CONFIG) config: SluiceConfig,
     private readonly schema: MetadataSchema,
     private readonly events: MetadataEventsService,
-  ) {
-    this.ttlMs = config.jwtTtlSeconds * 1000;
-  }
+  ) {}
 
   /** Revocations held in memory now (never more than `REVOKED_CACHE_MAX`). */
   get cached(): number {
@@ -124,7 +119,9 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
       return;
     }
     // No revocation outlives the longest token: a later expiry cannot be real.
-    this.revoked.set(jti, Math.min(exp, Date.now() + this.ttlMs));
+    // Until the token's own expiry: capped at SLUICE_JWT_TTL_SECONDS, a signed-out admin cookie
+    // (SLUICE_ADMIN_SESSION_SECONDS, which may be longer) was forgotten and worked again.
+    this.revoked.set(jti, exp);
   }
 
   /** One re-read of the table for any number of hints: at most one running, one per gap. */
