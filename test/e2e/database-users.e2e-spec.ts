@@ -419,6 +419,24 @@ describe('database users (SLUICE_AUTH=database)', () => {
       expectEnvelope(res, '28000', -306);
     });
 
+    it('answers the envelope and a WWW-Authenticate Node can send for a dropped role named with a quote and non-Latin letters', async () => {
+      // The reason quotes the role's name into the header's error_description.
+      const name = `${randomName('dbu')}_"用户`;
+      const ident = `"${name.replace(/"/g, '""')}"`;
+      const password = secret();
+      passwords.push(password);
+      await superuser.query(`CREATE ROLE ${ident} LOGIN PASSWORD ${quote(password)}`);
+      const res = await login(name, password);
+      expect(res.status).toBe(200);
+      await superuser.query(`DROP ROLE ${ident}`);
+      const refused = await run(res.json.access_token as string, 'select 1');
+      expect(refused.status).toBe(401);
+      expectEnvelope(refused, '28000', -306);
+      expect(refused.headers.get('www-authenticate')).toMatch(
+        /^Bearer realm="sluice", error="invalid_token", error_description="role 'dbu_[0-9a-f]+_'\?\?' no longer exists"$/,
+      );
+    });
+
     it("gives a role dropped and created again under its name nothing of the first one's", async () => {
       const first = await createUser();
       const firstToken = await tokenOf(first);
