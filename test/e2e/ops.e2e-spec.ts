@@ -474,6 +474,18 @@ describe('OpenAPI', () => {
     expect(res.status).toBe(200);
     expect(res.text).toMatch(/swagger/i);
   });
+
+  it("forbids other sites to frame the docs page, whose Try it out runs statements with the browser's credentials", async () => {
+    for (const path of ['/docs', '/docs/', '/docs/swagger-ui-init.js']) {
+      const res = await request(undefined, { method: 'GET', path });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-frame-options')).toBe('DENY');
+      expect(res.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
+    }
+    // Only there: results keep their own headers.
+    const info = await request(undefined, { method: 'GET', path: '/v1/info' });
+    expect(info.headers.get('x-frame-options')).toBeNull();
+  });
 });
 
 /**

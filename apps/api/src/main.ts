@@ -16,6 +16,7 @@ import { SluiceError } from '@app/contracts';
 import { AppModule } from './app.module';
 import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
+import { installDocsPageHeaders } from './http/docs-page.headers';
 import { jsonTextProblem } from './http/json-text.check';
 import { describeWire } from './http/openapi.document';
 import {
@@ -127,6 +128,7 @@ async function bootstrap(): Promise<void> {
     ),
   );
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'openapi.json' });
+  installDocsPageHeaders(fastify);
 
   // Node closes the keep-alive connections idle when close() begins, not those whose response
   // ends after (fastify#7044): without this, close() waits for the client to hang up.
