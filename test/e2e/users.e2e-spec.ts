@@ -212,6 +212,31 @@ describe('user management over HTTP', () => {
     expect(refused.json.status.reason).toMatch(/is a superuser/);
   });
 
+  it("refuses PostgreSQL's predefined roles with 400 and -310: an administrator may not give a user the server's programs and files", async () => {
+    // On PostgreSQL 15 CREATEROLE may grant them: a user of pg_execute_server_program ran
+    // COPY … TO PROGRAM as the server's OS user.
+    for (const role of ['pg_execute_server_program', 'pg_write_server_files', 'pg_read_all_data']) {
+      const res = await postUser(role);
+      expect(res.status).toBe(400);
+      expectEnvelope(res, '42704', -310);
+      expect(res.json.status.reason).toMatch(/predefined/);
+    }
+    const u = await user();
+    const patch = await adminCall('PATCH', `/v1/users/${u.username}`, {
+      role: 'pg_execute_server_program',
+    });
+    expect(patch.status).toBe(400);
+    expectEnvelope(patch, '42704', -310);
+    // No login role of Sluice's was made a member of one.
+    const { rows } = await db().query(
+      `SELECT u.rolname FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid
+         JOIN pg_roles u ON u.oid = m.member
+        WHERE r.rolname IN ('pg_execute_server_program', 'pg_write_server_files', 'pg_read_all_data')
+          AND u.rolname ~ '^sluice_[0-9a-f]{10}_'`,
+    );
+    expect(rows).toEqual([]);
+  });
+
   it('refuses a role the authenticator may not become, unless the authenticator is a superuser', async () => {
     const r = randomName('e2e_ungranted');
     await db().query(`CREATE ROLE ${r} NOLOGIN`);

@@ -12,7 +12,7 @@ export interface Queryable {
 /** Why a role cannot be given to a Sluice user; the message says what to do. */
 export class LoginRoleError extends Error {
   constructor(
-    readonly kind: 'missing' | 'superuser' | 'control' | 'foreign' | 'rights',
+    readonly kind: 'missing' | 'superuser' | 'control' | 'predefined' | 'foreign' | 'rights',
     message: string,
   ) {
     super(message);
@@ -191,6 +191,16 @@ export class LoginRoleProvisioner {
         'control',
         `role "${role}" is (or is a member of) the login role of DATABASE_URL, which may create ` +
           'and grant roles: a user of it could reach every other user',
+      );
+    }
+    // PostgreSQL reserves pg_ names for its predefined roles, which reach past every GRANT: the
+    // server's files and programs as its OS user (COPY … TO PROGRAM), every table. On
+    // PostgreSQL 15 CREATEROLE may grant them, so a Sluice administrator could have become one.
+    if (role.startsWith('pg_')) {
+      throw new LoginRoleError(
+        'predefined',
+        `role "${role}" is one of PostgreSQL's predefined roles, which reach the database ` +
+          "server's files and programs or every table: give users a role of your own",
       );
     }
     if (facts.login_bad_attrs) {
