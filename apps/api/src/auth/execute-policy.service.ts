@@ -24,6 +24,14 @@ export class ExecutePolicyService {
   async check(request: Readonly<ExecuteRequestDto>, user: AuthUser): Promise<void> {
     const named = request.database ?? user.database;
     enforceRequestLimits(request, this.config, named);
+    // Mapped before the login-role provisioner refused PostgreSQL's predefined roles: its login
+    // may still hold one (COPY … TO PROGRAM, the server's files, every table).
+    if (user.role.startsWith('pg_')) {
+      throw new SluiceError(
+        'FORBIDDEN',
+        `the role of this user, "${user.role}", is one of PostgreSQL's predefined roles, which Sluice does not grant: an administrator must give the user a role of its own`,
+      );
+    }
     const change = roleChangeOf(request.statement);
     if (change) {
       throw new SluiceError(
