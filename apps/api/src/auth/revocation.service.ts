@@ -118,9 +118,8 @@ export class RevocationService implements OnModuleInit, OnModuleDestroy, Metadat
       this.complete = false;
       return;
     }
-    // No revocation outlives the longest token: a later expiry cannot be real.
-    // Until the token's own expiry: capped at SLUICE_JWT_TTL_SECONDS, a signed-out admin cookie
-    // (SLUICE_ADMIN_SESSION_SECONDS, which may be longer) was forgotten and worked again.
+    // Until the token's own (signed) expiry: capped at SLUICE_JWT_TTL_SECONDS, a signed-out admin
+    // cookie (SLUICE_ADMIN_SESSION_SECONDS, which may be longer) was forgotten and worked again.
     this.revoked.set(jti, exp);
   }
 
