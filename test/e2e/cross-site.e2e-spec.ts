@@ -102,6 +102,22 @@ describe('Cross-site requests (plain HTTP)', () => {
     expect(await rows()).toEqual([]);
   });
 
+  it('refuses a statement in a link opened from outside any page (Sec-Fetch-Site none), with Basic', async () => {
+    // What a browser sends for a link clicked in a mail or chat program, with the Basic
+    // credentials it holds for the service.
+    const { baseUrl } = e2eEnv();
+    const query = `?statement=${encodeURIComponent(insert('link'))}`;
+    const res = await call(baseUrl, 'GET', `/v1/execute${query}`, undefined, {
+      ...adminBasic(),
+      'sec-fetch-site': 'none',
+      'sec-fetch-mode': 'navigate',
+      'sec-fetch-user': '?1',
+    });
+    expectRefused(res);
+    expect(res.json.status.reason).toMatch(/Sec-Fetch-Site: none/);
+    expect(await rows()).toEqual([]);
+  });
+
   it('runs a statement sent same-origin, as the api itself would see a page of its own', async () => {
     const { baseUrl } = e2eEnv();
     const res = await call(

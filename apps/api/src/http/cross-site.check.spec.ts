@@ -25,9 +25,26 @@ describe(crossSiteRefusal.name, () => {
     expect(judge({ method: 'DELETE', route: '/v1/queries/:queryId' })).toBeUndefined();
   });
 
-  it('passes Sec-Fetch-Site none (a typed URL or bookmark)', () => {
-    expect(judge({ method: 'GET', secFetchSite: 'none' })).toBeUndefined();
+  it('passes Sec-Fetch-Site none (a typed URL or bookmark) where no statement is in the URL', () => {
+    expect(judge({ method: 'POST', secFetchSite: 'none' })).toBeUndefined();
+    expect(judge({ method: 'GET', route: '/v1/info', secFetchSite: 'none' })).toBeUndefined();
+    expect(
+      judge({ method: 'DELETE', route: '/v1/queries/:queryId', secFetchSite: 'none' }),
+    ).toBeUndefined();
   });
+
+  it.each([
+    ['GET', '/v1/execute'],
+    ['HEAD', '/v1/execute/:database'],
+    ['get', '/v1/execute'],
+  ])(
+    'refuses Sec-Fetch-Site none on %s %s: a link opened from a mail program comes so too',
+    (method, route) => {
+      expect(judge({ method, route, secFetchSite: 'None ' })).toMatch(
+        /a statement in a link or typed URL \(Sec-Fetch-Site: none\) is not run/,
+      );
+    },
+  );
 
   it.each(['cross-site', 'same-site', 'Cross-Site', 'something-else', ''])(
     'refuses Sec-Fetch-Site %p',

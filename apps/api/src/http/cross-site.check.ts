@@ -49,12 +49,23 @@ function quoted(text: string): string {
 /**
  * Why a request must be refused as cross-site, or undefined when it may go on. Only requests that
  * run or change something are judged: they are refused when `Sec-Fetch-Site` is anything but
- * `same-origin` or `none`, or when an `Origin` header (`null` included) is not the service's own
- * origin. Requests with neither header (curl, server-side clients) go on.
+ * `same-origin` or `none` (on GET of /v1/execute, anything but `same-origin`), or when an `Origin`
+ * header (`null` included) is not the service's own origin. Requests with neither header (curl,
+ * server-side clients) go on.
  */
 export function crossSiteRefusal(request: CrossSiteRequest): string | undefined {
   if (!actsOnRequest(request.method, request.route)) return undefined;
-  return foreignOriginRefusal(request, 'cross-site requests may not run or change anything');
+  const why = 'cross-site requests may not run or change anything';
+  // A link opened from a mail or chat program comes as `none`, as a typed URL does, and with the
+  // Basic credentials the browser holds: a statement in a URL must come from the service's pages.
+  if (
+    RUNS_ON_GET.has(request.route) &&
+    SAFE_METHODS.has(request.method.toUpperCase()) &&
+    request.secFetchSite?.trim().toLowerCase() === 'none'
+  ) {
+    return `${why}: a statement in a link or typed URL (Sec-Fetch-Site: none) is not run; POST it, or send it without a browser`;
+  }
+  return foreignOriginRefusal(request, why);
 }
 
 /** The judgement of crossSiteRefusal whatever the method: `why`, and what gave the request away. */
