@@ -14,6 +14,7 @@ interface Service {
   deploy?: { replicas?: number };
   healthcheck?: { test: string[] };
   volumes?: string[];
+  ports?: string[];
   networks?: Record<string, { ipv4_address?: string }>;
 }
 
@@ -39,6 +40,13 @@ describe('docker-compose.yml', () => {
     expect(compose.services.api.deploy?.replicas).toBe(2);
     expect(compose.services['worker-interactive'].deploy?.replicas).toBe(2);
     expect(compose.services['worker-export'].deploy?.replicas).toBe(1);
+  });
+
+  it('publishes the api on loopback only: its secrets and admin password are known defaults', () => {
+    for (const file of [compose, clustered]) {
+      const published = Object.values(file.services).flatMap((service) => service.ports ?? []);
+      expect(published).toEqual(['127.0.0.1:8080-8081:8080']);
+    }
   });
 
   it('gives each worker service one lane to serve', () => {
