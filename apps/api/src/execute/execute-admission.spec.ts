@@ -223,6 +223,18 @@ describe(`${ExecuteService.name} admission over Redis`, () => {
     expect(queue.aliveAtEnqueue).toBe(1);
   });
 
+  it('lets go of the Idempotency-Key of a request whose job could not be queued: a retry with the key claims it anew', async () => {
+    const key = `key-${randomBytes(4).toString('hex')}`;
+    const refused = service.execute(body, user, { idempotencyKey: key });
+    await expect(refused).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    // Another query claims the key as new: it stands for no query that never ran.
+    const retry = { queryId: 'retry', fingerprint: 'f' };
+    const limits = { ttlSeconds: 60, most: 10 };
+    expect(await registry.claimKey(user.username, key, retry, limits)).toEqual({
+      outcome: 'claimed',
+    });
+  });
+
   it('leaves no slot, record or reader key behind a query refused at the cap', async () => {
     await registry.admit(user.username, 'held-1', CAP);
     await registry.admit(user.username, 'held-2', CAP);
