@@ -10,6 +10,8 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:http';
+import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { closeDb, db, e2eEnv, eventually, request } from './support/client';
@@ -273,6 +275,44 @@ describe('sluice (the command line)', () => {
     );
     expect(unreachable.code).toBe(4);
     expect(unreachable.stdout).toBe('');
+  });
+
+  it('exits 4 when the service answers 429 or 503, the answers worth retrying', async () => {
+    // A fake service: what is checked is the command's reading of these answers; the service's
+    // own 429 and 503 are the catalogue's, tested where they are made.
+    const answers = {
+      429: { reason: 'too many queries', sql_state: '53000', vendor_code: -108 },
+      503: { reason: 'the query queue is not reachable', sql_state: '57P03', vendor_code: -109 },
+    };
+    let status: 429 | 503 = 429;
+    const server = createServer((req, res) => {
+      res.setHeader('content-type', 'application/json');
+      if (req.url === '/v1/login') {
+        res.end(JSON.stringify({ access_token: 'stub-token' }));
+        return;
+      }
+      res.writeHead(status, { 'retry-after': '1' });
+      res.end(JSON.stringify({ status: answers[status] }));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const env = userEnv({
+        XDG_CONFIG_HOME: join(work, 'busy'),
+        SLUICE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        SLUICE_USER: 'someone',
+        SLUICE_PASSWORD: 'secret',
+      });
+      const busy = await sluice(['query', 'select 1'], env);
+      expect(busy.code).toBe(4);
+      expect(busy.stderr).toMatch(/SQLSTATE 53000 {2}vendor code -108 {2}HTTP 429/);
+      status = 503;
+      const away = await sluice(['query', 'select 1'], env);
+      expect(away.code).toBe(4);
+      expect(away.stderr).toMatch(/SQLSTATE 57P03 {2}vendor code -109 {2}HTTP 503/);
+    } finally {
+      server.close();
+    }
   });
 
   it('uses a stored login for its own URL only: the same service under another URL gets no token', async () => {
