@@ -538,15 +538,25 @@ describe('database users (SLUICE_AUTH=database)', () => {
   });
 
   describe('administration', () => {
-    it('has no /v1/users: users are PostgreSQL roles', async () => {
+    it('has no /v1/users: every request to it is 404, an administrator’s or without credentials', async () => {
       const user = await createUser();
       await superuser.query(`GRANT ${admins} TO ${user.name}`);
-      const res = await call(baseUrl, 'GET', '/v1/users', undefined, {
-        authorization: `Bearer ${await tokenOf(user)}`,
-      });
-      expect(res.status).toBe(404);
-      expectEnvelope(res, '42704', -104);
-      expect(res.json.status.reason).toMatch(/PostgreSQL roles/);
+      const auth = { authorization: `Bearer ${await tokenOf(user)}` };
+      const requests: [string, string, object | undefined, Record<string, string>][] = [
+        ['GET', '/v1/users', undefined, auth],
+        ['POST', '/v1/users', { username: 'someone', password: 'secret-enough', role: 'r' }, auth],
+        ['GET', `/v1/users/${user.name}`, undefined, auth],
+        ['PATCH', `/v1/users/${user.name}`, { read_only: true }, auth],
+        ['DELETE', `/v1/users/${user.name}`, undefined, auth],
+        ['GET', '/v1/users', undefined, {}],
+        ['POST', '/v1/users', {}, {}],
+      ];
+      for (const [method, path, body, headers] of requests) {
+        const res = await call(baseUrl, method, path, body, headers);
+        expect({ method, path, status: res.status }).toEqual({ method, path, status: 404 });
+        expectEnvelope(res, '42704', -104);
+        expect(res.json.status.reason).toMatch(/PostgreSQL roles/);
+      }
     });
 
     it('makes members of SLUICE_ADMIN_ROLE administrators, and nobody else', async () => {
