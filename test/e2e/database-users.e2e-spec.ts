@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Redis from 'ioredis';
+import { credentialSealKey, sealCredential } from '@app/access';
 import { Pool } from 'pg';
 import { testRedisUrl as REDIS_URL } from '../settings';
 import { HttpResult, eventually } from './support/client';
@@ -338,6 +339,32 @@ describe('database users (SLUICE_AUTH=database)', () => {
       const res = await run(token, 'select 1');
       expect(res.status).toBe(401);
       expectEnvelope(res, '28000', -303);
+    });
+
+    it('does not open under a new SLUICE_CREDENTIAL_KEY: the session’s statements get 401 (-303) until the user logs in again', async () => {
+      const user = await createUser();
+      const token = await tokenOf(user);
+      const sid = claimsOf(token).sid as string;
+      // What a restart with a new key finds: the row as it was sealed under the old key.
+      const otherKey = credentialSealKey(randomBytes(24).toString('hex'));
+      const sealed = sealCredential(otherKey, user.password, {
+        sessionId: sid,
+        username: user.name,
+      });
+      await superuser.query('UPDATE sluice.db_sessions SET sealed = $2 WHERE sid = $1', [
+        sid,
+        sealed,
+      ]);
+      const res = await run(token, 'select 1');
+      expect(res.status).toBe(401);
+      expectEnvelope(res, '28000', -303);
+      expect(res.json.status.reason).toBe('the session of this query ended');
+      // Only statements need the credential: the token still lists the user's queries.
+      const listed = await call(baseUrl, 'GET', '/v1/queries', undefined, {
+        authorization: `Bearer ${token}`,
+      });
+      expect(listed.status).toBe(200);
+      expect((await run(await tokenOf(user), 'select 1')).status).toBe(200);
     });
 
     it('lives on through token_refresh: same session, later end', async () => {
