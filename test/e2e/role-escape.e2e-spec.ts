@@ -175,6 +175,33 @@ describe('statements that try to act as another role', () => {
     expect(powers).toBe(false);
   });
 
+  it('keeps a membership granted to the login role by hand until the role is next provisioned, then takes it away', async () => {
+    const role = await createRole('e2e_granted');
+    const extra = await createRole('e2e_extra');
+    roles.push(role, extra);
+    const first = await createUser({ role, prefix: 'e2e_granted' });
+    users.push(first.username);
+    const token = await tokenOf(first);
+    const memberOf = async (): Promise<[string, string[]]> => {
+      const res = await executeAs(token, {
+        statement: `select session_user::text, (select array_agg(r.rolname::text)
+          from pg_auth_members m join pg_roles r on r.oid = m.roleid
+          where m.member = (select oid from pg_roles where rolname = session_user))`,
+      });
+      expect(res.status).toBe(200);
+      const [session, granted] = res.json.data[0] as [string, string[]];
+      return [session, granted.sort()];
+    };
+    const [login] = await memberOf();
+    await db().query(`GRANT ${extra} TO ${login}`);
+    // Statements run on it as it is: nothing checks the memberships before each one.
+    expect(await memberOf()).toEqual([login, [extra, role].sort()]);
+    // Creating another user of the role provisions its login role again.
+    const second = await createUser({ role, prefix: 'e2e_granted' });
+    users.push(second.username);
+    expect(await memberOf()).toEqual([login, [role]]);
+  });
+
   it('leaves the victim, on the same workers, with its own role and rights', async () => {
     for (const [, template] of ATTACKS.slice(0, 3)) {
       await executeAs(attackerToken, { statement: render(template, victim.role) });
