@@ -409,6 +409,19 @@ describe('sluice (the command line)', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it('leaves no file behind an export that fails after its first bytes were written', async () => {
+    const dir = mkdtempSync(join(work, 'failed-'));
+    // Rows go to the file before the division by zero ends the statement.
+    const run = await sluice([
+      'export',
+      'select g, 1 / (20000 - g) as x from generate_series(1, 30000) g',
+      '-o',
+      join(dir, 'out.csv'),
+    ]);
+    expect(run.code).not.toBe(0);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it('exports 1M rows to a Parquet file that a Parquet reader reads back whole', async () => {
     const out = join(work, 'million.parquet');
     const run = await sluice([
