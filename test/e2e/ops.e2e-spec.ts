@@ -22,6 +22,13 @@ import { ServiceProcess, freePort, startProcess, waitForApi } from './support/se
 
 const users = usersDroppedAfterAll();
 
+/** The fields of an execute request's log line, as docs/architecture.md (Logs) lists them. */
+const EXECUTE_LINE_FIELDS = [
+  ...['level', 'time', 'pid', 'hostname', 'name', 'context', 'msg'],
+  ...['request_id', 'query_id', 'user', 'database', 'format', 'lane', 'outcome', 'http_status'],
+  ...['sql_state', 'vendor_code', 'rows', 'bytes', 'duration_ms', 'queue_wait_ms', 'run_ms'],
+];
+
 async function user(prefix: string) {
   const created = await createUser(prefix);
   users.push(created.username);
@@ -649,14 +656,22 @@ describe('a deployment of its own', () => {
       const line = await eventually(async () =>
         Promise.resolve(lines(proc).find((l) => l.msg === 'execute' && l.query_id === ids[which])),
       );
+      // Every field docs/architecture.md lists, and nothing else.
+      expect(Object.keys(line).sort()).toEqual([...EXECUTE_LINE_FIELDS].sort());
       expect(line).toMatchObject({
         level: 30,
+        msg: 'execute',
+        context: 'ExecuteRequest',
+        request_id: expect.anything(),
         query_id: ids[which],
         user: admin.user,
         database: 'test',
         format: 'json',
+        lane: 'interactive',
         outcome: 'succeeded',
         http_status: 200,
+        sql_state: '00000',
+        vendor_code: 0,
         rows: 1,
         bytes: expect.any(Number),
         duration_ms: expect.any(Number),
@@ -719,7 +734,9 @@ describe('a deployment of its own', () => {
             .find((l) => l.msg === 'execute' && l.query_id === queryId),
         ),
       );
-    expect(await lineOf(failedId)).toMatchObject({
+    const failedLine = await lineOf(failedId);
+    expect(Object.keys(failedLine).sort()).toEqual([...EXECUTE_LINE_FIELDS].sort());
+    expect(failedLine).toMatchObject({
       outcome: 'failed',
       http_status: failed.status,
       sql_state: '22012',
