@@ -11,10 +11,12 @@
 // per second of compression, trial included, median of BENCH_RUNS runs. About 15 s.
 import { createHash } from 'node:crypto';
 import { constants, createBrotliCompress, createGzip } from 'node:zlib';
-import { requireDist } from './lib/env.mjs';
+import { envInt, hardTimeLimit, requireDist } from './lib/env.mjs';
 
 const { ChunkCompressor, BROTLI_QUALITY } = requireDist('libs/formats/src/chunk.compressor.js');
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const RUNS = envInt('BENCH_RUNS', 3);
+// About 5 s a run; every compression awaits its flushes, so the timer fires between them.
+hardTimeLimit((RUNS * 20 + 60) * 1000);
 const ROWS_PER_CHUNK = 1000;
 
 function random(seed) {

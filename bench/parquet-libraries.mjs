@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
-import { ROOT, envInt, warnIfStale } from './lib/env.mjs';
+import { ROOT, envInt, hardTimeLimit, warnIfStale, yieldToTimers } from './lib/env.mjs';
 
 const require = createRequire(import.meta.url);
 const FORMATS_DIR = process.env.SLUICE_FORMATS_DIR || join(ROOT, 'dist/libs/formats/src');
@@ -54,6 +54,20 @@ const ROWS = envInt('BENCH_ROWS', 1_000_000);
 const CHUNK = envInt('BENCH_CHUNK_ROWS', 1000);
 const ROW_GROUP = envInt('BENCH_ROW_GROUP_ROWS', 100_000);
 const RUNS = envInt('BENCH_RUNS', 3);
+/** The longest one child may run; the script's hard limit allows half of it for each run. */
+const CHILD_TIMEOUT_MS = 600_000;
+/** Set by the parent (hardTimeLimit): how long its children may still run. */
+let limit = { remaining: () => CHILD_TIMEOUT_MS };
+/** Removed when the hard limit stops the script (a `finally` would not run then). */
+const tempDirs = [];
+
+/** The parent's hard limit: `runs` children of at most 5 min each, and 2 min to spare. */
+function limitTo(runs) {
+  limit = hardTimeLimit((runs * 300 + 120) * 1000, () => {
+    for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+  });
+}
+const childTimeout = () => Math.min(CHILD_TIMEOUT_MS, limit.remaining());
 
 // ---------------------------------------------------------------------------------------------
 // Rows: PostgreSQL's text output (TimeZone UTC, DateStyle ISO), deterministic from the row index.
@@ -648,6 +662,7 @@ const mb = (n) => (n / 1024 / 1024).toFixed(0);
 
 async function parent(names) {
   const dir = mkdtempSync(join(tmpdir(), 'parquet-bench-'));
+  tempDirs.push(dir);
   try {
     console.log(
       `# ${ROWS} rows × ${COLUMNS.length} columns, chunks of ${CHUNK}, row groups of ${ROW_GROUP}, ` +
@@ -663,6 +678,8 @@ async function parent(names) {
       let failure;
       let check = '';
       for (let run = 0; run < RUNS && !failure; run++) {
+        // A child is waited for synchronously: the hard limit's timer can fire only here.
+        await yieldToTimers();
         const file = join(dir, 'out.parquet');
         const res = spawnSync(
           process.execPath,
@@ -670,7 +687,7 @@ async function parent(names) {
           {
             env: { ...process.env, NODE_PATH: nodePath() },
             encoding: 'utf8',
-            timeout: 600_000,
+            timeout: childTimeout(),
             maxBuffer: 1 << 24,
           },
         );
@@ -781,6 +798,7 @@ function copyOnce() {
     [DATABASE_URL, '-qAtc', `COPY (${PG_QUERY.replace(/\s+/g, ' ')}) TO STDOUT`],
     {
       stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: childTimeout(),
     },
   );
   if (res.status !== 0) throw new Error(`psql: ${res.stderr}`);
@@ -804,6 +822,7 @@ async function postgresBench() {
   for (const [label, mode] of modes) {
     const results = [];
     for (let run = 0; run < RUNS; run++) {
+      await yieldToTimers();
       if (mode === null) {
         results.push({ ms: copyOnce(), bytes: 0, peakRss: 0 });
         continue;
@@ -814,7 +833,7 @@ async function postgresBench() {
         {
           env: { ...process.env, NODE_PATH: nodePath() },
           encoding: 'utf8',
-          timeout: 600_000,
+          timeout: childTimeout(),
         },
       );
       const line = res.stdout.trim().split('\n').pop();
@@ -836,6 +855,7 @@ if (process.argv[2] === '--child') {
 } else if (process.argv[2] === '--pg-child') {
   await pgChild(process.argv[3]);
 } else if (process.argv[2] === '--postgres') {
+  limitTo(4 * RUNS);
   await postgresBench();
 } else {
   const names = process.argv.slice(2);
@@ -844,9 +864,11 @@ if (process.argv[2] === '--child') {
   if (built && !process.env.SLUICE_FORMATS_DIR) warnIfStale();
   if (!built)
     console.log(`(no ${FORMATS_DIR}/parquet.encoder.js: npm run build for the sluice rows)\n`);
-  await parent(
-    names.length ? names : Object.keys(CANDIDATES).filter((n) => built || !n.includes('sluice')),
-  );
+  const chosen = names.length
+    ? names
+    : Object.keys(CANDIDATES).filter((n) => built || !n.includes('sluice'));
+  limitTo(chosen.length * RUNS);
+  await parent(chosen);
 }
 
 function existsDist() {

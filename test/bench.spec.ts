@@ -75,4 +75,38 @@ describe('bench scripts', () => {
       });
     expect(silent).toEqual([]);
   });
+
+  it('each set a hard time limit: installGuards, or hardTimeLimit for those that start no service', () => {
+    const unbounded = readdirSync(BENCH)
+      .filter((f) => f.endsWith('.mjs'))
+      .filter((f) => {
+        const code = readFileSync(join(BENCH, f), 'utf8')
+          .split('\n')
+          .filter((line) => !/^\s*(\/\/|\*|\/\*)/.test(line))
+          .join('\n');
+        return !/\b(installGuards|hardTimeLimit)\(/.test(code);
+      });
+    // small-queries.mjs's floors: its children, which run until Ctrl-C when started alone.
+    expect(unbounded).toEqual(['direct-baseline.mjs', 'skeleton-baseline.mjs']);
+  });
+
+  it('stop at hardTimeLimit even when their work is synchronous, if they yield between runs', () => {
+    const script = `const { hardTimeLimit, yieldToTimers } = await import(${JSON.stringify(join(BENCH, 'lib', 'env.mjs'))});
+hardTimeLimit(200);
+const until = Date.now() + 10_000;
+while (Date.now() < until) {
+  const run = Date.now() + 50;
+  while (Date.now() < run);
+  await yieldToTimers();
+}
+console.log('not stopped');`;
+    const started = Date.now();
+    const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+    });
+    expect(res.status).toBe(2);
+    expect(res.stdout).toBe('');
+    expect(res.stderr).toMatch(/hard time limit \(\d+ s\) reached/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
 });

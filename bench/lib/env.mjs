@@ -62,3 +62,27 @@ export function requireDist(file) {
   warnIfStale();
   return require(path.join(ROOT, 'dist', file));
 }
+
+/**
+ * The hard time limit of a script that starts no service (service.mjs's installGuards is the
+ * others'): past `ms` it runs `onStop`, says so and exits 2. A timer fires only between callbacks,
+ * so a script whose work is synchronous awaits `yieldToTimers()` between runs, and gives a child
+ * it waits for synchronously `remaining()` as its timeout.
+ */
+export function hardTimeLimit(ms, onStop = () => {}) {
+  const deadline = Date.now() + ms;
+  setTimeout(() => {
+    console.error(`bench: hard time limit (${Math.round(ms / 1000)} s) reached, stopping`);
+    try {
+      onStop();
+    } finally {
+      process.exit(2);
+    }
+  }, ms).unref();
+  return { remaining: () => Math.max(1, deadline - Date.now()) };
+}
+
+/** Lets a timer that is due run (the hard limit's): a 0 ms timer comes after every earlier one. */
+export function yieldToTimers() {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
