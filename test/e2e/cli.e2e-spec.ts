@@ -409,7 +409,7 @@ describe('sluice (the command line)', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
-  it('leaves no file behind an export that fails after its first bytes were written', async () => {
+  it('leaves no file behind an export that fails after its first bytes, and says why with exit 1', async () => {
     const dir = mkdtempSync(join(work, 'failed-'));
     // Rows go to the file before the division by zero ends the statement.
     const run = await sluice([
@@ -418,8 +418,11 @@ describe('sluice (the command line)', () => {
       '-o',
       join(dir, 'out.csv'),
     ]);
-    expect(run.code).not.toBe(0);
     expect(readdirSync(dir)).toEqual([]);
+    // The server cuts a failed export's connection: the command asks the query why, not exit 4.
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/division by zero/);
+    expect(run.stderr).toMatch(/SQLSTATE 22012 .*query id [0-9a-f-]{36}/);
   });
 
   it('exports 1M rows to a Parquet file that a Parquet reader reads back whole', async () => {

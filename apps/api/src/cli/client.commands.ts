@@ -231,7 +231,11 @@ export class ClientCommands {
           },
         });
         const sink: Writable = temp ? createWriteStream(temp) : this.stdout;
-        await pipeline(Readable.fromWeb(result.body), counter, sink, { end: temp !== undefined });
+        await pipeline(Readable.fromWeb(result.body), counter, sink, {
+          end: temp !== undefined,
+        }).catch(async (err: unknown) => {
+          throw await whyCut(client, result.queryId, err, signal);
+        });
         if (temp) renameSync(temp, output!);
         const info = await client.queryInfo(result.queryId).catch(() => undefined);
         progress.update({ bytes, rows: info?.rows });
@@ -320,6 +324,34 @@ export class ClientCommands {
       timeout: options.timeout === undefined ? undefined : integer(options.timeout, '--timeout'),
     };
   }
+}
+
+/** How long a body cut short waits for its query's record to show why (ms). */
+const CUT_SETTLE_MS = 3_000;
+
+/**
+ * Why an export's body was cut short. The server closes the connection of a failed export (a
+ * binary body has no room for a final status), so the client sees a broken connection: the
+ * query's own record then says whether the statement failed (with its reason and SQLSTATE, exit
+ * 1) rather than the service being out of reach (exit 4).
+ */
+async function whyCut(
+  client: SluiceClient,
+  queryId: string,
+  err: unknown,
+  signal: AbortSignal,
+): Promise<unknown> {
+  if (!(err instanceof SluiceClientError) || err.kind !== 'connection' || !queryId) return err;
+  const until = Date.now() + CUT_SETTLE_MS;
+  while (!signal.aborted && Date.now() < until) {
+    const info = await client.queryInfo(queryId).catch(() => undefined);
+    if (info?.state === 'failed' && info.status) {
+      return SluiceClientError.fromStatus(info.status, err.httpStatus ?? 200, queryId);
+    }
+    if (info && ['succeeded', 'cancelled'].includes(info.state)) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return err;
 }
 
 /** `--param name=value`: the value as JSON when it is JSON (42, true, null, "42"), else text. */
