@@ -45,6 +45,16 @@ console.log(requireDist('m.js') + requireDist('m.js'));`;
 }
 
 /** bench/README.md: the benches run dist/, and each warns when a source is newer than it. */
+/** The bench scripts, by file name. */
+const scripts = () => readdirSync(BENCH).filter((f) => f.endsWith('.mjs'));
+
+/** A bench script's code without its comment lines. */
+const codeOf = (file: string) =>
+  readFileSync(join(BENCH, file), 'utf8')
+    .split('\n')
+    .filter((line) => !/^\s*(\/\/|\*|\/\*)/.test(line))
+    .join('\n');
+
 describe('bench scripts', () => {
   it('warn once on stderr when they load a dist/ older than a source under apps/ or libs/', () => {
     const stale = checkout(-60);
@@ -61,31 +71,18 @@ describe('bench scripts', () => {
   });
 
   it('reach dist/ only through what warns: requireDist, startSluice, or a check of their own', () => {
-    const silent = readdirSync(BENCH)
-      .filter((f) => f.endsWith('.mjs'))
-      .filter((f) => {
-        // Code only: a comment may name dist/ freely.
-        const code = readFileSync(join(BENCH, f), 'utf8')
-          .split('\n')
-          .filter((line) => !/^\s*(\/\/|\*|\/\*)/.test(line))
-          .join('\n');
-        const loadsDist = /requireDist\(|startSluice\(|['"`][^'"`\n]*dist\//.test(code);
-        const warns = /requireDist\(|startSluice\(|staleBuildWarning\(|warnIfStale\(/.test(code);
-        return loadsDist && !warns;
-      });
+    const silent = scripts().filter((f) => {
+      // Code only: a comment may name dist/ freely.
+      const code = codeOf(f);
+      const loadsDist = /requireDist\(|startSluice\(|['"`][^'"`\n]*dist\//.test(code);
+      const warns = /requireDist\(|startSluice\(|staleBuildWarning\(|warnIfStale\(/.test(code);
+      return loadsDist && !warns;
+    });
     expect(silent).toEqual([]);
   });
 
   it('each set a hard time limit: installGuards, or hardTimeLimit for those that start no service', () => {
-    const unbounded = readdirSync(BENCH)
-      .filter((f) => f.endsWith('.mjs'))
-      .filter((f) => {
-        const code = readFileSync(join(BENCH, f), 'utf8')
-          .split('\n')
-          .filter((line) => !/^\s*(\/\/|\*|\/\*)/.test(line))
-          .join('\n');
-        return !/\b(installGuards|hardTimeLimit)\(/.test(code);
-      });
+    const unbounded = scripts().filter((f) => !/\b(installGuards|hardTimeLimit)\(/.test(codeOf(f)));
     // small-queries.mjs's floors: its children, which run until Ctrl-C when started alone.
     expect(unbounded).toEqual(['direct-baseline.mjs', 'skeleton-baseline.mjs']);
   });
