@@ -28,9 +28,14 @@ jest.setTimeout(90_000);
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Trims every half second (SLUICE_RETENTION_TRIM_INTERVAL_MS): the loops below wait 5 s at most. */
+const TRIM_MS = 500;
+const TRIES = 10;
+
 /** A deployment of its own with `env`, and how to run a query on it and look one up. */
 async function deployed(env: Record<string, string>) {
-  const { api, prefix } = await deployment(env, stops);
+  const trimEvery = { SLUICE_RETENTION_TRIM_INTERVAL_MS: String(TRIM_MS) };
+  const { api, prefix } = await deployment({ ...trimEvery, ...env }, stops);
   if (e2eEnv().mode === 'cluster') {
     const worker = startWorker(prefix, {});
     stops.push(() => worker.stop());
@@ -62,11 +67,11 @@ describe('SLUICE_QUERY_RETENTION_COUNT', () => {
     const kept = await run({ 'idempotency-key': randomUUID() });
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push(await run());
-    // Cluster: the index is trimmed as queries are created, at most every 10 s.
+    // Cluster: the index is trimmed as queries are created, at most every TRIM_MS.
     let newest = ids[4];
     let oldest = await known(ids[0]);
-    for (let tries = 0; oldest.status !== 404 && tries < 40; tries++) {
-      await sleep(500);
+    for (let tries = 0; oldest.status !== 404 && tries < TRIES; tries++) {
+      await sleep(TRIM_MS);
       newest = await run();
       oldest = await known(ids[0]);
     }
@@ -119,10 +124,10 @@ describe('SLUICE_RESULT_RETENTION_COUNT', () => {
     let newest = await run({ 'idempotency-key': randomUUID() });
     let oldest = await known(first);
     let made = 3;
-    for (let tries = 0; oldest.status !== 404 && tries < 40; tries++) {
+    for (let tries = 0; oldest.status !== 404 && tries < TRIES; tries++) {
       newest = await run({ 'idempotency-key': randomUUID() });
       made++;
-      if (tries > 0) await sleep(500);
+      if (tries > 0) await sleep(TRIM_MS);
       oldest = await known(first);
     }
     expect(oldest.status).toBe(404);
@@ -257,11 +262,11 @@ describe('a kept result dropped while it is fetched', () => {
     );
     expect(fetching.statusCode).toBe(200);
     const head = await readUntil(fetching, (soFar) => soFar.length > 100_000);
-    // Newer kept results push it out (the count is 1); the trim runs at most every 10 s.
+    // Newer kept results push it out (the count is 1); the trim runs at most every TRIM_MS.
     let gone = await known(bigId);
-    for (let tries = 0; gone.status !== 404 && tries < 40; tries++) {
+    for (let tries = 0; gone.status !== 404 && tries < TRIES; tries++) {
       await run({ 'idempotency-key': randomUUID() });
-      if (tries > 0) await sleep(500);
+      if (tries > 0) await sleep(TRIM_MS);
       gone = await known(bigId);
     }
     expect(gone.status).toBe(404);

@@ -115,6 +115,11 @@ export interface SluiceConfig {
    */
   resultRetentionCount: number;
   /**
+   * How often (ms) one api caps the index of everyone's queries and trims the kept results past
+   * resultRetentionCount (Redis; the in-process registry trims as queries end).
+   */
+  retentionTrimIntervalMs: number;
+  /**
    * Live Idempotency-Keys one user may hold at once (each lasts resultTtlSeconds): past it, a
    * request with a new key is refused, 429, until the oldest lapses.
    */
@@ -441,6 +446,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     jobRetentionCount: int(env, 'SLUICE_JOB_RETENTION_COUNT', 1000, 0, 1_000_000),
     queryRetentionCount: int(env, 'SLUICE_QUERY_RETENTION_COUNT', 1000, 0, 10_000_000),
     resultRetentionCount: int(env, 'SLUICE_RESULT_RETENTION_COUNT', 10_000, 1, 10_000_000),
+    retentionTrimIntervalMs: int(env, 'SLUICE_RETENTION_TRIM_INTERVAL_MS', 10_000, 100, 3_600_000),
     idempotencyKeysPerUser: int(env, 'SLUICE_IDEMPOTENCY_KEYS_PER_USER', 100_000, 1, 10_000_000),
     jwtRefreshWindowSeconds: int(env, 'SLUICE_JWT_REFRESH_WINDOW_SECONDS', 86400, 60, 365 * 86400),
     loginMaxFailures: int(env, 'SLUICE_LOGIN_MAX_FAILURES', 5, 1, 1_000_000),

@@ -90,6 +90,8 @@ export interface RecordRetention {
   count: number;
   /** Absent: kept results go by their time only (a registry that never trims: a worker's). */
   keptCount?: number;
+  /** How often (ms) the index of everyone's queries and the kept results are trimmed. */
+  trimEveryMs?: number;
 }
 
 /** Shared knowledge of queries across every api and worker process. */

@@ -96,6 +96,7 @@ const clusterProviders: Provider[] = [
         seconds: config.jobRetentionSeconds,
         count: config.queryRetentionCount,
         keptCount: config.resultRetentionCount,
+        trimEveryMs: config.retentionTrimIntervalMs,
       }),
   },
   {

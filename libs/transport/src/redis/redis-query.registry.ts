@@ -184,7 +184,7 @@ const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
 
 /**
  * How often the index of every user's queries and the kept results are trimmed, by whichever
- * process creates a query first after that.
+ * process creates a query first after that, unless the retention says (trimEveryMs).
  */
 const TRIM_EVERY_MS = 10_000;
 /** Index entries looked at in one round trip of a trim, and in all of one trim at most. */
@@ -246,6 +246,7 @@ export class RedisQueryRegistry implements QueryRegistry {
   /** Where a kept result's bytes are counted: given back when the trim drops the result. */
   private readonly ledger: RedisKeptLedger;
   private trimmedAt = 0;
+  private readonly trimEveryMs: number;
   private trimming: Promise<void> = Promise.resolve();
   /** Users whose index this process is trimming (see trimQueriesOf): one trim each at a time. */
   private readonly userTrims = new Map<string, Promise<void>>();
@@ -258,6 +259,7 @@ export class RedisQueryRegistry implements QueryRegistry {
     private readonly retention: RecordRetention,
     private readonly leaseMs = SLOT_LEASE_MS,
   ) {
+    this.trimEveryMs = retention.trimEveryMs ?? TRIM_EVERY_MS;
     this.scripts = {
       forget: defineScript(redis, 'sluiceQueryForget', FORGET),
       forgetMany: defineScript(redis, 'sluiceQueryForgetMany', FORGET_MANY, 0),
@@ -305,7 +307,7 @@ export class RedisQueryRegistry implements QueryRegistry {
       if ((indexed as number) > count + trimSlack(count)) this.trimUser(owner);
     }
     // Now and then, not on every query, and never in the way of one.
-    if (Date.now() - this.trimmedAt > TRIM_EVERY_MS) {
+    if (Date.now() - this.trimmedAt > this.trimEveryMs) {
       this.trimmedAt = Date.now();
       this.trimming = this.trimming
         .then(() => this.trimOnce())
@@ -371,7 +373,7 @@ export class RedisQueryRegistry implements QueryRegistry {
         this.keys.queriesTrimLock,
         '1',
         'PX',
-        TRIM_EVERY_MS,
+        this.trimEveryMs,
         'NX',
       );
       if (locked === null) return;
