@@ -1,5 +1,5 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
-import { closeDb } from './support/client';
+import { closeDb, login, request } from './support/client';
 import { open, readAll } from './support/raw';
 
 afterAll(closeDb);
@@ -67,4 +67,42 @@ describe('Preferred-Compression-Level', () => {
       },
     );
   });
+});
+
+describe('a compressed stream cancelled while it runs', () => {
+  it.each(['gzip', 'br'])(
+    'still decodes (%s), to every row it sent and the cancelled status, wherever the cancel lands',
+    async (encoding) => {
+      const token = await login();
+      const decode = encoding === 'gzip' ? gunzipSync : brotliDecompressSync;
+      // A batch of 5 rows takes 50 ms: the cancels land in its read, its encoding or its write.
+      for (let i = 0; i < 16; i++) {
+        const res = await open(
+          {
+            statement: 'select g, pg_sleep(0.01) from generate_series(1, 100000) g',
+            fetch_size: 5,
+          },
+          { accept: 'application/stream+json', 'accept-encoding': encoding },
+          token,
+        );
+        expect(res.headers['content-encoding']).toBe(encoding);
+        const body = readAll(res);
+        await new Promise((resolve) => setTimeout(resolve, (i % 8) * 7));
+        const cancel = await request(undefined, {
+          method: 'DELETE',
+          path: `/v1/queries/${String(res.headers['x-query-id'])}`,
+          token,
+        });
+        expect(cancel.status).toBe(200);
+        const lines = decode(await body)
+          .toString()
+          .trim()
+          .split('\n')
+          .map((line) => JSON.parse(line) as { data?: [number, string][]; status?: object });
+        expect(lines[lines.length - 1].status).toMatchObject({ sql_state: '57014' });
+        const rows = lines.flatMap((line) => line.data ?? []).map(([g]) => g);
+        expect(rows).toEqual(rows.map((_, at) => at + 1));
+      }
+    },
+  );
 });

@@ -152,12 +152,9 @@ export class SluiceClient {
         if (record.query_id !== undefined) state.queryId = record.query_id;
         if (record.schema !== undefined) state.schema = record.schema;
         if (record.data) for (const row of record.data) yield row as R;
-        if (record.status) {
-          state.status = record.status;
-          if (record.status.vendor_code < 0) {
-            throw SluiceClientError.fromStatus(record.status, httpStatus, state.queryId);
-          }
-        }
+        // A failure is thrown once the body has ended, as a success returns: a line after the
+        // status is noticed, and the connection is not cut just before its body's end.
+        if (record.status) state.status = record.status;
       }
       if (!state.status) {
         throw new SluiceClientError('the result ended without its final status line: incomplete', {
@@ -165,6 +162,9 @@ export class SluiceClient {
           httpStatus,
           queryId: state.queryId,
         });
+      }
+      if (state.status.vendor_code < 0) {
+        throw SluiceClientError.fromStatus(state.status, httpStatus, state.queryId);
       }
     };
     const iterable = rows(this);

@@ -1,13 +1,18 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { ExecuteJobData, ResultRecord, okStatus, statusOf } from '@app/contracts';
-import { ResultWriter } from '@app/transport';
+import { ProducerStoppedError, ResultWriter } from '@app/transport';
 import { BodyWriter } from './body.writer';
 
 /** Records what a BodyWriter hands to the channel, and in how many round trips. */
 class RecordingWriter implements ResultWriter {
   readonly records: ResultRecord[] = [];
   trips = 0;
+  /** Refuses every record but a final one from then on, as a writer does once cancelled. */
+  refusing: Error | undefined;
   write(record: ResultRecord): Promise<void> {
+    if (this.refusing && record.kind !== 'end' && record.kind !== 'error') {
+      return Promise.reject(this.refusing);
+    }
     this.trips += 1;
     this.records.push(record);
     return Promise.resolve();
@@ -118,6 +123,71 @@ describe(BodyWriter.name, () => {
       kind: 'error',
       status: { reason: 'boom', sql_state: '22012', vendor_code: -520 },
       startedAt: expect.any(Number),
+    });
+  });
+
+  describe('a stop that refuses a write of the body', () => {
+    const cancelled = new ProducerStoppedError('cancelled');
+    const status = statusOf('CANCELLED', 'query cancelled');
+
+    it('sends the compressed chunk it refused with the final status, so that the body still decodes', async () => {
+      for (const encoding of [
+        { name: 'gzip', level: 6 },
+        { name: 'br', level: 5 },
+      ] as const) {
+        const out = new RecordingWriter();
+        const body = new BodyWriter(out, job(encoding), 1 << 20);
+        await body.head([], Buffer.from('{"data":['));
+        await body.data(1, Buffer.from('[1]'));
+        out.refusing = cancelled;
+        await expect(body.data(1, Buffer.from(',[2]'))).rejects.toBe(cancelled);
+        await body.end(status, Buffer.from('],"status":"cancelled"}'));
+        const decode = encoding.name === 'gzip' ? gunzipSync : brotliDecompressSync;
+        expect(decode(bytesOf(out.records)).toString()).toBe(
+          '{"data":[[1],[2]],"status":"cancelled"}',
+        );
+        expect(out.records[out.records.length - 1]).toMatchObject({ kind: 'end', status });
+      }
+    });
+
+    it('sends the rest of a chunk split over entries, so that the body never ends mid-row', async () => {
+      const out = new RecordingWriter();
+      const body = new BodyWriter(out, job(), 8);
+      await body.head([], Buffer.from('['));
+      const write = jest.spyOn(out, 'write');
+      // The second piece of the chunk is refused.
+      write.mockImplementationOnce(RecordingWriter.prototype.write.bind(out));
+      write.mockImplementationOnce(() => Promise.reject(cancelled));
+      await expect(body.data(2, Buffer.from('[1111],[2222]'))).rejects.toBe(cancelled);
+      write.mockRestore();
+      await body.end(status, Buffer.from(']'));
+      expect(bytesOf(out.records).toString()).toBe('[[1111],[2222]]');
+      expect(out.records.every((r) => r.kind === 'error' || r.bytes.length <= 8)).toBe(true);
+    });
+
+    it('cuts the body (abort) when what is left is more than one entry holds', async () => {
+      const out = new RecordingWriter();
+      const body = new BodyWriter(out, job(), 8);
+      await body.head([], Buffer.from('['));
+      out.refusing = cancelled;
+      await expect(body.data(2, Buffer.from('[1111],[2222]'))).rejects.toBe(cancelled);
+      await body.end(status, Buffer.from(']'));
+      expect(out.records[out.records.length - 1]).toMatchObject({
+        kind: 'end',
+        status,
+        abort: true,
+        bytes: Buffer.alloc(0),
+      });
+    });
+
+    it('sends nothing again after a failure that is not a refusal (the channel itself failed)', async () => {
+      const out = new RecordingWriter();
+      const body = new BodyWriter(out, job(), 1024);
+      await body.head([], Buffer.from('['));
+      out.refusing = new Error('stream lost');
+      await expect(body.data(1, Buffer.from('[1]'))).rejects.toThrow('stream lost');
+      await body.end(status, Buffer.from(']'));
+      expect(bytesOf(out.records).toString()).toBe('[]');
     });
   });
 });

@@ -1,6 +1,6 @@
 import { Column, ExecuteJobData, ResultRecord, Status } from '@app/contracts';
 import { ChunkCompressor } from '@app/formats';
-import { ResultWriter } from '@app/transport';
+import { ProducerStoppedError, ResultWriter } from '@app/transport';
 
 /**
  * A held result and its end as one `end` record carrying the whole body and its rows — one
@@ -39,6 +39,13 @@ export class BodyWriter {
   private held: ResultRecord[] | undefined;
   /** When the statement began (ms): its final record carries it for the registry. */
   private readonly startedAt = Date.now();
+  /**
+   * The bytes of a chunk that a refused write (a stop) left unsent. The encoder's and the
+   * compressor's state count them as sent, so the body's end sends them first: without them a
+   * compressed body no longer decodes (and Node's fetch waits on it for good), and a chunk split
+   * over entries would end mid-row.
+   */
+  private unsent: Buffer | undefined;
 
   constructor(
     private readonly writer: ResultWriter,
@@ -82,9 +89,13 @@ export class BodyWriter {
     const bytes = await this.compress(chunk, true);
     const max = this.maxEntryBytes;
     this.bytes += bytes.length;
-    await this.write({ kind: 'head', columns, bytes: bytes.subarray(0, max) });
+    await this.whole(bytes, () =>
+      this.write({ kind: 'head', columns, bytes: bytes.subarray(0, max) }),
+    );
     for (let at = max; at < bytes.length; at += max) {
-      await this.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });
+      await this.whole(bytes.subarray(at), () =>
+        this.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) }),
+      );
     }
   }
 
@@ -97,11 +108,24 @@ export class BodyWriter {
       return;
     }
     for (let at = 0; at < bytes.length; at += max) {
-      await this.write({
-        kind: 'data',
-        rows: at === 0 ? rows : 0,
-        bytes: bytes.subarray(at, at + max),
-      });
+      await this.whole(bytes.subarray(at), () =>
+        this.write({
+          kind: 'data',
+          rows: at === 0 ? rows : 0,
+          bytes: bytes.subarray(at, at + max),
+        }),
+      );
+    }
+  }
+
+  /** Runs the write of the first bytes of `rest`; when a stop refuses it, `rest` is left unsent. */
+  private async whole(rest: Buffer, write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (err) {
+      // A writer refuses a record it did not write; any other failure lost the channel itself.
+      if (err instanceof ProducerStoppedError) this.unsent = rest;
+      throw err;
     }
   }
 
@@ -118,9 +142,26 @@ export class BodyWriter {
       });
       return;
     }
-    const bytes = this.compressor ? await this.compressor.finish(tail) : tail;
-    this.bytes += bytes.length;
+    const last = this.compressor ? await this.compressor.finish(tail) : tail;
+    this.bytes += last.length;
     const max = this.maxEntryBytes;
+    const unsent = this.unsent;
+    if (unsent) {
+      // After a refused write only the final record is taken: all that is left goes in it, or,
+      // when that is more than an entry holds, the body is cut (abort) rather than end torn.
+      this.unsent = undefined;
+      const bytes = Buffer.concat([unsent, last]);
+      const fits = bytes.length <= max;
+      await this.finish({
+        kind: 'end',
+        status,
+        bytes: fits ? bytes : Buffer.alloc(0),
+        ...(fits ? {} : { abort: true }),
+        startedAt: this.startedAt,
+      });
+      return;
+    }
+    const bytes = last;
     let at = 0;
     for (; bytes.length - at > max; at += max) {
       await this.write({ kind: 'data', rows: 0, bytes: bytes.subarray(at, at + max) });

@@ -140,6 +140,22 @@ describe('RedisResultWriter flow control', () => {
     await reader.close();
   });
 
+  it('refuses only records it did not write: one that finds the cancel once in the stream is written, the next is refused', async () => {
+    const { reader, writer } = open({ chunks: 8 });
+    await writer.write(data(1));
+    await reader.cancel();
+    // Room in the window: nothing is asked of Redis before the append, which then finds the cancel.
+    await writer.write(data(2));
+    expect(await stoppedWith(writer.write(data(3)))).toBe('cancelled');
+    await writer.write(end());
+    const rows: number[] = [];
+    for (let record = await reader.next(); record.kind !== 'end'; record = await reader.next()) {
+      if (record.kind === 'data') rows.push(record.rows);
+    }
+    expect(rows).toEqual([1, 2]);
+    await reader.close();
+  });
+
   it('tells its watcher consumer-gone when the reader closes', async () => {
     const { reader, writer } = open();
     const onStop = jest.fn();

@@ -155,7 +155,9 @@ export class RedisResultWriter implements ResultWriter {
     this.inFlight.push(size);
     this.inFlightBytes += size;
     this.settle(Number(result[2][1]));
-    if (!terminal && Number(result[3][1]) > 0) throw new ProducerStoppedError('cancelled');
+    // Cancelled meanwhile: this record is in the stream, so the next write is the one refused
+    // (a refusal always means "not written": the body's end sends what it left; BodyWriter).
+    if (!terminal && Number(result[3][1]) > 0) this.interrupted ??= 'cancelled';
   }
 
   async writeFinal(records: ResultRecord[]): Promise<void> {
