@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { loadConfig } from '@app/config';
 
 // No Docker engine runs on the project's machines: check the compose file by parsing it.
 const root = join(__dirname, '..');
@@ -77,6 +78,20 @@ describe('docker-compose.yml', () => {
     // A probe fails on anything but 2xx, and when nothing answers.
     for (const name of APPS) {
       expect(probe(name)).toMatch(/process\.exit\(r\.ok \? 0 : 1\), \(\) => process\.exit\(1\)/);
+    }
+  });
+
+  it("starts with its defaults: each app's environment, ${VAR:-default} taken as its default, passes the start-up checks", () => {
+    for (const [file, name] of [compose, clustered].flatMap((f) =>
+      APPS.map((a) => [f, a] as const),
+    )) {
+      const env = Object.fromEntries(
+        Object.entries(file.services[name].environment ?? {}).map(([key, value]) => [
+          key,
+          String(value).replace(/^\$\{[A-Z_]+:-(.*)\}$/, '$1'),
+        ]),
+      );
+      expect(() => loadConfig(env)).not.toThrow();
     }
   });
 

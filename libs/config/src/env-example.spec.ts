@@ -59,7 +59,7 @@ const FEEDS: Record<
   SLUICE_JWT_SECRET: { setting: 'jwtSecret', value: 's'.repeat(32) },
   SLUICE_JWT_TTL_SECONDS: { setting: 'jwtTtlSeconds', value: '600' },
   SLUICE_ADMIN_USER: { setting: 'adminUser', value: 'root' },
-  SLUICE_ADMIN_PASSWORD: { setting: 'adminPassword', value: 'secret' },
+  SLUICE_ADMIN_PASSWORD: { setting: 'adminPassword', value: 'secret-password' },
   SLUICE_ADMIN_ROLE: { setting: 'adminRole', value: 'admins' },
   SLUICE_ADMIN_SESSION_SECONDS: { setting: 'adminSessionSeconds', value: '600' },
   SLUICE_MAX_BODY_BYTES: { setting: 'maxBodyBytes', value: '2048' },

@@ -16,6 +16,7 @@ describe(loadConfig.name, () => {
   it.each([
     ['SLUICE_JWT_SECRET', 'x'.repeat(15), 'x'.repeat(16)],
     ['SLUICE_CREDENTIAL_KEY', 'x'.repeat(31), 'x'.repeat(32)],
+    ['SLUICE_ADMIN_PASSWORD', 'x'.repeat(7), 'x'.repeat(8)],
     ['SLUICE_ADMIN_SESSION_SECONDS', '59', '60'],
     ['SLUICE_ADMIN_SESSION_SECONDS', '43201', '43200'],
     ['SLUICE_EXPORT_WORKER_NICE', '20', '19'],

@@ -320,6 +320,10 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   if (adminUser !== undefined && !/^[A-Za-z0-9_.-]{1,128}$/.test(adminUser)) {
     throw new ConfigError('SLUICE_ADMIN_USER', 'may hold only letters, digits and _ . -');
   }
+  // The rule every user's password follows (POST /v1/users): the admin's is no weaker.
+  if (adminPassword !== undefined && adminPassword !== '' && adminPassword.length < 8) {
+    throw new ConfigError('SLUICE_ADMIN_PASSWORD', 'must be at least 8 characters');
+  }
   const credentialKey = str(env, 'SLUICE_CREDENTIAL_KEY');
   if (credentialKey !== undefined && credentialKey.length < 32) {
     throw new ConfigError('SLUICE_CREDENTIAL_KEY', 'must be at least 32 characters');
