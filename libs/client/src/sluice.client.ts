@@ -153,7 +153,7 @@ export class SluiceClient {
         if (record.schema !== undefined) state.schema = record.schema;
         if (record.data) for (const row of record.data) yield row as R;
         // A failure is thrown once the body has ended, as a success returns: a line after the
-        // status is noticed, and the connection is not cut just before its body's end.
+        // status is noticed either way.
         if (record.status) state.status = record.status;
       }
       if (!state.status) {
