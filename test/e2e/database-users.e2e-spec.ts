@@ -22,6 +22,8 @@ import { basic, call, claimsOf, expectEnvelope } from './support/users';
 const secret = () => randomBytes(12).toString('hex');
 const superPassword = secret();
 const control = { user: randomName('dbu_control'), password: secret() };
+/** The login of SLUICE_METADATA_DATABASE_URL: no superuser either. */
+const metadata = { user: randomName('dbu_meta'), password: secret() };
 const admins = randomName('dbu_admins');
 const schema = randomName('dbu_data');
 const keyPrefix = `dbu-${randomBytes(4).toString('hex')}`;
@@ -32,6 +34,8 @@ const passwords: string[] = [];
 let postgres: ChildProcess | undefined;
 let superuser: Pool;
 let baseUrl: string;
+/** What the deployment's processes were started with. */
+let deploymentEnv: Record<string, string>;
 
 /** A PostgreSQL login of the test: its name and password. */
 interface DbUser {
@@ -127,7 +131,8 @@ async function sessionRows(where: string, value: string): Promise<{ sealed: Buff
 /** Every value under this spec's Redis prefix, whatever the key's type. */
 async function redisValues(redis: Redis): Promise<Map<string, string>> {
   const values = new Map<string, string>();
-  for (const pattern of [`${keyPrefix}:*`, `{${keyPrefix}}:*`]) {
+  // The opt-in deployment's prefix starts with this one.
+  for (const pattern of [`${keyPrefix}*`, `{${keyPrefix}*`]) {
     let cursor = '0';
     do {
       const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
@@ -159,6 +164,8 @@ beforeAll(async () => {
     `CREATE ROLE ${control.user} LOGIN PASSWORD ${quote(control.password)} CREATEROLE`,
   );
   await superuser.query(`GRANT pg_signal_backend TO ${control.user}`);
+  await superuser.query(`CREATE ROLE ${metadata.user} LOGIN PASSWORD ${quote(metadata.password)}`);
+  await superuser.query(`GRANT CREATE ON DATABASE postgres TO ${metadata.user}`);
   await superuser.query(`CREATE ROLE ${admins} NOLOGIN`);
   await superuser.query(`CREATE SCHEMA ${schema}`);
   await superuser.query(
@@ -171,7 +178,7 @@ beforeAll(async () => {
   baseUrl = `http://127.0.0.1:${port}`;
   const env = {
     DATABASE_URL: `postgresql://${control.user}:${control.password}@${at}`,
-    SLUICE_METADATA_DATABASE_URL: superUrl,
+    SLUICE_METADATA_DATABASE_URL: `postgresql://${metadata.user}:${metadata.password}@${at}`,
     REDIS_URL,
     SLUICE_AUTH: 'database',
     SLUICE_CREDENTIAL_KEY: randomBytes(24).toString('hex'),
@@ -188,6 +195,7 @@ beforeAll(async () => {
     PORT: String(port),
     HOST: '127.0.0.1',
   };
+  deploymentEnv = env;
   const api = startProcess('api', env);
   processes.push(api, startProcess('worker', env));
   await waitForApi(baseUrl, api, 60_000);
@@ -564,6 +572,131 @@ describe('database users (SLUICE_AUTH=database)', () => {
     });
   });
 
+  describe('roles no database user may be', () => {
+    /** A login role with rights past any GRANT: `grant` is run on it after it is made. */
+    async function privilegedUser(grant: (name: string) => string): Promise<DbUser> {
+      const user = await createUser();
+      await superuser.query(grant(user.name));
+      return user;
+    }
+
+    /** Every kind, with what the refusal says of it. */
+    async function kinds(): Promise<[DbUser, RegExp][]> {
+      const superRole = randomName('dbu_super');
+      await superuser.query(`CREATE ROLE ${superRole} SUPERUSER NOLOGIN`);
+      const filesGroup = randomName('dbu_files');
+      await superuser.query(`CREATE ROLE ${filesGroup} NOLOGIN`);
+      await superuser.query(`GRANT pg_read_server_files TO ${filesGroup}`);
+      return [
+        [
+          { name: 'postgres', password: superPassword },
+          /"postgres" is \(or may become\) a superuser/,
+        ],
+        [{ name: control.user, password: control.password }, /control login \(DATABASE_URL\)/],
+        [
+          { name: metadata.user, password: metadata.password },
+          /metadata login \(SLUICE_METADATA_DATABASE_URL\)/,
+        ],
+        [
+          await privilegedUser((name) => `GRANT ${superRole} TO ${name}`),
+          /is \(or may become\) a superuser/,
+        ],
+        [
+          await privilegedUser((name) => `GRANT ${filesGroup} TO ${name}`),
+          /member of pg_read_server_files/,
+        ],
+        [
+          await privilegedUser((name) => `GRANT pg_execute_server_program TO ${name}`),
+          /member of pg_execute_server_program/,
+        ],
+      ];
+    }
+
+    it('answers a wrong password of each as of anyone: 401 (-304)', async () => {
+      for (const [who] of await kinds()) {
+        const res = await login(who.name, `${who.password}x`);
+        expect({ who: who.name, status: res.status }).toEqual({ who: who.name, status: 401 });
+        expectEnvelope(res, '28P01', -304);
+      }
+    });
+
+    it('refuses the right password of each, saying why: 403 (-700) at /v1/login, with Basic and at the admin pages', async () => {
+      for (const [who, why] of await kinds()) {
+        const res = await login(who.name, who.password);
+        expect({ who: who.name, status: res.status }).toEqual({ who: who.name, status: 403 });
+        expectEnvelope(res, '42501', -700);
+        expect(res.json.status.reason).toMatch(why);
+        expect(res.json.status.reason).toContain('SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS');
+        const ran = await call(
+          baseUrl,
+          'POST',
+          '/v1/execute',
+          { statement: 'select current_user' },
+          basic(who.name, who.password),
+        );
+        expect(ran.status).toBe(403);
+        expectEnvelope(ran, '42501', -700);
+        const signIn = await call(baseUrl, 'POST', '/admin/session', {
+          username: who.name,
+          password: who.password,
+        });
+        expect(signIn.status).toBe(403);
+        expect(signIn.headers.getSetCookie()).toEqual([]);
+      }
+    });
+
+    it.each([
+      ['made a superuser', (name: string) => `ALTER ROLE ${name} SUPERUSER`],
+      [
+        'made a member of pg_write_server_files',
+        (name: string) => `GRANT pg_write_server_files TO ${name}`,
+      ],
+    ])('refuses the next statement of a user %s after its login: 403 (-700)', async (_, grant) => {
+      const user = await createUser();
+      const token = await tokenOf(user);
+      expect((await run(token, 'select 1')).status).toBe(200);
+      await superuser.query(grant(user.name));
+      const res = await run(token, 'select current_user');
+      expect(res.status).toBe(403);
+      expectEnvelope(res, '42501', -700);
+      expect(res.json.status.reason).toMatch(/superuser or reaches the database server's files/);
+    });
+
+    it('lets them log in and run statements with SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS=true', async () => {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const env = {
+        ...deploymentEnv,
+        SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS: 'true',
+        SLUICE_KEY_PREFIX: `${keyPrefix}-optin`,
+        PORT: String(port),
+      };
+      const optIn = [startProcess('api', env), startProcess('worker', env)];
+      try {
+        await waitForApi(url, optIn[0], 60_000);
+        const res = await call(url, 'POST', '/v1/login', {
+          username: 'postgres',
+          password: superPassword,
+        });
+        expect(res.status).toBe(200);
+        const ran = await call(
+          url,
+          'POST',
+          '/v1/execute',
+          {
+            statement:
+              'select current_user, (select rolsuper from pg_roles where rolname = current_user)',
+          },
+          { authorization: `Bearer ${res.json.access_token as string}` },
+        );
+        expect(ran.status).toBe(200);
+        expect(ran.json.data).toEqual([['postgres', true]]);
+      } finally {
+        await Promise.all(optIn.map((p) => p.stop()));
+      }
+    });
+  });
+
   describe('administration', () => {
     it('has no /v1/users: every request to it is 404, an administrator’s or without credentials', async () => {
       const user = await createUser();
@@ -641,10 +774,15 @@ describe('database users (SLUICE_AUTH=database)', () => {
 
   // Last: after every other case has logged what it logs.
   describe('logs', () => {
+    it('do not warn of a server that checks no password: this one asks for it', () => {
+      expect(processes[0].output()).toContain('statements run over');
+      expect(processes[0].output()).not.toMatch(/without asking for a password/);
+    });
+
     it('never hold a password, of the api or of the worker', () => {
       const output = processes.map((p) => p.output()).join('\n');
       expect(output).toContain('"msg":"execute"');
-      for (const password of [...passwords, control.password]) {
+      for (const password of [...passwords, control.password, metadata.password, superPassword]) {
         expect(output).not.toContain(password);
       }
     });

@@ -4,3 +4,4 @@ export * from './login.role';
 export * from './login-role.provisioner';
 export * from './credential.seal';
 export * from './pg.session';
+export * from './password.request';

@@ -63,6 +63,26 @@ describe(LoginRoleProvisioner.name, () => {
     expect(rowCount).toBe(0);
   });
 
+  it.each(['pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'])(
+    'refuses a member (through another role) of %s: it reaches the server itself',
+    async (predefined) => {
+      const holder = await role(`holds_${predefined}`, 'NOLOGIN');
+      const user = await role(`via_${predefined}`, 'NOLOGIN');
+      await superuser.query(`GRANT ${predefined} TO ${holder}`);
+      await superuser.query(`GRANT ${holder} TO ${user}`);
+      const refused = await provisioner.provision(asControl, user).catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(LoginRoleError);
+      expect(refused).toMatchObject({
+        kind: 'predefined',
+        message: expect.stringContaining(`member of ${predefined}`),
+      });
+      const { rowCount } = await superuser.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [
+        provisioner.loginFor(user),
+      ]);
+      expect(rowCount).toBe(0);
+    },
+  );
+
   it('warns of a role that can log in: its users can set its password', async () => {
     const loginable = await role('canlogin', 'LOGIN');
     const done = await provisioner.provision(asControl, loginable);

@@ -27,6 +27,16 @@ export interface ProvisionedLogin {
   warnings: string[];
 }
 
+/**
+ * PostgreSQL's predefined roles whose members reach the database server's files and programs as
+ * its OS user (COPY … FROM PROGRAM, pg_read_file): past every GRANT, so never a user's.
+ */
+export const SERVER_FILE_ROLES = [
+  'pg_read_server_files',
+  'pg_write_server_files',
+  'pg_execute_server_program',
+] as const;
+
 /** How long provisioning waits for its advisory lock before going on without it. */
 const LOCK_WAIT_MS = 2000;
 
@@ -47,6 +57,8 @@ interface RoleFacts {
   has_role: boolean | null;
   /** Where settings are stored on the login role: database names, null for every database. */
   setting_databases: (string | null)[] | null;
+  /** The SERVER_FILE_ROLES the role is a member of. */
+  file_roles: string[];
 }
 
 /**
@@ -168,11 +180,13 @@ export class LoginRoleProvisioner {
               (SELECT array_agg(d.datname::text) FROM pg_db_role_setting s
                  LEFT JOIN pg_database d ON d.oid = s.setdatabase
                 WHERE s.setrole = l.oid AND (s.setdatabase = 0 OR d.oid IS NOT NULL))
-                AS setting_databases
+                AS setting_databases,
+              ARRAY(SELECT p::text FROM unnest($3::name[]) p
+                     WHERE r.oid IS NOT NULL AND pg_has_role(r.oid, p, 'MEMBER')) AS file_roles
          FROM (SELECT 1) one
          LEFT JOIN pg_roles r ON r.rolname = $1
          LEFT JOIN pg_roles l ON l.rolname = $2`,
-      [role, login],
+      [role, login, SERVER_FILE_ROLES],
     );
     return rows[0];
   }
@@ -201,6 +215,13 @@ export class LoginRoleProvisioner {
         'predefined',
         `role "${role}" is one of PostgreSQL's predefined roles, which reach the database ` +
           "server's files and programs or every table: give users a role of your own",
+      );
+    }
+    if (facts.file_roles.length > 0) {
+      throw new LoginRoleError(
+        'predefined',
+        `role "${role}" is a member of ${facts.file_roles.join(', ')}, which reach the database ` +
+          "server's files and programs: its users could read or run anything there",
       );
     }
     if (facts.login_bad_attrs) {

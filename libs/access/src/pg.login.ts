@@ -10,6 +10,11 @@ export interface PgLogin {
    * exists and may log in (a pooled connection outlives DROP ROLE, NOLOGIN and VALID UNTIL).
    */
   checkOnUse?: boolean;
+  /**
+   * With checkOnUse: the role may be (or become) a superuser or a member of SERVER_FILE_ROLES
+   * (SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS); otherwise such a role's statements are refused.
+   */
+  mayBePrivileged?: boolean;
 }
 
 /**

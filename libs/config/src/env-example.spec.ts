@@ -51,6 +51,7 @@ const FEEDS: Record<
   },
   SLUICE_CREDENTIAL_KEY: { setting: 'credentialKey', value: 'k'.repeat(32) },
   SLUICE_AUTH: { setting: 'authMode', value: 'database' },
+  SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS: { setting: 'allowPrivilegedDatabaseUsers', value: 'true' },
   SLUICE_KEY_PREFIX: { setting: 'keyPrefix', value: 'other' },
   SLUICE_DATA_DIR: { setting: 'dataDir', value: '/var/lib/sluice' },
   SLUICE_EMBEDDED_PG_PORT: { setting: 'embeddedPgPort', value: '54400' },

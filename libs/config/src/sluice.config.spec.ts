@@ -22,6 +22,7 @@ describe(loadConfig.name, () => {
     ['SLUICE_EXPORT_WORKER_NICE', '20', '19'],
     ['SLUICE_EXPORT_WORKER_NICE', '-1', '0'],
     ['SLUICE_AUTH', 'ldap', 'database'],
+    ['SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS', 'yes', 'false'],
     ['SLUICE_WORKER_LANES', 'interactive,bulk', 'export'],
     ['LOG_LEVEL', 'verbose', 'silent'],
   ])('refuses %s=%j at start-up, naming it, and takes %j', (variable, bad, good) => {

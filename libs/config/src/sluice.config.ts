@@ -19,6 +19,12 @@ export interface SluiceConfig {
    */
   authMode: AuthMode;
   /**
+   * Database users only: lets superusers, Sluice's own logins (DATABASE_URL's and
+   * SLUICE_METADATA_DATABASE_URL's) and members of the predefined roles that reach the server's
+   * files and programs log in (SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS; refused by default).
+   */
+  allowPrivilegedDatabaseUsers: boolean;
+  /**
    * Secret from which login-role passwords and the key sealing database-user credentials are
    * derived; the same on every api and worker process.
    */
@@ -332,6 +338,13 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   if (authMode !== 'service' && authMode !== 'database') {
     throw new ConfigError('SLUICE_AUTH', 'must be service or database');
   }
+  const allowPrivileged = str(env, 'SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS');
+  if (allowPrivileged !== undefined && allowPrivileged !== 'true' && allowPrivileged !== 'false') {
+    throw new ConfigError(
+      'SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS',
+      `must be true or false, got "${allowPrivileged}"`,
+    );
+  }
   const workerThreads = int(
     env,
     'SLUICE_WORKER_THREADS',
@@ -396,6 +409,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     redis,
     keyPrefix,
     authMode,
+    allowPrivilegedDatabaseUsers: allowPrivileged === 'true',
     credentialKey,
     jwtSecret,
     jwtTtlSeconds: int(env, 'SLUICE_JWT_TTL_SECONDS', 3600, 60, 30 * 86400),

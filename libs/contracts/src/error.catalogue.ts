@@ -48,6 +48,12 @@ export const ERROR_CATALOGUE = {
     vendorCode: -306,
     reason: 'the database refused the login',
   },
+  LOGIN_UNVERIFIED: {
+    http: 401,
+    sqlState: '28000',
+    vendorCode: -307,
+    reason: 'the database did not check the password',
+  },
   UNKNOWN_ROLE: { http: 400, sqlState: '42704', vendorCode: -310, reason: 'unknown role' },
   USER_EXISTS: { http: 409, sqlState: '42710', vendorCode: -311, reason: 'user already exists' },
   ROLE_CHANGE: {

@@ -44,7 +44,8 @@ export class SessionLoginResolver implements OnApplicationShutdown {
     try {
       const context = { sessionId: sid, username: row.username };
       const password = openCredential(this.sealKey(), row.sealed, context);
-      return { login: { user: row.username, password, checkOnUse: true } };
+      const mayBePrivileged = this.config.allowPrivilegedDatabaseUsers;
+      return { login: { user: row.username, password, checkOnUse: true, mayBePrivileged } };
     } catch (err) {
       // Sealed under another SLUICE_CREDENTIAL_KEY (or altered): the user must log in again.
       this.logger.warn(

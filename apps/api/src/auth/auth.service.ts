@@ -319,6 +319,20 @@ export class AuthService {
       throw err;
     }
     if (result === 'refused') throw badCredentials();
+    if (result === 'unverified') {
+      throw new SluiceError(
+        'LOGIN_UNVERIFIED',
+        'the database let this login in without asking for its password (its pg_hba.conf trusts ' +
+          "Sluice's connections), so it is refused: database users need password authentication " +
+          '(scram-sha-256) in pg_hba.conf',
+      );
+    }
+    if (typeof result === 'object' && 'privileged' in result) {
+      throw new SluiceError(
+        'FORBIDDEN',
+        `${result.privileged}: no database user may be (SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS)`,
+      );
+    }
     await this.throttle.succeeded(username, address);
     if (typeof result === 'object') return { username, roleId: result.roleId };
     const database = login.database ?? this.defaultDatabaseFor(username);

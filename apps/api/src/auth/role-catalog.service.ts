@@ -3,9 +3,11 @@ import { Pool } from 'pg';
 import {
   LoginRoleProvisioner,
   ProvisionedLogin,
+  SERVER_FILE_ROLES,
   connectingWithin,
   ownLoginUrl,
   queryOnLiveSession,
+  watchPasswordRequest,
 } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 
@@ -75,6 +77,74 @@ export class RoleCatalogService implements OnModuleDestroy {
          FROM pg_roles WHERE rolname = current_user`,
     );
     return rows[0];
+  }
+
+  /**
+   * Whether PostgreSQL asked the control login (DATABASE_URL) for its password: a server whose
+   * pg_hba.conf trusts Sluice's connections checks no database user's password either.
+   */
+  async controlPasswordAsked(): Promise<boolean> {
+    const client = new (connectingWithin(this.config.pgConnectTimeoutMs))({
+      connectionString: ownLoginUrl(this.config.databaseUrl!),
+      application_name: 'sluice-auth',
+    });
+    // Its failures reach connect() below; unheard, an 'error' event would crash the process.
+    client.on('error', () => undefined);
+    const asked = watchPasswordRequest(client);
+    try {
+      await client.connect();
+      return asked();
+    } finally {
+      // Closed either way: a connection that never opened has nothing to close.
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Why the role of `roleOid` may not be a database user, or undefined: it is (or may become,
+   * through a membership) a superuser, the control login, the metadata login `metadataLogin`, or
+   * a member of a predefined role that reaches the server's files or programs. Read over the
+   * control login, out of the user's reach (its own session could shadow pg_roles).
+   */
+  async privilegeOf(roleOid: number, metadataLogin: string): Promise<string | undefined> {
+    const { rows } = await queryOnLiveSession<{
+      role: string;
+      superuser: boolean;
+      control: boolean;
+      metadata: boolean;
+      files: string[];
+    }>(
+      this.db(),
+      `SELECT r.rolname AS role,
+              EXISTS (SELECT 1 FROM pg_roles s
+                       WHERE s.rolsuper AND pg_has_role(r.oid, s.oid, 'MEMBER')) AS superuser,
+              pg_has_role(r.oid, current_user, 'MEMBER') AS control,
+              COALESCE((SELECT pg_has_role(r.oid, m.oid, 'MEMBER')
+                          FROM pg_roles m WHERE m.rolname = $2), false) AS metadata,
+              ARRAY(SELECT p::text FROM unnest($3::name[]) p
+                     WHERE pg_has_role(r.oid, p, 'MEMBER')) AS files
+         FROM pg_roles r WHERE r.oid = $1`,
+      [roleOid, metadataLogin, SERVER_FILE_ROLES],
+    );
+    const facts = rows[0];
+    if (!facts) return 'the role no longer exists';
+    if (facts.superuser) return `role "${facts.role}" is (or may become) a superuser`;
+    if (facts.control) {
+      return `role "${facts.role}" is (or may become) Sluice's control login (DATABASE_URL)`;
+    }
+    if (facts.metadata) {
+      return (
+        `role "${facts.role}" is (or may become) Sluice's metadata login ` +
+        '(SLUICE_METADATA_DATABASE_URL)'
+      );
+    }
+    if (facts.files.length > 0) {
+      return (
+        `role "${facts.role}" is a member of ${facts.files.join(', ')}, which reach the ` +
+        "database server's files or programs"
+      );
+    }
+    return undefined;
   }
 
   /** CONNECT privilege of a role on a database (cached a few seconds). */

@@ -52,6 +52,17 @@ export class RoleIsolationService implements OnApplicationBootstrap {
           'login roles for new user roles',
       );
     }
+    if (!(await this.roles.controlPasswordAsked())) {
+      const consequence =
+        this.config.authMode === 'database'
+          ? "so it checks no database user's password either: every login is refused"
+          : 'so anyone who reaches the server may log in as any role, login roles included';
+      this.logger.warn(
+        `ROLE ISOLATION: PostgreSQL let "${control.role}" (DATABASE_URL) in without asking for ` +
+          `a password: its pg_hba.conf trusts Sluice's connections, ${consequence}. Use ` +
+          'scram-sha-256 for them (README, "Role isolation")',
+      );
+    }
     if (!control.signal) {
       this.logger.warn(
         `ROLE ISOLATION: "${control.role}" (DATABASE_URL) is not a member of pg_signal_backend: ` +

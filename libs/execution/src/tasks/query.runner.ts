@@ -3,6 +3,7 @@ import {
   LoginRoleError,
   LoginRoleProvisioner,
   PgLogin,
+  SERVER_FILE_ROLES,
   isConnectTimeout,
   isSessionEnded,
 } from '@app/access';
@@ -368,20 +369,32 @@ export class QueryRunner {
     }
   }
 
-  /** A pooled connection outlives DROP ROLE, NOLOGIN and VALID UNTIL: ask before each statement. */
+  /**
+   * A pooled connection outlives DROP ROLE, NOLOGIN and VALID UNTIL, and a role may be made a
+   * superuser or a member of a role that reaches the server's files after its login: ask before
+   * each statement. The session is the user's own, with the search_path its role stores: every
+   * name and operator below is pg_catalog's, by name.
+   */
   private async checkLogin(
     client: PoolClient,
     login: PgLogin,
     database: string | undefined,
   ): Promise<void> {
     let ok = false;
+    let privileged = false;
     try {
-      const { rows } = await client.query<{ ok: boolean }>(
-        `SELECT rolcanlogin AND (rolvaliduntil IS NULL OR rolvaliduntil > now()) AS ok
-           FROM pg_roles WHERE rolname = $1`,
-        [login.user],
+      const { rows } = await client.query<{ ok: boolean; privileged: boolean }>(
+        `SELECT r.rolcanlogin AND (r.rolvaliduntil IS NULL
+                                   OR r.rolvaliduntil OPERATOR(pg_catalog.>) pg_catalog.now()) AS ok,
+                EXISTS (SELECT 1 FROM pg_catalog.pg_roles s
+                         WHERE s.rolsuper AND pg_catalog.pg_has_role(r.oid, s.oid, 'MEMBER'))
+                  OR EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.name[]) p
+                              WHERE pg_catalog.pg_has_role(r.oid, p, 'MEMBER')) AS privileged
+           FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) $1`,
+        [login.user, SERVER_FILE_ROLES],
       );
       ok = rows[0]?.ok === true;
+      privileged = rows[0]?.privileged === true && !login.mayBePrivileged;
     } catch (err) {
       // A session that ended in the pool is not a refusal: the caller takes another connection.
       if (isSessionEnded(err)) {
@@ -390,9 +403,16 @@ export class QueryRunner {
       }
       // Whatever else stops the check (a role dropped under the session) refuses the login.
     }
-    if (ok) return;
+    if (ok && !privileged) return;
     client.release(true);
     this.logins.forget(login, database);
+    if (privileged) {
+      throw new SluiceError(
+        'FORBIDDEN',
+        `role "${login.user}" is now a superuser or reaches the database server's files: no ` +
+          'database user may be (SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS)',
+      );
+    }
     throw new SluiceError('LOGIN_REFUSED', `the database no longer lets "${login.user}" log in`);
   }
 
