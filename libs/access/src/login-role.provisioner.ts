@@ -12,12 +12,20 @@ export interface Queryable {
 /** Why a role cannot be given to a Sluice user; the message says what to do. */
 export class LoginRoleError extends Error {
   constructor(
-    readonly kind: 'missing' | 'superuser' | 'control' | 'predefined' | 'foreign' | 'rights',
+    readonly kind:
+      'missing' | 'superuser' | 'control' | 'predefined' | 'foreign' | 'rights' | 'granted',
     message: string,
   ) {
     super(message);
     this.name = 'LoginRoleError';
   }
+}
+
+/** A membership of (or in) a login role that its provisioning could not revoke. */
+interface UnrevokedGrant {
+  granted: string;
+  member: string;
+  grantor: string | null;
 }
 
 /** The result of provisioning: the login role, and what about the user role deserves a warning. */
@@ -125,9 +133,12 @@ export class LoginRoleProvisioner {
         const where = database === null ? '' : ` IN DATABASE ${ident(database)}`;
         await client.query(`ALTER ROLE ${ident(login)}${where} RESET ALL`);
       }
+      const kept = facts.extra_roles ? await this.unrevoked(client, role, login) : [];
       await client.query('COMMIT');
+      if (kept.length > 0) throw this.grantedError(role, login, kept);
       return { login, created, warnings };
     } catch (err) {
+      if (err instanceof LoginRoleError && err.kind === 'granted') throw err;
       await client.query('ROLLBACK').catch(() => undefined); // the error below says what failed
       if ((err as { code?: string }).code === '42501') {
         throw new LoginRoleError(
@@ -138,6 +149,45 @@ export class LoginRoleProvisioner {
       }
       throw err;
     }
+  }
+
+  /**
+   * The memberships of the login role other than in `role` that its REVOKEs left (they reach
+   * its statements; members of the login role do not):
+   * from PostgreSQL 16 on, only a membership's grantor (or a superuser) may revoke it, so one
+   * that a superuser granted stays however often the control login revokes it.
+   */
+  private async unrevoked(
+    client: Queryable,
+    role: string,
+    login: string,
+  ): Promise<UnrevokedGrant[]> {
+    const { rows } = await client.query<UnrevokedGrant>(
+      `SELECT g.rolname::text AS granted, l.rolname::text AS member, gr.rolname::text AS grantor
+         FROM pg_auth_members m
+         JOIN pg_roles g ON g.oid = m.roleid
+         JOIN pg_roles l ON l.oid = m.member
+         LEFT JOIN pg_roles gr ON gr.oid = m.grantor
+        WHERE l.rolname = $2 AND g.rolname <> $1
+        ORDER BY 1, 3`,
+      [role, login],
+    );
+    return rows;
+  }
+
+  private grantedError(role: string, login: string, kept: UnrevokedGrant[]): LoginRoleError {
+    const grants = kept.map(
+      (k) =>
+        `GRANT ${ident(k.granted)} TO ${ident(k.member)}` +
+        (k.grantor === null ? '' : ` (granted by ${ident(k.grantor)})`),
+    );
+    return new LoginRoleError(
+      'granted',
+      `the login role "${login}" of role "${role}" must be a member of "${role}" and of nothing ` +
+        `else, but ${grants.join(', ')} stays: only its grantor or ` +
+        'a superuser may revoke it (PostgreSQL 16 and later), and until then the statements of ' +
+        `"${role}" are refused: REVOKE … GRANTED BY its grantor`,
+    );
   }
 
   /**

@@ -641,7 +641,11 @@ describe(QueryRunner.name, () => {
 
     it.each([
       ['a login pooled as is', login],
-      ['a login checked before each statement', { ...login, checkOnUse: true }],
+      // The suite's login is a superuser: a database user may be one only where allowed.
+      [
+        'a login checked before each statement',
+        { ...login, checkOnUse: true, mayBePrivileged: true },
+      ],
     ])(
       'runs the statement once, on a new connection: nothing of it had run (%s)',
       async (_, as) => {
@@ -660,6 +664,19 @@ describe(QueryRunner.name, () => {
         expect(stored).toEqual([{ n: 7 }]);
       },
     );
+
+    it('refuses a login checked before each statement that is a superuser, unless it may be privileged', async () => {
+      const refused = await run(jobOf('SELECT 1'), { ...login, checkOnUse: true });
+      expect(refused.outcome.status).toMatchObject({ sql_state: '42501', vendor_code: -700 });
+      expect(refused.outcome.status.reason).toMatch(/is now a superuser or reaches the database/);
+      expect(refused.rows).toEqual([]);
+      const allowed = await run(jobOf('SELECT 1'), {
+        ...login,
+        checkOnUse: true,
+        mayBePrivileged: true,
+      });
+      expect(allowed.rows).toEqual([[1]]);
+    });
 
     it('never runs again a statement that ended its own session', async () => {
       // A hostile statement: a side effect no rollback undoes, then the end of its own session.

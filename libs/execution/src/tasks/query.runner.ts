@@ -327,8 +327,11 @@ export class QueryRunner {
    * A login role's sessions may store settings on it (`ALTER ROLE session_user SET
    * statement_timeout = 1`, after `RESET ROLE` in a DO block): every new connection of that login
    * would start with them, for every user of the role, and the session reset (RESET ALL) returns
-   * to them rather than undoing them. So a new connection whose settings come from its role is
-   * not used: the control login drops them (provision), and a new connection is taken. A
+   * to them rather than undoing them. And someone may have granted the login role another role.
+   * So a new connection whose settings come from its role, or whose login is a member of
+   * anything but its user's role, is not used: the control
+   * login drops the settings and revokes the memberships (provision, which refuses the role when
+   * a membership stays that only its grantor may revoke), and a new connection is taken. A
    * database user's own login keeps its settings (`given`: they are that user's own).
    */
   private async withoutRoleSettings(
@@ -341,11 +344,19 @@ export class QueryRunner {
       if (this.checked.has(client)) return client;
       let clean = false;
       try {
-        // GROUP BY compares with the type's own equality, not an operator found on search_path.
-        const { rows } = await client.query<{ source: string }>(
-          'SELECT source FROM pg_catalog.pg_settings GROUP BY source',
+        // GROUP BY compares with the type's own equality, not an operator found on search_path;
+        // every other name and operator is pg_catalog's by name, for the same reason.
+        const { rows } = await client.query<{ source: string; granted: boolean }>(
+          `SELECT s.source, EXISTS (
+                    SELECT 1 FROM pg_catalog.pg_auth_members m, pg_catalog.pg_roles l
+                     WHERE l.rolname OPERATOR(pg_catalog.=) session_user
+                       AND m.member OPERATOR(pg_catalog.=) l.oid
+                       AND m.roleid OPERATOR(pg_catalog.<>) $1::pg_catalog.regrole::pg_catalog.oid)
+                    AS granted
+             FROM pg_catalog.pg_settings s GROUP BY s.source`,
+          [quoteIdent(job.role)],
         );
-        clean = !rows.some((r) => r.source === 'user' || r.source === 'database user');
+        clean = !rows.some((r) => r.granted || r.source === 'user' || r.source === 'database user');
       } catch (err) {
         if (isSessionEnded(err)) {
           client.release(true);
@@ -361,7 +372,7 @@ export class QueryRunner {
       if (attempt > 1) {
         throw new SluiceError(
           'DB_UNAVAILABLE',
-          `the login role of "${job.role}" keeps settings of its own that could not be removed`,
+          `the login role of "${job.role}" keeps settings or memberships that could not be removed`,
         );
       }
       await db.provision(this.provisioner, job.role);
