@@ -478,7 +478,9 @@ describe('fault tolerance', () => {
     const res = await fetch(`${baseUrl}/v1/queries/${queued}/result`, { headers });
     // SLUICE_MAX_QUEUE_WAIT_MS is 30 s here: the fetch does not wait for it.
     expect(Date.now() - asked).toBeLessThan(5_000);
+    // As a new query would be answered with no worker alive.
     expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(((await res.json()) as { status: object }).status).toMatchObject({
       sql_state: '57P03',
       vendor_code: -109,

@@ -92,6 +92,7 @@ const FEEDS: Record<
   SLUICE_WINDOW_BYTES: { setting: 'windowBytes', value: '65536' },
   SLUICE_MAX_ENTRY_BYTES: { setting: 'maxEntryBytes', value: '16384' },
   SLUICE_CLIENT_IDLE_TIMEOUT_MS: { setting: 'clientIdleTimeoutMs', value: '1000' },
+  SLUICE_SLOT_LEASE_MS: { setting: 'slotLeaseMs', value: '2000' },
   SLUICE_REQUEST_TIMEOUT_MS: { setting: 'requestTimeoutMs', value: '5000' },
   SLUICE_STREAM_TTL_SECONDS: { setting: 'streamTtlSeconds', value: '60' },
   SLUICE_RESULT_TTL_SECONDS: { setting: 'resultTtlSeconds', value: '60' },

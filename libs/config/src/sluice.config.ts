@@ -90,6 +90,11 @@ export interface SluiceConfig {
    * resultTotalMaxBytes from the others; a result that would pass it fails the same way.
    */
   resultUserMaxBytes: number;
+  /**
+   * How long a user's query slot is held past its last renewal (ms): what a release lost to a
+   * Redis blip, or a holder that died, costs its owner. Holders renew three times a lease.
+   */
+  slotLeaseMs: number;
   clientIdleTimeoutMs: number;
   /** Longest a request's headers and body may take to arrive (ms; 408 past it). */
   requestTimeoutMs: number;
@@ -455,6 +460,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
       64 * 1024,
       1024 * 1024 * 1024 * 1024,
     ),
+    slotLeaseMs: int(env, 'SLUICE_SLOT_LEASE_MS', 15_000, 1_000, 600_000),
     clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     requestTimeoutMs: int(env, 'SLUICE_REQUEST_TIMEOUT_MS', 30_000, 1_000, 3_600_000),
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),

@@ -7,12 +7,9 @@ import {
   pastLatestStart,
   statusOf,
 } from '@app/contracts';
-import { QueryFacts, ResultSink, SLOT_LEASE_MS } from '@app/transport';
+import { QueryFacts, ResultSink } from '@app/transport';
 import { QueryLifecycle, QueryRef } from './query.lifecycle';
 import { ExecutionOutcome } from './tasks/query.runner';
-
-/** Running jobs' slots are renewed this often: three tries per lease. */
-const RENEW_EVERY_MS = SLOT_LEASE_MS / 3;
 
 /**
  * A job that waited this long (ms) is asked whether its reader is still there before it starts.
@@ -53,7 +50,8 @@ export class JobLifecycle {
     private readonly lifecycle: QueryLifecycle,
     private readonly sink: ResultSink,
     private readonly runningAfterMs = RUNNING_AFTER_MS,
-    private readonly renewEveryMs = RENEW_EVERY_MS,
+    /** Running jobs' slots are renewed this often: by default three tries per lease. */
+    private readonly renewEveryMs = lifecycle.slotLeaseMs / 3,
   ) {}
 
   /**

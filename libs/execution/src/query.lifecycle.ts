@@ -37,6 +37,11 @@ export class QueryLifecycle {
     private readonly tellEnds = false,
   ) {}
 
+  /** How long an owner's slot is held past its last renewal (ms). */
+  get slotLeaseMs(): number {
+    return this.registry.slotLeaseMs;
+  }
+
   /** A new query: queued. */
   begin(record: QueryRecord): Promise<void> {
     return this.registry.create(record);

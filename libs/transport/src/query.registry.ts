@@ -1,5 +1,13 @@
 import { Lane, QueryState, Status } from '@app/contracts';
 
+/**
+ * How long a user's query slot lasts without renewal by default (ms; SLUICE_SLOT_LEASE_MS). Its
+ * holders (the api reading the query, the worker running it) renew it three times a lease, so a
+ * release that failed (a Redis blip) or a holder that died costs its owner the slot for this
+ * long, not a day.
+ */
+export const SLOT_LEASE_MS = 15_000;
+
 /** What the registry keeps of a query; times in epoch ms. */
 export interface QueryRecord {
   queryId: string;
@@ -135,6 +143,11 @@ export interface QueryRegistry {
    * shared between processes (Redis), a slot is a lease: it lapses unless `renew` keeps it.
    */
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined>;
+  /**
+   * How long a slot is held past its last renewal (ms; SLUICE_SLOT_LEASE_MS): holders renew it
+   * three times a lease. Where nothing is shared (in one process), renewing does nothing.
+   */
+  readonly slotLeaseMs: number;
   /**
    * Keeps a query's slot while the query lives, for one lease from now (or `leaseMs`, to hold it
    * through a known wait); does nothing once the slot is released.

@@ -1,14 +1,12 @@
 import { Logger } from '@nestjs/common';
 import { ResultRecord, Status, finalState } from '@app/contracts';
 import { QueryLifecycle, QueryRef } from '@app/execution';
-import { QueryRecord, SLOT_LEASE_MS } from '@app/transport';
+import { QueryRecord } from '@app/transport';
 
 const PROGRESS_EVERY_MS = 500;
 /** A query that ends sooner is never shown as streaming: one registry write saved per query. */
 const STREAMING_AFTER_MS = 100;
 const logger = new Logger('ExecutionTracker');
-/** A slot's lease is renewed this long after it was last taken or renewed. */
-const RENEW_AFTER_MS = SLOT_LEASE_MS / 3;
 
 /** What the api knows of a query from its start, for the end it tells without reading it back. */
 export type QueryAbout = Pick<QueryRecord, 'database' | 'format' | 'lane' | 'kept' | 'createdAt'>;
@@ -63,7 +61,9 @@ export class ExecutionTracker {
    * repaired by the next beat; if none comes, the slot lapses.
    */
   keepSlot(): void {
-    if (this.done || this.renewing || Date.now() - this.renewedAt < RENEW_AFTER_MS) return;
+    // Renewed a third of a lease after it was last taken or renewed.
+    const renewAfterMs = this.lifecycle.slotLeaseMs / 3;
+    if (this.done || this.renewing || Date.now() - this.renewedAt < renewAfterMs) return;
     this.renewing = true;
     this.renewedAt = Date.now();
     this.lifecycle
@@ -92,7 +92,7 @@ export class ExecutionTracker {
    */
   holdSlotUntil(until: number): void {
     this.lifecycle
-      .keepSlot(this.query, Math.max(0, until - Date.now()) + SLOT_LEASE_MS)
+      .keepSlot(this.query, Math.max(0, until - Date.now()) + this.lifecycle.slotLeaseMs)
       .catch((err: Error) =>
         logger.warn(`query ${this.queryId}: could not hold the user slot: ${err.message}`),
       );

@@ -92,12 +92,17 @@ const clusterProviders: Provider[] = [
     provide: QUERY_REGISTRY,
     inject: [SLUICE_CONFIG, REDIS],
     useFactory: (config: SluiceConfig, redis: RedisClient): QueryRegistry =>
-      new RedisQueryRegistry(redis, new RedisKeys(config.keyPrefix), {
-        seconds: config.jobRetentionSeconds,
-        count: config.queryRetentionCount,
-        keptCount: config.resultRetentionCount,
-        trimEveryMs: config.retentionTrimIntervalMs,
-      }),
+      new RedisQueryRegistry(
+        redis,
+        new RedisKeys(config.keyPrefix),
+        {
+          seconds: config.jobRetentionSeconds,
+          count: config.queryRetentionCount,
+          keptCount: config.resultRetentionCount,
+          trimEveryMs: config.retentionTrimIntervalMs,
+        },
+        config.slotLeaseMs,
+      ),
   },
   {
     provide: RESULT_SOURCE,

@@ -70,10 +70,12 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     this.sink = new RedisResultSink(this.commands, this.keys, config.streamTtlSeconds);
     this.lifecycle = new JobLifecycle(
       new QueryLifecycle(
-        new RedisQueryRegistry(this.commands, this.keys, {
-          seconds: config.jobRetentionSeconds,
-          count: config.queryRetentionCount,
-        }),
+        new RedisQueryRegistry(
+          this.commands,
+          this.keys,
+          { seconds: config.jobRetentionSeconds, count: config.queryRetentionCount },
+          config.slotLeaseMs,
+        ),
       ),
       this.sink,
     );

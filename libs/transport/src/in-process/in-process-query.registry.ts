@@ -9,10 +9,13 @@ import {
   QueryRecord,
   QueryRegistry,
   RecordRetention,
+  SLOT_LEASE_MS,
 } from '../query.registry';
 
 /** The query registry of standalone mode: one process knows everything. */
 export class InProcessQueryRegistry implements QueryRegistry {
+  /** Slots here are released, never lapsed: the lease only paces renewals that do nothing. */
+  readonly slotLeaseMs = SLOT_LEASE_MS;
   private readonly records = new Map<string, QueryRecord>();
   private readonly active = new Map<string, Set<string>>();
   /** Each owner's idempotency keys' claims, by claim order: the TTL is one setting, so by expiry. */

@@ -12,6 +12,7 @@ import {
   QueryRecord,
   QueryRegistry,
   RecordRetention,
+  SLOT_LEASE_MS,
 } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { RedisKeptLedger } from './redis-kept.ledger';
@@ -218,13 +219,6 @@ function defineScript(redis: RedisClient, name: string, lua: string, numberOfKey
 const OPEN_TTL_SECONDS = 24 * 3600;
 
 /**
- * How long a user's query slot lasts without renewal (ms). The api that reads the query renews
- * it every 2 s (with its alive key), so a release that failed (a Redis blip) or an api that died
- * costs its owner the slot for this long, not a day.
- */
-export const SLOT_LEASE_MS = 15_000;
-
-/**
  * The query registry in Redis: one hash per query (its keys share the query's hash tag), an
  * index of recent queries, and per-user sets of queued and running queries.
  */
@@ -257,7 +251,7 @@ export class RedisQueryRegistry implements QueryRegistry {
     private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
     private readonly retention: RecordRetention,
-    private readonly leaseMs = SLOT_LEASE_MS,
+    readonly slotLeaseMs = SLOT_LEASE_MS,
   ) {
     this.trimEveryMs = retention.trimEveryMs ?? TRIM_EVERY_MS;
     this.scripts = {
@@ -633,14 +627,14 @@ export class RedisQueryRegistry implements QueryRegistry {
       this.keys.userActive(owner),
       String(now),
       String(cap),
-      String(now + this.leaseMs),
+      String(now + this.slotLeaseMs),
       queryId,
-      String(this.leaseMs),
+      String(this.slotLeaseMs),
     )) as number;
     return before < 0 ? undefined : before;
   }
 
-  async renew(owner: string, queryId: string, leaseMs = this.leaseMs): Promise<void> {
+  async renew(owner: string, queryId: string, leaseMs = this.slotLeaseMs): Promise<void> {
     await this.scripts.renew(
       this.keys.userActive(owner),
       String(Date.now() + leaseMs),
