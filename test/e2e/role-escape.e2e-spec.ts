@@ -2,7 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { HttpResult, closeDb, db, e2eEnv, execute } from './support/client';
 import { randomName } from './support/service';
-import { TestUser, createRole, createUser, dropRole, executeAs, freshLogin } from './support/users';
+import {
+  TestUser,
+  adminCall,
+  createRole,
+  createUser,
+  dropRole,
+  executeAs,
+  freshLogin,
+} from './support/users';
 
 /**
  * A hostile user whose role may read one table tries to act as another Sluice user's role (or
@@ -216,6 +224,53 @@ describe('statements that try to act as another role', () => {
     const after = await memberOf();
     expect(after.status).toBe(200);
     expect(after.json.data).toEqual([[login, [role]]]);
+  });
+
+  it('keeps a temp_file_limit that a superuser stored on the login role, which its users cannot raise, and shows it in GET /v1/users/{name}', async () => {
+    const role = await createRole('e2e_limited');
+    roles.push(role);
+    const user = await createUser({ role, prefix: 'e2e_limited' });
+    users.push(user.username);
+    const token = await tokenOf(user);
+    const first = await executeAs(token, { statement: 'select session_user::text' });
+    const [[login]] = first.json.data as [[string]];
+    await db().query(`ALTER ROLE "${login}" SET temp_file_limit = '1MB'`);
+    try {
+      // Every connection of the login is new from here on: it starts with the limit.
+      await db().query(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1',
+        [login],
+      );
+      const limit = await executeAs(token, {
+        statement: "select current_setting('temp_file_limit')",
+      });
+      expect(limit.status).toBe(200);
+      expect(limit.json.data).toEqual([['1MB']]);
+      // A sort of 3 million rows spills past 1 MB of temporary files.
+      const spill = await executeAs(token, {
+        statement:
+          'select count(*) from (select g from generate_series(1, 3000000) g order by g desc offset 1) s',
+      });
+      expect(spill.json.status).toMatchObject({ sql_state: '53400' });
+      expect(spill.json.status.reason).toMatch(/temp_file_limit/);
+      const raise = await executeAs(token, {
+        statement: "select set_config('temp_file_limit', '-1', false)",
+      });
+      expect(raise.status).toBe(403);
+      expect(raise.json.status).toMatchObject({ sql_state: '42501' });
+      const shown = await adminCall('GET', `/v1/users/${user.username}`);
+      expect(shown.status).toBe(200);
+      expect(shown.json).toMatchObject({
+        login_role: login,
+        limits: {
+          temp_file_limit: '1MB',
+          work_mem: expect.any(String),
+          statement_timeout: expect.any(String),
+        },
+      });
+    } finally {
+      await db().query(`ALTER ROLE "${login}" RESET temp_file_limit`);
+    }
   });
 
   it('leaves the victim, on the same workers, with its own role and rights', async () => {

@@ -119,6 +119,20 @@ export class UserDto {
       'POST and PATCH of a role: what about the role reaches beyond it (it can log in, it has CREATEROLE or BYPASSRLS), also logged by the api as ROLE ISOLATION.',
   })
   warnings?: string[];
+
+  @ApiPropertyOptional({
+    description:
+      'GET of one user: the PostgreSQL login role its statements run over (made by Sluice).',
+  })
+  login_role?: string;
+
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: { type: 'string' },
+    description:
+      "GET of one user: temp_file_limit, work_mem and statement_timeout as the login role's sessions start with them (stored on the login role, else the server's). Only temp_file_limit binds: a superuser sets it on the login role (`ALTER ROLE <login_role> SET temp_file_limit = '1GB'`), and Sluice keeps it.",
+  })
+  limits?: Record<string, string>;
 }
 
 /** Answer of POST, GET and PATCH on one user. */

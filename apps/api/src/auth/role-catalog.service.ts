@@ -21,6 +21,13 @@ export interface ControlLoginFacts {
   version: number;
 }
 
+/**
+ * The settings that bound what one statement may take of the server, shown for each user role
+ * (GET /v1/users/{name}). Only temp_file_limit binds a user: a superuser sets it, and no user
+ * may raise it; work_mem and statement_timeout any session may change.
+ */
+export const ROLE_LIMITS = ['temp_file_limit', 'work_mem', 'statement_timeout'] as const;
+
 /** Whether a role may reach a database. */
 export type DatabaseAccess = 'ok' | 'no-database' | 'no-role' | 'no-connect';
 
@@ -145,6 +152,34 @@ export class RoleCatalogService implements OnModuleDestroy {
       );
     }
     return undefined;
+  }
+
+  /**
+   * The login role statements of `role` run over, and the values of ROLE_LIMITS its sessions
+   * start with in DATABASE_URL's database: what is stored on it (a superuser's
+   * `ALTER ROLE … SET temp_file_limit`, which Sluice keeps), else the server's, as the control
+   * login's sessions see it.
+   */
+  async limitsOf(role: string): Promise<{ login: string; limits: Record<string, string> }> {
+    if (!this.provisioner) throw new Error('SLUICE_CREDENTIAL_KEY is not set');
+    const login = this.provisioner.loginFor(role);
+    const { rows } = await queryOnLiveSession<{ name: string; value: string }>(
+      this.db(),
+      `WITH stored AS (
+         SELECT split_part(c, '=', 1) AS name, substr(c, strpos(c, '=') + 1) AS value,
+                s.setdatabase
+           FROM pg_db_role_setting s
+           JOIN pg_roles l ON l.oid = s.setrole AND l.rolname = $1
+           CROSS JOIN unnest(s.setconfig) c
+          WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database
+                                      WHERE datname = current_database())))
+       SELECT n AS name,
+              COALESCE((SELECT value FROM stored WHERE stored.name = n
+                         ORDER BY setdatabase DESC LIMIT 1), current_setting(n)) AS value
+         FROM unnest($2::text[]) n`,
+      [login, ROLE_LIMITS],
+    );
+    return { login, limits: Object.fromEntries(rows.map((r) => [r.name, r.value])) };
   }
 
   /** CONNECT privilege of a role on a database (cached a few seconds). */

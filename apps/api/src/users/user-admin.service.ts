@@ -98,7 +98,15 @@ export class UserAdminService {
       [username],
     );
     if (!rows[0]) throw notFound(username);
-    return toDto(rows[0]);
+    const user = toDto(rows[0]);
+    try {
+      const { login, limits } = await this.roles.limitsOf(user.role);
+      return { ...user, login_role: login, limits };
+    } catch (err) {
+      // The user as the metadata database has it: the limits come back with the database.
+      this.logger.warn(`cannot read the limits of role "${user.role}": ${(err as Error).message}`);
+      return user;
+    }
   }
 
   async create(user: CreateUserDto): Promise<UserDto> {

@@ -332,7 +332,8 @@ export class QueryRunner {
    * anything but its user's role, is not used: the control
    * login drops the settings and revokes the memberships (provision, which refuses the role when
    * a membership stays that only its grantor may revoke), and a new connection is taken. A
-   * database user's own login keeps its settings (`given`: they are that user's own).
+   * database user's own login keeps its settings (`given`: they are that user's own). Settings
+   * only a superuser may set (temp_file_limit) are an operator's limits on the role: they stay.
    */
   private async withoutRoleSettings(
     client: PoolClient,
@@ -353,7 +354,9 @@ export class QueryRunner {
                        AND m.member OPERATOR(pg_catalog.=) l.oid
                        AND m.roleid OPERATOR(pg_catalog.<>) $1::pg_catalog.regrole::pg_catalog.oid)
                     AS granted
-             FROM pg_catalog.pg_settings s GROUP BY s.source`,
+             FROM pg_catalog.pg_settings s
+            WHERE s.context OPERATOR(pg_catalog.<>) 'superuser'
+            GROUP BY s.source`,
           [quoteIdent(job.role)],
         );
         clean = !rows.some((r) => r.granted || r.source === 'user' || r.source === 'database user');
