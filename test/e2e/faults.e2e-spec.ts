@@ -552,11 +552,11 @@ describe('fault tolerance', () => {
     expect((await execute(`create table ${table} (note text)`, bearer)).status).toBe(200);
     try {
       const marker = `queued_hog_${randomBytes(3).toString('hex')}`;
-      // The user's share of the worker's slots (2 of 4) is taken: the insert waits its turn.
-      const hogs = [1, 2].map(() =>
+      // Every slot of the worker's a user alone may take (3 of 4) is taken: the insert waits.
+      const hogs = [1, 2, 3].map(() =>
         execute(`select pg_sleep(10), '${marker}'`, bearer).catch(() => undefined),
       );
-      await until(async () => (await backends(marker)) === 2, 10_000);
+      await until(async () => (await backends(marker)) === 3, 10_000);
       const insert = execute(`insert into ${table} values ('after its api died')`, bearer).catch(
         () => undefined,
       );

@@ -64,6 +64,8 @@ export default async function globalSetup(): Promise<void> {
     capacity: 4,
     // Half of each worker's slots: 1 of 2 on each of the two workers, or 2 of standalone's 4.
     userSlots: 2,
+    // Every slot but one of each worker's: 1 of 2 on each of the two, or 3 of standalone's 4.
+    userSlotsAlone: mode === 'cluster' ? 2 : 3,
     redisUrl: REDIS_URL,
     keyPrefix: `sluice-e2e-${randomBytes(4).toString('hex')}`,
     adminUser: `e2e_admin_${randomBytes(3).toString('hex')}`,

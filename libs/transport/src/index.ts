@@ -22,3 +22,4 @@ export * from './redis/redis-query.registry';
 export * from './redis/redis.connector';
 export * from './user.slots';
 export * from './redis/user-share.processor';
+export * from './redis/other-users.waiting';

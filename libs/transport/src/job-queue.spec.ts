@@ -1,4 +1,4 @@
-import { Worker } from 'bullmq';
+import { QueueKeys, Worker } from 'bullmq';
 import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EXECUTE_QUEUE, ExecuteJobData, LANES, Lane } from '@app/contracts';
@@ -7,6 +7,7 @@ import { InProcessJobQueue } from './in-process/in-process-job.queue';
 import { JobCounts, JobQueue, JobState, RETAINED_JOB_BYTES, retainedJobData } from './job.queue';
 import { RedisKeys } from './redis.keys';
 import { BullmqJobQueue } from './redis/bullmq-job.queue';
+import { OtherUsersWaiting } from './redis/other-users.waiting';
 import { userShareProcessor } from './redis/user-share.processor';
 import { UserSlots } from './user.slots';
 
@@ -41,9 +42,19 @@ function bullmqAdapter(): Adapter {
         { interactive: share.slots, export: share.slots },
         share.userSharePercent,
       );
+      const bull = new QueueKeys(keys.bullPrefix);
+      const { wait, prioritized, delayed } = bull.getKeys(EXECUTE_QUEUE);
+      const waiting = new OtherUsersWaiting(connection, {
+        wait,
+        prioritized,
+        delayed,
+        jobPrefix: bull.toKey(EXECUTE_QUEUE, ''),
+      });
       worker = new Worker<ExecuteJobData>(
         EXECUTE_QUEUE,
-        userShareProcessor(slots, 'interactive', (job) => onJob(job.data.queryId)),
+        userShareProcessor(slots, 'interactive', (job) => onJob(job.data.queryId), {
+          othersWaiting: (user) => waiting.check(user),
+        }),
         { connection, prefix: keys.bullPrefix, concurrency: share.slots },
       );
     },
@@ -172,17 +183,13 @@ describe.each([
     expect(after).toMatchObject({ waiting: 0, active: 0 });
   });
 
-  it("keeps a share of the slots from one user: another's job starts while the first user's waits", async () => {
-    // Four slots, half a user's: A's third job waits for one of A's own, B's starts at once.
-    const [a1, a2, a3] = [
-      job(1, 'interactive', 'a'),
-      job(2, 'interactive', 'a'),
-      job(3, 'interactive', 'a'),
-    ];
-    const b1 = job(4, 'interactive', 'b');
+  it("lets a user alone take every slot but one, past its share; another user's job takes that one at once", async () => {
+    // Four slots, half a user's: alone, A holds three; its fourth waits, B's starts at once.
+    const [a1, a2, a3, a4] = [1, 2, 3, 4].map((p) => job(p, 'interactive', 'a'));
+    const b1 = job(1, 'interactive', 'b');
     const release = new Map<string, () => void>();
     const started: string[] = [];
-    for (const j of [a1, a2, a3, b1]) await adapter.queue.enqueue(j);
+    for (const j of [a1, a2, a3, a4]) await adapter.queue.enqueue(j);
     adapter.consume(
       (queryId) => {
         started.push(queryId);
@@ -191,18 +198,50 @@ describe.each([
       { slots: 4, userSharePercent: 50 },
     );
     await until(() => started.length === 3, 5000);
-    expect(new Set(started)).toEqual(new Set([a1.queryId, a2.queryId, b1.queryId]));
-    // A's third waits, and still has a place and a state that say so (on Redis, but for the
-    // moments, every PUT_OFF_MS, when a worker takes it to put it off again).
+    expect(new Set(started)).toEqual(new Set([a1.queryId, a2.queryId, a3.queryId]));
+    // A's fourth waits, and still has a place and a state that say so (on Redis, but for the
+    // moments when a worker takes it to put it off again).
     await new Promise((resolve) => setTimeout(resolve, 600));
-    expect(started).not.toContain(a3.queryId);
+    expect(started).not.toContain(a4.queryId);
     let seen: [JobState, number | undefined] | undefined;
     for (let i = 0; i < 5 && (seen?.[0] !== 'queued' || seen[1] !== 0); i++) {
-      seen = [await adapter.queue.state(a3.queryId), await adapter.queue.position(a3.queryId)];
+      seen = [await adapter.queue.state(a4.queryId), await adapter.queue.position(a4.queryId)];
     }
     expect(seen).toEqual(['queued', 0]);
+    await adapter.queue.enqueue(b1);
+    await until(() => started.includes(b1.queryId), 2000);
     release.get(a1.queryId)!();
-    await until(() => started.includes(a3.queryId), 5000);
+    await until(() => started.includes(a4.queryId), 5000);
+    for (const done of release.values()) done();
+  });
+
+  it("holds a user to its share while another user's job waits for a slot", async () => {
+    // Five slots, two a user's: A and B hold two each; A's third and B's third wait beside the
+    // free slot, neither borrowing it while the other waits.
+    const [a1, a2, b1, b2, a3, b3] = [
+      job(1, 'interactive', 'a'),
+      job(2, 'interactive', 'a'),
+      job(3, 'interactive', 'b'),
+      job(4, 'interactive', 'b'),
+      job(5, 'interactive', 'a'),
+      job(6, 'interactive', 'b'),
+    ];
+    const release = new Map<string, () => void>();
+    const started: string[] = [];
+    for (const j of [a1, a2, b1, b2, a3, b3]) await adapter.queue.enqueue(j);
+    adapter.consume(
+      (queryId) => {
+        started.push(queryId);
+        return new Promise<void>((resolve) => release.set(queryId, resolve));
+      },
+      { slots: 5, userSharePercent: 40 },
+    );
+    await until(() => started.length === 4, 5000);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(new Set(started)).toEqual(new Set([a1.queryId, a2.queryId, b1.queryId, b2.queryId]));
+    // One of B's ends: B's third takes its slot, and A's third, alone waiting now, the free one.
+    release.get(b1.queryId)!();
+    await until(() => started.includes(b3.queryId) && started.includes(a3.queryId), 5000);
     for (const done of release.values()) done();
   });
 

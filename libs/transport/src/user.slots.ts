@@ -2,13 +2,17 @@ import { LANES, Lane } from '@app/contracts';
 
 /**
  * The slots of one worker's lanes (or standalone mode's) that one user's queries hold at once:
- * at most `percent` of each lane's, rounded up, at least one (SLUICE_WORKER_USER_SHARE_PERCENT).
- * Priority only orders the queue; a slot a long statement holds stays held until it ends, so
- * without a share one user's long statements leave every other user waiting.
+ * its share, at most `percent` of each lane's, rounded up, at least one
+ * (SLUICE_WORKER_USER_SHARE_PERCENT), and past it, borrowed, every slot but one while no other
+ * user's job waits. Priority only orders the queue; a slot a long statement holds stays held
+ * until it ends, so without a share one user's long statements leave every other user waiting;
+ * and the slot never borrowed is where another user's query starts at once when it comes.
  */
 export class UserSlots {
-  /** The most slots one user holds in each lane. */
+  /** The most slots one user holds in each lane by its share. */
   readonly most: Readonly<Record<Lane, number>>;
+  /** The most slots one user holds in each lane, borrowed ones included. */
+  readonly mostBorrowing: Readonly<Record<Lane, number>>;
   private readonly held = new Map<string, number>();
 
   constructor(capacity: Readonly<Record<Lane, number>>, percent: number) {
@@ -17,6 +21,26 @@ export class UserSlots {
       Lane,
       number
     >;
+    this.mostBorrowing = Object.fromEntries(
+      LANES.map((lane) => [lane, Math.max(this.most[lane], capacity[lane] - 1)]),
+    ) as Record<Lane, number>;
+  }
+
+  /** Whether `user` could borrow a slot past its share in `lane` (see borrow). */
+  mayBorrow(user: string, lane: Lane): boolean {
+    return (this.held.get(this.key(user, lane)) ?? 0) < this.mostBorrowing[lane];
+  }
+
+  /**
+   * Takes a slot past `user`'s share, once the caller knows that no other user's job waits; false
+   * (and nothing taken) when the user holds every slot but one. Given back by `release`.
+   */
+  borrow(user: string, lane: Lane): boolean {
+    const key = this.key(user, lane);
+    const held = this.held.get(key) ?? 0;
+    if (held >= this.mostBorrowing[lane]) return false;
+    this.held.set(key, held + 1);
+    return true;
   }
 
   /** Whether `user` may start one more query in `lane` now. */

@@ -18,6 +18,11 @@ export interface E2eEnvironment {
    * (SLUICE_WORKER_USER_SHARE_PERCENT, default half its slots) summed.
    */
   userSlots: number;
+  /**
+   * Queries of one user that run at once while no other user's query waits: each worker's slots
+   * but one (at least its share; UserSlots.borrow), summed.
+   */
+  userSlotsAlone: number;
   /** Superuser access to the database the service runs statements in (for set-up and checks). */
   databaseUrl: string;
   defaultDatabase: string;

@@ -5,7 +5,7 @@ import {
   OnApplicationBootstrap,
   OnModuleDestroy,
 } from '@nestjs/common';
-import { Job, Worker } from 'bullmq';
+import { Job, QueueKeys, Worker } from 'bullmq';
 import { ExecuteJobData, LANE_QUEUES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import {
@@ -16,6 +16,7 @@ import {
   SessionLoginResolver,
 } from '@app/execution';
 import {
+  OtherUsersWaiting,
   RedisClient,
   RedisConnector,
   RedisKeys,
@@ -90,13 +91,24 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       this.config.workerUserSharePercent,
     );
     for (const lane of this.config.workerLanes) {
+      const bull = new QueueKeys(this.keys.bullPrefix);
+      const { wait, prioritized, delayed } = bull.getKeys(LANE_QUEUES[lane]);
+      const waiting = new OtherUsersWaiting(this.commands, {
+        wait,
+        prioritized,
+        delayed,
+        jobPrefix: bull.toKey(LANE_QUEUES[lane], ''),
+      });
       const worker = new Worker<ExecuteJobData, ExecutionOutcome | undefined>(
         LANE_QUEUES[lane],
         userShareProcessor(
           slots,
           lane,
           (job, takenBefore) => this.run(job.data, takenBefore).finally(() => this.keepSmall(job)),
-          { onPutOff: () => this.metrics.putOff(lane) },
+          {
+            onPutOff: () => this.metrics.putOff(lane),
+            othersWaiting: (user) => waiting.check(user),
+          },
         ),
         {
           connection: this.connection,

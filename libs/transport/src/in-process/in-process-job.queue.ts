@@ -101,7 +101,7 @@ export class InProcessJobQueue implements JobQueue {
       const { lane } = job;
       this.running[lane] += 1;
       // False for a job past its latest start whose user holds its share: it takes none.
-      const held = this.slots.take(job.username, lane);
+      const held = this.slots.take(job.username, lane) || this.slots.borrow(job.username, lane);
       this.states.set(job.queryId, 'active');
       this.handler(job).then(
         () => this.finish(job, 'completed', held),
@@ -112,14 +112,26 @@ export class InProcessJobQueue implements JobQueue {
 
   /**
    * The first waiting job there is room for, in its lane and in its user's share, or -1. A job
-   * past its latest start needs no share: it is only ended.
+   * past its latest start needs no share: it is only ended. Failing that, the first whose user may
+   * borrow a slot past its share (UserSlots.borrow) while no other user's job waits in its lane.
    */
   private nextRunnable(): number {
     const now = Date.now();
+    const room = (j: ExecuteJobData) => this.running[j.lane] < this.concurrency[j.lane];
+    const shared = this.waiting.findIndex(
+      (j) => room(j) && (pastLatestStart(j, now) || this.slots.free(j.username, j.lane)),
+    );
+    if (shared >= 0) return shared;
+    // The one user whose jobs wait in each lane, or null where several users' do.
+    const alone = new Map<Lane, string | null>();
+    for (const { lane, username } of this.waiting) {
+      const seen = alone.get(lane);
+      if (seen === undefined) alone.set(lane, username);
+      else if (seen !== username) alone.set(lane, null);
+    }
     return this.waiting.findIndex(
       (j) =>
-        this.running[j.lane] < this.concurrency[j.lane] &&
-        (pastLatestStart(j, now) || this.slots.free(j.username, j.lane)),
+        room(j) && alone.get(j.lane) === j.username && this.slots.mayBorrow(j.username, j.lane),
     );
   }
 

@@ -18,8 +18,9 @@ export const PUT_OFF_MOST_MS = 2000;
 const REMEMBERED_PER_USER = 256;
 
 /**
- * A BullMQ processor of one lane that runs a job only while its user holds less than its share of
- * this worker's slots (UserSlots); past it, the job goes back to the queue, delayed PUT_OFF_MS, for
+ * A BullMQ processor of one lane that runs a job while its user holds less than its share of this
+ * worker's slots (UserSlots), or past it, in a borrowed slot, while no other user's job waits: a
+ * user alone pays nothing for the share. Otherwise the job goes back to the queue, delayed PUT_OFF_MS, for
  * this worker or another to take again, its priority kept. Never started, it is never run twice.
  * When one of the user's slots here frees, the oldest job put off here is brought back at once, so
  * that a user's burst runs as fast as its share allows, in order. A job past its latest start needs
@@ -30,14 +31,29 @@ export function userShareProcessor<R>(
   slots: UserSlots,
   lane: Lane,
   run: (job: Job<ExecuteJobData>, takenBefore: boolean) => Promise<R>,
-  { putOff = new PutOffJobs(), onPutOff }: { putOff?: PutOffJobs; onPutOff?: () => void } = {},
+  {
+    putOff = new PutOffJobs(),
+    onPutOff,
+    othersWaiting,
+  }: {
+    putOff?: PutOffJobs;
+    onPutOff?: () => void;
+    /** Whether a job of another user than this one waits in the lane (OtherUsersWaiting). */
+    othersWaiting?: (user: string) => Promise<boolean>;
+  } = {},
 ): Processor<ExecuteJobData, R> {
+  /** Past its share, a user borrows a free slot while nobody else waits for one. */
+  const borrowed = async (user: string): Promise<boolean> =>
+    othersWaiting !== undefined &&
+    slots.mayBorrow(user, lane) &&
+    !(await othersWaiting(user)) &&
+    slots.borrow(user, lane);
   return async (job, token) => {
     const user = job.data.username;
     // BullMQ counts each time a job is taken (moveToActive), put-offs included.
     const takenBefore = job.attemptsStarted > 1;
     if (pastLatestStart(job.data)) return run(job, takenBefore);
-    if (!slots.take(user, lane)) {
+    if (!slots.take(user, lane) && !(await borrowed(user))) {
       const times = putOff.remember(user, job);
       onPutOff?.();
       const slower = Math.max(0, times - QUICK_PUT_OFFS);

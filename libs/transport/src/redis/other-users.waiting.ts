@@ -1,0 +1,67 @@
+import { RedisClient } from './redis.connector';
+
+/** The BullMQ keys of one lane's queue that the check reads (`queue.keys`, `queue.toKey`). */
+export interface WaitingKeys {
+  /** Plain waiting jobs: pushed left, taken right. */
+  wait: string;
+  /** Waiting jobs with a priority: lowest score taken first. */
+  prioritized: string;
+  /** Jobs put off (userShareProcessor), due back first first. */
+  delayed: string;
+  /** The key of a job's hash, without its id (`queue.toKey('')`). */
+  jobPrefix: string;
+}
+
+/**
+ * How many waiting jobs, from the head of each of the two sets, the check reads. Jobs are taken by
+ * priority, and a job's priority is its user's queries already queued or running plus one
+ * (admission): another user's job that would be taken before this user's next lies at the head.
+ */
+export const PEEK_JOBS = 8;
+
+/**
+ * KEYS: wait list, prioritized set, delayed set. ARGV: job key prefix, user name, how many to
+ * read. 1 when a job of another user is among the next ones a worker would take, or the next ones
+ * put off (a user past its share, who waits for a slot as much), else 0. A job's hash may be gone
+ * (taken and removed meanwhile): it waits no more.
+ */
+const OTHERS_WAITING = `
+local n = tonumber(ARGV[3])
+local ids = redis.call('LRANGE', KEYS[1], -n, -1)
+for k = 2, 3 do
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[k], 0, n - 1)) do ids[#ids + 1] = id end
+end
+for _, id in ipairs(ids) do
+  local data = redis.call('HGET', ARGV[1] .. id, 'data')
+  if data then
+    local ok, job = pcall(cjson.decode, data)
+    if ok and type(job) == 'table' and job.username ~= ARGV[2] then return 1 end
+  end
+end
+return 0
+`;
+
+const COMMAND = 'sluiceOtherUsersWaiting';
+
+/**
+ * Whether a job of a user other than `user` waits in one lane's queue, at its head: what makes a
+ * user's share of a worker's slots a limit (userShareProcessor). The job keys share the queue's
+ * hash tag, so the script stays on one Redis Cluster node.
+ */
+export class OtherUsersWaiting {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: WaitingKeys,
+  ) {
+    redis.defineCommand(COMMAND, { numberOfKeys: 3, lua: OTHERS_WAITING });
+  }
+
+  async check(user: string): Promise<boolean> {
+    const call = (this.redis as unknown as Record<string, (...args: string[]) => Promise<number>>)[
+      COMMAND
+    ];
+    const { wait, prioritized, delayed, jobPrefix } = this.keys;
+    const args = [wait, prioritized, delayed, jobPrefix, user, String(PEEK_JOBS)];
+    return (await call.apply(this.redis, args)) === 1;
+  }
+}
