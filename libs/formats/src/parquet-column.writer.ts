@@ -1,12 +1,5 @@
-import { gzipSync } from 'node:zlib';
-import {
-  Codec,
-  ColumnChunkMeta,
-  PhysicalType,
-  SchemaElement,
-  levels,
-  pageHeader,
-} from './parquet-format';
+import { ColumnChunkMeta, PhysicalType, SchemaElement, levels, pageHeader } from './parquet-format';
+import { PageCompression, compressPage } from './parquet-page.compressor';
 import { ParquetStatistics } from './parquet-statistics';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
 import {
@@ -89,11 +82,8 @@ function leafElement(name: string, kind: PgValueKind): SchemaElement {
   }
 }
 
-export interface ColumnWriterSettings {
+export interface ColumnWriterSettings extends PageCompression {
   pageBytes: number;
-  codec: Codec;
-  /** zlib level for GZIP. */
-  level: number;
 }
 
 /** A column chunk's pages and what the footer says about them. */
@@ -348,8 +338,7 @@ export class ParquetColumnWriter {
     body.push(this.buf.subarray(0, this.len));
     let size = 0;
     for (const b of body) size += b.length;
-    let data = Buffer.concat(body, size);
-    if (this.settings.codec === 'GZIP') data = gzipSync(data, { level: this.settings.level });
+    const data = compressPage(Buffer.concat(body, size), this.settings);
     const header = pageHeader(this.thrift, this.levels, size, data.length);
     // The page is a copy: the working buffers are reused for the next one.
     this.pages.push(header, data);

@@ -29,7 +29,7 @@ const CONVERTED = {
 } as const;
 export type ConvertedType = keyof typeof CONVERTED;
 
-const CODEC = { UNCOMPRESSED: 0, GZIP: 2 } as const;
+const CODEC = { UNCOMPRESSED: 0, SNAPPY: 1, GZIP: 2, ZSTD: 6 } as const;
 export type Codec = keyof typeof CODEC;
 
 const ENCODING = { PLAIN: 0, RLE: 3 } as const;

@@ -35,6 +35,7 @@ function encode(
  */
 const READER = `
 const { parquetMetadata, parquetReadObjects } = require('hyparquet');
+const { compressors } = require('hyparquet-compressors');
 const data = require('node:fs').readFileSync(0);
 const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
 const tag = (k, v) =>
@@ -45,7 +46,7 @@ const tag = (k, v) =>
 parquetReadObjects({
   file,
   utf8: false,
-  compressors: { GZIP: (input) => new Uint8Array(require('node:zlib').gunzipSync(input)) },
+  compressors,
   parsers: {
     timestampFromMicroseconds: (v) => v,
     dateFromDays: (v) => v,
@@ -233,7 +234,7 @@ describe(ParquetEncoder.name, () => {
       expect(Number(group.total_byte_size)).toBeLessThan(1.1 * (1 << 20));
     }
     const pages = metadata(file).row_groups[0].columns[0];
-    const chunkBytes = Number(pages.meta_data?.total_compressed_size);
+    const chunkBytes = Number(pages.meta_data?.total_uncompressed_size);
     expect(chunkBytes).toBeGreaterThan(6 * (64 << 10));
     const got = read(file);
     expect(got).toHaveLength(3000);
@@ -277,17 +278,30 @@ describe(ParquetEncoder.name, () => {
     expect(read(file).map((r) => (r.t as string).length)).toEqual([huge.length, 5]);
   });
 
-  it('compresses pages with GZIP when asked', () => {
+  it('compresses pages with ZSTD by default', () => {
     const rows = Array.from({ length: 500 }, (_, i): TextRow => [
       String(i),
       'same text '.repeat(5),
     ]);
+    const { file } = encode([col('i', 'integer', 23), col('t', 'text', 25)], [rows]);
+    expect(metadata(file).row_groups[0].columns.map((c) => c.meta_data?.codec)).toEqual([
+      'ZSTD',
+      'ZSTD',
+    ]);
+  });
+
+  it.each(['ZSTD', 'SNAPPY', 'GZIP'] as const)('compresses pages with %s when asked', (codec) => {
+    const rows = Array.from({ length: 500 }, (_, i): TextRow => [
+      String(i),
+      i % 7 === 0 ? null : `same text ${i % 3} `.repeat(5),
+    ]);
     const columns = [col('i', 'integer', 23), col('t', 'text', 25)];
-    const plain = encode(columns, [rows]).file;
-    const gzip = encode(columns, [rows], { codec: 'GZIP' }).file;
-    expect(gzip.length).toBeLessThan(plain.length / 3);
-    expect(metadata(gzip).row_groups[0].columns[1].meta_data?.codec).toBe('GZIP');
-    expect(read(gzip)).toEqual(read(plain));
+    const plain = encode(columns, [rows], { codec: 'UNCOMPRESSED' }).file;
+    const compressed = encode(columns, [rows], { codec }).file;
+    expect(compressed.length).toBeLessThan(plain.length / 3);
+    expect(metadata(compressed).row_groups[0].columns[1].meta_data?.codec).toBe(codec);
+    expect(metadata(plain).row_groups[0].columns[1].meta_data?.codec).toBe('UNCOMPRESSED');
+    expect(read(compressed)).toEqual(read(plain));
   });
 
   it('writes a valid file for an empty result', () => {
