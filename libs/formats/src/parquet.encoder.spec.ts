@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { FileMetaData } from 'hyparquet';
+import { duckdb } from '@test/support/duckdb.reader';
 import { ParquetEncoder, ParquetEncoderSettings } from './parquet.encoder';
 import {
   FIXTURE_CASES,
@@ -78,6 +79,7 @@ const read = (file: Buffer) => readBack(file).rows;
 const metadata = (file: Buffer) => readBack(file).meta;
 
 const COLUMNS = FIXTURE_COLUMNS;
+const CODECS = ['ZSTD', 'SNAPPY', 'GZIP', 'UNCOMPRESSED'] as const;
 const CASES = FIXTURE_CASES;
 
 /** The fixture's form: bytes and uuids as hex. */
@@ -94,17 +96,41 @@ function normalise(v: unknown): unknown {
 }
 
 describe(ParquetEncoder.name, () => {
-  it('writes every common type so that an independent reader gets each value back', () => {
-    const rows = CASES.map(([text]) => text);
-    // several chunks, one of them empty
-    const { file } = encode(COLUMNS, [rows.slice(0, 1), [], rows.slice(1, 3), rows.slice(3)]);
-    const got = read(file);
-    expect(got).toHaveLength(CASES.length);
-    CASES.forEach(([, want], r) => {
-      COLUMNS.forEach((c, i) => {
-        expect([r, c.name, normalise(got[r][c.name])]).toEqual([r, c.name, want[i]]);
+  it.each(CODECS)(
+    'writes every common type so that independent readers get each value back (%s pages)',
+    async (codec) => {
+      const rows = CASES.map(([text]) => text);
+      // several chunks, one of them empty
+      const { file } = encode(COLUMNS, [rows.slice(0, 1), [], rows.slice(1, 3), rows.slice(3)], {
+        codec,
       });
-    });
+      const got = read(file);
+      expect(got).toHaveLength(CASES.length);
+      CASES.forEach(([, want], r) => {
+        COLUMNS.forEach((c, i) => {
+          expect([r, c.name, normalise(got[r][c.name])]).toEqual([r, c.name, want[i]]);
+        });
+      });
+      // DuckDB: the same rows, NULLs where hyparquet has them, the text columns' values
+      const duck = await duckdb(file, 'select * from read_parquet(FILE)');
+      expect(duck).toHaveLength(CASES.length);
+      CASES.forEach(([, want], r) => {
+        COLUMNS.forEach((c, i) => {
+          expect([r, c.name, duck[r][c.name] === null]).toEqual([r, c.name, want[i] === null]);
+        });
+        for (const name of ['txt', 'vc', 'num', 'iv']) {
+          expect(duck[r][name]).toEqual(want[COLUMNS.findIndex((c) => c.name === name)]);
+        }
+      });
+    },
+  );
+
+  it.each(CODECS)('writes an empty result that both readers read (%s pages)', async (codec) => {
+    const { file } = encode(COLUMNS, [[]], { codec });
+    expect(read(file)).toEqual([]);
+    expect(await duckdb(file, 'select count(*) as n from read_parquet(FILE)')).toEqual([
+      { n: '0' },
+    ]);
   });
 
   it('declares the logical type of each column, all nullable', () => {
