@@ -14,6 +14,7 @@ import { createServer } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { duckdb } from '@test/support/duckdb.reader';
 import { closeDb, db, e2eEnv, eventually, request } from './support/client';
 import { claimsOf, executeAs, signToken } from './support/users';
 import { ROOT, freePort, randomName } from './support/service';
@@ -425,6 +426,32 @@ describe('sluice (the command line)', () => {
     expect(run.stderr).toMatch(/SQLSTATE 22012 .*query id [0-9a-f-]{36}/);
   });
 
+  it('compresses a Parquet export with the codec --compression names, and refuses it for other formats', async () => {
+    const out = join(work, 'snappy.parquet');
+    const run = await sluice([
+      'export',
+      "select g, 'row ' || g as t from generate_series(1, 1000) g",
+      '--compression',
+      'snappy',
+      '-o',
+      out,
+    ]);
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    const file = readFileSync(out);
+    expect(await duckdb(file, 'select distinct compression from parquet_metadata(FILE)')).toEqual([
+      { compression: 'SNAPPY' },
+    ]);
+    expect(await duckdb(file, 'select count(*) as n, max(t) as t from read_parquet(FILE)')).toEqual(
+      [{ n: '1000', t: 'row 999' }],
+    );
+    const csv = await sluice(['export', 'select 1', '--compression', 'gzip', '--format', 'csv']);
+    expect(csv.code).not.toBe(0);
+    expect(csv.stderr).toMatch(/--compression is for Parquet, not csv/);
+    const unknown = await sluice(['export', 'select 1', '--compression', 'lz4', '-o', out]);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(/zstd, snappy, gzip, none/);
+  });
+
   it('exports 1M rows to a Parquet file that a Parquet reader reads back whole', async () => {
     const out = join(work, 'million.parquet');
     const run = await sluice([
@@ -446,9 +473,10 @@ describe('sluice (the command line)', () => {
     });
     const reader = `
       const { parquetMetadata, parquetReadObjects } = require('hyparquet');
+      const { compressors } = require('hyparquet-compressors');
       const data = require('node:fs').readFileSync(process.argv[1]);
       const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
-      parquetReadObjects({ file }).then((rows) => process.stdout.write(JSON.stringify({
+      parquetReadObjects({ file, compressors }).then((rows) => process.stdout.write(JSON.stringify({
         numRows: Number(parquetMetadata(file).num_rows), read: rows.length,
         first: rows[0], last: rows[rows.length - 1],
       }, (k, v) => typeof v === 'bigint' ? Number(v) : v)));`;

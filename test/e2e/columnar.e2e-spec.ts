@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { tableFromIPC } from 'apache-arrow';
+import { duckdb } from '@test/support/duckdb.reader';
 import { closeDb, db, execute } from './support/client';
 import { open, readAll } from './support/raw';
 import { ROOT } from './support/service';
@@ -24,12 +25,13 @@ const TYPED = `
 function readParquet(file: Buffer): Record<string, unknown>[] {
   const reader = `
     const { parquetReadObjects } = require('hyparquet');
+    const { compressors } = require('hyparquet-compressors');
     const data = require('node:fs').readFileSync(0);
     const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
     const tag = (k, v) => typeof v === 'bigint' ? 'bigint:' + v
       : v instanceof Uint8Array ? 'hex:' + Buffer.from(v).toString('hex')
       : typeof v === 'number' && !Number.isFinite(v) ? 'number:' + v : v;
-    parquetReadObjects({ file, utf8: false, parsers: {
+    parquetReadObjects({ file, utf8: false, compressors, parsers: {
       timestampFromMicroseconds: (v) => v, dateFromDays: (v) => v,
       jsonFromBytes: (v) => v && Buffer.from(v).toString('utf8'),
       stringFromBytes: (v) => v && Buffer.from(v).toString('utf8'),
@@ -55,6 +57,30 @@ async function expected(): Promise<Record<string, unknown>[]> {
   return rows;
 }
 
+/** hyparquet's rows of TYPED against what PostgreSQL holds. */
+function expectTyped(rows: Record<string, unknown>[], want: Record<string, unknown>[]): void {
+  expect(rows).toHaveLength(3);
+  rows.forEach((row, i) => {
+    const w = want[i];
+    expect(row.id).toBe(w.id);
+    expect(row.i2).toBe(w.i2 === null ? null : Number(w.i2));
+    expect(row.i4).toBe(w.i4);
+    expect(row.i8).toBe(w.i8 === null ? null : `bigint:${w.i8 as string}`);
+    expect(row.num).toBe(w.num);
+    expect(row.f8).toBe(w.f8 === null ? null : w.f8 === Infinity ? 'number:Infinity' : w.f8);
+    expect(row.txt).toBe(w.txt);
+    expect(row.flag).toBe(w.flag);
+    expect(row.d).toBe(w.d);
+    expect(row.tstz).toBe(w.tstz === null ? null : `bigint:${w.tstz as string}`);
+    expect(row.ts).toBe(w.ts === null ? null : `bigint:${w.ts as string}`);
+    expect(row.u).toBe(w.u);
+    expect(row.j).toBe(w.j);
+    expect(row.b).toBe(w.b === null ? null : `hex:${w.b as string}`);
+    expect(row.ai ?? null).toEqual(w.ai);
+    expect(row.at ?? null).toEqual(w.at);
+  });
+}
+
 describe('columnar formats', () => {
   it('returns a Parquet file whose every value equals what PostgreSQL holds', async () => {
     const res = await open({ statement: TYPED }, { accept: 'application/parquet' });
@@ -64,27 +90,50 @@ describe('columnar formats', () => {
     const file = await readAll(res);
     expect(file.subarray(0, 4).toString()).toBe('PAR1');
     expect(file.subarray(-4).toString()).toBe('PAR1');
-    const rows = readParquet(file);
-    const want = await expected();
-    expect(rows).toHaveLength(3);
-    rows.forEach((row, i) => {
-      const w = want[i];
-      expect(row.id).toBe(w.id);
-      expect(row.i2).toBe(w.i2 === null ? null : Number(w.i2));
-      expect(row.i4).toBe(w.i4);
-      expect(row.i8).toBe(w.i8 === null ? null : `bigint:${w.i8 as string}`);
-      expect(row.num).toBe(w.num);
-      expect(row.f8).toBe(w.f8 === null ? null : w.f8 === Infinity ? 'number:Infinity' : w.f8);
-      expect(row.txt).toBe(w.txt);
-      expect(row.flag).toBe(w.flag);
-      expect(row.d).toBe(w.d);
-      expect(row.tstz).toBe(w.tstz === null ? null : `bigint:${w.tstz as string}`);
-      expect(row.ts).toBe(w.ts === null ? null : `bigint:${w.ts as string}`);
-      expect(row.u).toBe(w.u);
-      expect(row.j).toBe(w.j);
-      expect(row.b).toBe(w.b === null ? null : `hex:${w.b as string}`);
-      expect(row.ai ?? null).toEqual(w.ai);
-      expect(row.at ?? null).toEqual(w.at);
+    expectTyped(readParquet(file), await expected());
+    // ZSTD unless asked otherwise, as users' own tools write it
+    expect(await duckdb(file, 'select distinct compression from parquet_metadata(FILE)')).toEqual([
+      { compression: 'ZSTD' },
+    ]);
+  });
+
+  it.each(['zstd', 'snappy', 'gzip', 'none'])(
+    'compresses Parquet pages as Accept asks (compression=%s), read back whole by hyparquet and DuckDB',
+    async (compression) => {
+      const res = await open(
+        { statement: TYPED },
+        { accept: `application/parquet; compression=${compression}` },
+      );
+      expect(res.statusCode).toBe(200);
+      expect(res.headers['content-type']).toBe('application/parquet');
+      const file = await readAll(res);
+      const want = await expected();
+      expectTyped(readParquet(file), want);
+      const codecs = await duckdb(file, 'select distinct compression from parquet_metadata(FILE)');
+      expect(codecs).toEqual([
+        { compression: compression === 'none' ? 'UNCOMPRESSED' : compression.toUpperCase() },
+      ]);
+      const read = await duckdb(
+        file,
+        `select id, i2, i4, i8::varchar as i8, num, f8, txt, flag, (d - date '1970-01-01')::int as d,
+                epoch_us(tstz)::varchar as tstz, epoch_us(ts)::varchar as ts, u::varchar as u,
+                j::varchar as j, lower(hex(b)) as b, ai, "at"
+           from read_parquet(FILE) order by id`,
+      );
+      expect(read).toEqual(want.map((w) => ({ ...w, f8: w.f8 === Infinity ? 'Infinity' : w.f8 })));
+    },
+  );
+
+  it('refuses an unknown Parquet compression with 406, naming the values it takes', async () => {
+    const res = await execute(
+      { statement: 'select 1' },
+      { headers: { accept: 'application/parquet; compression=lz4' } },
+    );
+    expect(res.status).toBe(406);
+    expect(res.json.status).toEqual({
+      reason: "unknown Parquet compression 'lz4'; accepted: compression=zstd|snappy|gzip|none",
+      sql_state: '0A000',
+      vendor_code: -105,
     });
   });
 

@@ -60,6 +60,10 @@ export const EXPORT_FORMATS = {
 
 export type ExportFormat = keyof typeof EXPORT_FORMATS;
 
+/** Codecs of a Parquet export's pages: `Accept: application/parquet; compression=…`. */
+export const PARQUET_COMPRESSIONS = ['zstd', 'snappy', 'gzip', 'none'] as const;
+export type ParquetCompression = (typeof PARQUET_COMPRESSIONS)[number];
+
 /** Values for the statement's `{name}` placeholders. */
 export type Params = Record<string, JsonValue>;
 
@@ -98,6 +102,8 @@ export interface QueryOptions {
    * bytes as sent, and fetch decompresses what it receives).
    */
   resumable?: boolean;
+  /** `export()` of Parquet only: the codec of the file's pages (the server's default: zstd). */
+  parquetCompression?: ParquetCompression;
 }
 
 /** How the client authenticates. */

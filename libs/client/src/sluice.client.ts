@@ -196,7 +196,12 @@ export class SluiceClient {
     format: ExportFormat,
     options: QueryOptions = {},
   ): Promise<ExportResult> {
-    const { res, queryId = '' } = await this.execute(sql, params, options, EXPORT_FORMATS[format]);
+    // The codec is a parameter of the Parquet media type; the type alone fetches a kept result.
+    const accept =
+      format === 'parquet' && options.parquetCompression !== undefined
+        ? `${EXPORT_FORMATS.parquet}; compression=${options.parquetCompression}`
+        : EXPORT_FORMATS[format];
+    const { res, queryId = '' } = await this.execute(sql, params, options, accept);
     const bytes = options.resumable
       ? this.resumed(res, queryId, EXPORT_FORMATS[format], options.signal)
       : byteChunks(res.body!);

@@ -19,6 +19,10 @@ export type ResultFormat = 'json' | 'ndjson' | 'csv' | 'parquet' | 'arrow';
 export type ResultLayout = 'array' | 'collection';
 export type ContentEncoding = 'gzip' | 'br';
 
+/** The `compression` parameter of `Accept: application/parquet`: the codec of the file's pages. */
+export const PARQUET_COMPRESSIONS = ['zstd', 'snappy', 'gzip', 'none'] as const;
+export type ParquetCompression = (typeof PARQUET_COMPRESSIONS)[number];
+
 /** Everything a worker needs to run one statement; plain data (structured-clone safe). */
 export interface ExecuteJobData {
   queryId: string;
@@ -42,6 +46,8 @@ export interface ExecuteJobData {
   fetchSize: number;
   maxRows?: number;
   encoding?: { name: ContentEncoding; level: number };
+  /** Parquet only: the codec of the file's pages (absent: zstd, the default). */
+  parquetCompression?: ParquetCompression;
   /** Limit on the statement's run time, from the start of execution (ms). */
   timeoutMs?: number;
   /** Latest start: a job still waiting then is not run (epoch ms). */

@@ -1,10 +1,10 @@
-import { ResultFormat } from '@app/contracts';
+import { ParquetCompression, ResultFormat } from '@app/contracts';
 import { ArrowEncoder } from './arrow.encoder';
 import { CsvEncoder } from './csv.encoder';
 import { DeferredHeadEncoder } from './deferred-head.encoder';
 import { JsonEncoder } from './json.encoder';
 import { NdjsonEncoder } from './ndjson.encoder';
-import { ParquetEncoder } from './parquet.encoder';
+import { PARQUET_CODECS, ParquetEncoder } from './parquet.encoder';
 import { EncoderOptions, ResultEncoder } from './result.encoder';
 
 /** Formats this build can encode. */
@@ -16,8 +16,12 @@ export const SUPPORTED_FORMATS: readonly ResultFormat[] = [
   'arrow',
 ];
 
-/** The encoder for a response format. */
-export function createEncoder(format: ResultFormat, options: EncoderOptions): ResultEncoder {
+/** The encoder for a response format (Parquet's pages compressed as asked, ZSTD by default). */
+export function createEncoder(
+  format: ResultFormat,
+  options: EncoderOptions,
+  parquetCompression: ParquetCompression = 'zstd',
+): ResultEncoder {
   switch (format) {
     case 'json':
       return new JsonEncoder(options);
@@ -27,7 +31,9 @@ export function createEncoder(format: ResultFormat, options: EncoderOptions): Re
     case 'csv':
       return new DeferredHeadEncoder(new CsvEncoder(options));
     case 'parquet':
-      return new DeferredHeadEncoder(new ParquetEncoder(options));
+      return new DeferredHeadEncoder(
+        new ParquetEncoder(options, { codec: PARQUET_CODECS[parquetCompression] }),
+      );
     case 'arrow':
       return new DeferredHeadEncoder(new ArrowEncoder(options));
   }

@@ -1,5 +1,6 @@
-import { gzipSync } from 'node:zlib';
-import { Codec, ColumnChunkMeta, SchemaElement, levels, pageHeader } from './parquet-format';
+import { ColumnChunkMeta, PhysicalType, SchemaElement, levels, pageHeader } from './parquet-format';
+import { PageCompression, compressPage } from './parquet-page.compressor';
+import { ParquetStatistics } from './parquet-statistics';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
 import {
   PgColumnKind,
@@ -81,11 +82,8 @@ function leafElement(name: string, kind: PgValueKind): SchemaElement {
   }
 }
 
-export interface ColumnWriterSettings {
+export interface ColumnWriterSettings extends PageCompression {
   pageBytes: number;
-  codec: Codec;
-  /** zlib level for GZIP. */
-  level: number;
 }
 
 /** A column chunk's pages and what the footer says about them. */
@@ -106,6 +104,7 @@ export class ParquetColumnWriter {
   private readonly delimiter: string;
   private readonly maxDef: number;
   private readonly element: SchemaElement;
+  private readonly type: PhysicalType;
   private readonly path: string[];
   private readonly thrift = new ParquetThriftWriter();
 
@@ -123,9 +122,7 @@ export class ParquetColumnWriter {
   private pagesBytes = 0;
   private uncompressed = 0;
   private chunkLevels = 0;
-  private nulls = 0;
-  private min: number | bigint | undefined;
-  private max: number | bigint | undefined;
+  private readonly stats: ParquetStatistics;
 
   constructor(
     name: string,
@@ -142,6 +139,13 @@ export class ParquetColumnWriter {
     this.element = schema[schema.length - 1];
     this.path = column.list ? [name, 'list', 'element'] : [name];
     this.reps = column.list ? new Uint8Array(1 << 12) : null;
+    const type = this.element.type;
+    if (type === undefined) throw new Error('a leaf column has a type');
+    this.type = type;
+    this.stats = new ParquetStatistics(
+      type,
+      column.kind === 'text' || column.kind === 'json' ? 'utf8' : 'binary',
+    );
   }
 
   /** Bytes of the current row group before compression (closed pages and the open one). */
@@ -164,7 +168,7 @@ export class ParquetColumnWriter {
       if (this.levels === this.defs.length) this.defs = grow(this.defs, this.levels + 1);
       if (v === null) {
         this.defs[this.levels++] = 0;
-        this.nulls++;
+        this.stats.nulls++;
         continue;
       }
       this.defs[this.levels++] = 1;
@@ -180,14 +184,14 @@ export class ParquetColumnWriter {
     if (text === null) {
       reps[this.levels] = 0;
       this.defs[this.levels++] = 0;
-      this.nulls++;
+      this.stats.nulls++;
       return;
     }
     const elements = flattenArray(parseArray(text, this.delimiter));
     if (elements.length === 0) {
       reps[this.levels] = 0;
       this.defs[this.levels++] = 1;
-      this.nulls++; // no value at the leaf, as readers count it
+      this.stats.nulls++; // no value at the leaf, as readers count it
       return;
     }
     if (this.levels + elements.length > this.defs.length) {
@@ -200,7 +204,7 @@ export class ParquetColumnWriter {
       r[this.levels] = i === 0 ? 0 : 1;
       if (e === null) {
         defs[this.levels++] = 2;
-        this.nulls++;
+        this.stats.nulls++;
       } else {
         defs[this.levels++] = 3;
         this.put(e);
@@ -222,7 +226,7 @@ export class ParquetColumnWriter {
         this.ensure(4);
         this.view.setInt32(this.len, n, true);
         this.len += 4;
-        this.track(n);
+        this.stats.number(n);
         return;
       }
       case 'date': {
@@ -230,7 +234,7 @@ export class ParquetColumnWriter {
         this.ensure(4);
         this.view.setInt32(this.len, n, true);
         this.len += 4;
-        this.track(n);
+        this.stats.number(n);
         return;
       }
       case 'int64':
@@ -240,23 +244,31 @@ export class ParquetColumnWriter {
         return this.putInt64(decodeTimestampInt64(text));
       case 'time':
         return this.putInt64(decodeTime(text));
-      case 'float32':
+      case 'float32': {
+        const n = Math.fround(Number(text));
         this.ensure(4);
-        this.view.setFloat32(this.len, Number(text), true);
+        this.view.setFloat32(this.len, n, true);
         this.len += 4;
+        this.stats.float(n);
         return;
-      case 'float64':
+      }
+      case 'float64': {
+        const n = Number(text);
         this.ensure(8);
-        this.view.setFloat64(this.len, Number(text), true);
+        this.view.setFloat64(this.len, n, true);
         this.len += 8;
+        this.stats.float(n);
         return;
+      }
       case 'bool': {
         if ((this.bits & 7) === 0) {
           this.ensure(1);
           this.buf[this.len++] = 0;
         }
-        if (text === 't') this.buf[this.len - 1] |= 1 << (this.bits & 7);
+        const v = text === 't' ? 1 : 0;
+        this.buf[this.len - 1] |= v << (this.bits & 7);
         this.bits++;
+        this.stats.number(v);
         return;
       }
       case 'text':
@@ -266,6 +278,7 @@ export class ParquetColumnWriter {
         this.ensure(4 + utf8Room(value));
         const n = writeUtf8(this.buf, value, this.len + 4);
         this.view.setUint32(this.len, n, true);
+        this.stats.bytes(this.buf, this.len + 4, this.len + 4 + n);
         this.len += 4 + n;
         return;
       }
@@ -273,12 +286,14 @@ export class ParquetColumnWriter {
         this.ensure(4 + text.length);
         const n = writeBytea(this.buf, text, this.len + 4);
         this.view.setUint32(this.len, n, true);
+        this.stats.bytes(this.buf, this.len + 4, this.len + 4 + n);
         this.len += 4 + n;
         return;
       }
       case 'uuid':
         this.ensure(16);
         decodeUuid(text, this.buf, this.len);
+        this.stats.bytes(this.buf, this.len, this.len + 16);
         this.len += 16;
         return;
     }
@@ -294,13 +309,11 @@ export class ParquetColumnWriter {
       this.view.setBigInt64(this.len, v, true);
     }
     this.len += 8;
-    this.track(v);
+    this.stats.number(v);
   }
 
-  /** min/max statistics: kept for integers, dates and times (what readers prune row groups on). */
   private track(v: number | bigint): void {
-    if (this.min === undefined || v < this.min) this.min = v;
-    if (this.max === undefined || v > this.max) this.max = v;
+    this.stats.number(v);
   }
 
   private ensure(extra: number): void {
@@ -325,8 +338,7 @@ export class ParquetColumnWriter {
     body.push(this.buf.subarray(0, this.len));
     let size = 0;
     for (const b of body) size += b.length;
-    let data = Buffer.concat(body, size);
-    if (this.settings.codec === 'GZIP') data = gzipSync(data, { level: this.settings.level });
+    const data = compressPage(Buffer.concat(body, size), this.settings);
     const header = pageHeader(this.thrift, this.levels, size, data.length);
     // The page is a copy: the working buffers are reused for the next one.
     this.pages.push(header, data);
@@ -346,30 +358,23 @@ export class ParquetColumnWriter {
    */
   finishChunk(offset: number): EncodedChunk {
     this.finishPage();
-    const type = this.element.type;
-    if (type === undefined) throw new Error('a leaf column has a type');
     const result: EncodedChunk = {
       pages: this.pages,
       meta: {
-        type,
+        type: this.type,
         path: this.path,
         codec: this.settings.codec,
         numValues: this.chunkLevels,
         uncompressedSize: this.uncompressed,
         compressedSize: this.pagesBytes,
         offset,
-        nullCount: this.nulls,
-        min: this.min === undefined ? undefined : plain(type, this.min),
-        max: this.max === undefined ? undefined : plain(type, this.max),
+        statistics: this.stats.take(),
       },
     };
     this.pages = [];
     this.pagesBytes = 0;
     this.uncompressed = 0;
     this.chunkLevels = 0;
-    this.nulls = 0;
-    this.min = undefined;
-    this.max = undefined;
     return result;
   }
 
@@ -381,19 +386,8 @@ export class ParquetColumnWriter {
     this.levels = 0;
     this.len = 0;
     this.bits = 0;
+    this.stats.take();
   }
-}
-
-/** A statistics bound, PLAIN-encoded. */
-function plain(type: string, v: number | bigint): Buffer {
-  if (type === 'INT32') {
-    const b = Buffer.allocUnsafe(4);
-    b.writeInt32LE(Number(v));
-    return b;
-  }
-  const b = Buffer.allocUnsafe(8);
-  b.writeBigInt64LE(BigInt(v));
-  return b;
 }
 
 function grow(levels: Uint8Array, need: number): Uint8Array {

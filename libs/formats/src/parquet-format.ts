@@ -1,3 +1,4 @@
+import type { ChunkStatistics } from './parquet-statistics';
 import { ParquetThriftWriter, TType } from './parquet-thrift.writer';
 
 /*
@@ -28,7 +29,7 @@ const CONVERTED = {
 } as const;
 export type ConvertedType = keyof typeof CONVERTED;
 
-const CODEC = { UNCOMPRESSED: 0, GZIP: 2 } as const;
+const CODEC = { UNCOMPRESSED: 0, SNAPPY: 1, GZIP: 2, ZSTD: 6 } as const;
 export type Codec = keyof typeof CODEC;
 
 const ENCODING = { PLAIN: 0, RLE: 3 } as const;
@@ -58,10 +59,7 @@ export interface ColumnChunkMeta {
   compressedSize: number;
   /** Where the chunk (its first data page) starts in the file. */
   offset: number;
-  nullCount: number;
-  /** PLAIN-encoded bounds. */
-  min?: Uint8Array;
-  max?: Uint8Array;
+  statistics: ChunkStatistics;
 }
 
 export interface RowGroupMeta {
@@ -173,10 +171,18 @@ function rowGroup(w: ParquetThriftWriter, g: RowGroupMeta): void {
       .i64(6, c.uncompressedSize)
       .i64(7, c.compressedSize)
       .i64(9, c.offset);
-    w.struct(12).i64(3, c.nullCount).binary(5, c.max).binary(6, c.min).structEnd();
+    statistics(w.struct(12), c.statistics).structEnd();
     w.structEnd().structEnd();
   }
   w.i64(2, g.totalByteSize).i64(3, g.numRows).i64(5, g.offset).i64(6, g.compressedSize).structEnd();
+}
+
+/** Statistics: null_count, max_value, min_value and whether each bound is a value of the chunk. */
+function statistics(w: ParquetThriftWriter, s: ChunkStatistics): ParquetThriftWriter {
+  w.i64(3, s.nullCount).binary(5, s.max).binary(6, s.min);
+  if (s.max !== undefined) w.bool(7, s.maxExact);
+  if (s.min !== undefined) w.bool(8, s.minExact);
+  return w;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { FileMetaData } from 'hyparquet';
+import { duckdb } from '@test/support/duckdb.reader';
 import { ParquetEncoder, ParquetEncoderSettings } from './parquet.encoder';
 import {
   FIXTURE_CASES,
@@ -35,6 +36,7 @@ function encode(
  */
 const READER = `
 const { parquetMetadata, parquetReadObjects } = require('hyparquet');
+const { compressors } = require('hyparquet-compressors');
 const data = require('node:fs').readFileSync(0);
 const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
 const tag = (k, v) =>
@@ -45,7 +47,7 @@ const tag = (k, v) =>
 parquetReadObjects({
   file,
   utf8: false,
-  compressors: { GZIP: (input) => new Uint8Array(require('node:zlib').gunzipSync(input)) },
+  compressors,
   parsers: {
     timestampFromMicroseconds: (v) => v,
     dateFromDays: (v) => v,
@@ -77,6 +79,7 @@ const read = (file: Buffer) => readBack(file).rows;
 const metadata = (file: Buffer) => readBack(file).meta;
 
 const COLUMNS = FIXTURE_COLUMNS;
+const CODECS = ['ZSTD', 'SNAPPY', 'GZIP', 'UNCOMPRESSED'] as const;
 const CASES = FIXTURE_CASES;
 
 /** The fixture's form: bytes and uuids as hex. */
@@ -93,17 +96,41 @@ function normalise(v: unknown): unknown {
 }
 
 describe(ParquetEncoder.name, () => {
-  it('writes every common type so that an independent reader gets each value back', () => {
-    const rows = CASES.map(([text]) => text);
-    // several chunks, one of them empty
-    const { file } = encode(COLUMNS, [rows.slice(0, 1), [], rows.slice(1, 3), rows.slice(3)]);
-    const got = read(file);
-    expect(got).toHaveLength(CASES.length);
-    CASES.forEach(([, want], r) => {
-      COLUMNS.forEach((c, i) => {
-        expect([r, c.name, normalise(got[r][c.name])]).toEqual([r, c.name, want[i]]);
+  it.each(CODECS)(
+    'writes every common type so that independent readers get each value back (%s pages)',
+    async (codec) => {
+      const rows = CASES.map(([text]) => text);
+      // several chunks, one of them empty
+      const { file } = encode(COLUMNS, [rows.slice(0, 1), [], rows.slice(1, 3), rows.slice(3)], {
+        codec,
       });
-    });
+      const got = read(file);
+      expect(got).toHaveLength(CASES.length);
+      CASES.forEach(([, want], r) => {
+        COLUMNS.forEach((c, i) => {
+          expect([r, c.name, normalise(got[r][c.name])]).toEqual([r, c.name, want[i]]);
+        });
+      });
+      // DuckDB: the same rows, NULLs where hyparquet has them, the text columns' values
+      const duck = await duckdb(file, 'select * from read_parquet(FILE)');
+      expect(duck).toHaveLength(CASES.length);
+      CASES.forEach(([, want], r) => {
+        COLUMNS.forEach((c, i) => {
+          expect([r, c.name, duck[r][c.name] === null]).toEqual([r, c.name, want[i] === null]);
+        });
+        for (const name of ['txt', 'vc', 'num', 'iv']) {
+          expect(duck[r][name]).toEqual(want[COLUMNS.findIndex((c) => c.name === name)]);
+        }
+      });
+    },
+  );
+
+  it.each(CODECS)('writes an empty result that both readers read (%s pages)', async (codec) => {
+    const { file } = encode(COLUMNS, [[]], { codec });
+    expect(read(file)).toEqual([]);
+    expect(await duckdb(file, 'select count(*) as n from read_parquet(FILE)')).toEqual([
+      { n: '0' },
+    ]);
   });
 
   it('declares the logical type of each column, all nullable', () => {
@@ -233,7 +260,7 @@ describe(ParquetEncoder.name, () => {
       expect(Number(group.total_byte_size)).toBeLessThan(1.1 * (1 << 20));
     }
     const pages = metadata(file).row_groups[0].columns[0];
-    const chunkBytes = Number(pages.meta_data?.total_compressed_size);
+    const chunkBytes = Number(pages.meta_data?.total_uncompressed_size);
     expect(chunkBytes).toBeGreaterThan(6 * (64 << 10));
     const got = read(file);
     expect(got).toHaveLength(3000);
@@ -277,17 +304,30 @@ describe(ParquetEncoder.name, () => {
     expect(read(file).map((r) => (r.t as string).length)).toEqual([huge.length, 5]);
   });
 
-  it('compresses pages with GZIP when asked', () => {
+  it('compresses pages with ZSTD by default', () => {
     const rows = Array.from({ length: 500 }, (_, i): TextRow => [
       String(i),
       'same text '.repeat(5),
     ]);
+    const { file } = encode([col('i', 'integer', 23), col('t', 'text', 25)], [rows]);
+    expect(metadata(file).row_groups[0].columns.map((c) => c.meta_data?.codec)).toEqual([
+      'ZSTD',
+      'ZSTD',
+    ]);
+  });
+
+  it.each(['ZSTD', 'SNAPPY', 'GZIP'] as const)('compresses pages with %s when asked', (codec) => {
+    const rows = Array.from({ length: 500 }, (_, i): TextRow => [
+      String(i),
+      i % 7 === 0 ? null : `same text ${i % 3} `.repeat(5),
+    ]);
     const columns = [col('i', 'integer', 23), col('t', 'text', 25)];
-    const plain = encode(columns, [rows]).file;
-    const gzip = encode(columns, [rows], { codec: 'GZIP' }).file;
-    expect(gzip.length).toBeLessThan(plain.length / 3);
-    expect(metadata(gzip).row_groups[0].columns[1].meta_data?.codec).toBe('GZIP');
-    expect(read(gzip)).toEqual(read(plain));
+    const plain = encode(columns, [rows], { codec: 'UNCOMPRESSED' }).file;
+    const compressed = encode(columns, [rows], { codec }).file;
+    expect(compressed.length).toBeLessThan(plain.length / 3);
+    expect(metadata(compressed).row_groups[0].columns[1].meta_data?.codec).toBe(codec);
+    expect(metadata(plain).row_groups[0].columns[1].meta_data?.codec).toBe('UNCOMPRESSED');
+    expect(read(compressed)).toEqual(read(plain));
   });
 
   it('writes a valid file for an empty result', () => {

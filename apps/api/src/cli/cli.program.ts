@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { EXPORT_FORMATS } from '@app/client';
+import { EXPORT_FORMATS, PARQUET_COMPRESSIONS } from '@app/client';
 import { ClientCommands, QUERY_FORMATS } from './client.commands';
 
 /** What the program's actions call: the client commands, and the users commands (lazily). */
@@ -65,6 +65,12 @@ export function cliProgram(handlers: CliHandlers): Command {
         new Option('--format <format>', 'the format, if not the extension’s').choices(
           Object.keys(EXPORT_FORMATS),
         ),
+      )
+      .addOption(
+        new Option(
+          '--compression <codec>',
+          'Parquet only: the codec of the file’s pages (default: zstd)',
+        ).choices(PARQUET_COMPRESSIONS),
       ),
   ).action((sql: string | undefined, options: Parameters<ClientCommands['export']>[1]) =>
     handlers.client().export(sql, options),

@@ -12,6 +12,7 @@ import {
   type ExportFormat,
   type JsonValue,
   type Params,
+  type ParquetCompression,
   type QueryOptions,
   type Row,
 } from '@app/client';
@@ -137,7 +138,11 @@ export class ClientCommands {
 
   async export(
     sqlArg: string | undefined,
-    options: StatementOptions & { output?: string; format?: string },
+    options: StatementOptions & {
+      output?: string;
+      format?: string;
+      compression?: ParquetCompression;
+    },
   ) {
     const sql = this.statement(sqlArg, options);
     const toStdout = options.output === undefined || options.output === '-';
@@ -149,13 +154,16 @@ export class ClientCommands {
         `cannot tell the format${toStdout ? '' : ` of ${options.output}`}: pass --format ${Object.keys(EXPORT_FORMATS).join('|')}`,
       );
     }
+    if (options.compression !== undefined && format !== 'parquet') {
+      throw new UsageError(`--compression is for Parquet, not ${format}`);
+    }
     const client = this.client(options);
     await this.download(
       client,
       sql,
       parseParams(options.param),
       format,
-      { ...this.queryOptions(options), lane: 'export' },
+      { ...this.queryOptions(options), lane: 'export', parquetCompression: options.compression },
       toStdout ? undefined : options.output,
     );
   }

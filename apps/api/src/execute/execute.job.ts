@@ -39,6 +39,7 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     database: request.database ?? user.database,
     schema: request.schema,
     format: parts.format,
+    parquetCompression: parts.parquetCompression,
     layout: request.format ?? 'array',
     fetchSize: request.fetch_size ?? 0,
     maxRows: request.max_rows,

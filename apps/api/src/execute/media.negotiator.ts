@@ -1,5 +1,11 @@
 import Negotiator from 'negotiator';
-import { MEDIA_TYPES, ResultFormat } from '@app/contracts';
+import {
+  MEDIA_TYPES,
+  PARQUET_COMPRESSIONS,
+  ParquetCompression,
+  ResultFormat,
+  SluiceError,
+} from '@app/contracts';
 
 /**
  * Formats sent as UTF-8 text, whose Content-Type says `charset=utf-8`: an Accept range naming
@@ -10,6 +16,59 @@ const TEXT_FORMATS: ReadonlySet<ResultFormat> = new Set<ResultFormat>(['json', '
 /** The type offered to the negotiator: with the charset a range may name, for text formats. */
 const offered = (format: ResultFormat): string =>
   TEXT_FORMATS.has(format) ? `${MEDIA_TYPES[format]}; charset=utf-8` : MEDIA_TYPES[format];
+
+// `compression=<codec>` among a range's parameters (value maybe quoted, as RFC 9110 allows).
+const COMPRESSION_PARAMETER = /^\s*compression\s*=\s*"?([^"]*)"?\s*$/i;
+
+// A separator outside double quotes (a quoted parameter value may hold either).
+const outsideQuotes = (separator: string) => new RegExp(`${separator}(?=(?:[^"]*"[^"]*")*[^"]*$)`);
+const RANGE_SEPARATOR = outsideQuotes(',');
+const PARAMETER_SEPARATOR = outsideQuotes(';');
+
+/** An Accept header without the `compression` parameters of its application/parquet ranges. */
+interface ParquetAccept {
+  accept: string;
+  /** The first such parameter's value, as given. */
+  compression: string | undefined;
+}
+
+/**
+ * Takes `compression=…` off the application/parquet ranges of an Accept header: the negotiator
+ * matches a range's parameters against the offered type's, and the type is offered without it.
+ */
+function takeParquetCompression(accept: string): ParquetAccept {
+  let compression: string | undefined;
+  const ranges = accept.split(RANGE_SEPARATOR).map((range) => {
+    const [type, ...parameters] = range.split(PARAMETER_SEPARATOR);
+    if (type.trim().toLowerCase() !== MEDIA_TYPES.parquet) return range;
+    const kept = parameters.filter((p) => {
+      const match = COMPRESSION_PARAMETER.exec(p);
+      if (match) compression ??= match[1];
+      return !match;
+    });
+    return [type, ...kept].join(';');
+  });
+  return { accept: ranges.join(','), compression };
+}
+
+/**
+ * The codec of a Parquet answer's pages: the `compression` parameter of the Accept header's
+ * application/parquet range (`zstd`, `snappy`, `gzip`, `none`), zstd without one. An unknown
+ * value is 406, naming the values accepted.
+ */
+export function negotiateParquetCompression(accept: string | undefined): ParquetCompression {
+  const given = accept === undefined ? undefined : takeParquetCompression(accept).compression;
+  if (given === undefined) return 'zstd';
+  const value = given.trim().toLowerCase();
+  const known = PARQUET_COMPRESSIONS.find((c) => c === value);
+  if (known === undefined) {
+    throw new SluiceError(
+      'NOT_ACCEPTABLE',
+      `unknown Parquet compression '${given}'; accepted: compression=${PARQUET_COMPRESSIONS.join('|')}`,
+    );
+  }
+  return known;
+}
 
 /**
  * The response format for an Accept header, among those this build encodes; undefined when the
@@ -24,7 +83,10 @@ export function negotiateFormat(
   const ordered = [...available].sort((a, b) => (a === 'json' ? -1 : b === 'json' ? 1 : 0));
   const types = ordered.map(offered);
   // Common alias for newline-delimited JSON.
-  const normalised = accept.replace(/application\/x-ndjson/gi, MEDIA_TYPES.ndjson);
+  const normalised = takeParquetCompression(accept).accept.replace(
+    /application\/x-ndjson/gi,
+    MEDIA_TYPES.ndjson,
+  );
   const chosen = new Negotiator({ headers: { accept: normalised } }).mediaType(types);
   return ordered.find((f) => offered(f) === chosen);
 }

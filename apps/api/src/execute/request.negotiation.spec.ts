@@ -57,6 +57,34 @@ describe(negotiateRequest.name, () => {
     );
   });
 
+  it('compresses Parquet with ZSTD unless the compression parameter names another codec', () => {
+    const codec = (accept: string) => negotiateRequest(body, { accept }).parquetCompression;
+    expect(codec('application/parquet')).toBe('zstd');
+    expect(codec('application/parquet; compression=snappy')).toBe('snappy');
+    expect(codec('application/parquet;compression="GZIP"')).toBe('gzip');
+    expect(codec('application/json;q=0.5, application/parquet; q=0.9; compression=none')).toBe(
+      'none',
+    );
+    expect(codec('application/parquet ; compression = zstd')).toBe('zstd');
+    expect(negotiateRequest(body, { accept: 'application/json' }).parquetCompression).toBe(
+      undefined,
+    );
+  });
+
+  it('refuses an unknown Parquet compression with 406, naming the values it takes', () => {
+    for (const accept of [
+      'application/parquet; compression=lz4',
+      'application/parquet; compression=',
+      'application/parquet; compression="zstd, snappy"',
+    ]) {
+      const error = refusal(() => negotiateRequest(body, { accept }));
+      expect(error.code).toBe('NOT_ACCEPTABLE');
+      expect(error.message).toMatch(
+        /^unknown Parquet compression '.*'; accepted: compression=zstd\|snappy\|gzip\|none$/,
+      );
+    }
+  });
+
   it('takes an Accept range that names the charset of the answer, and refuses another charset', () => {
     const named = (accept: string) => negotiateRequest(body, { accept }).format;
     expect(named('application/json; charset=utf-8')).toBe('json');

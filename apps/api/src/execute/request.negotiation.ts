@@ -5,13 +5,14 @@ import {
   ExecuteRequestDto,
   MEDIA_TYPES,
   OnWaitTimeout,
+  ParquetCompression,
   ResultFormat,
   SluiceError,
 } from '@app/contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
 import { CompressionHeaders, negotiateEncoding } from './encoding.negotiator';
 import { laneOf } from './lane';
-import { negotiateFormat } from './media.negotiator';
+import { negotiateFormat, negotiateParquetCompression } from './media.negotiator';
 
 /** How the client asked for the response. */
 export interface ResponseOptions extends CompressionHeaders {
@@ -38,6 +39,8 @@ export interface NegotiatedRequest {
   /** The request, with the database of the path when it names one. */
   request: ExecuteRequestDto;
   format: ResultFormat;
+  /** Parquet: the codec of the file's pages (the Accept range's `compression` parameter). */
+  parquetCompression?: ParquetCompression;
   encoding: { name: ContentEncoding; level: number } | undefined;
   /** The lane it waits in. */
   lane: Lane;
@@ -66,6 +69,7 @@ export function requestFingerprint(negotiated: NegotiatedRequest): string {
     request.max_rows ?? null,
     request.timeout ?? null,
     format,
+    negotiated.parquetCompression ?? null,
     encoding ?? null,
     lane,
   ];
@@ -122,6 +126,8 @@ export function negotiateRequest(
       `cannot produce ${options.accept}; supported: ${SUPPORTED_FORMATS.map((f) => MEDIA_TYPES[f]).join(', ')}`,
     );
   }
+  const parquetCompression =
+    format === 'parquet' ? negotiateParquetCompression(options.accept) : undefined;
   const wait = resultWait(request, options.prefer);
   if (request.on_wait_timeout !== undefined && !wait) {
     throw new SluiceError(
@@ -139,6 +145,7 @@ export function negotiateRequest(
   return {
     request,
     format,
+    ...(parquetCompression && { parquetCompression }),
     encoding: negotiateEncoding(options),
     lane: laneOf(format, request.lane),
     wait,

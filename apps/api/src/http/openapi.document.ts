@@ -160,7 +160,7 @@ const STREAM_DESCRIPTIONS: Record<ResultFormat, string> = {
     'Newline-delimited JSON (also `application/x-ndjson`): `{"query_id","schema"}`, one `{"data":[…]}` per chunk, last `{"status":{…}}`. Without the status line the stream is incomplete.',
   csv: 'CSV with a header row; a failure after the first row aborts the connection.',
   parquet:
-    'One Parquet file, row groups written as produced; `X-Query-Id` header. A failure mid-file aborts the connection (no footer).',
+    "One Parquet file, row groups written as produced; `X-Query-Id` header. Pages are compressed with ZSTD unless the media type's `compression` parameter names another codec (`application/parquet; compression=zstd|snappy|gzip|none`; any other value is 406). A failure mid-file aborts the connection (no footer).",
   arrow:
     'Arrow IPC stream, record batches written as produced; a failure mid-stream aborts the connection.',
 };

@@ -192,7 +192,11 @@ export class QueryRunner {
       }
       const fields = cursor.fields;
       const columns = await this.columnsOf(db, fields);
-      encoder = createEncoder(job.format, { queryId: job.queryId, layout: job.layout, columns });
+      encoder = createEncoder(
+        job.format,
+        { queryId: job.queryId, layout: job.layout, columns },
+        job.parquetCompression,
+      );
       // A first batch short of what was asked for is the whole result (all there is to send).
       if (batch.length < firstAsked) body.holdUntilEnd();
       await body.head(
