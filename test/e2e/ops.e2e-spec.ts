@@ -776,6 +776,15 @@ describe('a deployment of its own', () => {
       await send(attacker, 'POST /v1/execute HTTP/1.1', [json, credentials], statement),
     );
     expectRefused(await send(attacker, 'POST /v1/execute HTTP/1.1', [json], statement));
+    // Ahead of the cross-site check (403), which a foreign page's request would also fail.
+    expectRefused(
+      await send(
+        attacker,
+        'POST /v1/execute HTTP/1.1',
+        [json, credentials, 'Origin: http://evil.example', 'Sec-Fetch-Site: cross-site'],
+        statement,
+      ),
+    );
     expectRefused(
       await send(attacker, `GET /v1/execute?statement=select+1 HTTP/1.1`, [credentials]),
     );
@@ -795,6 +804,12 @@ describe('a deployment of its own', () => {
     const hostless = await rawExchange(urls.info, 'GET /v1/info HTTP/1.0\r\n\r\n');
     expect(hostless.status).toBe(421);
     expect(hostless.json.status.reason).toMatch(/^the request has no Host header: /);
+    // HTTP/1.1 requires Host: Node refuses such a request itself.
+    const hostless11 = await rawExchange(
+      urls.info,
+      'GET /v1/info HTTP/1.1\r\nConnection: close\r\n\r\n',
+    );
+    expect(hostless11.status).toBe(400);
 
     // The names it lists, in any case and with a trailing dot, on any port.
     const right = JSON.stringify({ username: admin.user, password: admin.password });
@@ -818,6 +833,13 @@ describe('a deployment of its own', () => {
         status: (await send('10.1.2.3:8080', `GET ${path} HTTP/1.1`)).status,
       }).toEqual({ path, status: 200 });
     }
+
+    // So does a worker's port, which serves nothing else.
+    const workerProbe = await rawExchange(
+      urls.worker,
+      rawRequestText('GET /health/live HTTP/1.1', [], '', '10.1.2.3:9464'),
+    );
+    expect(workerProbe.status).toBe(200);
 
     // Without the setting (cluster mode), an api answers any name, and says at start-up why not to.
     const debugPort = new URL(urls.debug).port;

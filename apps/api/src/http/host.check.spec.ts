@@ -138,6 +138,9 @@ describe(installHostCheck.name, () => {
         vendor_code: -704,
       },
     });
+    // A path no route serves is refused as well, before the 404.
+    const unrouted = await fastify.inject({ url: '/nope', headers: { host: 'attacker.example' } });
+    expect(unrouted.statusCode).toBe(421);
     const passed = await fastify.inject({
       url: '/v1/info',
       headers: { host: 'sluice.example.com' },

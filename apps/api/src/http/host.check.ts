@@ -69,9 +69,10 @@ export function allowedHostsWarning(allowed: AllowedHosts): string | undefined {
   if (allowed !== 'unset') return undefined;
   return (
     'SLUICE_ALLOWED_HOSTS is not set: this api answers requests whatever name they were sent to, ' +
-    "so a page whose name an attacker points at this service's address (DNS rebinding) counts as " +
-    "the service's own origin in a browser and can use the credentials it holds for the service; " +
-    'set it to the names clients use (docs/architecture.md, "Browsers and host names")'
+    "so a page whose name an attacker points at this service's address (DNS rebinding) is the " +
+    "service's own origin to a browser: it passes the cross-site check and reads the answers, " +
+    "from inside the browser's network; set it to the names clients use " +
+    '(docs/architecture.md, "Browsers and host names")'
   );
 }
 
@@ -88,8 +89,8 @@ function refuse(reply: FastifyReply, reason: string): void {
 /**
  * Refuses (421, HOST_NOT_ALLOWED) requests sent to a name SLUICE_ALLOWED_HOSTS does not list, in
  * an onRequest hook before the cross-site check and authentication: to a browser, a page on a
- * name rebound to the api's address is the api's own origin, so Sec-Fetch-Site and Origin pass,
- * and only the name it was sent to tells it apart. Install it on the root instance before any
+ * name rebound to the api's address is the origin of its requests there, so Sec-Fetch-Site and
+ * Origin pass, and only the name they were sent to tells them apart. Install it on the root instance before any
  * plugin is registered, like the cross-site check, so that the queue dashboard has it too.
  */
 export function installHostCheck(fastify: FastifyInstance, allowed: AllowedHosts): void {
