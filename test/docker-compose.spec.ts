@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { loadConfig } from '@app/config';
+import { LOOPBACK_HOSTS, loadConfig } from '@app/config';
 
 // No Docker engine runs on the project's machines: check the compose file by parsing it.
 const root = join(__dirname, '..');
@@ -47,6 +47,18 @@ describe('docker-compose.yml', () => {
     for (const file of [compose, clustered]) {
       const published = Object.values(file.services).flatMap((service) => service.ports ?? []);
       expect(published).toEqual(['127.0.0.1:8080-8081:8080']);
+    }
+  });
+
+  it('answers only the loopback names it publishes the api on, unless told others', () => {
+    for (const file of [compose, clustered]) {
+      const value = file.services.api.environment?.SLUICE_ALLOWED_HOSTS ?? '';
+      expect(value).toBe('${SLUICE_ALLOWED_HOSTS:-localhost,127.0.0.1,[::1]}');
+      const taken = loadConfig({
+        REDIS_URL: 'redis://redis:6379',
+        SLUICE_ALLOWED_HOSTS: value.replace(/^\$\{[A-Z_]+:-(.*)\}$/, '$1'),
+      }).allowedHosts;
+      expect(taken).toEqual(LOOPBACK_HOSTS);
     }
   });
 

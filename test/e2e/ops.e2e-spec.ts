@@ -14,7 +14,7 @@ import {
   request,
   usersDroppedAfterAll,
 } from './support/client';
-import { rawExchange, rawRequestText } from './support/raw';
+import { RawAnswer, rawExchange, rawRequestText } from './support/raw';
 import { expectEnvelope } from './support/users';
 import { ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 
@@ -498,7 +498,8 @@ describe('OpenAPI', () => {
 /**
  * A cluster deployment of this spec's own — an api at info level, an api at debug level, a worker
  * and a Redis server it may stop — with a fast heartbeat, so that readiness can be watched going
- * down and up without disturbing the rest of the suite. Loopback only.
+ * down and up without disturbing the rest of the suite. Loopback only. The info api answers only
+ * the names SLUICE_ALLOWED_HOSTS lists; the debug api, without it, answers any (and warns).
  */
 describe('a deployment of its own', () => {
   const admin = {
@@ -553,7 +554,13 @@ describe('a deployment of its own', () => {
       HOST: '127.0.0.1',
     };
     const [infoPort, debugPort] = [await freePort(), await freePort()];
-    info = startProcess('api', { ...env, PORT: String(infoPort), LOG_LEVEL: 'info' });
+    // The info api answers only the names it lists; the debug api, without the setting, any.
+    info = startProcess('api', {
+      ...env,
+      PORT: String(infoPort),
+      LOG_LEVEL: 'info',
+      SLUICE_ALLOWED_HOSTS: 'sluice.test, 127.0.0.1',
+    });
     debug = startProcess('api', { ...env, PORT: String(debugPort), LOG_LEVEL: 'debug' });
     processes.push(info, debug);
     urls.info = `http://127.0.0.1:${infoPort}`;
@@ -743,6 +750,118 @@ describe('a deployment of its own', () => {
       rows: 0,
     });
     expect(await lineOf(leftId)).toMatchObject({ outcome: 'cancelled', http_status: 200 });
+  });
+
+  it('refuses a name SLUICE_ALLOWED_HOSTS does not list with 421 before authentication, on execute, login and the admin pages; answers the names it lists, and probes whatever the Host', async () => {
+    const port = new URL(urls.info).port;
+    // A page on a name rebound to the api's address: the browser sends that name as Host.
+    const attacker = `attacker.example:${port}`;
+    const send = (host: string, requestLine: string, lines: string[] = [], body = '') =>
+      rawExchange(urls.info, rawRequestText(requestLine, lines, body, host));
+    const json = 'Content-Type: application/json';
+    const credentials = `Authorization: ${basic(admin.user, admin.password)}`;
+    const expectRefused = (res: RawAnswer, named = `Host "${attacker}"`) => {
+      expect(res.status).toBe(421);
+      expect(res.json).toEqual({
+        status: {
+          reason: `${named} is not allowed: this service does not answer to that name (SLUICE_ALLOWED_HOSTS)`,
+          sql_state: '42501',
+          vendor_code: -704,
+        },
+      });
+    };
+    const statement = JSON.stringify({ statement: 'select 1 as one' });
+    // With the administrator's credentials, and with none: 421 either way, never 401.
+    expectRefused(
+      await send(attacker, 'POST /v1/execute HTTP/1.1', [json, credentials], statement),
+    );
+    expectRefused(await send(attacker, 'POST /v1/execute HTTP/1.1', [json], statement));
+    // Ahead of the cross-site check (403), which a foreign page's request would also fail.
+    expectRefused(
+      await send(
+        attacker,
+        'POST /v1/execute HTTP/1.1',
+        [json, credentials, 'Origin: http://evil.example', 'Sec-Fetch-Site: cross-site'],
+        statement,
+      ),
+    );
+    expectRefused(
+      await send(attacker, `GET /v1/execute?statement=select+1 HTTP/1.1`, [credentials]),
+    );
+    for (const path of ['/admin', '/admin/queues', '/admin/api/queries', '/docs', '/v1/info']) {
+      expectRefused(await send(attacker, `GET ${path} HTTP/1.1`));
+    }
+    // More wrong passwords than SLUICE_LOGIN_MAX_FAILURES (5): refused before they are counted.
+    const wrong = JSON.stringify({ username: admin.user, password: 'wrong-password' });
+    for (let i = 0; i < 6; i++) {
+      expectRefused(await send(attacker, 'POST /v1/login HTTP/1.1', [json], wrong));
+    }
+    // The name passed on by a proxy counts too; a request without Host names none (HTTP/1.0).
+    expectRefused(
+      await send('127.0.0.1', 'GET /v1/info HTTP/1.1', [`X-Forwarded-Host: ${attacker}`]),
+      `X-Forwarded-Host "${attacker}"`,
+    );
+    const hostless = await rawExchange(urls.info, 'GET /v1/info HTTP/1.0\r\n\r\n');
+    expect(hostless.status).toBe(421);
+    expect(hostless.json.status.reason).toMatch(/^the request has no Host header: /);
+    // HTTP/1.1 requires Host: Node refuses such a request itself.
+    const hostless11 = await rawExchange(
+      urls.info,
+      'GET /v1/info HTTP/1.1\r\nConnection: close\r\n\r\n',
+    );
+    expect(hostless11.status).toBe(400);
+
+    // The names it lists, in any case and with a trailing dot, on any port.
+    const right = JSON.stringify({ username: admin.user, password: admin.password });
+    const login = await send(`SLUICE.test.:${port}`, 'POST /v1/login HTTP/1.1', [json], right);
+    expect(login.status).toBe(200);
+    const token = login.json.access_token as string;
+    const ran = await send(
+      'sluice.test',
+      'POST /v1/execute HTTP/1.1',
+      [json, `Authorization: Bearer ${token}`],
+      statement,
+    );
+    expect(ran.status).toBe(200);
+    expect(ran.json.data).toEqual([[1]]);
+    expect((await send(`127.0.0.1:${port}`, 'GET /admin HTTP/1.1')).status).toBe(200);
+
+    // Probes and scrapers reach a process by its address, whatever name it has.
+    for (const path of ['/health/live', '/health/ready', '/metrics']) {
+      expect({
+        path,
+        status: (await send('10.1.2.3:8080', `GET ${path} HTTP/1.1`)).status,
+      }).toEqual({ path, status: 200 });
+    }
+
+    // So does a worker's port, which serves nothing else.
+    const workerProbe = await rawExchange(
+      urls.worker,
+      rawRequestText('GET /health/live HTTP/1.1', [], '', '10.1.2.3:9464'),
+    );
+    expect(workerProbe.status).toBe(200);
+
+    // Without the setting (cluster mode), an api answers any name, and says at start-up why not to.
+    const debugPort = new URL(urls.debug).port;
+    const open = await rawExchange(
+      urls.debug,
+      rawRequestText('GET /v1/info HTTP/1.1', [], '', `attacker.example:${debugPort}`),
+    );
+    expect(open.status).toBe(200);
+    const warnings = (proc: ServiceProcess) =>
+      proc
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, any>)
+        .filter((l) => l.level === 40 && /SLUICE_ALLOWED_HOSTS/.test(String(l.msg)));
+    expect(warnings(debug)).toEqual([
+      expect.objectContaining({
+        context: 'Api',
+        msg: expect.stringMatching(/^SLUICE_ALLOWED_HOSTS is not set: .*\(DNS rebinding\)/),
+      }),
+    ]);
+    expect(warnings(info)).toEqual([]);
   });
 
   it('is not ready as soon as its only worker stops', async () => {

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { rawExchange, rawRequestText } from './support/raw';
 import { ROOT, ServiceProcess, freePort, startProcess, waitForApi } from './support/service';
 
 const run = promisify(execFile);
@@ -93,6 +94,28 @@ describe('standalone mode (npm start)', () => {
       },
     });
     expect(viaSluice.stdout).toMatch(/^name,country,population\r\nTokyo,Japan,37194000\r\n/);
+
+    // With nothing configured it answers the loopback names, not a name rebound to its address.
+    const loginAs = (host: string) =>
+      rawExchange(
+        `http://127.0.0.1:${port}`,
+        rawRequestText(
+          'POST /v1/login HTTP/1.1',
+          ['Content-Type: application/json'],
+          JSON.stringify({ username: 'admin', password: state.adminPassword }),
+          host,
+        ),
+      );
+    const rebound = await loginAs(`attacker.example:${port}`);
+    expect(rebound.status).toBe(421);
+    expect(rebound.json.status).toMatchObject({
+      vendor_code: -704,
+      reason: expect.stringContaining(`Host "attacker.example:${port}" is not allowed`),
+    });
+    for (const host of [`localhost:${port}`, `[::1]:${port}`, `127.0.0.1:${port}`]) {
+      expect({ host, status: (await loginAs(host)).status }).toEqual({ host, status: 200 });
+    }
+    expect(proc.output()).not.toContain('SLUICE_ALLOWED_HOSTS');
 
     // Something made in the first run is still there after a restart, with the same password.
     const token = /TOKEN=\$\(curl -s (\S+) .* -d '([^']+)'/.exec(lines[0])!;

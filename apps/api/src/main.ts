@@ -17,6 +17,7 @@ import { AppModule } from './app.module';
 import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
 import { installDocsPageHeaders } from './http/docs-page.headers';
+import { allowedHostsWarning, installHostCheck } from './http/host.check';
 import { jsonTextProblem } from './http/json-text.check';
 import { describeWire } from './http/openapi.document';
 import {
@@ -71,6 +72,7 @@ async function bootstrap(): Promise<void> {
   server.connectionsCheckingInterval = Math.min(5_000, settings.requestTimeoutMs);
   // Before Nest and its plugins register anything: ahead of authentication on every route.
   installHeaderChecks(adapter.getInstance());
+  installHostCheck(adapter.getInstance(), settings.allowedHosts);
   installQueryStringCheck(adapter.getInstance());
   installCrossSiteCheck(adapter.getInstance());
   const app = await NestFactory.create<NestFastifyApplication>(
@@ -79,6 +81,8 @@ async function bootstrap(): Promise<void> {
     // JSON lines (pino) at LOG_LEVEL, secrets redacted.
     { logger: apiLogger(settings) },
   );
+  const hostWarning = allowedHostsWarning(settings.allowedHosts);
+  if (hostWarning !== undefined) new Logger('Api').warn(hostWarning);
   // Nest registers its body parsers in init(): replace them after.
   await app.init();
   const fastify = app.getHttpAdapter().getInstance();

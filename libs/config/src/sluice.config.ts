@@ -1,11 +1,18 @@
 import { accessSync, constants } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { LANES, Lane } from '@app/contracts';
+import { AllowedHosts, LOOPBACK_HOSTS, boundHost, parseHostAndPort } from './allowed-hosts';
 
 /** Every setting of Sluice, read from the environment once at start-up. */
 export interface SluiceConfig {
   port: number;
   host: string;
+  /**
+   * The `Host` headers the api answers (SLUICE_ALLOWED_HOSTS): a page on a name an attacker points
+   * at the api's address (DNS rebinding) is same-origin to the browser, so only the name tells it
+   * apart. Standalone mode without the setting: the loopback names and HOST's address.
+   */
+  allowedHosts: AllowedHosts;
   /** Where statements run; undefined: standalone mode starts an embedded PostgreSQL. */
   databaseUrl?: string;
   /** Where users and revoked tokens live (schema `sluice`). */
@@ -315,6 +322,46 @@ function lanes(env: Env, name: string): Lane[] {
   return LANES.filter((lane) => named.includes(lane));
 }
 
+/**
+ * SLUICE_ALLOWED_HOSTS: comma-separated `host[:port]` entries, or a lone `*` for every host.
+ * Unset: in standalone mode the loopback names and the address HOST names (what its banner
+ * prints); in cluster mode `unset`, every host.
+ */
+function allowedHosts(
+  raw: string | undefined,
+  context: { standalone: boolean; bindHost: string },
+): AllowedHosts {
+  const name = 'SLUICE_ALLOWED_HOSTS';
+  if (raw === undefined) {
+    if (!context.standalone) return 'unset';
+    const bound = boundHost(context.bindHost);
+    const listed = LOOPBACK_HOSTS.some((h) => h.host === bound?.host);
+    return bound && !listed ? [...LOOPBACK_HOSTS, bound] : LOOPBACK_HOSTS;
+  }
+  const entries = raw.split(',').map((entry) => entry.trim());
+  if (entries.includes('*')) {
+    if (entries.length > 1)
+      throw new ConfigError(name, `* allows every host: list nothing beside it, got "${raw}"`);
+    return 'every';
+  }
+  return entries.map((entry) => {
+    if (entry.includes('*') || entry.startsWith('.')) {
+      throw new ConfigError(
+        name,
+        `has no wildcards but a lone * (every host): list each name, got "${entry}"`,
+      );
+    }
+    const parsed = parseHostAndPort(entry);
+    if (!parsed) {
+      throw new ConfigError(
+        name,
+        `must list host names or addresses, each with an optional :port (IPv6 in brackets, [::1]:8080), separated by commas; "${entry}" is not one`,
+      );
+    }
+    return parsed;
+  });
+}
+
 /** Reads and validates the environment; throws ConfigError on the first bad value. */
 export function loadConfig(env: Env = process.env): SluiceConfig {
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
@@ -405,9 +452,14 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
       'must be one of fatal, error, warn, info, debug, trace, silent',
     );
   }
+  const host = str(env, 'HOST') ?? '0.0.0.0';
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
-    host: str(env, 'HOST') ?? '0.0.0.0',
+    host,
+    allowedHosts: allowedHosts(str(env, 'SLUICE_ALLOWED_HOSTS'), {
+      standalone: redis === undefined,
+      bindHost: host,
+    }),
     databaseUrl,
     metadataDatabaseUrl:
       url(env, 'SLUICE_METADATA_DATABASE_URL', ['postgres:', 'postgresql:']) ?? databaseUrl,

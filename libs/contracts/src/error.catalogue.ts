@@ -68,6 +68,12 @@ export const ERROR_CATALOGUE = {
     vendorCode: -703,
     reason: 'cross-site request refused',
   },
+  HOST_NOT_ALLOWED: {
+    http: 421,
+    sqlState: '42501',
+    vendorCode: -704,
+    reason: 'host not allowed',
+  },
   LIMIT_EXCEEDED: {
     http: 413,
     sqlState: '54000',

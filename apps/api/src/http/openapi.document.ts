@@ -1,6 +1,7 @@
 import type { OpenAPIObject } from '@nestjs/swagger';
 import { ERROR_CATALOGUE, MEDIA_TYPES, ResultFormat } from '@app/contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
+import { ANY_HOST_ROUTES } from './host.check';
 
 type Schema = Record<string, unknown>;
 type Operation = {
@@ -148,6 +149,7 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   '409': 'The query was cancelled, or a constraint or transaction conflict',
   '413': 'Body or statement over a configured limit',
   '415': '`Content-Type` other than JSON or text/plain',
+  '421': 'Sent to a name SLUICE_ALLOWED_HOSTS does not list',
   '429': 'Too many queries or failed logins (`Retry-After`)',
   '500': 'Internal error (logged with the query id; no detail is sent)',
   '503': 'Queue, worker or database unavailable',
@@ -185,6 +187,7 @@ function executeContent(): Record<string, unknown> {
 /** Status codes an operation can answer besides its success, from what it is. */
 function errorCodes(path: string, operation: Operation): string[] {
   const codes = new Set(['500', '503']);
+  if (!ANY_HOST_ROUTES.has(path)) codes.add('421');
   const secured = (operation.security?.length ?? 0) > 0;
   if (secured) codes.add('401');
   if (operation.requestBody) ['400', '413', '415'].forEach((c) => codes.add(c));
