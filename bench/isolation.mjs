@@ -178,11 +178,10 @@ async function main() {
   const loadAtStart = loadAverage();
   const warning = staleBuildWarning();
   if (warning) console.error(warning);
-  // One user sends everything: its exports may take every export slot, as before the user's
-  // share of a worker's slots (SLUICE_WORKER_USER_SHARE_PERCENT) was kept from it.
-  const share = { SLUICE_WORKER_USER_SHARE_PERCENT: '100' };
+  // One user sends everything, at default settings: alone, its exports borrow every export slot
+  // but one past its share (SLUICE_WORKER_USER_SHARE_PERCENT), as any user alone does.
   const sluice = await startSluice({
-    env: SPLIT_LANES ? { ...share, SLUICE_WORKER_LANES: 'interactive' } : share,
+    env: SPLIT_LANES ? { SLUICE_WORKER_LANES: 'interactive' } : {},
   });
   let exportWorker;
   if (SPLIT_LANES) {

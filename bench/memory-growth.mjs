@@ -66,8 +66,6 @@ runMain(async () => {
       NODE_OPTIONS: `--expose-gc --import ${path.join(ROOT, 'bench/lib/heap-probe.mjs')}`,
       HEAP_PROBE_DIR: dir,
       HEAP_PROBE_EVERY_MS: String(PROBE_EVERY_MS),
-      // One user sends every query: the share would only put off some of them.
-      SLUICE_WORKER_USER_SHARE_PERCENT: '100',
       SLUICE_MAX_ACTIVE_PER_USER: String(SETTINGS.concurrency * 2),
     },
   });

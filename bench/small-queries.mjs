@@ -14,6 +14,8 @@ import {
   REDIS_URL,
   cpuPercent,
   cpuSnapshot,
+  serverCounts,
+  serverWork,
   writeCounts,
   deleteRedisKeys,
   envInt,
@@ -97,7 +99,11 @@ async function runLoad({
   const started = performance.now();
   const measureFrom = started + warmupSeconds * 1000;
   const stopAt = measureFrom + seconds * 1000;
-  const cpuTimer = setTimeout(() => (cpuBefore = cpuSnapshot(cpuGroups)), warmupSeconds * 1000);
+  let serversBefore;
+  const cpuTimer = setTimeout(() => {
+    cpuBefore = cpuSnapshot(cpuGroups);
+    serversBefore = serverCounts();
+  }, warmupSeconds * 1000);
 
   process.stdout.write(
     `${label}: ${warmupSeconds} s warm-up + ${seconds} s, ${concurrency} clients ... `,
@@ -123,6 +129,10 @@ async function runLoad({
   const cpuAfter = cpuBefore ? cpuSnapshot(cpuGroups) : undefined;
   const cpu = cpuBefore ? cpuPercent(cpuBefore, cpuAfter) : {};
   const writes = cpuBefore ? writeCounts(cpuBefore, cpuAfter) : {};
+  const servers =
+    serversBefore && latencies.length > 0
+      ? serverWork(await serversBefore, await serverCounts(), latencies.length + errors)
+      : undefined;
   agent.destroy();
 
   latencies.sort((a, b) => a - b);
@@ -138,6 +148,7 @@ async function runLoad({
     errors,
     errorSamples,
     cpu,
+    servers,
     // Write system calls per second of the same window, by process.
     writesPerSecond: Object.fromEntries(
       Object.entries(writes).map(([k, n]) => [k, n / ((cpuAfter.at - cpuBefore.at) / 1000)]),
@@ -183,6 +194,10 @@ function report(rounds, loadAtStart) {
     Object.entries(r.cpu)
       .map(([k, v]) => `${k} ${Math.round(v)}%`)
       .join(', ');
+  const serversLine = (r) =>
+    r.servers
+      ? `Redis ${r.servers.redisCommands.toFixed(1)} commands (${r.servers.redisScripts.toFixed(1)} script calls; ${r.servers.top}); PostgreSQL ${r.servers.pgXacts.toFixed(2)} transactions`
+      : 'not counted';
   const all = { direct, skeleton, Sluice: sluice };
   const measured = { skeleton, Sluice: sluice };
   /** A titled list: one line per target. */
@@ -226,6 +241,11 @@ function report(rounds, loadAtStart) {
       'Write system calls per request (write/writev, by process; PostgreSQL sends with send(), not counted):',
       writesPerRequest,
       all,
+    ),
+    ...section(
+      'Work per request counted by the servers (Redis INFO commandstats, commands inside scripts included; PostgreSQL transactions, pg_stat_database):',
+      serversLine,
+      measured,
     ),
   ];
   for (const r of rounds.flatMap((round) => [round.direct, round.skeleton, round.sluice])) {
@@ -289,14 +309,11 @@ async function main() {
   onCleanup(directServer.stop);
   const directUrl = await printed(directServer, 'direct baseline on ');
   const skeleton = await startSkeleton();
-  // One user sends every request: lift the per-user admission cap (default 16) above the load,
-  // and let that user's queries take every slot (default: half a worker's).
+  // One user sends every request: lift the per-user admission cap (default 16) above the load.
+  // Every other setting is the default, the user's share of a worker's slots included.
   const sluice = await startSluice({
     isGood: isGoodResult,
-    env: {
-      SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)),
-      SLUICE_WORKER_USER_SHARE_PERCENT: '100',
-    },
+    env: { SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)) },
   });
   const client = { 'bench client': [process.pid] };
   const targets = {

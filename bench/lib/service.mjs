@@ -234,6 +234,57 @@ export function cpuSnapshot(groups) {
 }
 
 /** Per group, the write system calls made between two snapshots (by processes alive at both). */
+/**
+ * What Redis and PostgreSQL did, counted by the servers themselves: Redis's calls of each command
+ * (INFO commandstats, commands run inside scripts included) and PostgreSQL's transactions and
+ * statements of every database (pg_stat_database: commits and rollbacks). Compared before and
+ * after a window (serverWork), they say what a request costs each server in work done, not only
+ * in CPU. Anything else using the servers meanwhile is counted too: run on a quiet machine.
+ */
+export async function serverCounts({ redisUrl = REDIS_URL, databaseUrl = DATABASE_URL } = {}) {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
+  const client = new pg.Client({ connectionString: databaseUrl });
+  try {
+    await redis.connect();
+    await client.connect();
+    const info = await redis.info('commandstats');
+    const commands = {};
+    for (const line of info.split('\n')) {
+      const m = line.match(/^cmdstat_([^:]+):calls=(\d+)/);
+      if (m) commands[m[1]] = Number(m[2]);
+    }
+    const { rows } = await client.query(
+      'SELECT sum(xact_commit + xact_rollback)::bigint AS xacts FROM pg_stat_database',
+    );
+    return { commands, xacts: Number(rows[0].xacts) };
+  } finally {
+    redis.disconnect();
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Per request between two serverCounts: Redis commands, script calls, top commands, PG xacts. */
+export function serverWork(before, after, requests) {
+  const calls = {};
+  for (const [name, n] of Object.entries(after.commands)) {
+    const d = n - (before.commands[name] ?? 0);
+    if (d > 0) calls[name] = d / requests;
+  }
+  const total = Object.values(calls).reduce((a, b) => a + b, 0);
+  const scripts = ['evalsha', 'eval', 'evalsha_ro', 'eval_ro', 'fcall'].reduce(
+    (sum, name) => sum + (calls[name] ?? 0),
+    0,
+  );
+  // The check and its own two queries are not the requests' (one xact each side).
+  const xacts = (after.xacts - before.xacts - 2) / requests;
+  const top = Object.entries(calls)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 8)
+    .map(([name, n]) => `${name} ${n.toFixed(1)}`)
+    .join(', ');
+  return { redisCommands: total, redisScripts: scripts, pgXacts: xacts, top };
+}
+
 export function writeCounts(before, after) {
   const out = {};
   for (const [label, pids] of Object.entries(after.writes)) {
