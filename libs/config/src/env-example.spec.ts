@@ -50,6 +50,7 @@ const FEEDS: Record<
     with: { SLUICE_REDIS_CLUSTER_NODES: 'a.example:7001', SLUICE_REDIS_TLS: 'true' },
   },
   SLUICE_CREDENTIAL_KEY: { setting: 'credentialKey', value: 'k'.repeat(32) },
+  SLUICE_LOGIN_ROLE_SWEEP_SECONDS: { setting: 'loginRoleSweepSeconds', value: '60' },
   SLUICE_AUTH: { setting: 'authMode', value: 'database' },
   SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS: {
     setting: 'allowPrivilegedDatabaseUsers',

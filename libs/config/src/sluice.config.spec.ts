@@ -17,6 +17,8 @@ describe(loadConfig.name, () => {
     ['SLUICE_JWT_SECRET', 'x'.repeat(15), 'x'.repeat(16)],
     ['SLUICE_JWT_PREVIOUS_SECRET', 'x'.repeat(15), 'x'.repeat(16)],
     ['SLUICE_CREDENTIAL_KEY', 'x'.repeat(31), 'x'.repeat(32)],
+    ['SLUICE_LOGIN_ROLE_SWEEP_SECONDS', '-1', '0'],
+    ['SLUICE_LOGIN_ROLE_SWEEP_SECONDS', '86401', '86400'],
     ['SLUICE_ADMIN_PASSWORD', 'x'.repeat(7), 'x'.repeat(8)],
     ['SLUICE_ADMIN_SESSION_SECONDS', '59', '60'],
     ['SLUICE_ADMIN_SESSION_SECONDS', '43201', '43200'],

@@ -29,6 +29,11 @@ export interface SluiceConfig {
    * derived; the same on every api and worker process.
    */
   credentialKey?: string;
+  /**
+   * How often (s) an api drops the login roles of an earlier credentialKey that nothing uses any
+   * more (service users); 0: never.
+   */
+  loginRoleSweepSeconds: number;
   jwtSecret?: string;
   /**
    * A JWT secret being rotated out: tokens signed with it are still accepted (never issued), so
@@ -426,6 +431,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     authMode,
     allowPrivilegedDatabaseUsers: allowPrivileged === 'true',
     credentialKey,
+    loginRoleSweepSeconds: int(env, 'SLUICE_LOGIN_ROLE_SWEEP_SECONDS', 300, 0, 86_400),
     jwtSecret,
     jwtPreviousSecret,
     jwtTtlSeconds: int(env, 'SLUICE_JWT_TTL_SECONDS', 3600, 60, 30 * 86400),

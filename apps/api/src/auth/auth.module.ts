@@ -11,6 +11,7 @@ import { DatabaseLoginService } from './database-login.service';
 import { DatabaseSessionsService } from './database-sessions.service';
 import { ExecutePolicyService } from './execute-policy.service';
 import { jwtKey } from './jwt.key';
+import { LoginRoleSweepService } from './login-role-sweep.service';
 import { LoginThrottleService } from './login-throttle.service';
 import { MetadataEventsService } from './metadata-events.service';
 import { MetadataSchema } from './metadata.schema';
@@ -41,6 +42,7 @@ import { VerifiedTokens } from './verified.tokens';
     RevocationService,
     RoleCatalogService,
     RoleIsolationService,
+    LoginRoleSweepService,
     LoginThrottleService,
     UsersService,
     DatabaseLoginService,
