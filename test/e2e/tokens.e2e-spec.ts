@@ -1,5 +1,5 @@
 import Redis from 'ioredis';
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { HttpResult, closeDb, db, e2eEnv, eventually } from './support/client';
 import { ExtraApi, startExtraApi } from './support/extra-api';
 import { randomName } from './support/service';
@@ -390,6 +390,94 @@ describe('tokens that must not work', () => {
 
   it('still accepts the good token after all of that', async () => {
     expect((await executeAs(good, { statement: 'select 1' })).status).toBe(200);
+  });
+});
+
+describe('a rotation of SLUICE_JWT_SECRET', () => {
+  /** An api as it runs mid-rotation: a new secret, the suite's own as the previous one. */
+  const NEW_SECRET = `rotated-${randomUUID()}`;
+  let rotated: ExtraApi;
+  let u: TestUser;
+  let old: string;
+
+  /** Whether `token` is HS256 and its HMAC is `secret`'s. */
+  function signedWith(token: string, secret: string): boolean {
+    const [head, body, sig] = token.split('.');
+    const header = JSON.parse(Buffer.from(head, 'base64url').toString()) as { alg?: string };
+    const mac = createHmac('sha256', secret).update(`${head}.${body}`).digest('base64url');
+    return header.alg === 'HS256' && sig === mac;
+  }
+
+  beforeAll(async () => {
+    rotated = await startExtraApi({
+      SLUICE_JWT_SECRET: NEW_SECRET,
+      SLUICE_JWT_PREVIOUS_SECRET: e2eEnv().jwtSecret,
+    });
+    u = await user();
+    old = await tokenOf(u);
+    expect(signedWith(old, e2eEnv().jwtSecret)).toBe(true);
+  });
+
+  afterAll(async () => {
+    await rotated?.stop();
+  });
+
+  it('takes a token signed with the previous secret', async () => {
+    const res = await executeAs(old, { statement: 'select 1' }, rotated.baseUrl);
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[1]]);
+  });
+
+  it("takes an admin pages' cookie signed with the previous secret", async () => {
+    const { adminUser, adminPassword, baseUrl } = e2eEnv();
+    const signIn = await call(baseUrl, 'POST', '/admin/session', {
+      username: adminUser,
+      password: adminPassword,
+    });
+    expect(signIn.status).toBe(200);
+    const cookie = signIn.headers.getSetCookie()[0].split(';', 1)[0];
+    expect(signedWith(cookie.slice(cookie.indexOf('=') + 1), e2eEnv().jwtSecret)).toBe(true);
+    const queries = await call(rotated.baseUrl, 'GET', '/admin/api/queries', undefined, {
+      cookie,
+    });
+    expect(queries.status).toBe(200);
+  });
+
+  it('refreshes it into a token signed with the new secret, and logs in with the new secret only', async () => {
+    const v = await user();
+    const before = await tokenOf(v);
+    const res = await post('/v1/token_refresh', before, rotated.baseUrl);
+    expect(res.status).toBe(200);
+    const refreshed = res.json.access_token as string;
+    expect(signedWith(refreshed, NEW_SECRET)).toBe(true);
+    expect(claimsOf(refreshed).sub).toBe(v.username);
+    expect((await executeAs(refreshed, { statement: 'select 1' }, rotated.baseUrl)).status).toBe(
+      200,
+    );
+    const login = await freshLogin(v.username, v.password, {}, rotated.baseUrl);
+    expect(login.status).toBe(200);
+    expect(signedWith(login.json.access_token as string, NEW_SECRET)).toBe(true);
+    const admin = await call(rotated.baseUrl, 'POST', '/admin/session', {
+      username: e2eEnv().adminUser,
+      password: e2eEnv().adminPassword,
+    });
+    const cookie = admin.headers.getSetCookie()[0].split(';', 1)[0];
+    expect(signedWith(cookie.slice(cookie.indexOf('=') + 1), NEW_SECRET)).toBe(true);
+  });
+
+  it('refuses a token signed with a third secret', async () => {
+    const third = signToken({ ...claimsOf(old), jti: randomUUID() }, `third-${randomUUID()}`);
+    const res = await executeAs(third, { statement: 'select 1' }, rotated.baseUrl);
+    expectUnauthorized(res, -301);
+  });
+
+  it('is refused, by an api that does not name its secret as the previous one, with 401', async () => {
+    // The suite's api: SLUICE_JWT_SECRET is the rotated api's previous one, and no previous.
+    const v = await user();
+    const newer = (await freshLogin(v.username, v.password, {}, rotated.baseUrl)).json
+      .access_token as string;
+    expectUnauthorized(await executeAs(newer, { statement: 'select 1' }), -301);
+    expectUnauthorized(await post('/v1/token_refresh', newer), -301);
   });
 });
 

@@ -2,6 +2,7 @@ export * from './pg.login';
 export * from './credential.key';
 export * from './login.role';
 export * from './login-role.provisioner';
+export * from './login-role.sweeper';
 export * from './credential.seal';
 export * from './pg.session';
 export * from './password.request';

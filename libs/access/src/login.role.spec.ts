@@ -1,5 +1,11 @@
 import { LoginRoleProvisioner } from './login-role.provisioner';
-import { loginRoleName, loginRolePassword, scramVerifier, serviceLogin } from './login.role';
+import {
+  isLoginRoleNameFor,
+  loginRoleName,
+  loginRolePassword,
+  scramVerifier,
+  serviceLogin,
+} from './login.role';
 
 const KEY = 'k'.repeat(32);
 
@@ -19,6 +25,26 @@ describe('loginRoleName', () => {
       expect(name).not.toContain('\uFFFD');
     }
     expect(loginRoleName(a, KEY)).not.toBe(loginRoleName(b, KEY));
+  });
+});
+
+describe('isLoginRoleNameFor', () => {
+  it('knows the login role of a role under any key, long names cut as they are', () => {
+    const long = 'é'.repeat(40) + 'a';
+    for (const role of ['analyst', long]) {
+      expect(isLoginRoleNameFor(loginRoleName(role, KEY), role)).toBe(true);
+      expect(isLoginRoleNameFor(loginRoleName(role, 'x'.repeat(32)), role)).toBe(true);
+    }
+  });
+
+  it('refuses names of another role, another form or another tag length', () => {
+    expect(isLoginRoleNameFor(loginRoleName('analyst', KEY), 'analysts')).toBe(false);
+    expect(isLoginRoleNameFor(loginRoleName('analysts', KEY), 'analyst')).toBe(false);
+    expect(isLoginRoleNameFor('sluice_abc_analyst', 'analyst')).toBe(false);
+    expect(isLoginRoleNameFor('sluice_0123456789a_analyst', 'analyst')).toBe(false);
+    expect(isLoginRoleNameFor('sluice_0123456789_analyst', 'analyst')).toBe(true);
+    expect(isLoginRoleNameFor('sluice_0123456789_analyst', 'analys')).toBe(false);
+    expect(isLoginRoleNameFor('xsluice_0123456789_analyst', 'analyst')).toBe(false);
   });
 });
 

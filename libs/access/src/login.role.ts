@@ -31,6 +31,19 @@ export function loginRoleName(role: string, secret: string): string {
   return cutBytes(`sluice_${tag}_${role}`, NAME_BYTES);
 }
 
+/** The tag of a login role's name (`sluice_<tag>_…`): ten hex digits of a MAC under some key. */
+const TAGGED_NAME = /^sluice_([0-9a-f]{10})_/;
+
+/**
+ * Whether `name` is what loginRoleName gives for `role` under some key, not necessarily this
+ * deployment's: the tag alone depends on the key, so a login role made under an earlier key still
+ * has this form, and its user role's name (cut as loginRoleName cuts it) after the tag.
+ */
+export function isLoginRoleNameFor(name: string, role: string): boolean {
+  const tagged = TAGGED_NAME.exec(name);
+  return tagged !== null && name === cutBytes(`sluice_${tagged[1]}_${role}`, NAME_BYTES);
+}
+
 /** Its password: derived, so that every worker thread knows it without asking anything. */
 export function loginRolePassword(role: string, secret: string): string {
   return mac(secret, 'login-role-passwords', role).toString('base64url');

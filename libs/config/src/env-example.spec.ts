@@ -50,6 +50,7 @@ const FEEDS: Record<
     with: { SLUICE_REDIS_CLUSTER_NODES: 'a.example:7001', SLUICE_REDIS_TLS: 'true' },
   },
   SLUICE_CREDENTIAL_KEY: { setting: 'credentialKey', value: 'k'.repeat(32) },
+  SLUICE_LOGIN_ROLE_SWEEP_SECONDS: { setting: 'loginRoleSweepSeconds', value: '60' },
   SLUICE_AUTH: { setting: 'authMode', value: 'database' },
   SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS: {
     setting: 'allowPrivilegedDatabaseUsers',
@@ -62,6 +63,7 @@ const FEEDS: Record<
   HOST: { setting: 'host', value: '127.0.0.1' },
   SLUICE_ALLOWED_HOSTS: { setting: 'allowedHosts', value: 'sluice.example.com' },
   SLUICE_JWT_SECRET: { setting: 'jwtSecret', value: 's'.repeat(32) },
+  SLUICE_JWT_PREVIOUS_SECRET: { setting: 'jwtPreviousSecret', value: 'p'.repeat(32) },
   SLUICE_JWT_TTL_SECONDS: { setting: 'jwtTtlSeconds', value: '600' },
   SLUICE_ADMIN_USER: { setting: 'adminUser', value: 'root' },
   SLUICE_ADMIN_PASSWORD: { setting: 'adminPassword', value: 'secret-password' },

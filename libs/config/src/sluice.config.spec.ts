@@ -15,7 +15,10 @@ function refusedVariable(env: Record<string, string>): string | undefined {
 describe(loadConfig.name, () => {
   it.each([
     ['SLUICE_JWT_SECRET', 'x'.repeat(15), 'x'.repeat(16)],
+    ['SLUICE_JWT_PREVIOUS_SECRET', 'x'.repeat(15), 'x'.repeat(16)],
     ['SLUICE_CREDENTIAL_KEY', 'x'.repeat(31), 'x'.repeat(32)],
+    ['SLUICE_LOGIN_ROLE_SWEEP_SECONDS', '-1', '0'],
+    ['SLUICE_LOGIN_ROLE_SWEEP_SECONDS', '86401', '86400'],
     ['SLUICE_ADMIN_PASSWORD', 'x'.repeat(7), 'x'.repeat(8)],
     ['SLUICE_ADMIN_SESSION_SECONDS', '59', '60'],
     ['SLUICE_ADMIN_SESSION_SECONDS', '43201', '43200'],
@@ -28,5 +31,12 @@ describe(loadConfig.name, () => {
   ])('refuses %s=%j at start-up, naming it, and takes %j', (variable, bad, good) => {
     expect(refusedVariable({ [variable]: bad })).toBe(variable);
     expect(refusedVariable({ [variable]: good })).toBeUndefined();
+  });
+
+  it('refuses a SLUICE_JWT_PREVIOUS_SECRET equal to SLUICE_JWT_SECRET', () => {
+    const secret = 's'.repeat(32);
+    expect(refusedVariable({ SLUICE_JWT_SECRET: secret, SLUICE_JWT_PREVIOUS_SECRET: secret })).toBe(
+      'SLUICE_JWT_PREVIOUS_SECRET',
+    );
   });
 });

@@ -36,7 +36,17 @@ export interface SluiceConfig {
    * derived; the same on every api and worker process.
    */
   credentialKey?: string;
+  /**
+   * How often (s) an api drops the login roles of an earlier credentialKey that nothing uses any
+   * more (service users); 0: never.
+   */
+  loginRoleSweepSeconds: number;
   jwtSecret?: string;
+  /**
+   * A JWT secret being rotated out: tokens signed with it are still accepted (never issued), so
+   * that a change of jwtSecret logs nobody out.
+   */
+  jwtPreviousSecret?: string;
   jwtTtlSeconds: number;
   /** Life of the admin pages' sign-in cookie (s): short, and never renewed. */
   adminSessionSeconds: number;
@@ -373,6 +383,16 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
   if (jwtSecret !== undefined && jwtSecret.length < 16) {
     throw new ConfigError('SLUICE_JWT_SECRET', 'must be at least 16 characters');
   }
+  const jwtPreviousSecret = str(env, 'SLUICE_JWT_PREVIOUS_SECRET');
+  if (jwtPreviousSecret !== undefined && jwtPreviousSecret.length < 16) {
+    throw new ConfigError('SLUICE_JWT_PREVIOUS_SECRET', 'must be at least 16 characters');
+  }
+  if (jwtPreviousSecret !== undefined && jwtPreviousSecret === jwtSecret) {
+    throw new ConfigError(
+      'SLUICE_JWT_PREVIOUS_SECRET',
+      'must differ from SLUICE_JWT_SECRET (it is the secret being rotated out)',
+    );
+  }
   const adminUser = str(env, 'SLUICE_ADMIN_USER');
   const adminPassword = env.SLUICE_ADMIN_PASSWORD;
   if (adminUser !== undefined && !/^[A-Za-z0-9_.-]{1,128}$/.test(adminUser)) {
@@ -468,7 +488,9 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     authMode,
     allowPrivilegedDatabaseUsers: allowPrivileged === 'true',
     credentialKey,
+    loginRoleSweepSeconds: int(env, 'SLUICE_LOGIN_ROLE_SWEEP_SECONDS', 300, 0, 86_400),
     jwtSecret,
+    jwtPreviousSecret,
     jwtTtlSeconds: int(env, 'SLUICE_JWT_TTL_SECONDS', 3600, 60, 30 * 86400),
     adminSessionSeconds: int(env, 'SLUICE_ADMIN_SESSION_SECONDS', 900, 60, 12 * 3600),
     adminUser,

@@ -11,7 +11,10 @@ export interface ServiceDatabase {
   superUrl: string;
   controlRole: string;
   adminRole: string;
-  /** DATABASE_URL, SLUICE_METADATA_DATABASE_URL, SLUICE_CREDENTIAL_KEY, SLUICE_ADMIN_ROLE. */
+  /**
+   * DATABASE_URL, SLUICE_METADATA_DATABASE_URL, SLUICE_CREDENTIAL_KEY, SLUICE_ADMIN_ROLE,
+   * SLUICE_LOGIN_ROLE_SWEEP_SECONDS (0).
+   */
   env: Record<string, string>;
 }
 
@@ -67,6 +70,9 @@ export async function prepareServiceDatabase(superUrl: string): Promise<ServiceD
       SLUICE_METADATA_DATABASE_URL: superUrl,
       SLUICE_CREDENTIAL_KEY: randomBytes(24).toString('base64url'),
       SLUICE_ADMIN_ROLE: adminRole,
+      // Test runs on this server share its metadata database, each with a key of its own: a
+      // sweep would drop the other runs' login roles whenever they sit unused.
+      SLUICE_LOGIN_ROLE_SWEEP_SECONDS: '0',
     },
   };
 }

@@ -1,11 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { JwtService } from '@nestjs/jwt';
 import { parse } from 'basic-auth';
 import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
-import { tokenRejection } from '../auth/auth.challenge';
 import { AuthUser } from '../auth/auth-user';
-import { ADMIN_AUDIENCE, AuthService, TokenClaims } from '../auth/auth.service';
+import { ADMIN_AUDIENCE, AuthService } from '../auth/auth.service';
+import { TokenVerifier } from '../auth/token.verifier';
 import { crossSiteRequestOf, foreignOriginRefusal } from '../http/cross-site.check';
 import { authorizationProblem } from '../http/request.checks';
 import { adminCookieOf } from './admin.cookie';
@@ -32,7 +31,7 @@ export function withAdminChallenge(err: unknown): unknown {
 export class AdminAuthenticatorService {
   constructor(
     private readonly auth: AuthService,
-    private readonly jwt: JwtService,
+    private readonly tokens: TokenVerifier,
   ) {}
 
   /** The administrator making the request; throws the catalogue's 400, 401 or 403 otherwise. */
@@ -83,15 +82,7 @@ export class AdminAuthenticatorService {
       'cross-site requests may not use the admin sign-in',
     );
     if (refusal !== undefined) throw new SluiceError('CROSS_SITE', refusal);
-    let claims: TokenClaims;
-    try {
-      claims = await this.jwt.verifyAsync<TokenClaims>(token, {
-        algorithms: ['HS256'],
-        audience: ADMIN_AUDIENCE,
-      });
-    } catch (err) {
-      throw tokenRejection(err);
-    }
+    const claims = await this.tokens.verify(token, ADMIN_AUDIENCE);
     return this.auth.userFromClaims(claims, 'admin-cookie');
   }
 
@@ -107,13 +98,7 @@ export class AdminAuthenticatorService {
   }
 
   private async bearer(token: string): Promise<AuthUser> {
-    let claims: TokenClaims;
-    try {
-      claims = await this.jwt.verifyAsync<TokenClaims>(token, { algorithms: ['HS256'] });
-    } catch (err) {
-      throw tokenRejection(err);
-    }
-    return this.auth.userFromClaims(claims);
+    return this.auth.userFromClaims(await this.tokens.verify(token));
   }
 
   private basic(header: string, address: string): Promise<AuthUser> {

@@ -1,8 +1,5 @@
 import { Module } from '@nestjs/common';
-import { JwtModule } from '@nestjs/jwt';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { AuthModule } from '../auth/auth.module';
-import { jwtKey } from '../auth/jwt.key';
 import { QueriesModule } from '../queries/queries.module';
 import { AdminAuthenticatorService } from './admin-authenticator.service';
 import { AdminPageController } from './admin-page.controller';
@@ -17,18 +14,8 @@ import { QueueDashboardService } from './queue-dashboard.service';
  * /admin/api/queries) and the queue dashboard at /admin/queues.
  */
 @Module({
-  imports: [
-    AuthModule,
-    QueriesModule,
-    // Tokens are checked as AuthModule checks them: HS256 with the same key.
-    JwtModule.registerAsync({
-      inject: [SLUICE_CONFIG],
-      useFactory: (config: SluiceConfig) => ({
-        secret: jwtKey(config.jwtSecret!) as unknown as string,
-        verifyOptions: { algorithms: ['HS256'] },
-      }),
-    }),
-  ],
+  // Tokens are checked as AuthModule checks them: its TokenVerifier.
+  imports: [AuthModule, QueriesModule],
   controllers: [AdminPageController, AdminSessionController, AdminQueriesController],
   providers: [
     AdminAuthenticatorService,

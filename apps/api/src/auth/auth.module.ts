@@ -11,13 +11,14 @@ import { DatabaseLoginService } from './database-login.service';
 import { DatabaseSessionsService } from './database-sessions.service';
 import { ExecutePolicyService } from './execute-policy.service';
 import { jwtKey } from './jwt.key';
-import { JwtStrategy } from './jwt.strategy';
+import { LoginRoleSweepService } from './login-role-sweep.service';
 import { LoginThrottleService } from './login-throttle.service';
 import { MetadataEventsService } from './metadata-events.service';
 import { MetadataSchema } from './metadata.schema';
 import { RevocationService } from './revocation.service';
 import { RoleCatalogService } from './role-catalog.service';
 import { RoleIsolationService } from './role-isolation.service';
+import { TokenVerifier } from './token.verifier';
 import { UsersService } from './users.service';
 import { VerifiedTokens } from './verified.tokens';
 
@@ -26,6 +27,7 @@ import { VerifiedTokens } from './verified.tokens';
     PassportModule.register({ session: false }),
     JwtModule.registerAsync({
       inject: [SLUICE_CONFIG],
+      // Signs with SLUICE_JWT_SECRET only; TokenVerifier also takes SLUICE_JWT_PREVIOUS_SECRET.
       useFactory: (config: SluiceConfig) => ({
         secret: jwtKey(config.jwtSecret!) as unknown as string,
         signOptions: { algorithm: 'HS256' },
@@ -40,19 +42,21 @@ import { VerifiedTokens } from './verified.tokens';
     RevocationService,
     RoleCatalogService,
     RoleIsolationService,
+    LoginRoleSweepService,
     LoginThrottleService,
     UsersService,
     DatabaseLoginService,
     DatabaseSessionsService,
     AuthService,
     ExecutePolicyService,
-    JwtStrategy,
+    TokenVerifier,
     BasicStrategy,
     CredentialsGuard,
     AdminGuard,
     VerifiedTokens,
   ],
   exports: [
+    TokenVerifier,
     VerifiedTokens,
     AuthService,
     UsersService,

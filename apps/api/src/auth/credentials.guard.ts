@@ -3,20 +3,11 @@ import { AuthGuard } from '@nestjs/passport';
 import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
 import { authorizationProblem } from '../http/request.checks';
-import { challenge, tokenRejection } from './auth.challenge';
+import { challenge } from './auth.challenge';
+import { AuthUser } from './auth-user';
 import { AuthService } from './auth.service';
+import { TokenVerifier } from './token.verifier';
 import { VerifiedTokens } from './verified.tokens';
-
-/** Maps passport-jwt's outcome to our error catalogue. */
-@Injectable()
-class BearerGuard extends AuthGuard('jwt') {
-  override handleRequest<T>(err: unknown, user: T, info: unknown): T {
-    if (user) return user;
-    // A failure to check (e.g. the metadata database is down) is not a bad credential.
-    if (err) throw err as Error;
-    throw tokenRejection(info);
-  }
-}
 
 @Injectable()
 class PasswordGuard extends AuthGuard('basic') {
@@ -40,11 +31,11 @@ class PasswordGuard extends AuthGuard('basic') {
  */
 @Injectable()
 export class CredentialsGuard implements CanActivate {
-  private readonly bearer = new BearerGuard();
   private readonly basic = new PasswordGuard();
 
   constructor(
     private readonly auth: AuthService,
+    private readonly tokens: TokenVerifier,
     private readonly verified: VerifiedTokens,
   ) {}
 
@@ -55,11 +46,7 @@ export class CredentialsGuard implements CanActivate {
     if (problem) throw new SluiceError('INVALID_REQUEST', problem);
     const scheme = typeof header === 'string' ? header.split(' ', 1)[0].toLowerCase() : '';
     if (scheme === 'bearer') {
-      // A token checked before (JwtStrategy remembers it): its claims are judged again, its
-      // signature is not.
-      const claims = this.verified.get((header as string).slice('bearer'.length).trim());
-      if (!claims) return this.bearer.canActivate(context) as Promise<boolean>;
-      return this.auth.userFromClaims(claims).then((user) => {
+      return this.bearer((header as string).slice('bearer'.length).trim()).then((user) => {
         request.user = user;
         return true;
       });
@@ -71,5 +58,18 @@ export class CredentialsGuard implements CanActivate {
       undefined,
       challenge(),
     );
+  }
+
+  /**
+   * A Bearer token's user: its signature and expiry checked (TokenVerifier) unless it was checked
+   * before, then its claims judged, every time: revoked, user disabled, password changed.
+   */
+  private async bearer(token: string): Promise<AuthUser> {
+    let claims = this.verified.get(token);
+    if (!claims) {
+      claims = await this.tokens.verify(token);
+      this.verified.remember(token, claims);
+    }
+    return this.auth.userFromClaims(claims);
   }
 }

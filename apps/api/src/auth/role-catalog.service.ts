@@ -2,6 +2,8 @@ import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Pool } from 'pg';
 import {
   LoginRoleProvisioner,
+  LoginRoleSweep,
+  LoginRoleSweeper,
   ProvisionedLogin,
   SERVER_FILE_ROLES,
   connectingWithin,
@@ -42,12 +44,16 @@ const CACHE_MAX = 10_000;
 export class RoleCatalogService implements OnModuleDestroy {
   private readonly logger = new Logger(RoleCatalogService.name);
   private readonly provisioner: LoginRoleProvisioner | undefined;
+  private readonly sweeper: LoginRoleSweeper | undefined;
   private pool: Pool | undefined;
   private readonly access = new Map<string, { value: DatabaseAccess; at: number }>();
   private readonly members = new Map<string, { value: boolean; at: number }>();
 
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
-    if (config.credentialKey) this.provisioner = new LoginRoleProvisioner(config.credentialKey);
+    if (config.credentialKey) {
+      this.provisioner = new LoginRoleProvisioner(config.credentialKey);
+      this.sweeper = new LoginRoleSweeper(config.credentialKey);
+    }
   }
 
   /** The database of DATABASE_URL: where statements go when they name none. */
@@ -69,6 +75,20 @@ export class RoleCatalogService implements OnModuleDestroy {
       if (done.created) this.logger.log(`created login role "${done.login}" for role "${role}"`);
       for (const warning of done.warnings) this.logger.warn(`ROLE ISOLATION: ${warning}`);
       return done;
+    } finally {
+      client.release();
+    }
+  }
+
+  /**
+   * Drops the login roles made for `roles` under an earlier SLUICE_CREDENTIAL_KEY that no backend
+   * uses (LoginRoleSweeper); says what it dropped and what it kept.
+   */
+  async sweepLoginRoles(roles: readonly string[]): Promise<LoginRoleSweep> {
+    if (!this.sweeper) throw new Error('SLUICE_CREDENTIAL_KEY is not set');
+    const client = await this.db().connect();
+    try {
+      return await this.sweeper.sweep(client, roles);
     } finally {
       client.release();
     }

@@ -6,7 +6,7 @@ const MOST_TOKENS = 10_000;
 
 /**
  * Bearer tokens whose signature was checked, with their claims, until they expire: a client
- * sends the same token with every request, and checking it again (HMAC, and passport around it)
+ * sends the same token with every request, and checking it again (the HMAC)
  * was ≈8% of the api's CPU on small queries. Only the signature check is skipped: the claims are
  * still judged on every request (expiry here, revocation and the user by AuthService). The key is
  * the whole token, signature included, so a token is only ever matched to the claims it was
