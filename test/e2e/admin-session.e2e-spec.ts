@@ -1,9 +1,13 @@
 import {
   HttpResult,
   createUser,
+  db,
   e2eEnv,
   eventually,
+  execute,
+  grantSchema,
   login,
+  request,
   usersDroppedAfterAll,
 } from './support/client';
 import { rawExchange, rawRequestText } from './support/raw';
@@ -318,5 +322,118 @@ describe('AdminSession', () => {
     );
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({ username: e2eEnv().adminUser });
+  });
+});
+
+describe('failure reasons of queries with parameter values', () => {
+  const schema = `e2e_reasons_${Math.random().toString(16).slice(2, 10)}`;
+  const secret = `sEcReT${Math.random().toString(16).slice(2, 10)}`;
+  const key = 900_000_000 + Math.floor(Math.random() * 99_999_999);
+  /** What the statements below fail with, as their owner sees it (PostgreSQL's own messages). */
+  const cases = [
+    { statement: 'select {v}::int', params: { v: secret }, reason: secret },
+    // Passed through a function first: the value the reason quotes is not the one bound.
+    { statement: 'select upper({v})::int', params: { v: secret }, reason: secret.toUpperCase() },
+    {
+      statement: `insert into ${schema}.t values ({k}), ({k})`,
+      params: { k: key },
+      reason: 'duplicate key value violates unique constraint',
+    },
+  ];
+  let owner: { username: string; token: string };
+  const failed: string[] = [];
+  let plain: string;
+
+  beforeAll(async () => {
+    await db().query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.t (a int PRIMARY KEY)`);
+    await grantSchema(schema);
+    owner = await createUser('e2e_adm_values');
+    users.push(owner.username);
+    for (const { statement, params, reason } of cases) {
+      const res = await execute({ statement, params }, { token: owner.token });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      expect(res.json.status.reason).toContain(reason);
+      failed.push(res.json.query_id as string);
+    }
+    // Without values, the reason quotes only what the statement holds.
+    const res = await execute({ statement: `select '${secret}x'::int` }, { token: owner.token });
+    expect(res.json.status.reason).toContain(`${secret}x`);
+    plain = res.json.query_id as string;
+  });
+
+  afterAll(async () => {
+    await db().query(`DROP SCHEMA ${schema} CASCADE`);
+  });
+
+  /** Whatever an administrator is answered holds neither the values nor what they became. */
+  function expectNoValues(text: string): void {
+    expect(text.toLowerCase()).not.toContain(secret.toLowerCase());
+    expect(text).not.toContain(String(key));
+  }
+
+  function expectWithheld(info: { query_id: string; status: Record<string, unknown> }): void {
+    const i = failed.indexOf(info.query_id);
+    expect(info.status).toEqual({
+      reason:
+        i === 2
+          ? expect.stringMatching(/^constraint violation \(/)
+          : expect.stringMatching(/^data exception \(/),
+      sql_state: i === 2 ? '23505' : '22P02',
+      vendor_code: i === 2 ? -530 : -520,
+    });
+  }
+
+  it('are shown to administrators as their kind of error only, in /v1/queries and on the admin page', async () => {
+    const admin = await login();
+    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token: admin });
+    const { cookie } = await signIn();
+    const page = await withCookie(cookie, 'GET', '/admin/api/queries');
+    for (const res of [list, page]) {
+      expect(res.status).toBe(200);
+      const listed = res.json as { query_id: string; status: Record<string, unknown> }[];
+      const mine = listed.filter((q) => failed.includes(q.query_id));
+      expect(mine).toHaveLength(failed.length);
+      expectNoValues(JSON.stringify(mine));
+      mine.forEach(expectWithheld);
+      // A query without values keeps its reason.
+      expect(JSON.stringify(listed.find((q) => q.query_id === plain))).toContain(`${secret}x`);
+    }
+    for (const id of failed) {
+      const one = await request(undefined, {
+        method: 'GET',
+        path: `/v1/queries/${id}`,
+        token: admin,
+      });
+      expectNoValues(one.text);
+      expectWithheld(one.json);
+    }
+  });
+
+  it('are withheld on the queue dashboard (cluster; standalone mode has none)', async () => {
+    if (e2eEnv().mode !== 'cluster') return;
+    const { cookie } = await signIn();
+    for (const id of failed) {
+      const job = await withCookie(cookie, 'GET', `/admin/queues/api/queues/execute/${id}`);
+      expect(job.status).toBe(200);
+      expect(job.json.job.returnValue.status.vendor_code).toBeLessThan(0);
+      expectNoValues(job.text);
+    }
+  });
+
+  it('are shown whole to the query’s owner, on the admin page too', async () => {
+    const { cookie } = await signIn(owner.username, `pw-${owner.username}`);
+    const page = await withCookie(cookie, 'GET', '/admin/api/queries');
+    for (const [i, id] of failed.entries()) {
+      const one = await request(undefined, {
+        method: 'GET',
+        path: `/v1/queries/${id}`,
+        token: owner.token,
+      });
+      expect(one.json.status.reason).toContain(cases[i].reason);
+      const listed = (page.json as { query_id: string; status: { reason: string } }[]).find(
+        (q) => q.query_id === id,
+      );
+      expect(listed?.status.reason).toContain(cases[i].reason);
+    }
   });
 });

@@ -15,7 +15,7 @@ import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { duckdb } from '@test/support/duckdb.reader';
-import { closeDb, db, e2eEnv, eventually, request } from './support/client';
+import { applicationNameOf, closeDb, db, e2eEnv, eventually, request } from './support/client';
 import { claimsOf, executeAs, signToken } from './support/users';
 import { ROOT, freePort, randomName } from './support/service';
 
@@ -72,7 +72,7 @@ async function inTerminal(args: string, env = userEnv()): Promise<Run> {
   return finished(child);
 }
 
-/** The backend running a statement that carries `marker`, as Sluice names it (sluice:<id>). */
+/** The backend running a statement that carries `marker`, as Sluice names it (applicationNameOf). */
 async function backendWith(marker: string): Promise<string | undefined> {
   const { rows } = await db().query<{ name: string }>(
     `select application_name as name from pg_stat_activity
@@ -405,7 +405,8 @@ describe('sluice (the command line)', () => {
     const run = await done;
     expect(run.code).toBe(130);
     expect(run.stderr).toMatch(/interrupted/);
-    expect(run.stderr).toMatch(new RegExp(`query id ${backend.slice('sluice:'.length)}`));
+    const queryId = /query id ([0-9a-f-]{36})/.exec(run.stderr)?.[1];
+    expect(queryId && applicationNameOf(queryId)).toBe(backend);
     await eventually(async () => ((await backendsNamed(backend)) === 0 ? true : undefined));
     expect(readdirSync(dir)).toEqual([]);
   });

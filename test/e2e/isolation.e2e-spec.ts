@@ -1,7 +1,17 @@
-import { HttpResult, closeDb, db, e2eEnv, execute } from './support/client';
+import {
+  HttpResult,
+  applicationNameOf,
+  backendsOf,
+  closeDb,
+  db,
+  e2eEnv,
+  eventually,
+  execute,
+} from './support/client';
 import { randomName } from './support/service';
 import {
   TestUser,
+  call,
   createRole,
   createUser,
   dropRole,
@@ -24,6 +34,19 @@ async function tokenOf(u: TestUser): Promise<string> {
   const res = await freshLogin(u.username, u.password);
   expect(res.status).toBe(200);
   return res.json.access_token as string;
+}
+
+/** The login role Sluice provisioned for `role` (the control login, a member too, is not it). */
+async function loginOf(role: string): Promise<string> {
+  const { rows } = await db().query<{ login: string }>(
+    `SELECT l.rolname AS login FROM pg_roles l
+       JOIN pg_auth_members m ON m.member = l.oid
+       JOIN pg_roles r ON r.oid = m.roleid
+      WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname <> $2`,
+    [role, e2eEnv().controlRole],
+  );
+  expect(rows).toHaveLength(1);
+  return rows[0].login;
 }
 
 async function rowsIn(table: string): Promise<number> {
@@ -265,17 +288,6 @@ describe("set_config('role', …) inside a statement", () => {
 
 describe('settings stored on the login role (ALTER ROLE session_user SET …)', () => {
   /** The login role the editor role's statements run on, and its sessions' backends. */
-  async function loginOf(role: string): Promise<string> {
-    const { rows } = await db().query<{ login: string }>(
-      `SELECT l.rolname AS login FROM pg_roles l
-         JOIN pg_auth_members m ON m.member = l.oid
-         JOIN pg_roles r ON r.oid = m.roleid
-        WHERE r.rolname = $1 AND l.rolcanlogin`,
-      [role],
-    );
-    return rows[0].login;
-  }
-
   afterEach(async () => {
     await db().query(`ALTER ROLE ${await loginOf(writer.role)} RESET ALL`);
   });
@@ -311,5 +323,43 @@ describe('settings stored on the login role (ALTER ROLE session_user SET …)', 
       [login],
     );
     expect(rows).toEqual([]);
+  });
+});
+
+describe("other users' queries in pg_stat_activity", () => {
+  it('show no query id: a statement runs under a keyed hash of its id, and its owner still cancels it by id', async () => {
+    const pending = executeAs(analystToken, { statement: 'select pg_sleep(30)' });
+    const id = await eventually(async () => {
+      const list = await call(e2eEnv().baseUrl, 'GET', '/v1/queries', undefined, {
+        authorization: `Bearer ${analystToken}`,
+      });
+      return (list.json as { query_id: string; state: string }[]).find((q) => q.state === 'running')
+        ?.query_id;
+    });
+    const analystLogin = await loginOf(analyst.role);
+    await eventually(async () => {
+      const { rows } = await db().query(
+        `select 1 from pg_stat_activity where usename = $1 and query like 'select pg_sleep%'`,
+        [analystLogin],
+      );
+      return rows.length === 1 ? true : undefined;
+    });
+    // Another role's user: pg_stat_activity shows every session's user and application_name.
+    const seen = await executeAs(writerToken, {
+      statement: 'select usename::text, application_name from pg_stat_activity',
+    });
+    expect(seen.status).toBe(200);
+    const sessions = seen.json.data as [string | null, string][];
+    expect(sessions.filter(([, name]) => name.includes(id))).toEqual([]);
+    const analysts = sessions.filter(([usename]) => usename === analystLogin).map(([, n]) => n);
+    const uuid = /[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}/i;
+    expect(analysts.filter((name) => uuid.test(name))).toEqual([]);
+    expect(analysts).toContain(applicationNameOf(id));
+    const cancelled = await call(e2eEnv().baseUrl, 'DELETE', `/v1/queries/${id}`, undefined, {
+      authorization: `Bearer ${analystToken}`,
+    });
+    expect(cancelled.status).toBe(200);
+    expect((await pending).status).toBe(409);
+    await eventually(async () => ((await backendsOf(id)) === 0 ? true : undefined));
   });
 });

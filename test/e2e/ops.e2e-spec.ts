@@ -199,7 +199,7 @@ describe('metrics', () => {
 
 describe('application_name', () => {
   // lifecycle.e2e-spec.ts relies on the same to watch cancels reach PostgreSQL.
-  it('carries the query id into pg_stat_activity while the statement runs', async () => {
+  it('names the statement in pg_stat_activity after its query id while it runs', async () => {
     const { token } = await user('e2e_ops_appname');
     const pending = execute({ statement: 'select pg_sleep(30)' }, { token });
     const id = await eventually(async () => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { Pool } from 'pg';
 import { testDatabaseUrl as DATABASE_URL } from '../settings';
-import { e2eEnv, until } from './support/client';
+import { applicationNameOf, e2eEnv, until } from './support/client';
 import { RedisClusterTopology, startRedisCluster } from '../support/redis-cluster';
 import { redisCli } from '../support/redis-servers';
 import { SentinelTopology, startSentinelTopology } from '../support/redis-sentinel';
@@ -234,7 +234,7 @@ async function killMasterDuringStream(
   await until(async () => {
     const { rows: backends } = await db.query(
       'select 1 from pg_stat_activity where application_name = $1',
-      [`sluice:${queryId}`],
+      [applicationNameOf(queryId, e2eEnv().local.env.SLUICE_CREDENTIAL_KEY)],
     );
     return backends.length === 0;
   }, 15_000);

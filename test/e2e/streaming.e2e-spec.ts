@@ -1,5 +1,5 @@
 import { brotliDecompressSync, createGunzip, gunzipSync } from 'node:zlib';
-import { db, closeDb, e2eEnv, execute, login, request } from './support/client';
+import { applicationNameOf, db, closeDb, e2eEnv, execute, login, request } from './support/client';
 import { open, readAll, readUntil } from './support/raw';
 import { connectTestRedis } from './support/redis';
 
@@ -181,7 +181,7 @@ describe('flow control', () => {
     // The statement is held open, mid-result, rather than run to the end into memory.
     const { rows } = await db().query<{ n: number }>(
       'select count(*)::int as n from pg_stat_activity where application_name = $1',
-      [`sluice:${queryId}`],
+      [applicationNameOf(queryId)],
     );
     expect(rows[0].n).toBe(1);
     // Every api shows it as streaming, with the rows sent so far.
@@ -217,7 +217,7 @@ describe('flow control', () => {
     await new Promise((r) => setTimeout(r, 7000));
     const { rows } = await db().query<{ n: number }>(
       'select count(*)::int as n from pg_stat_activity where application_name = $1',
-      [`sluice:${queryId}`],
+      [applicationNameOf(queryId)],
     );
     expect(rows[0].n).toBe(0);
     res.resume();

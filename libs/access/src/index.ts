@@ -1,5 +1,6 @@
 export * from './pg.login';
 export * from './credential.key';
+export * from './application.names';
 export * from './login.role';
 export * from './login-role.provisioner';
 export * from './login-role.sweeper';

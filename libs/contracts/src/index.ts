@@ -1,4 +1,5 @@
 export * from './status';
+export * from './status.redaction';
 export * from './error.catalogue';
 export * from './result.record';
 export * from './execute.job';

@@ -28,6 +28,12 @@ export interface QueryRecord {
   /** Absent in records written before lanes: those waited in today's interactive queue. */
   lane?: Lane;
   statement: string;
+  /**
+   * How many parameter values were bound to its statement: with any, its failure's reason is
+   * shown to its owner only (withheldReason). Absent in records written before it was kept, which
+   * are treated as having some.
+   */
+  boundValues?: number;
   /** The body's Content-Encoding, when compressed. */
   encoding?: string;
   /** Its result is kept to be fetched (GET /v1/queries/{id}/result) until its TTL ends. */

@@ -1,3 +1,4 @@
+import { createHmac, hkdfSync } from 'node:crypto';
 import { Pool } from 'pg';
 import { E2eEnvironment } from './service';
 import { until } from '../../support/poll';
@@ -167,11 +168,25 @@ export async function eventually<T>(check: () => Promise<T | undefined>, ms = 10
   }
 }
 
-/** Backends running a query of Sluice's (application_name is sluice:<query_id>). */
+/**
+ * The application_name a query's statement runs under, in a deployment of credential key `key` (by
+ * default the suite's own), derived as docs/architecture.md says (not imported from the lib: the
+ * global set-up and teardown load this file without the @app paths).
+ */
+export function applicationNameOf(
+  queryId: string,
+  key = e2eEnv().serviceEnv.SLUICE_CREDENTIAL_KEY,
+): string {
+  const derived = Buffer.from(hkdfSync('sha256', key, 'sluice', 'statement-application-names', 32));
+  const tag = createHmac('sha256', derived).update(queryId).digest().subarray(0, 18);
+  return `sluice:${tag.toString('base64url')}`;
+}
+
+/** Backends running a query of Sluice's (see applicationNameOf). */
 export async function backendsOf(queryId: string): Promise<number> {
   const { rows } = await db().query<{ n: number }>(
     'select count(*)::int as n from pg_stat_activity where application_name = $1',
-    [`sluice:${queryId}`],
+    [applicationNameOf(queryId)],
   );
   return rows[0].n;
 }

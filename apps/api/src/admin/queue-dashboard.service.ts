@@ -10,6 +10,7 @@ import { toEnvelope } from '../http/error.envelope';
 import { DASHBOARD_QUEUE } from '../infra/tokens';
 import { AdminAuthenticatorService } from './admin-authenticator.service';
 import { redactJobData } from './job-data.redaction';
+import { redactJobResult } from './job-result.redaction';
 
 /** Where the dashboard is served. */
 export const DASHBOARD_PATH = '/admin/queues';
@@ -144,6 +145,7 @@ export class QueueDashboardService implements OnModuleInit {
               description: `BullMQ queue "${queues[lane].name}"`,
             });
             adapter.setFormatter('data', (data: Partial<ExecuteJobData>) => redactJobData(data));
+            adapter.setFormatter('returnValue', (value: unknown) => redactJobResult(value));
             return adapter;
           });
           createBullBoard({

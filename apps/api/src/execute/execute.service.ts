@@ -152,6 +152,7 @@ export class ExecuteService {
         kept: job.retain !== undefined,
         lane: job.lane,
         statement: statement.slice(0, 200),
+        boundValues: job.values.length,
         createdAt: job.enqueuedAt,
         rows: 0,
         bytes: 0,

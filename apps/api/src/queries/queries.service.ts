@@ -1,5 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { FINAL_STATES, QueryInfo, SluiceError, statusOf } from '@app/contracts';
+import {
+  FINAL_STATES,
+  QueryInfo,
+  SluiceError,
+  Status,
+  statusOf,
+  withheldReason,
+} from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
 import {
@@ -47,11 +54,11 @@ export class QueriesService {
     // The index is by name: a deleted user's of the same name may linger there until purged.
     const mine = user.isAdmin ? all : all.filter((r) => ownsQuery(user, r));
     mine.sort((a, b) => b.createdAt - a.createdAt);
-    return Promise.all(mine.map((r) => this.info(r)));
+    return Promise.all(mine.map((r) => this.info(r, user)));
   }
 
   async get(queryId: string, user: AuthUser): Promise<QueryInfo> {
-    return this.info(await this.visible(queryId, user));
+    return this.info(await this.visible(queryId, user), user);
   }
 
   /**
@@ -68,7 +75,7 @@ export class QueriesService {
     if (FINAL_STATES.includes(record.state)) {
       // What a query keeps goes with the cancel: a finished one's result is dropped now.
       if (record.kept) await this.results.dropKept(queryId);
-      return this.info(record);
+      return this.info(record, user);
     }
     const status = statusOf('CANCELLED', `cancelled by ${user.username}`);
     if (await this.queue.removeQueued(queryId)) {
@@ -80,7 +87,7 @@ export class QueriesService {
     }
     // Dropped after the cancel is sent: in-process, the cancel goes through the kept channel.
     if (record.kept) await this.results.dropKept(queryId);
-    return this.info((await this.registry.get(queryId)) ?? record);
+    return this.info((await this.registry.get(queryId)) ?? record, user);
   }
 
   /**
@@ -172,7 +179,8 @@ export class QueriesService {
     return record;
   }
 
-  private async info(record: QueryRecord): Promise<QueryInfo> {
+  /** The query as `viewer` sees it (see statusFor). */
+  private async info(record: QueryRecord, viewer: AuthUser): Promise<QueryInfo> {
     const position =
       record.state === 'queued' ? await this.queue.position(record.queryId) : undefined;
     const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
@@ -192,7 +200,7 @@ export class QueriesService {
       rows: record.rows,
       bytes: record.bytes,
       ...produced(record),
-      status: record.status ?? null,
+      status: statusFor(record, viewer),
       result_url: record.kept ? `/v1/queries/${record.queryId}/result` : null,
       result_kept_until:
         record.kept && record.finishedAt !== undefined
@@ -200,6 +208,21 @@ export class QueriesService {
           : null,
     };
   }
+}
+
+/**
+ * The final status as `viewer` sees it. An administrator sees other users' queries but never
+ * their parameter values (the statement shows its placeholders, the queue dashboard redacts the
+ * job's values), and a failure's reason may quote them: PostgreSQL's own messages do (a failed
+ * cast, an enum or date input), normalised as often as not, and a statement may pass a value
+ * through any function into a RAISE. So the reason of a failed query with bound values is shown
+ * whole to its owner only, and to others as its kind of error (withheldReason). A query without
+ * values keeps its reason: the statement, which administrators see, holds every literal.
+ */
+function statusFor(record: QueryRecord, viewer: AuthUser): Status | null {
+  if (!record.status) return null;
+  if (ownsQuery(viewer, record) || record.boundValues === 0) return record.status;
+  return withheldReason(record.status);
 }
 
 /**

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData, ResultRecord, Status, httpStatusOf } from '@app/contracts';
-import { LoginRoleProvisioner, PgLogin } from '@app/access';
+import { ApplicationNames, LoginRoleProvisioner, PgLogin } from '@app/access';
 import { NdjsonEncoder } from '@app/formats';
 import {
   FlowWindow,
@@ -19,14 +19,12 @@ import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
-import {
-  ExecutionOutcome,
-  Pace,
-  QueryRunner,
-  applicationNameOf,
-  failureStatus,
-} from './query.runner';
+import { ExecutionOutcome, Pace, QueryRunner, failureStatus } from './query.runner';
 import { StatementLife } from './statement.life';
+
+const CREDENTIAL_KEY = 'a-credential-key-of-this-spec-only-32';
+/** The application_name the runner gives a job's statement. */
+const applicationNames = new ApplicationNames(CREDENTIAL_KEY);
 
 /**
  * The runner's three ways to stop a statement — a cancel, its time limit, its client lost or idle
@@ -74,6 +72,7 @@ beforeEach(() => {
   runner = new QueryRunner(databases, logins, provisioner, {
     defaultFetchSize: 100,
     maxEntryBytes: 1 << 20,
+    credentialKey: CREDENTIAL_KEY,
   });
   channel = new InProcessResultChannel(5_000);
 });
@@ -199,7 +198,7 @@ async function backendOf(job: ExecuteJobData, state?: 'active'): Promise<number>
     const { rows } = await control.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity
         WHERE application_name = $1 AND ($2::text IS NULL OR state = $2)`,
-      [applicationNameOf(job.queryId), state ?? null],
+      [applicationNames.of(job.queryId), state ?? null],
     );
     if (rows.length === 1) return rows[0].pid;
     if (Date.now() - started > 5_000) throw new Error('the statement did not start');
@@ -214,7 +213,7 @@ async function backendOf(job: ExecuteJobData, state?: 'active'): Promise<number>
 async function expectCleanAfter(job: ExecuteJobData, backend: number): Promise<void> {
   const { rows } = await control.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1`,
-    [applicationNameOf(job.queryId)],
+    [applicationNames.of(job.queryId)],
   );
   expect(rows[0].n).toBe(0);
   // The pooled connection takes the next statement (no transaction or portal left on it).
@@ -624,6 +623,7 @@ describe(QueryRunner.name, () => {
       runner = new QueryRunner(databases, logins, new LoginRoleProvisioner('unused'), {
         defaultFetchSize: 100,
         maxEntryBytes: 1 << 20,
+        credentialKey: CREDENTIAL_KEY,
       });
     });
 
@@ -705,6 +705,7 @@ describe(QueryRunner.name, () => {
     runner = new QueryRunner(databases, logins, new LoginRoleProvisioner('unused'), {
       defaultFetchSize: 100,
       maxEntryBytes: 1 << 20,
+      credentialKey: CREDENTIAL_KEY,
     });
     const started = Date.now();
     // No statement time limit: only the connect's own ends the wait.

@@ -1,5 +1,6 @@
 import type { FieldDef, PoolClient } from 'pg';
 import {
+  ApplicationNames,
   LoginRoleError,
   LoginRoleProvisioner,
   PgLogin,
@@ -57,6 +58,8 @@ export type Pace = () => Promise<void> | undefined;
 export interface RunnerSettings {
   defaultFetchSize: number;
   maxEntryBytes: number;
+  /** SLUICE_CREDENTIAL_KEY: the key of the application_name statements run under. */
+  credentialKey: string;
 }
 
 function quoteIdent(name: string): string {
@@ -68,19 +71,15 @@ function quoteLiteral(text: string): string {
 }
 
 /**
- * The application_name a query's statement runs under, for whoever watches pg_stat_activity; a
- * cancel never trusts it (the statement may change it).
+ * BEGIN plus the SET LOCALs that give the statement its user's role and settings, and its
+ * `applicationName` (ApplicationNames: for whoever watches pg_stat_activity; a cancel never
+ * trusts it, as the statement may change it).
  */
-export function applicationNameOf(queryId: string): string {
-  return `sluice:${queryId}`;
-}
-
-/** BEGIN plus the SET LOCALs that give the statement its user's role and settings. */
-export function beginStatements(job: ExecuteJobData): string[] {
+export function beginStatements(job: ExecuteJobData, applicationName: string): string[] {
   const parts = [
     job.readOnly ? 'BEGIN READ ONLY' : 'BEGIN',
     `SET LOCAL ROLE ${quoteIdent(job.role)}`,
-    `SET LOCAL application_name = ${quoteLiteral(applicationNameOf(job.queryId))}`,
+    `SET LOCAL application_name = ${quoteLiteral(applicationName)}`,
   ];
   if (job.schema !== undefined) parts.push(`SET LOCAL search_path TO ${quoteIdent(job.schema)}`);
   return parts;
@@ -141,13 +140,16 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
 export class QueryRunner {
   /** Connections of login roles found free of stored settings (see withoutRoleSettings). */
   private readonly checked = new WeakSet<PoolClient>();
+  private readonly applicationNames: ApplicationNames;
 
   constructor(
     private readonly databases: DatabaseRegistry,
     private readonly logins: LoginPools,
     private readonly provisioner: LoginRoleProvisioner,
     private readonly settings: RunnerSettings,
-  ) {}
+  ) {
+    this.applicationNames = new ApplicationNames(settings.credentialKey);
+  }
 
   /**
    * Runs `job` over `login`: a database user's own, or (absent) the login role provisioned for
@@ -277,7 +279,12 @@ export class QueryRunner {
     rows: number,
   ): Promise<{ cursor: TextCursor; batch: TextRow[] }> {
     for (let attempt = 1; ; attempt++) {
-      const cursor = new TextCursor(job.text, job.values, job.types, beginStatements(job));
+      const cursor = new TextCursor(
+        job.text,
+        job.values,
+        job.types,
+        beginStatements(job, this.applicationNames.of(job.queryId)),
+      );
       try {
         const client = await this.connect(job, db, login);
         return { cursor, batch: await statement.start(client, cursor, rows) };

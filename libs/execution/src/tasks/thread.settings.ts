@@ -8,7 +8,7 @@ export interface ThreadSettings {
   pgPoolSize: number;
   /** Statement connections one thread may hold (the process's cap shared out). */
   pgMaxConnectionsPerThread: number;
-  /** Secret the login roles' names and passwords derive from. */
+  /** Secret the login roles' names and passwords, and statements' application_name, derive from. */
   credentialKey: string;
   /** One Int32 shared by all threads: statement connections open. */
   connectionCounts: SharedArrayBuffer;

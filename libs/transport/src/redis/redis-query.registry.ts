@@ -756,6 +756,7 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     format: hash.format,
     lane: hash.lane as Lane | undefined,
     statement: hash.statement ?? '',
+    boundValues: num(hash.boundValues),
     encoding: hash.encoding,
     kept: hash.kept === 'true' ? true : undefined,
     createdAt: Number(hash.createdAt),
