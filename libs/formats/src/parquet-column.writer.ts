@@ -21,6 +21,9 @@ import { TextRow } from './result.encoder';
  */
 export const DICTIONARY_ENTRIES = 1 << 16;
 
+/** Values of a chunk's first dictionary-encoded page, on which the dictionary is judged. */
+const FIRST_PAGE_VALUES = 1 << 13;
+
 /** The Parquet schema elements of a column of this kind (a 3-level LIST for arrays). */
 export function parquetSchema(name: string, { kind, list }: PgColumnKind): SchemaElement[] {
   const leaf = leafElement(list ? 'element' : name, kind);
@@ -262,9 +265,16 @@ export class ParquetColumnWriter {
       this.useDictionary = false;
       return;
     }
-    // indices are held as 4 bytes each until the page closes
-    const held = this.useDictionary ? this.count * 4 : this.page.length;
-    if (held >= this.settings.pageBytes) this.finishPage();
+    if (!this.useDictionary) {
+      if (this.page.length >= this.settings.pageBytes) this.finishPage();
+      return;
+    }
+    // indices are held as 4 bytes each until the page closes; the chunk's first page, on which
+    // the dictionary is judged, is short, so that a dictionary that does not pay costs little
+    const first = this.dataPages.RLE_DICTIONARY === 0;
+    if (first ? this.count >= FIRST_PAGE_VALUES : this.count * 4 >= this.settings.pageBytes) {
+      this.finishPage();
+    }
   }
 
   /** Whether the dictionary and the page's indices take fewer bytes than its values PLAIN. */
