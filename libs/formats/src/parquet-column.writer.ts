@@ -1,24 +1,28 @@
-import { ColumnChunkMeta, PhysicalType, SchemaElement, levels, pageHeader } from './parquet-format';
+import { ParquetDictionary } from './parquet-dictionary';
+import {
+  ColumnChunkMeta,
+  PhysicalType,
+  SchemaElement,
+  ValueEncoding,
+  dataPageHeader,
+  dictionaryPageHeader,
+} from './parquet-format';
 import { PageCompression, compressPage } from './parquet-page.compressor';
+import { ParquetPlainWriter } from './parquet-plain.writer';
+import { bitWidth, dictionaryIndices, levels } from './parquet-rle';
 import { ParquetStatistics } from './parquet-statistics';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
-import {
-  PgColumnKind,
-  PgValueKind,
-  decodeDate,
-  decodeInt64,
-  decodeTime,
-  decodeTimestampInt64,
-  decodeUuid,
-  flattenArray,
-  parseArray,
-  utf8Room,
-  writeBytea,
-  writeUtf8,
-} from './pg-text.decoder';
+import { PgColumnKind, PgValueKind, flattenArray, parseArray } from './pg-text.decoder';
 import { TextRow } from './result.encoder';
 
-const TWO_32 = 4294967296;
+/**
+ * Most entries of a chunk's dictionary: its text keys and their Map cost more memory than the
+ * entries' bytes (a few MB at this count), so a dictionary of many small values falls back too.
+ */
+export const DICTIONARY_ENTRIES = 1 << 16;
+
+/** Values of a chunk's first dictionary-encoded page, on which the dictionary is judged. */
+const FIRST_PAGE_VALUES = 1 << 13;
 
 /** The Parquet schema elements of a column of this kind (a 3-level LIST for arrays). */
 export function parquetSchema(name: string, { kind, list }: PgColumnKind): SchemaElement[] {
@@ -84,6 +88,8 @@ function leafElement(name: string, kind: PgValueKind): SchemaElement {
 
 export interface ColumnWriterSettings extends PageCompression {
   pageBytes: number;
+  /** A chunk whose dictionary passes this many bytes (PLAIN) goes on PLAIN; 0: no dictionary. */
+  dictionaryBytes: number;
 }
 
 /** A column chunk's pages and what the footer says about them. */
@@ -93,36 +99,43 @@ export interface EncodedChunk {
 }
 
 /**
- * Encodes one column's text values into Parquet data pages (v1, PLAIN values, RLE levels) for the
- * current row group. Values go straight from PostgreSQL's text into the page buffer; a page is
- * closed once it holds `pageBytes`, and `finishChunk` hands the row group's pages over.
+ * Encodes one column's text values into Parquet pages (v1 data pages, RLE levels) for the current
+ * row group. Values go through the chunk's dictionary, and data pages hold their indices
+ * (RLE_DICTIONARY), until the dictionary passes `dictionaryBytes` or the first page shows that it
+ * does not pay; from then on values go straight from PostgreSQL's text into PLAIN pages, as
+ * parquet-mr and Arrow fall back. Booleans are always PLAIN. A page is closed at a row's end once
+ * it holds `pageBytes`, and `finishChunk` hands the row group's pages over, the dictionary first.
  */
 export class ParquetColumnWriter {
-  private readonly kind: PgValueKind;
   private readonly list: boolean;
-  private readonly toJson: ((text: string) => string) | undefined;
   private readonly delimiter: string;
   private readonly maxDef: number;
   private readonly element: SchemaElement;
   private readonly type: PhysicalType;
   private readonly path: string[];
   private readonly thrift = new ParquetThriftWriter();
+  private readonly stats: ParquetStatistics;
 
-  // current page: values and levels
-  private buf: Buffer = Buffer.allocUnsafe(1 << 14);
-  private view: DataView = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.length);
-  private len = 0;
-  private bits = 0;
+  // current page: levels, and PLAIN values or dictionary indices
+  private readonly page: ParquetPlainWriter;
   private defs: Uint8Array = new Uint8Array(1 << 12);
   private reps: Uint8Array | null;
   private levels = 0;
+  private indices = new Uint32Array(1 << 12);
+  private count = 0;
+  // PLAIN bytes of the values indexed in the page: what the dictionary must beat
+  private indexedBytes = 0;
 
   // current chunk
+  private readonly dictionary: ParquetDictionary | null;
+  private useDictionary: boolean;
+  // the dictionary passed a limit: fall back at the row's end
+  private dictionaryOverflow = false;
+  private readonly dataPages: Record<ValueEncoding, number> = { PLAIN: 0, RLE_DICTIONARY: 0 };
   private pages: Buffer[] = [];
   private pagesBytes = 0;
   private uncompressed = 0;
   private chunkLevels = 0;
-  private readonly stats: ParquetStatistics;
 
   constructor(
     name: string,
@@ -130,9 +143,7 @@ export class ParquetColumnWriter {
     delimiter: string,
     private readonly settings: ColumnWriterSettings,
   ) {
-    this.kind = column.kind;
     this.list = column.list;
-    this.toJson = column.toJson;
     this.delimiter = delimiter;
     this.maxDef = column.list ? 3 : 1;
     const schema = parquetSchema(name, column);
@@ -146,20 +157,28 @@ export class ParquetColumnWriter {
       type,
       column.kind === 'text' || column.kind === 'json' ? 'utf8' : 'binary',
     );
+    const value = { kind: column.kind, toJson: column.toJson, stats: this.stats };
+    this.page = new ParquetPlainWriter(value);
+    this.dictionary =
+      column.kind === 'bool' || settings.dictionaryBytes <= 0 ? null : new ParquetDictionary(value);
+    this.useDictionary = this.dictionary !== null;
   }
 
-  /** Bytes of the current row group before compression (closed pages and the open one). */
+  /** Bytes of the current row group before compression: pages, the dictionary, the open page. */
   get size(): number {
-    return this.uncompressed + this.len + (this.levels >> 2);
+    let open = this.page.length + (this.levels >> 2);
+    if (this.dictionary !== null) {
+      open += this.dictionary.bytes + ((this.count * bitWidth(this.dictionary.size)) >> 3);
+    }
+    return this.uncompressed + open;
   }
 
   /** Appends column `c` of rows [from, to). */
   append(rows: TextRow[], c: number, from: number, to: number): void {
-    const pageBytes = this.settings.pageBytes;
     if (this.list) {
       for (let r = from; r < to; r++) {
         this.appendList(rows[r][c]);
-        if (this.len >= pageBytes) this.finishPage();
+        this.endRow();
       }
       return;
     }
@@ -173,7 +192,7 @@ export class ParquetColumnWriter {
       }
       this.defs[this.levels++] = 1;
       this.put(v);
-      if (this.len >= pageBytes) this.finishPage();
+      this.endRow();
     }
   }
 
@@ -217,149 +236,131 @@ export class ParquetColumnWriter {
     if (this.reps) this.reps = grow(this.reps, need);
   }
 
-  /** Writes one non-null value, PLAIN-encoded. */
+  /** One non-null value: its dictionary index, or its PLAIN bytes. */
   private put(text: string): void {
-    switch (this.kind) {
-      case 'int16':
-      case 'int32': {
-        const n = Number(text);
-        this.ensure(4);
-        this.view.setInt32(this.len, n, true);
-        this.len += 4;
-        this.stats.number(n);
-        return;
-      }
-      case 'date': {
-        const n = decodeDate(text);
-        this.ensure(4);
-        this.view.setInt32(this.len, n, true);
-        this.len += 4;
-        this.stats.number(n);
-        return;
-      }
-      case 'int64':
-        return this.putInt64(decodeInt64(text));
-      case 'timestamp':
-      case 'timestamptz':
-        return this.putInt64(decodeTimestampInt64(text));
-      case 'time':
-        return this.putInt64(decodeTime(text));
-      case 'float32': {
-        const n = Math.fround(Number(text));
-        this.ensure(4);
-        this.view.setFloat32(this.len, n, true);
-        this.len += 4;
-        this.stats.float(n);
-        return;
-      }
-      case 'float64': {
-        const n = Number(text);
-        this.ensure(8);
-        this.view.setFloat64(this.len, n, true);
-        this.len += 8;
-        this.stats.float(n);
-        return;
-      }
-      case 'bool': {
-        if ((this.bits & 7) === 0) {
-          this.ensure(1);
-          this.buf[this.len++] = 0;
-        }
-        const v = text === 't' ? 1 : 0;
-        this.buf[this.len - 1] |= v << (this.bits & 7);
-        this.bits++;
-        this.stats.number(v);
-        return;
-      }
-      case 'text':
-      case 'json': {
-        // Set only for json columns of composites and hstore, whose text is not JSON yet.
-        const value = this.toJson === undefined ? text : this.toJson(text);
-        this.ensure(4 + utf8Room(value));
-        const n = writeUtf8(this.buf, value, this.len + 4);
-        this.view.setUint32(this.len, n, true);
-        this.stats.bytes(this.buf, this.len + 4, this.len + 4 + n);
-        this.len += 4 + n;
-        return;
-      }
-      case 'bytea': {
-        this.ensure(4 + text.length);
-        const n = writeBytea(this.buf, text, this.len + 4);
-        this.view.setUint32(this.len, n, true);
-        this.stats.bytes(this.buf, this.len + 4, this.len + 4 + n);
-        this.len += 4 + n;
-        return;
-      }
-      case 'uuid':
-        this.ensure(16);
-        decodeUuid(text, this.buf, this.len);
-        this.stats.bytes(this.buf, this.len, this.len + 16);
-        this.len += 16;
-        return;
+    if (!this.useDictionary) {
+      this.page.put(text);
+      return;
+    }
+    const dictionary = this.dictionary as ParquetDictionary;
+    const i = dictionary.indexOf(text);
+    if (this.count === this.indices.length) {
+      const next = new Uint32Array(this.count * 2);
+      next.set(this.indices);
+      this.indices = next;
+    }
+    this.indices[this.count++] = i;
+    this.indexedBytes += dictionary.entryBytes(i);
+    if (dictionary.bytes > this.settings.dictionaryBytes || dictionary.size > DICTIONARY_ENTRIES) {
+      this.dictionaryOverflow = true;
     }
   }
 
-  private putInt64(v: number | bigint): void {
-    this.ensure(8);
-    if (typeof v === 'number') {
-      const hi = Math.floor(v / TWO_32);
-      this.view.setUint32(this.len, v - hi * TWO_32, true);
-      this.view.setInt32(this.len + 4, hi, true);
-    } else {
-      this.view.setBigInt64(this.len, v, true);
+  /** Pages end between rows: a page full, or a dictionary past its limits, is dealt with here. */
+  private endRow(): void {
+    if (this.dictionaryOverflow) {
+      this.dictionaryOverflow = false;
+      // the open page keeps the dictionary if it paid for it; the chunk goes on PLAIN
+      this.finishPage();
+      this.useDictionary = false;
+      return;
     }
-    this.len += 8;
-    this.stats.number(v);
+    if (!this.useDictionary) {
+      if (this.page.length >= this.settings.pageBytes) this.finishPage();
+      return;
+    }
+    // indices are held as 4 bytes each until the page closes; the chunk's first page, on which
+    // the dictionary is judged, is short, so that a dictionary that does not pay costs little
+    const first = this.dataPages.RLE_DICTIONARY === 0;
+    if (first ? this.count >= FIRST_PAGE_VALUES : this.count * 4 >= this.settings.pageBytes) {
+      this.finishPage();
+    }
   }
 
-  private track(v: number | bigint): void {
-    this.stats.number(v);
+  /** Whether the dictionary and the page's indices take fewer bytes than its values PLAIN. */
+  private dictionaryPays(): boolean {
+    const dictionary = this.dictionary as ParquetDictionary;
+    const indices = 1 + Math.ceil((this.count * bitWidth(dictionary.size - 1)) / 8);
+    return dictionary.bytes + indices < this.indexedBytes;
   }
 
-  private ensure(extra: number): void {
-    const need = this.len + extra;
-    if (need <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
-    this.buf.copy(next, 0, 0, this.len);
-    this.setBuffer(next);
-  }
-
-  private setBuffer(buf: Buffer): void {
-    this.buf = buf;
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.length);
+  /** The open page's indexed values as PLAIN values; the chunk goes on without its dictionary. */
+  private indicesToPlain(): void {
+    const dictionary = this.dictionary as ParquetDictionary;
+    for (let k = 0; k < this.count; k++) dictionary.copyEntry(this.indices[k], this.page);
+    dictionary.clear(4 * this.settings.pageBytes);
+    this.count = 0;
+    this.indexedBytes = 0;
+    this.useDictionary = false;
   }
 
   /** Closes the open page: header, levels and values, compressed if asked. */
   private finishPage(): void {
     if (this.levels === 0) return;
+    let encoding: ValueEncoding = 'PLAIN';
+    if (this.useDictionary && this.count > 0) {
+      // decided on the chunk's first page, as parquet-mr does: later pages keep the dictionary
+      if (this.dataPages.RLE_DICTIONARY === 0 && !this.dictionaryPays()) this.indicesToPlain();
+      else encoding = 'RLE_DICTIONARY';
+    }
     const body: Buffer[] = [];
     if (this.reps) body.push(levels(this.reps, this.levels, 1));
     body.push(levels(this.defs, this.levels, this.maxDef === 3 ? 2 : 1));
-    body.push(this.buf.subarray(0, this.len));
+    if (encoding === 'PLAIN') {
+      body.push(this.page.bytes());
+    } else {
+      const size = (this.dictionary as ParquetDictionary).size;
+      body.push(dictionaryIndices(this.indices, this.count, bitWidth(size - 1)));
+    }
     let size = 0;
     for (const b of body) size += b.length;
+    // a copy: the working buffers are reused for the next page
     const data = compressPage(Buffer.concat(body, size), this.settings);
-    const header = pageHeader(this.thrift, this.levels, size, data.length);
-    // The page is a copy: the working buffers are reused for the next one.
+    const header = dataPageHeader(this.thrift, {
+      numValues: this.levels,
+      uncompressedSize: size,
+      compressedSize: data.length,
+      encoding,
+    });
     this.pages.push(header, data);
+    this.dataPages[encoding]++;
     this.pagesBytes += header.length + data.length;
     this.uncompressed += header.length + size;
     this.chunkLevels += this.levels;
     this.levels = 0;
-    this.len = 0;
-    this.bits = 0;
-    // A huge value grew the working buffer: give the memory back.
-    if (this.buf.length > 4 * this.settings.pageBytes) this.setBuffer(Buffer.allocUnsafe(1 << 14));
+    this.count = 0;
+    this.indexedBytes = 0;
+    this.page.clear(4 * this.settings.pageBytes);
+  }
+
+  /** The dictionary page of the chunk, if a data page used the dictionary. */
+  private dictionaryPage(): Buffer[] {
+    const dictionary = this.dictionary;
+    if (dictionary === null || this.dataPages.RLE_DICTIONARY === 0) return [];
+    const raw = dictionary.page();
+    // a copy: the dictionary's buffer is reused by the next chunk
+    const data = compressPage(Buffer.from(raw), this.settings);
+    const header = dictionaryPageHeader(this.thrift, {
+      numValues: dictionary.size,
+      uncompressedSize: raw.length,
+      compressedSize: data.length,
+    });
+    this.uncompressed += header.length + raw.length;
+    this.pagesBytes += header.length + data.length;
+    return [header, data];
   }
 
   /**
    * Closes the row group's column chunk, which starts at `offset` in the file, and returns its
-   * pages; the writer is then empty (its working buffers are kept for the next row group).
+   * pages; the writer is then empty (its working buffers are kept for the next row group). A
+   * later chunk tries its own dictionary unless this one's did not pay or outgrew its limits.
    */
   finishChunk(offset: number): EncodedChunk {
     this.finishPage();
+    const dictionaryPage = this.dictionaryPage();
+    const dictionaryPageBytes = dictionaryPage.reduce((n, b) => n + b.length, 0);
     const result: EncodedChunk = {
-      pages: this.pages,
+      pages: dictionaryPage.length === 0 ? this.pages : [...dictionaryPage, ...this.pages],
       meta: {
         type: this.type,
         path: this.path,
@@ -368,25 +369,34 @@ export class ParquetColumnWriter {
         uncompressedSize: this.uncompressed,
         compressedSize: this.pagesBytes,
         offset,
+        dictionaryPageBytes,
+        dataPages: { ...this.dataPages },
         statistics: this.stats.take(),
       },
     };
-    this.pages = [];
-    this.pagesBytes = 0;
-    this.uncompressed = 0;
-    this.chunkLevels = 0;
+    this.resetChunk();
     return result;
   }
 
   /** Drops whatever the row group held (a failed result). */
   discard(): void {
+    this.levels = 0;
+    this.count = 0;
+    this.indexedBytes = 0;
+    this.page.clear(4 * this.settings.pageBytes);
+    this.stats.take();
+    this.resetChunk();
+  }
+
+  private resetChunk(): void {
     this.pages = [];
     this.pagesBytes = 0;
     this.uncompressed = 0;
-    this.levels = 0;
-    this.len = 0;
-    this.bits = 0;
-    this.stats.take();
+    this.chunkLevels = 0;
+    this.dataPages.PLAIN = 0;
+    this.dataPages.RLE_DICTIONARY = 0;
+    this.dictionaryOverflow = false;
+    this.dictionary?.clear(4 * this.settings.pageBytes);
   }
 }
 

@@ -32,7 +32,11 @@ export type ConvertedType = keyof typeof CONVERTED;
 const CODEC = { UNCOMPRESSED: 0, SNAPPY: 1, GZIP: 2, ZSTD: 6 } as const;
 export type Codec = keyof typeof CODEC;
 
-const ENCODING = { PLAIN: 0, RLE: 3 } as const;
+const ENCODING = { PLAIN: 0, RLE: 3, RLE_DICTIONARY: 8 } as const;
+/** How a data page's values are written (its levels are always RLE). */
+export type ValueEncoding = 'PLAIN' | 'RLE_DICTIONARY';
+
+const PAGE_TYPE = { DATA_PAGE: 0, DICTIONARY_PAGE: 2 } as const;
 
 export type LogicalType =
   | { type: 'STRING' | 'LIST' | 'DATE' | 'JSON' | 'UUID' }
@@ -57,8 +61,12 @@ export interface ColumnChunkMeta {
   numValues: number;
   uncompressedSize: number;
   compressedSize: number;
-  /** Where the chunk (its first data page) starts in the file. */
+  /** Where the chunk starts in the file: its dictionary page if it has one, else its first data page. */
   offset: number;
+  /** Bytes of the dictionary page (header included) at `offset`; 0 without a dictionary. */
+  dictionaryPageBytes: number;
+  /** Data pages of each value encoding, for the footer's encoding list and encoding_stats. */
+  dataPages: Record<ValueEncoding, number>;
   statistics: ChunkStatistics;
 }
 
@@ -78,22 +86,41 @@ export interface FileMeta {
   createdBy: string;
 }
 
-/** A v1 data page header: PLAIN values, RLE levels. */
-export function pageHeader(
+export interface PageSizes {
+  /** Data page: level entries (values and nulls); dictionary page: entries. */
+  numValues: number;
+  uncompressedSize: number;
+  compressedSize: number;
+}
+
+/** A v1 data page header: values PLAIN or dictionary indices, RLE levels. */
+export function dataPageHeader(
   w: ParquetThriftWriter,
-  numValues: number,
-  uncompressedSize: number,
-  compressedSize: number,
+  page: PageSizes & { encoding: ValueEncoding },
 ): Buffer {
   w.structBegin()
-    .i32(1, 0) // DATA_PAGE
-    .i32(2, uncompressedSize)
-    .i32(3, compressedSize)
+    .i32(1, PAGE_TYPE.DATA_PAGE)
+    .i32(2, page.uncompressedSize)
+    .i32(3, page.compressedSize)
     .struct(5)
-    .i32(1, numValues)
-    .i32(2, ENCODING.PLAIN)
+    .i32(1, page.numValues)
+    .i32(2, ENCODING[page.encoding])
     .i32(3, ENCODING.RLE)
     .i32(4, ENCODING.RLE)
+    .structEnd()
+    .structEnd();
+  return w.take();
+}
+
+/** A dictionary page header: the entries PLAIN, as the format requires. */
+export function dictionaryPageHeader(w: ParquetThriftWriter, page: PageSizes): Buffer {
+  w.structBegin()
+    .i32(1, PAGE_TYPE.DICTIONARY_PAGE)
+    .i32(2, page.uncompressedSize)
+    .i32(3, page.compressedSize)
+    .struct(7)
+    .i32(1, page.numValues)
+    .i32(2, ENCODING.PLAIN)
     .structEnd()
     .structEnd();
   return w.take();
@@ -161,20 +188,45 @@ function logicalType(w: ParquetThriftWriter, t: LogicalType): ParquetThriftWrite
 function rowGroup(w: ParquetThriftWriter, g: RowGroupMeta): void {
   w.structBegin().list(1, TType.STRUCT, g.columns.length);
   for (const c of g.columns) {
-    w.structBegin().i64(2, c.offset).struct(3);
-    w.i32(1, PHYSICAL[c.type]).list(2, TType.I32, 2);
-    w.elementI32(ENCODING.PLAIN).elementI32(ENCODING.RLE);
+    const dictionary = c.dictionaryPageBytes > 0;
+    w.structBegin().i64(2, c.offset).struct(3).i32(1, PHYSICAL[c.type]);
+    // PLAIN for PLAIN data pages or the dictionary page, RLE for levels
+    const encodings: number[] = [];
+    if (dictionary || c.dataPages.PLAIN > 0) encodings.push(ENCODING.PLAIN);
+    encodings.push(ENCODING.RLE);
+    if (c.dataPages.RLE_DICTIONARY > 0) encodings.push(ENCODING.RLE_DICTIONARY);
+    w.list(2, TType.I32, encodings.length);
+    for (const e of encodings) w.elementI32(e);
     w.list(3, TType.BINARY, c.path.length);
     for (const p of c.path) w.elementBinary(p);
     w.i32(4, CODEC[c.codec])
       .i64(5, c.numValues)
       .i64(6, c.uncompressedSize)
       .i64(7, c.compressedSize)
-      .i64(9, c.offset);
+      .i64(9, c.offset + c.dictionaryPageBytes)
+      .i64(11, dictionary ? c.offset : undefined);
     statistics(w.struct(12), c.statistics).structEnd();
+    encodingStats(w, c);
     w.structEnd().structEnd();
   }
   w.i64(2, g.totalByteSize).i64(3, g.numRows).i64(5, g.offset).i64(6, g.compressedSize).structEnd();
+}
+
+/**
+ * encoding_stats: pages by type and encoding, which tells readers (parquet-mr's dictionary filter)
+ * whether every data page of the chunk is dictionary-encoded.
+ */
+function encodingStats(w: ParquetThriftWriter, c: ColumnChunkMeta): void {
+  const stats: [number, number, number][] = [];
+  if (c.dictionaryPageBytes > 0) stats.push([PAGE_TYPE.DICTIONARY_PAGE, ENCODING.PLAIN, 1]);
+  for (const encoding of ['PLAIN', 'RLE_DICTIONARY'] as const) {
+    const pages = c.dataPages[encoding];
+    if (pages > 0) stats.push([PAGE_TYPE.DATA_PAGE, ENCODING[encoding], pages]);
+  }
+  w.list(13, TType.STRUCT, stats.length);
+  for (const [type, encoding, count] of stats) {
+    w.structBegin().i32(1, type).i32(2, encoding).i32(3, count).structEnd();
+  }
 }
 
 /** Statistics: null_count, max_value, min_value and whether each bound is a value of the chunk. */
@@ -183,60 +235,4 @@ function statistics(w: ParquetThriftWriter, s: ChunkStatistics): ParquetThriftWr
   if (s.max !== undefined) w.bool(7, s.maxExact);
   if (s.min !== undefined) w.bool(8, s.minExact);
   return w;
-}
-
-/**
- * Levels of a v1 data page: a 4-byte length, then RLE / bit-packed hybrid runs (`bitWidth` 1
- * or 2). Runs of 8 or more equal levels are RLE; the rest is bit-packed in groups of 8.
- */
-export function levels(values: Uint8Array, count: number, bitWidth: 1 | 2): Buffer {
-  // at most 3 bytes per 8 levels bit-packed, 6 per 8 or more as a run: a byte per level is room
-  const out = Buffer.allocUnsafe(16 + count);
-  let at = 4;
-  const runAt = (i: number): number => {
-    let j = i + 1;
-    while (j < count && values[j] === values[i]) j++;
-    return j - i;
-  };
-  let i = 0;
-  while (i < count) {
-    const run = runAt(i);
-    if (run >= 8) {
-      at = varint(out, at, run * 2);
-      out[at++] = values[i];
-      i += run;
-      continue;
-    }
-    // up to 63 groups of 8 (a one-byte header), until a long run starts on a group boundary
-    const start = i;
-    let groups = 0;
-    do {
-      i += 8;
-      groups++;
-    } while (i < count && groups < 63 && runAt(i) < 8);
-    out[at++] = (groups << 1) | 1;
-    let acc = 0;
-    let bits = 0;
-    for (let k = start; k < start + groups * 8; k++) {
-      acc |= (k < count ? values[k] : 0) << bits;
-      bits += bitWidth;
-      if (bits === 8) {
-        out[at++] = acc;
-        acc = 0;
-        bits = 0;
-      }
-    }
-  }
-  out.writeUInt32LE(at - 4, 0);
-  return out.subarray(0, at);
-}
-
-function varint(out: Buffer, at: number, value: number): number {
-  let v = value;
-  while (v >= 0x80) {
-    out[at++] = (v % 0x80) | 0x80;
-    v = Math.floor(v / 0x80);
-  }
-  out[at++] = v;
-  return at;
 }

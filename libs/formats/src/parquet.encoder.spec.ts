@@ -1,7 +1,5 @@
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
-import type { FileMetaData } from 'hyparquet';
 import { duckdb } from '@test/support/duckdb.reader';
+import { readBack } from '@test/support/hyparquet.reader';
 import { ParquetEncoder, ParquetEncoderSettings } from './parquet.encoder';
 import {
   FIXTURE_CASES,
@@ -27,52 +25,6 @@ function encode(
   const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(c))];
   parts.push(encoder.end(OK, false) as Buffer);
   return { file: Buffer.concat(parts), parts };
-}
-
-/*
- * The independent reader is hyparquet. It is ESM-only, which jest on Node 20 cannot load: it runs
- * in a plain node process (Node >= 20.19 requires ESM), reading the file from stdin and printing
- * the metadata and every row as JSON — raw µs, days and JSON text, no lossy conversions.
- */
-const READER = `
-const { parquetMetadata, parquetReadObjects } = require('hyparquet');
-const { compressors } = require('hyparquet-compressors');
-const data = require('node:fs').readFileSync(0);
-const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
-const tag = (k, v) =>
-  typeof v === 'bigint' ? { $bigint: String(v) }
-  : v instanceof Uint8Array ? { $bytes: Buffer.from(v).toString('hex') }
-  : typeof v === 'number' && !Number.isFinite(v) ? { $number: String(v) }
-  : v === undefined ? null : v;
-parquetReadObjects({
-  file,
-  utf8: false,
-  compressors,
-  parsers: {
-    timestampFromMicroseconds: (v) => v,
-    dateFromDays: (v) => v,
-    jsonFromBytes: (v) => v && Buffer.from(v).toString('utf8'),
-  },
-}).then((rows) => process.stdout.write(JSON.stringify({ meta: parquetMetadata(file), rows }, tag)));
-`;
-const ROOT = join(__dirname, '../../..');
-
-function untag(_key: string, v: unknown): unknown {
-  if (v === null || typeof v !== 'object') return v;
-  if ('$bigint' in v) return BigInt(v.$bigint as string);
-  if ('$bytes' in v) return new Uint8Array(Buffer.from(v.$bytes as string, 'hex'));
-  if ('$number' in v) return Number(v.$number);
-  return v;
-}
-
-function readBack(file: Buffer): { meta: FileMetaData; rows: Record<string, unknown>[] } {
-  const run = spawnSync(process.execPath, ['-e', READER], {
-    cwd: ROOT,
-    input: file,
-    maxBuffer: 1 << 28,
-  });
-  if (run.status !== 0) throw new Error(`hyparquet: ${run.stderr.toString()}`);
-  return JSON.parse(run.stdout.toString(), untag) as ReturnType<typeof readBack>;
 }
 
 const read = (file: Buffer) => readBack(file).rows;
@@ -248,7 +200,11 @@ describe(ParquetEncoder.name, () => {
   it('flushes by size, splits pages, and bounds what it holds', () => {
     const columns = [col('t', 'text', 25), col('a', 'text[]', 1009)];
     const big = 'x'.repeat(1000);
-    const rows = Array.from({ length: 3000 }, (_, i): TextRow => [`${i}${big}`, `{${i},"${big}"}`]);
+    // distinct values: a dictionary would not pay, so pages and row groups hold them PLAIN
+    const rows = Array.from({ length: 3000 }, (_, i): TextRow => [
+      `${i}${big}`,
+      `{${i},"${big}${i}"}`,
+    ]);
     const { file } = encode(columns, [rows.slice(0, 1500), rows.slice(1500)], {
       rowGroupBytes: 1 << 20,
       pageBytes: 64 << 10,
@@ -264,39 +220,51 @@ describe(ParquetEncoder.name, () => {
     expect(chunkBytes).toBeGreaterThan(6 * (64 << 10));
     const got = read(file);
     expect(got).toHaveLength(3000);
-    expect(got[2999]).toEqual({ t: `2999${big}`, a: ['2999', big] });
+    expect(got[2999]).toEqual({ t: `2999${big}`, a: ['2999', `${big}2999`] });
   });
 
-  it('round-trips random NULL patterns and list shapes across page and row group ends', () => {
-    let seed = 42;
-    const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
-    const columns = [col('b', 'boolean', 16), col('ia', 'integer[]', 1007), col('t', 'text', 25)];
-    const want: unknown[][] = [];
-    const rows: TextRow[] = [];
-    for (let i = 0; i < 5000; i++) {
-      // runs of NULLs and of values, of random lengths
-      const nulls = Math.floor(i / (1 + Math.floor(random() * 20))) % 2 === 0;
-      const list =
-        random() < 0.1
-          ? null
-          : Array.from({ length: Math.floor(random() * 12) }, (_, k) =>
-              random() < 0.3 ? null : i * k,
-            );
-      const t = nulls ? null : 'x'.repeat(Math.floor(random() * 300));
-      rows.push([
-        nulls ? null : i % 3 ? 't' : 'f',
-        list && `{${list.map((v) => v ?? 'NULL').join(',')}}`,
-        t,
-      ]);
-      want.push([nulls ? null : i % 3 !== 0, list, t]);
-    }
-    const { file } = encode(columns, [rows.slice(0, 2222), rows.slice(2222)], {
-      pageBytes: 4096,
-      rowGroupBytes: 200_000,
-    });
-    expect(metadata(file).row_groups.length).toBeGreaterThanOrEqual(3);
-    expect(read(file).map((r) => [r.b, r.ia, r.t])).toEqual(want);
-  });
+  it.each([
+    ['dictionary-encoded', 1 << 20],
+    ['PLAIN', 0],
+  ])(
+    'round-trips random NULL patterns and list shapes across page and row group ends (%s)',
+    (_, dictionaryBytes) => {
+      let seed = 42;
+      const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+      const columns = [col('b', 'boolean', 16), col('ia', 'integer[]', 1007), col('t', 'text', 25)];
+      const want: unknown[][] = [];
+      const rows: TextRow[] = [];
+      for (let i = 0; i < 5000; i++) {
+        // runs of NULLs and of values, of random lengths
+        const nulls = Math.floor(i / (1 + Math.floor(random() * 20))) % 2 === 0;
+        const list =
+          random() < 0.1
+            ? null
+            : Array.from({ length: Math.floor(random() * 12) }, (_, k) =>
+                random() < 0.3 ? null : i * k,
+              );
+        const t = nulls ? null : 'x'.repeat(Math.floor(random() * 300));
+        rows.push([
+          nulls ? null : i % 3 ? 't' : 'f',
+          list && `{${list.map((v) => v ?? 'NULL').join(',')}}`,
+          t,
+        ]);
+        want.push([nulls ? null : i % 3 !== 0, list, t]);
+      }
+      const { file } = encode(columns, [rows.slice(0, 2222), rows.slice(2222)], {
+        pageBytes: 4096,
+        rowGroupBytes: 200_000,
+        rowGroupRows: 1500,
+        dictionaryBytes,
+      });
+      const groups = metadata(file).row_groups;
+      expect(groups.length).toBeGreaterThanOrEqual(4);
+      expect(groups[0].columns[2].meta_data?.encodings.includes('RLE_DICTIONARY')).toBe(
+        dictionaryBytes > 0,
+      );
+      expect(read(file).map((r) => [r.b, r.ia, r.t])).toEqual(want);
+    },
+  );
 
   it('gives the memory of a huge value back after its page', () => {
     const huge = 'é'.repeat(3 << 20);
@@ -322,8 +290,9 @@ describe(ParquetEncoder.name, () => {
       i % 7 === 0 ? null : `same text ${i % 3} `.repeat(5),
     ]);
     const columns = [col('i', 'integer', 23), col('t', 'text', 25)];
-    const plain = encode(columns, [rows], { codec: 'UNCOMPRESSED' }).file;
-    const compressed = encode(columns, [rows], { codec }).file;
+    // PLAIN pages: what the codec makes of the values themselves
+    const plain = encode(columns, [rows], { codec: 'UNCOMPRESSED', dictionaryBytes: 0 }).file;
+    const compressed = encode(columns, [rows], { codec, dictionaryBytes: 0 }).file;
     expect(compressed.length).toBeLessThan(plain.length / 3);
     expect(metadata(compressed).row_groups[0].columns[1].meta_data?.codec).toBe(codec);
     expect(metadata(plain).row_groups[0].columns[1].meta_data?.codec).toBe('UNCOMPRESSED');

@@ -18,6 +18,11 @@ export interface ParquetEncoderSettings {
   gzipLevel: number;
   /** zstd level for ZSTD pages (zstd's own default: bench/PARQUET.md). */
   zstdLevel: number;
+  /**
+   * A column chunk's dictionary past this many bytes falls back to PLAIN pages (parquet-mr's and
+   * Arrow's limit); 0 writes no dictionary.
+   */
+  dictionaryBytes: number;
 }
 
 /** 8 MB row groups: a query's worker stays well under 200 MB (bench/PARQUET.md). */
@@ -28,6 +33,7 @@ export const PARQUET_ENCODER_DEFAULTS: Readonly<ParquetEncoderSettings> = {
   codec: 'ZSTD',
   gzipLevel: 1,
   zstdLevel: 3,
+  dictionaryBytes: 1 << 20,
 };
 
 /** The `compression` parameter of `application/parquet` → the codec of the file's pages. */
@@ -66,8 +72,8 @@ export class ParquetEncoder implements ResultEncoder {
   ) {
     this.settings = { ...PARQUET_ENCODER_DEFAULTS, ...settings };
     const names = uniqueNames(options.columns.map((c) => c.name));
-    const { pageBytes, codec, gzipLevel, zstdLevel } = this.settings;
-    const writerSettings = { pageBytes, codec, gzipLevel, zstdLevel };
+    const { pageBytes, codec, gzipLevel, zstdLevel, dictionaryBytes } = this.settings;
+    const writerSettings = { pageBytes, codec, gzipLevel, zstdLevel, dictionaryBytes };
     const kinds = options.columns.map((c) => pgColumnKind(c.oid, c.type, c.objectJson));
     this.writers = options.columns.map(
       (c, i) =>
