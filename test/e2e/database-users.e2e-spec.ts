@@ -9,7 +9,7 @@ import Redis from 'ioredis';
 import { credentialSealKey, sealCredential } from '@app/access';
 import { Pool } from 'pg';
 import { testRedisUrl as REDIS_URL } from '../settings';
-import { HttpResult, eventually } from './support/client';
+import { HttpResult, applicationNameOf, eventually } from './support/client';
 import { ServiceProcess, freePort, randomName, startProcess, waitForApi } from './support/service';
 import { basic, call, claimsOf, expectEnvelope } from './support/users';
 
@@ -694,6 +694,48 @@ describe('database users (SLUICE_AUTH=database)', () => {
       } finally {
         await Promise.all(optIn.map((p) => p.stop()));
       }
+    });
+  });
+
+  describe("other users' queries", () => {
+    it('are known in pg_stat_activity by a tag that tells no query id', async () => {
+      const user = await createUser();
+      const token = await tokenOf(user);
+      const res = await run(
+        token,
+        'select application_name from pg_stat_activity where pid = pg_backend_pid()',
+      );
+      expect(res.status).toBe(200);
+      const [[name]] = res.json.data as [[string]];
+      expect(name).not.toContain(res.json.query_id as string);
+      expect(name).toBe(
+        applicationNameOf(res.json.query_id as string, deploymentEnv.SLUICE_CREDENTIAL_KEY),
+      );
+    });
+
+    it('keep a failed reason that quotes a bound value from administrators; its owner sees it', async () => {
+      const admin = await createUser();
+      await superuser.query(`GRANT ${admins} TO ${admin.name}`);
+      const user = await createUser();
+      const marker = `secret_${secret()}`;
+      const failed = await call(
+        baseUrl,
+        'POST',
+        '/v1/execute',
+        { statement: 'select {v}::int', params: { v: marker } },
+        { authorization: `Bearer ${await tokenOf(user)}` },
+      );
+      expect(failed.status).toBe(400);
+      expect(failed.json.status.reason).toContain(marker);
+      const id = failed.json.query_id as string;
+      const asAdmin = { authorization: `Bearer ${await tokenOf(admin)}` };
+      const listed = await call(baseUrl, 'GET', '/v1/queries', undefined, asAdmin);
+      expect(listed.status).toBe(200);
+      expect((listed.json as { query_id: string }[]).map((q) => q.query_id)).toContain(id);
+      expect(listed.text).not.toContain(marker);
+      const one = await call(baseUrl, 'GET', `/v1/queries/${id}`, undefined, asAdmin);
+      expect(one.status).toBe(200);
+      expect(one.text).not.toContain(marker);
     });
   });
 

@@ -151,13 +151,17 @@ describe('values of composite types and types with a cast to json', () => {
   });
 });
 
-/** Reads a Parquet file with hyparquet (ESM-only: in a plain node process), JSON as text. */
+/**
+ * Reads a Parquet file with hyparquet (ESM-only: in a plain node process), its pages' codecs with
+ * hyparquet-compressors, JSON as text.
+ */
 function readParquet(file: Buffer): Record<string, unknown>[] {
   const reader = `
     const { parquetReadObjects } = require('hyparquet');
+    const { compressors } = require('hyparquet-compressors');
     const data = require('node:fs').readFileSync(0);
     const file = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
-    parquetReadObjects({ file, utf8: false, parsers: {
+    parquetReadObjects({ file, utf8: false, compressors, parsers: {
       jsonFromBytes: (v) => v && Buffer.from(v).toString('utf8'),
       stringFromBytes: (v) => v && Buffer.from(v).toString('utf8'),
     } }).then((rows) => process.stdout.write(JSON.stringify(rows)));`;

@@ -28,7 +28,7 @@ export class UserSlots {
 
   /** Whether `user` could borrow a slot past its share in `lane` (see borrow). */
   mayBorrow(user: string, lane: Lane): boolean {
-    return (this.held.get(this.key(user, lane)) ?? 0) < this.mostBorrowing[lane];
+    return this.heldBy(user, lane) < this.mostBorrowing[lane];
   }
 
   /**
@@ -36,33 +36,37 @@ export class UserSlots {
    * (and nothing taken) when the user holds every slot but one. Given back by `release`.
    */
   borrow(user: string, lane: Lane): boolean {
-    const key = this.key(user, lane);
-    const held = this.held.get(key) ?? 0;
-    if (held >= this.mostBorrowing[lane]) return false;
-    this.held.set(key, held + 1);
-    return true;
+    return this.hold(user, lane, this.mostBorrowing[lane]);
   }
 
   /** Whether `user` may start one more query in `lane` now. */
   free(user: string, lane: Lane): boolean {
-    return (this.held.get(this.key(user, lane)) ?? 0) < this.most[lane];
+    return this.heldBy(user, lane) < this.most[lane];
   }
 
   /** Takes a slot for `user` in `lane`; false (and nothing taken) when its share is held. */
   take(user: string, lane: Lane): boolean {
-    const key = this.key(user, lane);
-    const held = this.held.get(key) ?? 0;
-    if (held >= this.most[lane]) return false;
-    this.held.set(key, held + 1);
-    return true;
+    return this.hold(user, lane, this.most[lane]);
   }
 
-  /** Gives back a slot `take` gave. */
+  /** Gives back a slot `take` or `borrow` gave. */
   release(user: string, lane: Lane): void {
     const key = this.key(user, lane);
     const held = (this.held.get(key) ?? 0) - 1;
     if (held > 0) this.held.set(key, held);
     else this.held.delete(key);
+  }
+
+  private heldBy(user: string, lane: Lane): number {
+    return this.held.get(this.key(user, lane)) ?? 0;
+  }
+
+  /** One more slot for `user` in `lane` unless it holds `most` already. */
+  private hold(user: string, lane: Lane, most: number): boolean {
+    const held = this.heldBy(user, lane);
+    if (held >= most) return false;
+    this.held.set(this.key(user, lane), held + 1);
+    return true;
   }
 
   private key(user: string, lane: Lane): string {
