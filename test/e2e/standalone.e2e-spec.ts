@@ -76,6 +76,24 @@ describe('standalone mode (npm start)', () => {
     expect(body.status.sql_state).toBe('00000');
     expect(body.data[0]).toEqual(['Tokyo', 'Japan', 37194000]);
 
+    // A mistyped password: the login line fails and says why, and the next call names the cause.
+    const mistyped = lines[0].replace(state.adminPassword, 'mistyped');
+    const failed = await run('bash', ['-c', `${mistyped}\n${lines[1]}`]).catch(
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed.stderr).toMatch(/curl: \(22\).*401/);
+    expect(failed.stderr).toMatch(
+      /login failed: \{"status":\{"reason":"[^"]+","sql_state":"28P01"/,
+    );
+    expect(JSON.parse(failed.stdout)).toMatchObject({
+      status: { reason: expect.stringMatching(/Bearer followed by text that is not a token/) },
+    });
+    const loginOnly = await run('bash', ['-c', mistyped]).then(
+      () => 0,
+      (err: { code: number }) => err.code,
+    );
+    expect(loginOnly).not.toBe(0);
+
     // The sluice lines too, without a terminal: the password comes from the environment.
     const sluiceLines = output
       .split('\n')
@@ -95,7 +113,7 @@ describe('standalone mode (npm start)', () => {
     expect(viaSluice.stdout).toMatch(/^name,country,population\r\nTokyo,Japan,37194000\r\n/);
 
     // Something made in the first run is still there after a restart, with the same password.
-    const token = /TOKEN=\$\(curl -s (\S+) .* -d '([^']+)'/.exec(lines[0])!;
+    const token = /TOKEN=\$\(curl -sS --fail-with-body (\S+) .* -d '([^']+)'/.exec(lines[0])!;
     const login = await fetch(token[1], {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -58,10 +58,19 @@ export function banner(prepared: PreparedSettings, url: string): string {
     `    npx sluice query "${statement}"`,
     '',
     '  Or with curl:',
-    `    TOKEN=$(curl -s ${url}/v1/login -H 'content-type: application/json' -d '${login}' | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`,
+    `    ${loginLine(url, login)}`,
     `    curl -s ${url}/v1/execute -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"statement":"${statement}"}'`,
     '',
     `  API docs: ${url}/docs`,
     '',
   ].join('\n');
+}
+
+/**
+ * The curl line that logs in and keeps the token in TOKEN (POSIX shell, curl 7.76 or later). A
+ * failed login prints curl's error and the answer's reason on stderr and exits non-zero: piped
+ * straight into sed, the error JSON became the token and the next call's answer hid the cause.
+ */
+export function loginLine(url: string, login: string): string {
+  return `TOKEN=$(curl -sS --fail-with-body ${url}/v1/login -H 'content-type: application/json' -d '${login}') && TOKEN=$(echo "$TOKEN" | sed -E 's/.*"access_token":"([^"]+)".*/\\1/') || { echo "login failed: $TOKEN" >&2; false; }`;
 }
