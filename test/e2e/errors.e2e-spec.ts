@@ -195,6 +195,7 @@ describe('errors of POST /v1/execute', () => {
     });
     expect(res.status).toBe(415);
     expectEnvelope(res, '0A000', -107);
+    expect(res.json.status.reason).toMatch(/application\/json or text\/plain/);
   });
 
   it('returns 404 in the envelope for an unknown path', async () => {

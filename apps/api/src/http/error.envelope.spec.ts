@@ -1,3 +1,4 @@
+import { HttpException } from '@nestjs/common';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { SluiceError } from '@app/contracts';
@@ -70,6 +71,18 @@ describe(toEnvelope.name, () => {
     const own = new SluiceError('UNAVAILABLE', 'no worker', undefined, { 'Retry-After': '5' });
     expect(toEnvelope(own).headers).toEqual({ 'Retry-After': '5' });
     expect(toEnvelope(new SluiceError('INVALID_REQUEST')).headers).toEqual({});
+  });
+
+  it("names the accepted body types in a 415, as Nest passes on Fastify's parser error", () => {
+    // What Nest's routes-resolver makes of FST_ERR_CTP_INVALID_MEDIA_TYPE.
+    const reply = toEnvelope(new HttpException('Unsupported Media Type', 415));
+    expect(reply.httpStatus).toBe(415);
+    expect(reply.body.status).toEqual({
+      reason:
+        'Content-Type must be application/json or text/plain (UTF-8), for the statement as JSON or as text',
+      sql_state: '0A000',
+      vendor_code: -107,
+    });
   });
 
   it('still answers 500, logged only, for an error it does not know', () => {
