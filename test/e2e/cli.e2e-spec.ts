@@ -152,6 +152,38 @@ describe('sluice (the command line)', () => {
     expect(readFileSync(file, 'utf8')).not.toContain(env.adminPassword);
   });
 
+  it('logs in with the password piped on stdin, as the standalone banner says', async () => {
+    const env = e2eEnv();
+    const config = join(work, 'piped-config');
+    const noUrl = userEnv({ XDG_CONFIG_HOME: config });
+    delete noUrl.SLUICE_URL;
+    const piped = await sluice(
+      ['login', '--url', env.baseUrl, '--user', env.adminUser],
+      noUrl,
+      `${env.adminPassword}\n`,
+    );
+    expect(piped).toMatchObject({ code: 0, stdout: '' });
+    expect(piped.stderr).toMatch(/^logged in to /);
+    const stored = readFileSync(join(config, 'sluice', 'credentials.json'), 'utf8');
+    expect(stored).not.toContain(env.adminPassword);
+    // Nothing piped and nothing set: the reason names both ways.
+    const none = await sluice(['login', '--user', env.adminUser], noUrl, '');
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/no password: pipe it on stdin or set SLUICE_PASSWORD/);
+  });
+
+  it('prints its version with --version, and lists the option in sluice help', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    for (const flag of ['--version', '-V']) {
+      expect(await sluice([flag])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    }
+    const help = await sluice(['help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/-V, --version +print the version of sluice/);
+  });
+
   it('refreshes the stored token before it expires, and keeps the new one', async () => {
     const config = join(work, 'refresh-config');
     const res = await request(

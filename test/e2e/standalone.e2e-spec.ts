@@ -94,21 +94,18 @@ describe('standalone mode (npm start)', () => {
     );
     expect(loginOnly).not.toBe(0);
 
-    // The sluice lines too, without a terminal: the password comes from the environment.
+    // The sluice lines too, without a terminal: the password piped, as the banner says.
+    expect(output).toContain('login asks for the password, or reads it piped on stdin');
     const sluiceLines = output
       .split('\n')
       .filter((l) => /^\s+npx sluice /.test(l))
       .map((l) => l.trim());
     expect(sluiceLines).toHaveLength(2);
     const home = join(dataDir, 'home');
-    const viaSluice = await run('bash', ['-c', sluiceLines.join(' && ')], {
+    const piped = `printf '%s\\n' '${state.adminPassword}' | ${sluiceLines[0]} && ${sluiceLines[1]}`;
+    const viaSluice = await run('bash', ['-c', piped], {
       cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: home,
-        XDG_CONFIG_HOME: join(home, 'config'),
-        SLUICE_PASSWORD: state.adminPassword,
-      },
+      env: { PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, 'config') },
     });
     expect(viaSluice.stdout).toMatch(/^name,country,population\r\nTokyo,Japan,37194000\r\n/);
 

@@ -21,7 +21,7 @@ import { CliEnvironment } from './cli.environment';
 import { CredentialsStore } from './credentials.store';
 import { LoginRequiredError } from './login-required.error';
 import { ProgressReporter } from './progress.reporter';
-import { promptHidden, promptLine } from './terminal.prompt';
+import { promptHidden, promptLine, readPiped } from './terminal.prompt';
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
@@ -80,11 +80,18 @@ export class ClientCommands {
       this.env.user ??
       (interactive ? await promptLine('User', stored?.username) : undefined);
     if (!user) throw new UsageError('no user: set SLUICE_USER (or pass --user)');
+    // Piped, as `users add` takes it: `echo "$PW" | sluice login`. A terminal on stdin with
+    // stderr redirected is not read: it would wait for an end of input nobody types.
     const password =
-      this.env.password ?? (interactive ? await promptHidden('Password: ') : undefined);
+      this.env.password ??
+      (interactive
+        ? await promptHidden('Password: ')
+        : process.stdin.isTTY
+          ? undefined
+          : (await readPiped()) || undefined);
     if (password === undefined) {
       throw new UsageError(
-        'no password: set SLUICE_PASSWORD (it is never taken from the command line)',
+        'no password: pipe it on stdin or set SLUICE_PASSWORD (it is never taken from the command line)',
       );
     }
     const client = new SluiceClient({ url, credentials: { username: user, password } });

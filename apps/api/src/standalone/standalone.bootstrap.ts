@@ -53,7 +53,7 @@ export function banner(prepared: PreparedSettings, url: string): string {
     `Sluice is serving on ${url}  (standalone: in-process queue${embedded ? ', embedded PostgreSQL' : ''})`,
     `  admin user: ${config.adminUser}   password: ${shownPassword}`,
     '',
-    '  Try it with the sluice command (it asks for the password):',
+    '  Try it with the sluice command (login asks for the password, or reads it piped on stdin):',
     `    npx sluice login --url ${url} --user ${config.adminUser}`,
     `    npx sluice query "${statement}"`,
     '',
