@@ -80,10 +80,20 @@ export function cliProgram(handlers: CliHandlers): Command {
 
   program
     .command('queries')
-    .description('your recent queries (an admin’s: everyone’s), newest first')
-    .option('--json', 'as JSON')
+    .description(
+      'your recent queries (an admin’s: everyone’s), newest first: a table on a terminal, CSV when piped',
+    )
+    .option('--json', 'as JSON (--format json)')
+    .addOption(
+      new Option(
+        '--format <format>',
+        'output format (a table on a terminal, CSV when piped)',
+      ).choices(QUERY_FORMATS),
+    )
     .addOption(url())
-    .action((options: { url?: string; json?: boolean }) => handlers.client().queries(options));
+    .action((options: Parameters<ClientCommands['queries']>[0]) =>
+      handlers.client().queries(options),
+    );
 
   program
     .command('cancel')
