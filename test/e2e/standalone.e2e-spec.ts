@@ -64,6 +64,7 @@ describe('standalone mode (npm start)', () => {
     expect(output).toContain(`Sluice is serving on http://127.0.0.1:${port}`);
     state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as typeof state;
     expect(output).toContain(`admin user: admin   password: ${state.adminPassword}`);
+    expect(output).toContain(`In a browser: http://127.0.0.1:${port}/admin `);
 
     // Run the two printed lines exactly as a newcomer would paste them.
     const lines = output

@@ -61,7 +61,7 @@ export function banner(prepared: PreparedSettings, url: string): string {
     `    ${loginLine(url, login)}`,
     `    curl -s ${url}/v1/execute -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"statement":"${statement}"}'`,
     '',
-    `  API docs: ${url}/docs`,
+    `  In a browser: ${url}/admin (the queries, for the admin user), ${url}/docs (the API)`,
     '',
   ].join('\n');
 }
