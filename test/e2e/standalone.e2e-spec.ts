@@ -249,6 +249,9 @@ describe('standalone mode on SIGTERM', () => {
     expect(body.status.sql_state).toBe('00000');
     expect(code).toBe(0);
     expectCleanOutput(proc!.output());
+    // Said while it waits, and at the very end.
+    expect(proc!.output()).toContain('stopping… (waiting for 1 query)\n');
+    expect(proc!.output()).toMatch(/\nstopped\n$/);
     expect(await postgresAnswers(pgPort, state.superuserPassword)).toBe(false);
   }, 120_000);
 

@@ -27,7 +27,8 @@ import {
   installRequestChecks,
 } from './http/request.checks';
 import { apiLogger } from './logging/log.options';
-import { banner, prepareStandalone } from './standalone/standalone.bootstrap';
+import { StandaloneExecutionService } from './standalone/standalone-execution.service';
+import { banner, prepareStandalone, stoppingLine } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
 
 function config(): SluiceConfig {
@@ -139,9 +140,12 @@ async function bootstrap(): Promise<void> {
   });
   // SIGTERM: stop taking requests and finish the responses in flight (within the grace period),
   // then close the modules; the embedded PostgreSQL of standalone mode must outlive their pools.
+  const standalone = isStandalone(settings);
   const stop = () => {
     const logger = new Logger('Api');
     closing = true;
+    // A person pressed Ctrl-C: say that it is heard, and what it waits for.
+    if (standalone) console.log(stoppingLine(app.get(StandaloneExecutionService).runningCount));
     void (async () => {
       const force = setTimeout(
         () => fastify.server.closeAllConnections(),
@@ -155,7 +159,11 @@ async function bootstrap(): Promise<void> {
       await app.close();
       await prepared.embedded?.stop();
     })().then(
-      () => process.exit(0),
+      () => {
+        if (!standalone) process.exit(0);
+        // Written before exiting: a pipe's write may not be done when exit() is called.
+        else process.stdout.write('stopped\n', () => process.exit(0));
+      },
       (err: unknown) => {
         logger.error(`shutdown failed: ${err instanceof Error ? err.message : String(err)}`);
         process.exit(1);
@@ -169,7 +177,7 @@ async function bootstrap(): Promise<void> {
   const address = fastify.server.address();
   const port = typeof address === 'object' && address ? address.port : settings.port;
   const url = `http://${shown}:${port}`;
-  if (isStandalone(settings)) console.log(banner(prepared, url));
+  if (standalone) console.log(banner(prepared, url));
   else new Logger('Api').log(`listening on ${url}`);
 }
 

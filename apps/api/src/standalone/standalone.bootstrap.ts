@@ -74,3 +74,12 @@ export function banner(prepared: PreparedSettings, url: string): string {
 export function loginLine(url: string, login: string): string {
   return `TOKEN=$(curl -sS --fail-with-body ${url}/v1/login -H 'content-type: application/json' -d '${login}') && TOKEN=$(echo "$TOKEN" | sed -E 's/.*"access_token":"([^"]+)".*/\\1/') || { echo "login failed: $TOKEN" >&2; false; }`;
 }
+
+/**
+ * What standalone mode prints when asked to stop: a shutdown waits up to the grace period for the
+ * queries running, and said nothing while it did.
+ */
+export function stoppingLine(running: number): string {
+  if (running === 0) return 'stopping…';
+  return `stopping… (waiting for ${running} ${running === 1 ? 'query' : 'queries'})`;
+}
