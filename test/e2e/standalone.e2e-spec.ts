@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -60,8 +60,16 @@ describe('standalone mode (npm start)', () => {
     const port = await freePort();
     pgPort = await freePort();
     proc = await startStandalone(dataDir, port, pgPort);
+    // Lines logged before the banner but written late would show up by now.
+    await new Promise((r) => setTimeout(r, 400));
     const output = proc.output();
     expect(output).toContain(`Sluice is serving on http://127.0.0.1:${port}`);
+    // Piped: JSON lines only, every one of them before the banner, which stays in view.
+    // (Only the access lines of this spec's own requests, polling /v1/info, may follow it.)
+    const after = output.slice(output.indexOf('Sluice is serving')).split('\n');
+    expect(after.filter((l) => l.startsWith('{"level"') && !l.includes('"req":'))).toEqual([]);
+    expect(output).not.toContain('[Nest]');
+    expect(output).toMatch(/"context":"EmbeddedDatabase"/);
     state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as typeof state;
     expect(output).toContain(`admin user: admin   password: ${state.adminPassword}`);
     expect(output).toContain(`In a browser: http://127.0.0.1:${port}/admin `);
@@ -275,5 +283,56 @@ describe('standalone mode on SIGTERM', () => {
     expect(await pending).toBe('cut off');
     expect(code).toBe(0);
     expectCleanOutput(proc!.output());
+  }, 120_000);
+});
+
+describe('standalone mode on a terminal', () => {
+  const dataDir = join(tmpdir(), `sluice-tty-${randomBytes(4).toString('hex')}`);
+
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('logs readable lines, prints the banner last, and says stopping… and stopped on Ctrl-C', async () => {
+    const [port, pgPort] = [await freePort(), await freePort()];
+    // util-linux script: a pseudo-terminal, as `npm start` in a terminal has.
+    const main = join(ROOT, 'dist', 'apps', 'api', 'src', 'main.js');
+    const child = spawn('script', ['-qfec', `exec ${process.execPath} ${main}`, '/dev/null'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        TERM: 'xterm',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        SLUICE_DATA_DIR: dataDir,
+        SLUICE_EMBEDDED_PG_PORT: String(pgPort),
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let shown = '';
+    child.stdout.on('data', (d: Buffer) => (shown += d.toString()));
+    const closed = once(child, 'close');
+    try {
+      for (let i = 0; i < 900 && !shown.includes('In a browser:'); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 400));
+      const screen = shown.replace(/\r\n/g, '\n');
+      expect(screen).toMatch(
+        /^\d\d:\d\d:\d\d INFO {2}\[EmbeddedDatabase\] initialising PostgreSQL/m,
+      );
+      expect(screen).toMatch(/^\d\d:\d\d:\d\d INFO {2}\[QueryPoolService\] interactive pool/m);
+      expect(screen).not.toMatch(/"level":|RouterExplorer|\[Nest\]/);
+      // Nothing after the banner: it ends the screen.
+      expect(screen).toMatch(/In a browser: .*\n+$/);
+    } finally {
+      // Ctrl-C, as the terminal sends it to the process (script runs node in place of a shell).
+      const node = Number(
+        execFileSync('pgrep', ['-P', String(child.pid)])
+          .toString()
+          .trim(),
+      );
+      process.kill(node, 'SIGINT');
+      await closed;
+    }
+    const screen = shown.replace(/\r\n/g, '\n');
+    expect(screen).toMatch(/\nstopping…\n/);
+    expect(screen).toMatch(/\nstopped\n$/);
   }, 120_000);
 });

@@ -26,7 +26,7 @@ import {
   installQueryStringCheck,
   installRequestChecks,
 } from './http/request.checks';
-import { apiLogger } from './logging/log.options';
+import { apiLogger, flushLogs } from './logging/log.options';
 import { StandaloneExecutionService } from './standalone/standalone-execution.service';
 import { banner, prepareStandalone, stoppingLine } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
@@ -46,7 +46,11 @@ function config(): SluiceConfig {
 }
 
 async function bootstrap(): Promise<void> {
-  const prepared = await prepareStandalone(config());
+  const loaded = config();
+  // Before the embedded PostgreSQL starts: its lines too are the api's (JSON, or readable on a
+  // terminal in standalone mode), not Nest's default format among them.
+  Logger.overrideLogger(apiLogger(loaded));
+  const prepared = await prepareStandalone(loaded);
   const settings = prepared.config;
   // Standalone mode's pool threads too: they run in this process.
   setHeapGrowth(settings.heapGrowingPercent);
@@ -177,6 +181,8 @@ async function bootstrap(): Promise<void> {
   const address = fastify.server.address();
   const port = typeof address === 'object' && address ? address.port : settings.port;
   const url = `http://${shown}:${port}`;
+  // Last, so that it stays on screen: every log line of the start-up is written before it.
+  flushLogs();
   if (standalone) console.log(banner(prepared, url));
   else new Logger('Api').log(`listening on ${url}`);
 }
