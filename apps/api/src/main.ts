@@ -165,8 +165,12 @@ async function bootstrap(): Promise<void> {
     })().then(
       () => {
         if (!standalone) process.exit(0);
-        // Written before exiting: a pipe's write may not be done when exit() is called.
-        else process.stdout.write('stopped\n', () => process.exit(0));
+        // Last (the log lines still batched go first), and written before exiting: a pipe's
+        // write may not be done when exit() is called.
+        else {
+          flushLogs();
+          process.stdout.write('stopped\n', () => process.exit(0));
+        }
       },
       (err: unknown) => {
         logger.error(`shutdown failed: ${err instanceof Error ? err.message : String(err)}`);
