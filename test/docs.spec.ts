@@ -20,6 +20,8 @@ import { cliProgram } from '../apps/api/src/cli/cli.program';
 import type { ClientCommands } from '../apps/api/src/cli/client.commands';
 import { EXIT_CODES } from '../apps/api/src/cli/exit.codes';
 import { DASHBOARD_PATH } from '../apps/api/src/admin/queue-dashboard.service';
+import type { EmbeddedDatabase } from '../apps/api/src/standalone/embedded.database';
+import { banner, loginLine } from '../apps/api/src/standalone/standalone.bootstrap';
 
 /**
  * The user documentation (README.md, docs/*.md) checked against the code: the error catalogue,
@@ -581,6 +583,26 @@ describe('the documents', () => {
       .split('\n')
       .filter((l) => l.trim() !== '');
     expect(commands).toEqual(['npm ci && npm start', 'npm test']);
+  });
+
+  it('show the banner exactly as npm start prints it, and its login line in Use it', () => {
+    const readme = read('README.md');
+    const quick = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('## Use it'));
+    const shown = /\n```\n(Sluice is serving[\s\S]*?)```/.exec(quick)?.[1];
+    // The generated password, shown as "…" in the README.
+    const printed = banner(
+      {
+        config: { ...loadConfig({}), adminUser: 'admin', adminPassword: '…' },
+        embedded: {} as EmbeddedDatabase,
+        generatedPassword: true,
+      },
+      'http://127.0.0.1:8080',
+    );
+    expect(shown).toBe(`${printed.trim()}\n`);
+    const useIt = readme.slice(readme.indexOf('## Use it'), readme.indexOf('## Documentation'));
+    expect(useIt).toContain(
+      `\n${loginLine('http://127.0.0.1:8080', '{"username":"admin","password":"…"}')}\n`,
+    );
   });
 
   it('link only to files and headings that exist', () => {

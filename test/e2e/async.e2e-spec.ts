@@ -1,6 +1,12 @@
+import { once } from 'node:events';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { IncomingHttpHeaders, get as httpGet, request as httpRequest } from 'node:http';
+import {
+  IncomingHttpHeaders,
+  IncomingMessage,
+  get as httpGet,
+  request as httpRequest,
+} from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import {
@@ -657,6 +663,44 @@ describe('progress of a query nobody reads', () => {
     expect([...rows].sort((a, b) => a - b)).toEqual(rows);
     const bytes = seen.map((s) => s.bytes);
     expect([...bytes].sort((a, b) => a - b)).toEqual(bytes);
+  }, 30_000);
+});
+
+describe('progress of a query whose client does not read', () => {
+  it('shows the rows made while they wait for the client: a result made at once is not "0 rows made"', async () => {
+    // One batch of about 30 MB: more than the stream's window and the sockets hold, so the worker
+    // waits on this client, which reads nothing (the suite cancels it after 3 s of that).
+    const req = httpRequest(new URL('/v1/execute', e2eEnv().baseUrl), {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/csv',
+        authorization: `Bearer ${token}`,
+      },
+    });
+    req.end(
+      JSON.stringify({
+        statement: "select g, repeat('x', 10000) as pad from generate_series(1, 3000) g",
+        fetch_size: 3000,
+      }),
+    );
+    const [res] = (await once(req, 'response')) as [IncomingMessage];
+    res.pause();
+    try {
+      const queryId = res.headers['x-query-id'] as string;
+      expect(queryId).toBeDefined();
+      let info: { state?: string; rows_produced?: number } = {};
+      // A report is due a second after the start: look for it before the idle cancel.
+      for (const until = Date.now() + 2_500; Date.now() < until;) {
+        info = (await request(undefined, { method: 'GET', path: `/v1/queries/${queryId}`, token }))
+          .json as typeof info;
+        if (info.rows_produced === 3000) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(info).toMatchObject({ state: 'streaming', rows_produced: 3000 });
+    } finally {
+      res.destroy();
+    }
   }, 30_000);
 });
 

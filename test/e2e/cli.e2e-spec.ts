@@ -152,6 +152,38 @@ describe('sluice (the command line)', () => {
     expect(readFileSync(file, 'utf8')).not.toContain(env.adminPassword);
   });
 
+  it('logs in with the password piped on stdin, as the standalone banner says', async () => {
+    const env = e2eEnv();
+    const config = join(work, 'piped-config');
+    const noUrl = userEnv({ XDG_CONFIG_HOME: config });
+    delete noUrl.SLUICE_URL;
+    const piped = await sluice(
+      ['login', '--url', env.baseUrl, '--user', env.adminUser],
+      noUrl,
+      `${env.adminPassword}\n`,
+    );
+    expect(piped).toMatchObject({ code: 0, stdout: '' });
+    expect(piped.stderr).toMatch(/^logged in to /);
+    const stored = readFileSync(join(config, 'sluice', 'credentials.json'), 'utf8');
+    expect(stored).not.toContain(env.adminPassword);
+    // Nothing piped and nothing set: the reason names both ways.
+    const none = await sluice(['login', '--user', env.adminUser], noUrl, '');
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/no password: pipe it on stdin or set SLUICE_PASSWORD/);
+  });
+
+  it('prints its version with --version, and lists the option in sluice help', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    for (const flag of ['--version', '-V']) {
+      expect(await sluice([flag])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    }
+    const help = await sluice(['help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/-V, --version +print the version of sluice/);
+  });
+
   it('refreshes the stored token before it expires, and keeps the new one', async () => {
     const config = join(work, 'refresh-config');
     const res = await request(
@@ -354,13 +386,44 @@ describe('sluice (the command line)', () => {
     expect(unknown.stderr).toMatch(/HTTP 404/);
   });
 
-  it('shows an aligned table and a progress line on a terminal, and ends the line cleanly', async () => {
-    const table = await inTerminal(`query "select 1 as a, 'x' as bee"`);
-    expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/│ a │ bee │/);
-    expect(table.stdout).toMatch(/│ 1 │ x {3}│/);
-    expect(table.stdout).toMatch(/\(1 row\)/);
+  it('prints a compact table on a terminal, numbers right-aligned, and nothing else on stdout', async () => {
+    // stderr away from the terminal: what is left is stdout alone, a terminal still.
+    const alone = await inTerminal(
+      `query "select g as n, 'x' || g as label from generate_series(9, 11) g" 2>/dev/null`,
+    );
+    expect(alone.code).toBe(0);
+    expect(alone.stdout.replace(/\r\n/g, '\n')).toBe(
+      [
+        '┌────┬───────┐',
+        '│  n │ label │',
+        '├────┼───────┤',
+        '│  9 │ x9    │',
+        '│ 10 │ x10   │',
+        '│ 11 │ x11   │',
+        '└────┴───────┘',
+        '',
+      ].join('\n'),
+    );
+    // The row count goes to stderr, which the terminal shows too.
+    const both = await inTerminal(`query "select 1 as a, 'x' as bee"`);
+    expect(both.stdout).toMatch(/│ a │ bee │\r\n├───┼─────┤\r\n│ 1 │ x {3}│/);
+    expect(both.stdout).toMatch(/\(1 row\)/);
+  });
 
+  it('lists queries as a table on a terminal and as CSV when piped, as query does', async () => {
+    const piped = await sluice(['queries']);
+    expect(piped.code).toBe(0);
+    expect(piped.stdout).toMatch(
+      /^query_id,owner,state,lane,elapsed_ms,rows,bytes,statement\r\n[0-9a-f-]{36},/,
+    );
+    const shown = await inTerminal('queries');
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/│ query_id +│ owner +│ state +│/);
+    const asJson = await sluice(['queries', '--format', 'json']);
+    expect(Array.isArray(JSON.parse(asJson.stdout))).toBe(true);
+  });
+
+  it('shows a progress line on a terminal during an export, and ends the line cleanly', async () => {
     const out = join(work, 'slow.csv');
     const run = await inTerminal(
       `export "select g, case when g % 40000 = 0 then pg_sleep(0.3) end as s from generate_series(1, 200000) g" -o ${out}`,

@@ -109,6 +109,13 @@ describe('errors of POST /v1/execute', () => {
     expectEnvelope(res, '42601', -500);
   });
 
+  it('returns 400 with vendor code -501, "one statement per request", for two statements', async () => {
+    const res = await execute({ statement: 'select 1; select 2' });
+    expect(res.status).toBe(400);
+    expectEnvelope(res, '42601', -501);
+    expect(res.json.status.reason).toMatch(/^one statement per request/);
+  });
+
   it('returns 400 with vendor code -600 for an undefined table', async () => {
     const res = await execute({ statement: 'select * from no_such_table_here' });
     expect(res.status).toBe(400);
@@ -188,6 +195,7 @@ describe('errors of POST /v1/execute', () => {
     });
     expect(res.status).toBe(415);
     expectEnvelope(res, '0A000', -107);
+    expect(res.json.status.reason).toMatch(/application\/json or text\/plain/);
   });
 
   it('returns 404 in the envelope for an unknown path', async () => {

@@ -528,6 +528,7 @@ describe('media types and headers', () => {
       await rawRequest('{"statement":"select 1"}', ['Authorization: $TOKEN', 'Content-Length: 24']),
     );
     expectRawEnvelope(res, 415);
+    expect(res.json.status.reason).toMatch(/application\/json or text\/plain/);
   });
 
   it('answers conflicting Content-Lengths, and Content-Length with chunking, in the envelope', async () => {

@@ -1,5 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import Redis from 'ioredis';
 import { Pool } from 'pg';
@@ -492,6 +492,48 @@ describe('OpenAPI', () => {
     // Only there: results keep their own headers.
     const info = await request(undefined, { method: 'GET', path: '/v1/info' });
     expect(info.headers.get('x-frame-options')).toBeNull();
+  });
+});
+
+describe('the landing page at /', () => {
+  const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
+
+  it('shows a browser a page of links to /admin, /docs, the CLI and the docs, under its own CSP', async () => {
+    const res = await request(undefined, {
+      method: 'GET',
+      path: '/',
+      headers: { accept: BROWSER },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(res.headers.get('vary')).toMatch(/Accept/);
+    for (const link of ['/admin', '/docs', '/openapi.json'])
+      expect(res.text).toContain(`href="${link}"`);
+    expect(res.text).toContain('npx sluice login --url');
+    expect(res.text).toContain('docs/api.md');
+    // Its inline style and script run because the CSP names their hashes, and nothing else does.
+    const csp = res.headers.get('content-security-policy')!;
+    for (const tag of ['style', 'script']) {
+      const body = new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`).exec(res.text)![1];
+      expect(csp).toContain(`'sha256-${createHash('sha256').update(body).digest('base64')}'`);
+    }
+    expect(csp).toMatch(/default-src 'none'/);
+  });
+
+  it('answers an API client, or a client that names no type, with the JSON 404', async () => {
+    // fetch sends */* when it is told nothing, as curl does.
+    for (const accept of ['application/json', '*/*', 'application/json, text/html;q=0.5']) {
+      const res = await request(undefined, { method: 'GET', path: '/', headers: { accept } });
+      expect(res.status).toBe(404);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(res.json).toEqual({
+        status: {
+          reason: expect.stringMatching(/^Cannot GET \//),
+          sql_state: '42704',
+          vendor_code: -104,
+        },
+      });
+    }
   });
 });
 

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -61,10 +61,19 @@ describe('standalone mode (npm start)', () => {
     const port = await freePort();
     pgPort = await freePort();
     proc = await startStandalone(dataDir, port, pgPort);
+    // Lines logged before the banner but written late would show up by now.
+    await new Promise((r) => setTimeout(r, 400));
     const output = proc.output();
     expect(output).toContain(`Sluice is serving on http://127.0.0.1:${port}`);
+    // Piped: JSON lines only, every one of them before the banner, which stays in view.
+    // (Only the access lines of this spec's own requests, polling /v1/info, may follow it.)
+    const after = output.slice(output.indexOf('Sluice is serving')).split('\n');
+    expect(after.filter((l) => l.startsWith('{"level"') && !l.includes('"req":'))).toEqual([]);
+    expect(output).not.toContain('[Nest]');
+    expect(output).toMatch(/"context":"EmbeddedDatabase"/);
     state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as typeof state;
     expect(output).toContain(`admin user: admin   password: ${state.adminPassword}`);
+    expect(output).toContain(`In a browser: http://127.0.0.1:${port}/admin `);
 
     // Run the two printed lines exactly as a newcomer would paste them.
     const lines = output
@@ -77,21 +86,36 @@ describe('standalone mode (npm start)', () => {
     expect(body.status.sql_state).toBe('00000');
     expect(body.data[0]).toEqual(['Tokyo', 'Japan', 37194000]);
 
-    // The sluice lines too, without a terminal: the password comes from the environment.
+    // A mistyped password: the login line fails and says why, and the next call names the cause.
+    const mistyped = lines[0].replace(state.adminPassword, 'mistyped');
+    const failed = await run('bash', ['-c', `${mistyped}\n${lines[1]}`]).catch(
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed.stderr).toMatch(/curl: \(22\).*401/);
+    expect(failed.stderr).toMatch(
+      /login failed: \{"status":\{"reason":"[^"]+","sql_state":"28P01"/,
+    );
+    expect(JSON.parse(failed.stdout)).toMatchObject({
+      status: { reason: expect.stringMatching(/Bearer followed by text that is not a token/) },
+    });
+    const loginOnly = await run('bash', ['-c', mistyped]).then(
+      () => 0,
+      (err: { code: number }) => err.code,
+    );
+    expect(loginOnly).not.toBe(0);
+
+    // The sluice lines too, without a terminal: the password piped, as the banner says.
+    expect(output).toContain('login asks for the password, or reads it piped on stdin');
     const sluiceLines = output
       .split('\n')
       .filter((l) => /^\s+npx sluice /.test(l))
       .map((l) => l.trim());
     expect(sluiceLines).toHaveLength(2);
     const home = join(dataDir, 'home');
-    const viaSluice = await run('bash', ['-c', sluiceLines.join(' && ')], {
+    const piped = `printf '%s\\n' '${state.adminPassword}' | ${sluiceLines[0]} && ${sluiceLines[1]}`;
+    const viaSluice = await run('bash', ['-c', piped], {
       cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: home,
-        XDG_CONFIG_HOME: join(home, 'config'),
-        SLUICE_PASSWORD: state.adminPassword,
-      },
+      env: { PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, 'config') },
     });
     expect(viaSluice.stdout).toMatch(/^name,country,population\r\nTokyo,Japan,37194000\r\n/);
 
@@ -118,7 +142,7 @@ describe('standalone mode (npm start)', () => {
     expect(proc.output()).not.toContain('SLUICE_ALLOWED_HOSTS');
 
     // Something made in the first run is still there after a restart, with the same password.
-    const token = /TOKEN=\$\(curl -s (\S+) .* -d '([^']+)'/.exec(lines[0])!;
+    const token = /TOKEN=\$\(curl -sS --fail-with-body (\S+) .* -d '([^']+)'/.exec(lines[0])!;
     const login = await fetch(token[1], {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -256,6 +280,9 @@ describe('standalone mode on SIGTERM', () => {
     expect(body.status.sql_state).toBe('00000');
     expect(code).toBe(0);
     expectCleanOutput(proc!.output());
+    // Said while it waits, and at the very end.
+    expect(proc!.output()).toContain('stopping… (waiting for 1 query)\n');
+    expect(proc!.output()).toMatch(/\nstopped\n$/);
     expect(await postgresAnswers(pgPort, state.superuserPassword)).toBe(false);
   }, 120_000);
 
@@ -279,5 +306,56 @@ describe('standalone mode on SIGTERM', () => {
     expect(await pending).toBe('cut off');
     expect(code).toBe(0);
     expectCleanOutput(proc!.output());
+  }, 120_000);
+});
+
+describe('standalone mode on a terminal', () => {
+  const dataDir = join(tmpdir(), `sluice-tty-${randomBytes(4).toString('hex')}`);
+
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('logs readable lines, prints the banner last, and says stopping… and stopped on Ctrl-C', async () => {
+    const [port, pgPort] = [await freePort(), await freePort()];
+    // util-linux script: a pseudo-terminal, as `npm start` in a terminal has.
+    const main = join(ROOT, 'dist', 'apps', 'api', 'src', 'main.js');
+    const child = spawn('script', ['-qfec', `exec ${process.execPath} ${main}`, '/dev/null'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        TERM: 'xterm',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        SLUICE_DATA_DIR: dataDir,
+        SLUICE_EMBEDDED_PG_PORT: String(pgPort),
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let shown = '';
+    child.stdout.on('data', (d: Buffer) => (shown += d.toString()));
+    const closed = once(child, 'close');
+    try {
+      for (let i = 0; i < 900 && !shown.includes('In a browser:'); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 400));
+      const screen = shown.replace(/\r\n/g, '\n');
+      expect(screen).toMatch(
+        /^\d\d:\d\d:\d\d INFO {2}\[EmbeddedDatabase\] initialising PostgreSQL/m,
+      );
+      expect(screen).toMatch(/^\d\d:\d\d:\d\d INFO {2}\[QueryPoolService\] interactive pool/m);
+      expect(screen).not.toMatch(/"level":|RouterExplorer|\[Nest\]/);
+      // Nothing after the banner: it ends the screen.
+      expect(screen).toMatch(/In a browser: .*\n+$/);
+    } finally {
+      // Ctrl-C, as the terminal sends it to the process (script runs node in place of a shell).
+      const node = Number(
+        execFileSync('pgrep', ['-P', String(child.pid)])
+          .toString()
+          .trim(),
+      );
+      process.kill(node, 'SIGINT');
+      await closed;
+    }
+    const screen = shown.replace(/\r\n/g, '\n');
+    expect(screen).toMatch(/\nstopping…\n/);
+    expect(screen).toMatch(/\nstopped\n$/);
   }, 120_000);
 });

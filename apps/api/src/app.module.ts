@@ -9,6 +9,7 @@ import { InfoController } from './health/info.controller';
 import { EnvelopeFilter } from './http/envelope.filter';
 import { StrictValidationPipe } from './http/strict-validation.pipe';
 import { InfraModule } from './infra/infra.module';
+import { LandingController } from './landing/landing.controller';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { QueriesModule } from './queries/queries.module';
@@ -32,7 +33,7 @@ export class AppModule {
         MetricsModule,
         AdminModule,
       ],
-      controllers: [InfoController],
+      controllers: [InfoController, LandingController],
       providers: [
         { provide: APP_PIPE, useValue: new StrictValidationPipe() },
         { provide: APP_FILTER, useClass: EnvelopeFilter },

@@ -27,8 +27,9 @@ import {
   installQueryStringCheck,
   installRequestChecks,
 } from './http/request.checks';
-import { apiLogger } from './logging/log.options';
-import { banner, prepareStandalone } from './standalone/standalone.bootstrap';
+import { apiLogger, flushLogs } from './logging/log.options';
+import { StandaloneExecutionService } from './standalone/standalone-execution.service';
+import { banner, prepareStandalone, stoppingLine } from './standalone/standalone.bootstrap';
 import { VERSION } from './version';
 
 function config(): SluiceConfig {
@@ -46,7 +47,11 @@ function config(): SluiceConfig {
 }
 
 async function bootstrap(): Promise<void> {
-  const prepared = await prepareStandalone(config());
+  const loaded = config();
+  // Before the embedded PostgreSQL starts: its lines too are the api's (JSON, or readable on a
+  // terminal in standalone mode), not Nest's default format among them.
+  Logger.overrideLogger(apiLogger(loaded));
+  const prepared = await prepareStandalone(loaded);
   const settings = prepared.config;
   // Standalone mode's pool threads too: they run in this process.
   setHeapGrowth(settings.heapGrowingPercent);
@@ -143,9 +148,12 @@ async function bootstrap(): Promise<void> {
   });
   // SIGTERM: stop taking requests and finish the responses in flight (within the grace period),
   // then close the modules; the embedded PostgreSQL of standalone mode must outlive their pools.
+  const standalone = isStandalone(settings);
   const stop = () => {
     const logger = new Logger('Api');
     closing = true;
+    // A person pressed Ctrl-C: say that it is heard, and what it waits for.
+    if (standalone) console.log(stoppingLine(app.get(StandaloneExecutionService).runningCount));
     void (async () => {
       const force = setTimeout(
         () => fastify.server.closeAllConnections(),
@@ -159,7 +167,15 @@ async function bootstrap(): Promise<void> {
       await app.close();
       await prepared.embedded?.stop();
     })().then(
-      () => process.exit(0),
+      () => {
+        if (!standalone) process.exit(0);
+        // Last (the log lines still batched go first), and written before exiting: a pipe's
+        // write may not be done when exit() is called.
+        else {
+          flushLogs();
+          process.stdout.write('stopped\n', () => process.exit(0));
+        }
+      },
       (err: unknown) => {
         logger.error(`shutdown failed: ${err instanceof Error ? err.message : String(err)}`);
         process.exit(1);
@@ -173,7 +189,9 @@ async function bootstrap(): Promise<void> {
   const address = fastify.server.address();
   const port = typeof address === 'object' && address ? address.port : settings.port;
   const url = `http://${shown}:${port}`;
-  if (isStandalone(settings)) console.log(banner(prepared, url));
+  // Last, so that it stays on screen: every log line of the start-up is written before it.
+  flushLogs();
+  if (standalone) console.log(banner(prepared, url));
   else new Logger('Api').log(`listening on ${url}`);
 }
 

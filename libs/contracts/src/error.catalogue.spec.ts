@@ -40,6 +40,19 @@ describe('pgErrorStatus', () => {
     });
   });
 
+  it('says "one statement per request" for the error PostgreSQL gives two statements in one Parse', () => {
+    expect(
+      pgErrorStatus('cannot insert multiple commands into a prepared statement', '42601'),
+    ).toEqual({
+      reason:
+        'one statement per request: this one holds more than one (PostgreSQL: cannot insert multiple commands into a prepared statement)',
+      sql_state: '42601',
+      vendor_code: -501,
+    });
+    // Any other syntax error keeps its own message and code.
+    expect(pgErrorStatus('syntax error at or near "selec"', '42601').vendor_code).toBe(-500);
+  });
+
   it('uses the catalogue SQLSTATE when the error has none', () => {
     expect(pgErrorStatus('boom', undefined)).toEqual({
       reason: 'boom',

@@ -108,6 +108,12 @@ export const ERROR_CATALOGUE = {
   },
   // Database errors, chosen by SQLSTATE in pgErrorKind().
   SYNTAX_ERROR: { http: 400, sqlState: '42601', vendorCode: -500, reason: 'syntax error' },
+  MULTIPLE_STATEMENTS: {
+    http: 400,
+    sqlState: '42601',
+    vendorCode: -501,
+    reason: 'one statement per request',
+  },
   UNDEFINED_TABLE: { http: 400, sqlState: '42P01', vendorCode: -600, reason: 'undefined table' },
   UNDEFINED_COLUMN: { http: 400, sqlState: '42703', vendorCode: -400, reason: 'undefined column' },
   UNKNOWN_DATABASE: { http: 400, sqlState: '3D000', vendorCode: -205, reason: 'unknown database' },
@@ -211,8 +217,21 @@ export function pgErrorKind(sqlState: string | undefined): ErrorCode {
   }
 }
 
+/**
+ * What PostgreSQL answers (42601) when the extended protocol's Parse holds two statements: every
+ * statement runs through it, so a user who prepared nothing would read about prepared statements.
+ * Told from the error, not from the SQL: only the server knows where a statement ends.
+ */
+const MULTIPLE_COMMANDS = 'cannot insert multiple commands into a prepared statement';
+
 /** Status for a PostgreSQL error: its own message and SQLSTATE, our vendor code. */
 export function pgErrorStatus(message: string, sqlState: string | undefined): Status {
+  if (sqlState === '42601' && message === MULTIPLE_COMMANDS) {
+    return statusOf(
+      'MULTIPLE_STATEMENTS',
+      `one statement per request: this one holds more than one (PostgreSQL: ${MULTIPLE_COMMANDS})`,
+    );
+  }
   const kind = pgErrorKind(sqlState);
   return {
     reason: message,

@@ -28,6 +28,8 @@ const STYLE = `
   .state-queued { background: #fff1c2; } .state-running, .state-streaming { background: #cfe8ff; }
   .state-succeeded { background: #d4f3d9; } .state-failed { background: #ffd6d1; } .state-cancelled { background: #e6dcf5; }
   .muted { color: #6b7385; } .error { color: #c0392b; }
+  .reason { color: #c0392b; margin-top: .2rem; max-width: 22rem; }
+  table.no-kept .kept { display: none; }
   .bar { display: flex; gap: 1.5rem; align-items: center; margin-bottom: .75rem; }
 `;
 
@@ -114,14 +116,28 @@ const SCRIPT = `
       const state = document.createElement('span');
       state.className = 'state state-' + q.state;
       state.textContent = q.state;
-      cell(tr, '').appendChild(state);
+      const stateCell = cell(tr, '');
+      stateCell.appendChild(state);
+      // Where a queued query stands, and why a failed one failed, under its state: columns of
+      // their own were empty for nearly every query, and the reason sat under no heading.
+      if (q.queue_position !== null && q.queue_position !== undefined) {
+        const position = document.createElement('span');
+        position.className = 'position muted';
+        position.textContent = ' ' + q.queue_position + ' ahead';
+        stateCell.appendChild(position);
+      }
+      if (q.status && q.status.vendor_code !== 0) {
+        const reason = document.createElement('div');
+        reason.className = 'reason';
+        reason.textContent = q.status.reason;
+        stateCell.appendChild(reason);
+      }
       cell(tr, q.lane || '');
-      cell(tr, q.queue_position === null ? '' : String(q.queue_position), 'num');
       cell(tr, elapsed(q.elapsed_ms), 'num');
       // Made by the worker, and of those sent (a query nobody reads makes rows all the same).
       const made = q.rows_produced ?? q.rows;
       cell(tr, made === q.rows ? String(made) : made + ' (' + q.rows + ' sent)', 'num');
-      const result = cell(tr, '');
+      const result = cell(tr, '', 'kept');
       if (q.result_url && q.owner === me) {
         const link = document.createElement('a');
         link.className = 'result';
@@ -134,7 +150,7 @@ const SCRIPT = `
         result.textContent = q.result_kept_until
           ? 'kept until ' + new Date(q.result_kept_until).toLocaleTimeString()
           : 'kept';
-        result.className = 'muted';
+        result.className = 'kept muted';
       }
       cell(tr, q.database || 'default');
       cell(tr, q.statement, 'sql').title = q.statement;
@@ -145,12 +161,11 @@ const SCRIPT = `
         button.textContent = 'Cancel';
         button.addEventListener('click', () => cancel(q.query_id, button));
         actions.appendChild(button);
-      } else if (q.status && q.status.vendor_code !== 0) {
-        actions.textContent = q.status.reason;
-        actions.className = 'muted';
       }
       body.appendChild(tr);
     }
+    // The Kept result column only while a query in view has one: it is empty for most.
+    $('queries').classList.toggle('no-kept', !rows.some((q) => q.result_url));
     $('empty').hidden = rows.length > 0;
     $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
   }
@@ -238,7 +253,7 @@ export const ADMIN_PAGE_HTML = `<!doctype html>
     <span id="updated" class="muted"></span>
   </div>
   <table id="queries">
-    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Queue position</th><th>Elapsed</th><th>Rows made</th><th>Result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
+    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Elapsed</th><th>Rows made</th><th class="kept">Kept result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
     <tbody></tbody>
   </table>
   <p id="empty" class="muted">No queued or running queries.</p>

@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { EXPORT_FORMATS, PARQUET_COMPRESSIONS } from '@app/client';
+import { VERSION } from '../version';
 import { ClientCommands, QUERY_FORMATS } from './client.commands';
 
 /** What the program's actions call: the client commands, and the users commands (lazily). */
@@ -16,6 +17,7 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 export function cliProgram(handlers: CliHandlers): Command {
   const program = new Command('sluice')
     .description('Sluice from the command line: run SQL, export results, manage queries and users')
+    .version(VERSION, '-V, --version', 'print the version of sluice')
     .enablePositionalOptions()
     .showHelpAfterError()
     // Before the commands are added, so that they inherit it: errors come back as exceptions,
@@ -41,7 +43,7 @@ export function cliProgram(handlers: CliHandlers): Command {
     .command('login')
     .description(
       'log in and keep the token (0600) under $XDG_CONFIG_HOME/sluice or ~/.config/sluice; ' +
-        'without a terminal, from SLUICE_URL, SLUICE_USER and SLUICE_PASSWORD',
+        'without a terminal, from SLUICE_URL, SLUICE_USER and SLUICE_PASSWORD, or the password piped on stdin',
     )
     .option('--user <name>', 'the user (default: SLUICE_USER, or asked)')
     .addOption(url())
@@ -78,10 +80,20 @@ export function cliProgram(handlers: CliHandlers): Command {
 
   program
     .command('queries')
-    .description('your recent queries (an admin’s: everyone’s), newest first')
-    .option('--json', 'as JSON')
+    .description(
+      'your recent queries (an admin’s: everyone’s), newest first: a table on a terminal, CSV when piped',
+    )
+    .option('--json', 'as JSON (--format json)')
+    .addOption(
+      new Option(
+        '--format <format>',
+        'output format (a table on a terminal, CSV when piped)',
+      ).choices(QUERY_FORMATS),
+    )
     .addOption(url())
-    .action((options: { url?: string; json?: boolean }) => handlers.client().queries(options));
+    .action((options: Parameters<ClientCommands['queries']>[0]) =>
+      handlers.client().queries(options),
+    );
 
   program
     .command('cancel')

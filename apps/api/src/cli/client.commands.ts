@@ -3,7 +3,6 @@ import { createWriteStream, readFileSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import Table from 'cli-table3';
 import {
   EXPORT_FORMATS,
   SluiceClient,
@@ -21,7 +20,8 @@ import { CliEnvironment } from './cli.environment';
 import { CredentialsStore } from './credentials.store';
 import { LoginRequiredError } from './login-required.error';
 import { ProgressReporter } from './progress.reporter';
-import { promptHidden, promptLine } from './terminal.prompt';
+import { resultCsv, resultTable } from './result.table';
+import { promptHidden, promptLine, readPiped } from './terminal.prompt';
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
@@ -80,11 +80,18 @@ export class ClientCommands {
       this.env.user ??
       (interactive ? await promptLine('User', stored?.username) : undefined);
     if (!user) throw new UsageError('no user: set SLUICE_USER (or pass --user)');
+    // Piped, as `users add` takes it: `echo "$PW" | sluice login`. A terminal on stdin with
+    // stderr redirected is not read: it would wait for an end of input nobody types.
     const password =
-      this.env.password ?? (interactive ? await promptHidden('Password: ') : undefined);
+      this.env.password ??
+      (interactive
+        ? await promptHidden('Password: ')
+        : process.stdin.isTTY
+          ? undefined
+          : (await readPiped()) || undefined);
     if (password === undefined) {
       throw new UsageError(
-        'no password: set SLUICE_PASSWORD (it is never taken from the command line)',
+        'no password: pipe it on stdin or set SLUICE_PASSWORD (it is never taken from the command line)',
       );
     }
     const client = new SluiceClient({ url, credentials: { username: user, password } });
@@ -106,7 +113,9 @@ export class ClientCommands {
       return;
     }
     await this.interruptible(client, async (signal, started) => {
-      const progress = new ProgressReporter(this.stderr);
+      // Cleared before the table: the terminal then shows the table alone, on a line of its own
+      // (nothing of the progress line, nor what npx drew on that line before it ran us).
+      const progress = new ProgressReporter(this.stderr, { clearOnStop: format === 'table' });
       try {
         const stream = client.stream(sql, params, { ...this.queryOptions(options), signal });
         const rows: Row[] = [];
@@ -128,7 +137,12 @@ export class ClientCommands {
           const objects = rows.map((row) => asObject(columnNames(schema), row));
           await write(this.stdout, `${JSON.stringify(objects, null, 2)}\n`);
         } else if (format === 'table') {
-          await write(this.stdout, renderTable(schema, rows, stream.status?.reason));
+          if (schema.length > 0) await write(this.stdout, resultTable(schema, rows));
+          // On stderr: stdout holds the table alone, to copy or redirect.
+          const count = `(${rows.length} ${rows.length === 1 ? 'row' : 'rows'})`;
+          this.stderr.write(
+            `${schema.length === 0 && stream.status?.reason ? stream.status.reason : count}\n`,
+          );
         }
       } finally {
         progress.stop();
@@ -168,10 +182,23 @@ export class ClientCommands {
     );
   }
 
-  async queries(options: ConnectionOptions & { json?: boolean }): Promise<void> {
+  /** As `query` prints: a table on a terminal, CSV when piped, or the --format asked. */
+  async queries(
+    options: ConnectionOptions & { json?: boolean; format?: QueryFormat },
+  ): Promise<void> {
+    if (options.json && options.format !== undefined && options.format !== 'json') {
+      throw new UsageError('--json is --format json: give one of them');
+    }
+    const format = options.json
+      ? 'json'
+      : (options.format ?? (this.stdout.isTTY ? 'table' : 'csv'));
     const list = await this.client(options).queries();
-    if (options.json) {
+    if (format === 'json') {
       await write(this.stdout, `${JSON.stringify(list, null, 2)}\n`);
+      return;
+    }
+    if (format === 'ndjson') {
+      await write(this.stdout, list.map((q) => `${JSON.stringify(q)}\n`).join(''));
       return;
     }
     const columns = [
@@ -184,12 +211,15 @@ export class ClientCommands {
       'bytes',
       'statement',
     ];
+    const rows = list.map((q) => columns.map((c) => (q[c as keyof typeof q] ?? null) as JsonValue));
     await write(
       this.stdout,
-      renderTable(
-        columns.map((name) => ({ name, type: '' })),
-        list.map((q) => columns.map((c) => q[c as keyof typeof q] as JsonValue)),
-      ),
+      format === 'csv'
+        ? resultCsv(columns, rows)
+        : resultTable(
+            columns.map((name) => ({ name, type: '' })),
+            rows,
+          ),
     );
   }
 
@@ -392,20 +422,6 @@ function columnNames(schema: Column[]): string[] {
 
 function asObject(names: string[], row: Row): Record<string, JsonValue> {
   return Object.fromEntries(names.map((name, i) => [name, row[i]]));
-}
-
-/** An aligned table as a terminal shows it; NULL is shown as an empty cell. */
-function renderTable(schema: Column[], rows: Row[], reason?: string): string {
-  const table = new Table({
-    head: schema.map((c) => c.name),
-    style: { head: [], border: [] },
-  });
-  for (const row of rows) {
-    table.push(row.map((v) => (v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v))));
-  }
-  const count = `(${rows.length} ${rows.length === 1 ? 'row' : 'rows'})`;
-  const tail = schema.length === 0 && reason ? reason : count;
-  return `${schema.length === 0 ? '' : `${table.toString()}\n`}${tail}\n`;
 }
 
 /** Writes with backpressure, so a large result piped to a slow reader is not held in memory. */

@@ -15,13 +15,17 @@ export class ProgressReporter {
   private counts: Counts = { bytes: 0 };
   private stopped = false;
 
-  constructor(stream: NodeJS.WriteStream = process.stderr) {
+  constructor(
+    stream: NodeJS.WriteStream = process.stderr,
+    options: { clearOnStop?: boolean } = {},
+  ) {
     if (!stream.isTTY) return;
     this.bar = new SingleBar({
       stream,
       fps: 5,
       hideCursor: true,
-      clearOnComplete: false,
+      // Kept for an export (what it did); cleared for a table printed after it.
+      clearOnComplete: options.clearOnStop ?? false,
       // Over a narrow terminal the line is cut, never wrapped onto a second line.
       linewrap: false,
       format: () => this.line(),

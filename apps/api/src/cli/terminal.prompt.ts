@@ -3,13 +3,7 @@ import { UsageError } from './cli.args';
 
 /** From a terminal: asked twice, not echoed. Piped: the whole input, less its final newline. */
 export async function readPassword(): Promise<string> {
-  if (!process.stdin.isTTY) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks)
-      .toString('utf8')
-      .replace(/\r?\n$/, '');
-  }
+  if (!process.stdin.isTTY) return readPiped();
   const first = await promptHidden('Password: ');
   const again = await promptHidden('Repeat password: ');
   if (first !== again) throw new UsageError('the passwords do not match');
@@ -54,4 +48,13 @@ export async function promptLine(question: string, fallback?: string): Promise<s
   } finally {
     rl.close();
   }
+}
+
+/** What was piped on stdin (`echo secret | sluice …`), less its final newline. */
+export async function readPiped(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }

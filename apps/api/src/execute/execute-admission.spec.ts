@@ -21,6 +21,7 @@ import {
   RedisResultSource,
 } from '@app/transport';
 import { testRedisUrl } from '@test/settings';
+import { captureLogs } from '@test/support/captured-logs';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';
@@ -124,6 +125,7 @@ function serviceOver(
 }
 
 describe(`${ExecuteService.name} admission`, () => {
+  const logs = captureLogs();
   let registry: WatchedRegistry;
   let service: ExecuteService;
 
@@ -183,10 +185,18 @@ describe(`${ExecuteService.name} admission`, () => {
     expect(registry.events.slice(0, 3).sort()).toEqual(['ask record', 'ask slot', 'open reader']);
     expect(registry.events).toContain('close reader');
     expect(await slotsTaken()).toBe(0);
+    expect(logs.lines).toEqual([
+      {
+        level: 'error',
+        context: 'ExecuteService',
+        message: expect.stringMatching(/^query \S+: could not record it: registry down$/),
+      },
+    ]);
   });
 });
 
 describe(`${ExecuteService.name} admission over Redis`, () => {
+  const logs = captureLogs();
   let redis: Redis;
   let probe: Redis;
   let keys: RedisKeys;
@@ -221,12 +231,22 @@ describe(`${ExecuteService.name} admission over Redis`, () => {
     await expect(service.execute(body, user, {})).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     // A worker that took the job at once would find the key: nobody thinks the reader gone.
     expect(queue.aliveAtEnqueue).toBe(1);
+    expect(logs.lines).toEqual([
+      {
+        level: 'error',
+        context: 'ExecuteService',
+        message: expect.stringMatching(/^query \S+: could not enqueue: queue down$/),
+      },
+    ]);
   });
 
   it('lets go of the Idempotency-Key of a request whose job could not be queued: a retry with the key claims it anew', async () => {
     const key = `key-${randomBytes(4).toString('hex')}`;
     const refused = service.execute(body, user, { idempotencyKey: key });
     await expect(refused).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(logs.lines.map((l) => l.message)).toEqual([
+      expect.stringMatching(/could not enqueue: queue down$/),
+    ]);
     // Another query claims the key as new: it stands for no query that never ran.
     const retry = { queryId: 'retry', fingerprint: 'f' };
     const limits = { ttlSeconds: 60, most: 10 };

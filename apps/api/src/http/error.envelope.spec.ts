@@ -1,11 +1,14 @@
+import { HttpException } from '@nestjs/common';
 import Redis from 'ioredis';
 import { Client } from 'pg';
 import { SluiceError } from '@app/contracts';
 import { toEnvelope } from './error.envelope';
 import { testDatabaseUrl, testRedisUrl } from '@test/settings';
+import { captureLogs } from '@test/support/captured-logs';
 
 /** Errors of a Redis that is gone or failing over, as ioredis raises them, answer 503. */
 describe(toEnvelope.name, () => {
+  const logs = captureLogs();
   let redis: Redis;
 
   beforeAll(() => {
@@ -72,9 +75,27 @@ describe(toEnvelope.name, () => {
     expect(toEnvelope(new SluiceError('INVALID_REQUEST')).headers).toEqual({});
   });
 
+  it("names the accepted body types in a 415, as Nest passes on Fastify's parser error", () => {
+    // What Nest's routes-resolver makes of FST_ERR_CTP_INVALID_MEDIA_TYPE.
+    const reply = toEnvelope(new HttpException('Unsupported Media Type', 415));
+    expect(reply.httpStatus).toBe(415);
+    expect(reply.body.status).toEqual({
+      reason:
+        'Content-Type must be application/json or text/plain (UTF-8), for the statement as JSON or as text',
+      sql_state: '0A000',
+      vendor_code: -107,
+    });
+  });
+
   it('still answers 500, logged only, for an error it does not know', () => {
     expect(toEnvelope(new Error('something else')).httpStatus).toBe(500);
     expect(toEnvelope(new Error('ERR unknown command')).body.status.vendor_code).toBe(-103);
+    expect(
+      logs.lines.map(({ level, context, message }) => [level, context, message.split('\n')[0]]),
+    ).toEqual([
+      ['error', 'Errors', 'Error: something else'],
+      ['error', 'Errors', 'Error: ERR unknown command'],
+    ]);
   });
 
   it("never takes a PostgreSQL error for Redis's, whatever its message says", async () => {
@@ -95,6 +116,13 @@ describe(toEnvelope.name, () => {
         expect((err as Error).message).toBe(message);
         expect(toEnvelope(err).httpStatus).not.toBe(503);
       }
+      // Each answered as the unknown error it is: 500, logged.
+      expect(logs.lines.map((l) => l.message.split('\n')[0])).toEqual([
+        'error: Connection is closed.',
+        'error: CLUSTERDOWN The cluster is down',
+        'error: timeout expired',
+        'error: Connection terminated due to connection timeout',
+      ]);
     } finally {
       await pg.end();
     }

@@ -23,6 +23,10 @@ const BY_HTTP_STATUS: Record<number, ErrorCode> = {
   503: 'UNAVAILABLE',
 };
 
+/** What a 415 says: the types a body may have, as a 406 names the result types. */
+const ACCEPTED_BODY_TYPES =
+  'Content-Type must be application/json or text/plain (UTF-8), for the statement as JSON or as text';
+
 function fromCode(
   code: ErrorCode,
   reason: string,
@@ -61,10 +65,10 @@ function fastifyError(err: {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-        ? fromCode('UNSUPPORTED_MEDIA_TYPE', 'Content-Type must be application/json or text/plain')
+        ? fromCode('UNSUPPORTED_MEDIA_TYPE', ACCEPTED_BODY_TYPES)
         : fromCode('INVALID_REQUEST', 'Content-Length does not match the body');
     case 'FST_ERR_CTP_INVALID_TYPE':
-      return fromCode('UNSUPPORTED_MEDIA_TYPE', 'invalid Content-Type');
+      return fromCode('UNSUPPORTED_MEDIA_TYPE', `invalid Content-Type: ${ACCEPTED_BODY_TYPES}`);
     case 'FST_ERR_BAD_URL':
       return fromCode('INVALID_REQUEST', 'the URL is not valid percent-encoded UTF-8');
     case 'FST_ERR_MAX_PARAM_LENGTH':
@@ -142,6 +146,11 @@ function envelopeOf(err: unknown): EnvelopeReply {
     return { httpStatus: err.http, headers: err.headers, body: { status: err.toStatus() } };
   }
   if (err instanceof HttpException) {
+    // Nest turns Fastify's parser errors into an HttpException of their status and message
+    // (routes-resolver's mapExternalException), dropping the code: a 415 is always the body's
+    // type (Sluice's own 415s are SluiceErrors), and Fastify's "Unsupported Media Type" said
+    // nothing of what is accepted.
+    if (err.getStatus() === 415) return fromCode('UNSUPPORTED_MEDIA_TYPE', ACCEPTED_BODY_TYPES);
     const code = BY_HTTP_STATUS[err.getStatus()];
     if (code) return fromCode(code, httpExceptionReason(err));
   }

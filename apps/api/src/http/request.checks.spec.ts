@@ -205,6 +205,29 @@ describe(authorizationProblem.name, () => {
   ])('refuses %p: it is not exactly one credential', (value) => {
     expect(authorizationProblem(value)).toMatch(/exactly one credential/);
   });
+
+  it("says that a login's JSON answer sent as the token is not a token, not that it is ambiguous", () => {
+    const failedLogin =
+      'Bearer {"status":{"reason":"invalid username or password","sql_state":"28000","vendor_code":-301}}';
+    expect(authorizationProblem(failedLogin)).toBe(
+      'the Authorization header holds Bearer followed by text that is not a token (it starts with "{", like a JSON or HTML answer: did the login fail?); it must be "Bearer <credential>"',
+    );
+  });
+
+  it.each([
+    ['Bearer a, Bearer b', /it holds a list \(a comma after Bearer\)$/],
+    ['Bearer good.token.sig forged', /it holds more than one word after Bearer$/],
+    [
+      'Bearer a;b',
+      /^the Authorization header holds Bearer followed by text that is not a token \(a token holds only/,
+    ],
+    [
+      'Basic <html>',
+      /^the Authorization header holds Basic followed by text that is not a token \(it starts with "<"/,
+    ],
+  ])('says what it found in %p', (value, reason) => {
+    expect(authorizationProblem(value)).toMatch(reason);
+  });
 });
 
 describe(headerAmbiguity.name, () => {

@@ -254,14 +254,26 @@ const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
  * (`Bearer a, Bearer b` as a proxy joins two headers, or trailing words), or undefined. Parsers
  * downstream take the first token or ignore stray characters, so such a value would pass as the
  * credential in it that happens to be valid. Other schemes, and a scheme with no credential, are
- * left to the guards (401).
+ * left to the guards (401). The reason says what was found, never echoing it: a newcomer whose
+ * login failed sends its JSON answer as the token, and must learn that, not that it is "ambiguous".
  */
 export function authorizationProblem(value: string): string | undefined {
   const match = /^\s*(\S+)(?:\s+(.+?))?\s*$/s.exec(value);
   if (!match || !ONE_TOKEN_SCHEMES.has(match[1].toLowerCase())) return undefined;
   // No credential at all is not ambiguous: the guards answer it (401), as a missing token.
   if (match[2] === undefined || TOKEN68.test(match[2])) return undefined;
-  return `the Authorization header must hold exactly one credential: "${match[1]} <credential>"`;
+  const [, scheme, credential] = match;
+  const expected = `"${scheme} <credential>"`;
+  if (/^[{[<"]/.test(credential)) {
+    return `the Authorization header holds ${scheme} followed by text that is not a token (it starts with "${credential[0]}", like a JSON or HTML answer: did the login fail?); it must be ${expected}`;
+  }
+  if (credential.includes(',')) {
+    return `ambiguous request: the Authorization header must hold exactly one credential: ${expected}; it holds a list (a comma after ${scheme})`;
+  }
+  if (/\s/.test(credential)) {
+    return `ambiguous request: the Authorization header must hold exactly one credential: ${expected}; it holds more than one word after ${scheme}`;
+  }
+  return `the Authorization header holds ${scheme} followed by text that is not a token (a token holds only letters, digits and -._~+/, with = at the end); it must be ${expected}`;
 }
 
 /**
@@ -279,7 +291,7 @@ export function headerAmbiguity(rawHeaders: readonly string[]): string | undefin
     seen.add(name);
     if (name === 'authorization') {
       const problem = authorizationProblem(rawHeaders[i + 1]);
-      if (problem) return `ambiguous request: ${problem}`;
+      if (problem) return problem;
     }
   }
   return undefined;

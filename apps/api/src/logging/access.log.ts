@@ -19,7 +19,7 @@ export class AccessLog implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    const log = pinoHttp(apiLogOptions(this.config), logDestination());
+    const log = pinoHttp(apiLogOptions(this.config), logDestination(this.config));
     const fastify = this.adapterHost.httpAdapter.getInstance<FastifyInstance>();
     fastify.addHook('onRequest', (request, reply, done) => {
       if (!isQuietPath(request.raw.url)) log(request.raw, reply.raw);

@@ -3,26 +3,52 @@ import { Logger, Params, PinoLogger } from 'nestjs-pino';
 import type { IncomingMessage } from 'node:http';
 import pino, { DestinationStream, Logger as Pino, destination, stdTimeFunctions } from 'pino';
 import type { Options } from 'pino-http';
-import { SluiceConfig } from '@app/config';
+import { SluiceConfig, isStandalone } from '@app/config';
+import { readableLogLine } from './readable-log.formatter';
 
 /** Log lines are written when this many bytes are waiting, or FLUSH_EVERY_MS after the first. */
 const BATCH_BYTES = 8_192;
 const FLUSH_EVERY_MS = 200;
-let logStream: (DestinationStream & { flush(): void; flushSync(): void }) | undefined;
+type FlushableStream = DestinationStream & { flush(): void; flushSync(): void };
+let logStream: FlushableStream | undefined;
 
 /**
  * Standard output, written in batches rather than one write per line: a line per execute request,
  * each its own write, was ≈4.5% of the api's CPU on small queries. Lines wait at most
  * FLUSH_EVERY_MS, and what waits is written when the process exits (not if it is killed).
+ * Standalone mode on a terminal is read by a person: each line is written at once, readable
+ * (readable-log.formatter.ts); cluster mode and anything piped keep JSON lines.
  */
-export function logDestination(): DestinationStream {
+export function logDestination(config: SluiceConfig): DestinationStream {
   if (!logStream) {
-    const stream = destination({ dest: 1, minLength: BATCH_BYTES, sync: true });
-    setInterval(() => stream.flush(), FLUSH_EVERY_MS).unref();
-    process.once('exit', () => stream.flushSync());
-    logStream = stream;
+    logStream =
+      isStandalone(config) && process.stdout.isTTY ? readableDestination() : batchedDestination();
   }
   return logStream;
+}
+
+function batchedDestination(): FlushableStream {
+  const stream = destination({ dest: 1, minLength: BATCH_BYTES, sync: true });
+  setInterval(() => stream.flush(), FLUSH_EVERY_MS).unref();
+  process.once('exit', () => stream.flushSync());
+  return stream;
+}
+
+function readableDestination(): FlushableStream {
+  return {
+    write(json: string) {
+      const line = readableLogLine(json);
+      if (line !== undefined) process.stdout.write(`${line}\n`);
+    },
+    // Nothing waits: each line is written as it comes.
+    flush: () => undefined,
+    flushSync: () => undefined,
+  };
+}
+
+/** Writes every line that waits, before something printed beside the log (the banner). */
+export function flushLogs(): void {
+  logStream?.flushSync();
 }
 
 /** Fields that never reach a log line, wherever they appear (one level deep). */
@@ -92,7 +118,7 @@ export function apiLogOptions(config: SluiceConfig): Options {
  * including those of a start-up that hangs or fails.
  */
 export function apiLogger(config: SluiceConfig): LoggerService {
-  const params: Params = { pinoHttp: [apiLogOptions(config), logDestination()] };
+  const params: Params = { pinoHttp: [apiLogOptions(config), logDestination(config)] };
   return new Logger(new PinoLogger(params), params);
 }
 
@@ -105,6 +131,6 @@ export function apiLogger(config: SluiceConfig): LoggerService {
 export function executeLineLogger(config: SluiceConfig): Pino {
   return pino(
     { name: 'sluice-api', level: config.logLevel, timestamp: stdTimeFunctions.isoTime },
-    logDestination(),
+    logDestination(config),
   ).child({ context: 'ExecuteRequest' });
 }

@@ -15,7 +15,7 @@ export class LoggingModule {
       imports: [
         // No middleware (forRoutes: none): the access lines come from AccessLog's Fastify hook.
         LoggerModule.forRoot({
-          pinoHttp: [apiLogOptions(config), logDestination()],
+          pinoHttp: [apiLogOptions(config), logDestination(config)],
           forRoutes: [],
         }),
         MetricsModule,

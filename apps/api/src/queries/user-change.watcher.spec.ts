@@ -2,9 +2,11 @@ import type { SluiceConfig } from '@app/config';
 import type { MetadataEventsService } from '../auth/metadata-events.service';
 import type { UsersService } from '../auth/users.service';
 import type { QueriesService } from './queries.service';
+import { captureLogs } from '@test/support/captured-logs';
 import { CHECKS_AT_ONCE, MOST_WAITING, UserChangeWatcher } from './user-change.watcher';
 
 describe(UserChangeWatcher.name, () => {
+  const logs = captureLogs();
   /** A watcher whose checks each wait until `finish` is called; what it checked, in order. */
   function watcher() {
     const checked: string[] = [];
@@ -59,6 +61,19 @@ describe(UserChangeWatcher.name, () => {
     // The first checks started at once; the names heard again while they ran, after them.
     expect(checked.length).toBeLessThanOrEqual(MOST_WAITING + 2 * CHECKS_AT_ONCE);
     expect(new Set(checked.slice(0, MOST_WAITING)).size).toBe(MOST_WAITING);
+    // The flood is said once as it starts, and how much of it went, not once a notice.
+    expect(logs.lines).toEqual([
+      {
+        level: 'warn',
+        context: 'UserChangeWatcher',
+        message: `more than ${MOST_WAITING} users changed, waiting to be checked: dropping notices`,
+      },
+      {
+        level: 'warn',
+        context: 'UserChangeWatcher',
+        message: expect.stringMatching(/^\d+ notices of changed users were dropped$/),
+      },
+    ]);
   });
 
   it('checks a user again when they are heard of during their check', async () => {

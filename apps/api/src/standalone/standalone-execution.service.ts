@@ -82,6 +82,11 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
     }
   }
 
+  /** Queries running in the pool now: what a shutdown waits for. */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
   /** Shutdown: no new jobs; running ones get the grace period, then are cancelled. */
   async onModuleDestroy(): Promise<void> {
     await this.queue.close();

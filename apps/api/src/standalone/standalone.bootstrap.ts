@@ -53,15 +53,33 @@ export function banner(prepared: PreparedSettings, url: string): string {
     `Sluice is serving on ${url}  (standalone: in-process queue${embedded ? ', embedded PostgreSQL' : ''})`,
     `  admin user: ${config.adminUser}   password: ${shownPassword}`,
     '',
-    '  Try it with the sluice command (it asks for the password):',
+    '  Try it with the sluice command (login asks for the password, or reads it piped on stdin):',
     `    npx sluice login --url ${url} --user ${config.adminUser}`,
     `    npx sluice query "${statement}"`,
     '',
     '  Or with curl:',
-    `    TOKEN=$(curl -s ${url}/v1/login -H 'content-type: application/json' -d '${login}' | sed -E 's/.*"access_token":"([^"]+)".*/\\1/')`,
+    `    ${loginLine(url, login)}`,
     `    curl -s ${url}/v1/execute -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{"statement":"${statement}"}'`,
     '',
-    `  API docs: ${url}/docs`,
+    `  In a browser: ${url}/admin (the queries, for the admin user), ${url}/docs (the API)`,
     '',
   ].join('\n');
+}
+
+/**
+ * The curl line that logs in and keeps the token in TOKEN (POSIX shell, curl 7.76 or later). A
+ * failed login prints curl's error and the answer's reason on stderr and exits non-zero: piped
+ * straight into sed, the error JSON became the token and the next call's answer hid the cause.
+ */
+export function loginLine(url: string, login: string): string {
+  return `TOKEN=$(curl -sS --fail-with-body ${url}/v1/login -H 'content-type: application/json' -d '${login}') && TOKEN=$(echo "$TOKEN" | sed -E 's/.*"access_token":"([^"]+)".*/\\1/') || { echo "login failed: $TOKEN" >&2; false; }`;
+}
+
+/**
+ * What standalone mode prints when asked to stop: a shutdown waits up to the grace period for the
+ * queries running, and said nothing while it did.
+ */
+export function stoppingLine(running: number): string {
+  if (running === 0) return 'stopping…';
+  return `stopping… (waiting for ${running} ${running === 1 ? 'query' : 'queries'})`;
 }

@@ -14,4 +14,37 @@ describe(ProgressThrottle.name, () => {
       { rows: 300, bytes: 3000 },
     ]);
   });
+
+  describe('during a wait', () => {
+    beforeEach(() => jest.useFakeTimers({ now: 0 }));
+    afterEach(() => jest.useRealTimers());
+
+    it('reports the rows made once a report is due while a write waits on the client', async () => {
+      const reports: unknown[] = [];
+      const throttle = new ProgressThrottle((p) => reports.push(p), 1000, 0);
+      let release!: () => void;
+      const write = new Promise<void>((resolve) => (release = resolve));
+      let bytes = 100;
+      const waited = throttle.during(write, 2000, () => bytes);
+      await jest.advanceTimersByTimeAsync(999);
+      expect(reports).toEqual([]);
+      bytes = 150;
+      await jest.advanceTimersByTimeAsync(1);
+      expect(reports).toEqual([{ rows: 2000, bytes: 150 }]);
+      // One report for one wait, however long.
+      await jest.advanceTimersByTimeAsync(5000);
+      expect(reports).toHaveLength(1);
+      release();
+      await waited;
+    });
+
+    it('reports nothing for a wait that ends before a report is due', async () => {
+      const reports: unknown[] = [];
+      const throttle = new ProgressThrottle((p) => reports.push(p), 1000, 0);
+      await jest.advanceTimersByTimeAsync(300);
+      await throttle.during(Promise.resolve(), 10, () => 1);
+      await jest.advanceTimersByTimeAsync(5000);
+      expect(reports).toEqual([]);
+    });
+  });
 });

@@ -19,6 +19,25 @@ export class ProgressThrottle {
     this.last = now;
   }
 
+  /**
+   * Awaits `waiting` — a write held up by a slow client, or the end of the result — and reports
+   * the totals if it is still waiting when a report is due: rows made sat unreported there for as
+   * long as the client took ("0 rows made" for seconds of a result made at once). A wait that ends
+   * sooner costs a timer, no report.
+   */
+  async during<T>(waiting: Promise<T>, rows: number, bytes: () => number): Promise<T> {
+    const due = Math.max(0, this.everyMs - (Date.now() - this.last));
+    const timer = setTimeout(() => {
+      this.last = Date.now();
+      this.report({ rows, bytes: bytes() });
+    }, due);
+    try {
+      return await waiting;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Called after each chunk with the totals so far. */
   tick(rows: number, bytes: number, now = Date.now()): void {
     if (now - this.last < this.everyMs) return;

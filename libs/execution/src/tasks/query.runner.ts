@@ -178,6 +178,9 @@ export class QueryRunner {
     let rows = 0;
     /** The write of the last batch encoded: one at a time, settled before anything else is written. */
     let writing: Promise<void> | undefined;
+    // A write awaited here may wait on a slow client: the rows made so far are reported meanwhile.
+    const reporting = (waiting: Promise<void> | undefined) =>
+      waiting && progress ? progress.during(waiting, rows, () => body.bytes) : waiting;
     try {
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
@@ -221,7 +224,7 @@ export class QueryRunner {
         // as unhandled meanwhile.
         prefetch.catch(() => undefined);
         const chunk = encoder.rows(batch);
-        await writing;
+        await reporting(writing);
         writing = body.data(batch.length, chunk);
         // Awaited in the next round, after the loop, or before a failure is reported.
         writing.catch(() => undefined);
@@ -233,7 +236,7 @@ export class QueryRunner {
         }
         batch = next;
       }
-      await writing;
+      await reporting(writing);
       await statement.commit();
       const tag = cursor.commandTag;
       const reason = fields.length > 0 || !tag ? 'OK' : tag;
@@ -241,7 +244,8 @@ export class QueryRunner {
         reason,
         truncated ? { row_count: rows, truncated } : { row_count: rows },
       );
-      await body.end(status, encoder.end(status, false) ?? Buffer.alloc(0));
+      // A format that writes at its end (Parquet's last row group) waits for the client here.
+      await reporting(body.end(status, encoder.end(status, false) ?? Buffer.alloc(0)));
       return { status, rows, bytes: body.bytes };
     } catch (err) {
       // A write still on its way lands first: nothing else is written meanwhile, and its own
