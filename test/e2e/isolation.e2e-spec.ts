@@ -221,7 +221,8 @@ describe('statements that change their role', () => {
       statement: 'select 1; reset role; select current_user',
     });
     expect(res.status).toBe(400);
-    expectEnvelope(res, '42601', -500);
+    expectEnvelope(res, '42601', -501);
+    expect(res.json.status.reason).toMatch(/^one statement per request/);
   });
 
   it('refuses them for administrators as well', async () => {
