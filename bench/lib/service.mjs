@@ -235,35 +235,29 @@ export function cpuSnapshot(groups) {
 
 /** Per group, the write system calls made between two snapshots (by processes alive at both). */
 /**
- * What Redis and PostgreSQL did, counted by the servers themselves: Redis's calls of each command
- * (INFO commandstats, commands run inside scripts included) and PostgreSQL's transactions and
- * statements of every database (pg_stat_database: commits and rollbacks). Compared before and
- * after a window (serverWork), they say what a request costs each server in work done, not only
- * in CPU. Anything else using the servers meanwhile is counted too: run on a quiet machine.
+ * What Redis did, counted by itself: the calls of each command (INFO commandstats, commands run
+ * inside scripts included). Compared before and after a window (serverWork), they say what a
+ * request costs Redis in work done, not only in CPU. Anything else using Redis meanwhile is
+ * counted too: run on a quiet machine. (PostgreSQL's pg_stat_database is no such count: a pooled
+ * backend reports its transactions only now and then, so a window's delta says nothing.)
  */
-export async function serverCounts({ redisUrl = REDIS_URL, databaseUrl = DATABASE_URL } = {}) {
+export async function serverCounts({ redisUrl = REDIS_URL } = {}) {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: true });
-  const client = new pg.Client({ connectionString: databaseUrl });
   try {
     await redis.connect();
-    await client.connect();
     const info = await redis.info('commandstats');
     const commands = {};
     for (const line of info.split('\n')) {
       const m = line.match(/^cmdstat_([^:]+):calls=(\d+)/);
       if (m) commands[m[1]] = Number(m[2]);
     }
-    const { rows } = await client.query(
-      'SELECT sum(xact_commit + xact_rollback)::bigint AS xacts FROM pg_stat_database',
-    );
-    return { commands, xacts: Number(rows[0].xacts) };
+    return { commands };
   } finally {
     redis.disconnect();
-    await client.end().catch(() => undefined);
   }
 }
 
-/** Per request between two serverCounts: Redis commands, script calls, top commands, PG xacts. */
+/** Per request between two serverCounts: Redis commands, script calls, the top commands. */
 export function serverWork(before, after, requests) {
   const calls = {};
   for (const [name, n] of Object.entries(after.commands)) {
@@ -275,14 +269,12 @@ export function serverWork(before, after, requests) {
     (sum, name) => sum + (calls[name] ?? 0),
     0,
   );
-  // The check and its own two queries are not the requests' (one xact each side).
-  const xacts = (after.xacts - before.xacts - 2) / requests;
   const top = Object.entries(calls)
     .sort((a, b) => b[1] - a[1])
     .slice(0, 8)
     .map(([name, n]) => `${name} ${n.toFixed(1)}`)
     .join(', ');
-  return { redisCommands: total, redisScripts: scripts, pgXacts: xacts, top };
+  return { redisCommands: total, redisScripts: scripts, top };
 }
 
 export function writeCounts(before, after) {
