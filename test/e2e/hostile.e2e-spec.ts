@@ -10,8 +10,8 @@ import {
   execute,
   grantSchema,
   login,
+  createUser as createLoggedInUser,
   request,
-  slotFillers,
   until,
 } from './support/client';
 import { randomName } from './support/service';
@@ -875,7 +875,8 @@ describe('a statement whose output a worker thread cannot take', () => {
   // A worker thread runs several statements at once: one that threw in pg's socket listener
   // (COPY's messages, a value too long for a string) ended the thread and every statement on it.
   let attacker: { token: string; role: string };
-  let others: Awaited<ReturnType<typeof slotFillers>>;
+  /** One user for each query beside the attacker's: none of them is held back by its share. */
+  let others: { username: string; token: string }[];
 
   beforeAll(async () => {
     const user = await createUser({ prefix: 'e2e_copier' });
@@ -884,8 +885,13 @@ describe('a statement whose output a worker thread cannot take', () => {
     await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${user.role}`);
     await db().query(`GRANT SELECT, INSERT ON ${schema}.victims TO ${user.role}`);
     attacker = { token: await login(user.username, user.password), role: user.role };
-    others = await slotFillers('e2e_beside');
-    users.push(...others.users.map((u) => u.username));
+    // A slot the statement before may still hold (its task ending after its answer came) leaves
+    // the others the rest of the pool, whichever worker each lands on.
+    others = [];
+    for (let i = 0; i < e2eEnv().capacity - 1; i++) {
+      others.push(await createLoggedInUser('e2e_beside'));
+    }
+    users.push(...others.map((u) => u.username));
   });
 
   /**
@@ -902,7 +908,7 @@ describe('a statement whose output a worker thread cannot take', () => {
       const held = Array.from({ length: e2eEnv().capacity - 1 }, (_, i) =>
         execute(
           { statement: `select pg_advisory_xact_lock_shared(${key}), '${tag}' as tag, ${i} as n` },
-          { token: others.tokenFor(i) },
+          { token: others[i].token },
         ),
       );
       // The cases before leave a thread and a backend freeing 0.5 GB: on a slow machine the
