@@ -1,6 +1,7 @@
-import type { Job } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import { ExecuteJobData } from '@app/contracts';
-import { PutOffJobs } from './user-share.processor';
+import { UserSlots } from '../user.slots';
+import { PutOffJobs, userShareProcessor } from './user-share.processor';
 
 /** A put-off job as PutOffJobs sees it: its id, its latest start, and whether it still waits. */
 function jobOf(
@@ -56,5 +57,36 @@ describe(PutOffJobs.name, () => {
     await jobs.bringBack('u');
     expect(promoted).toEqual(['second']);
     expect(jobs.size).toBe(0);
+  });
+});
+
+describe(userShareProcessor.name, () => {
+  it('lends no slot past the share when the check of other users fails: the job is put off', async () => {
+    const slots = new UserSlots({ interactive: 4, export: 4 }, 25);
+    const ran: string[] = [];
+    const delayed: string[] = [];
+    const process = userShareProcessor(
+      slots,
+      'interactive',
+      (job) => {
+        ran.push(job.id!);
+        return new Promise<void>(() => undefined);
+      },
+      { othersWaiting: () => Promise.reject(new Error('Redis is down')) },
+    );
+    const jobOf = (id: string) =>
+      ({
+        id,
+        attemptsStarted: 1,
+        data: { username: 'u', startBy: Date.now() + 60_000 } as ExecuteJobData,
+        moveToDelayed: () => {
+          delayed.push(id);
+          return Promise.resolve();
+        },
+      }) as unknown as Job<ExecuteJobData>;
+    void process(jobOf('first'), 'token');
+    await expect(process(jobOf('second'), 'token')).rejects.toThrow(DelayedError);
+    expect(ran).toEqual(['first']);
+    expect(delayed).toEqual(['second']);
   });
 });

@@ -46,7 +46,8 @@ export function userShareProcessor<R>(
   const borrowed = async (user: string): Promise<boolean> =>
     othersWaiting !== undefined &&
     slots.mayBorrow(user, lane) &&
-    !(await othersWaiting(user)) &&
+    // A check Redis could not answer lends nothing: the job is put off as past its share.
+    !(await othersWaiting(user).catch(() => true)) &&
     slots.borrow(user, lane);
   return async (job, token) => {
     const user = job.data.username;
