@@ -662,6 +662,41 @@ describe('database users (SLUICE_AUTH=database)', () => {
       expect(res.json.status.reason).toMatch(/superuser or reaches the database server's files/);
     });
 
+    it('refuses the next statement of a user made a superuser even when its stored search_path shadows pg_roles and pg_has_role', async () => {
+      const user = await createUser();
+      const evil = randomName('dbu_evil');
+      await superuser.query(`CREATE SCHEMA ${evil} AUTHORIZATION ${user.name}`);
+      const token = await tokenOf(user);
+      // As the user: look-alikes that say "no superuser, may log in" for everyone, found first.
+      const made = await run(
+        token,
+        `do $$ begin
+           create view ${evil}.pg_roles as
+             select oid, rolname, false as rolsuper, true as rolcanlogin,
+                    null::timestamptz as rolvaliduntil from pg_catalog.pg_roles;
+           create function ${evil}.pg_has_role(oid, oid, text) returns boolean
+             language sql as 'select false';
+           create function ${evil}.pg_has_role(oid, name, text) returns boolean
+             language sql as 'select false';
+         end $$`,
+      );
+      expect(made.status).toBe(200);
+      await superuser.query(`ALTER ROLE ${user.name} SET search_path = ${evil}, pg_catalog`);
+      await superuser.query(`ALTER ROLE ${user.name} SUPERUSER`);
+      // A new connection of the user's starts with the stored search_path.
+      await superuser.query(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1',
+        [user.name],
+      );
+      const shadowed = await run(token, "select current_setting('search_path')");
+      expect(shadowed.status).toBe(403);
+      const res = await run(token, 'select current_user');
+      expect(res.status).toBe(403);
+      expectEnvelope(res, '42501', -700);
+      await superuser.query(`ALTER ROLE ${user.name} NOSUPERUSER`);
+      await superuser.query(`DROP SCHEMA ${evil} CASCADE`);
+    });
+
     it('lets them log in and run statements with SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS=true', async () => {
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
