@@ -1,7 +1,7 @@
 import { DelayedError, type Job } from 'bullmq';
 import { ExecuteJobData } from '@app/contracts';
 import { UserSlots } from '../user.slots';
-import { PutOffJobs, userShareProcessor } from './user-share.processor';
+import { HOLD_MS, PutOffJobs, userShareProcessor } from './user-share.processor';
 
 /** A put-off job as PutOffJobs sees it: its id, its latest start, and whether it still waits. */
 function jobOf(
@@ -89,4 +89,85 @@ describe(userShareProcessor.name, () => {
     expect(ran).toEqual(['first']);
     expect(delayed).toEqual(['second']);
   });
+
+  /** A lane of 4 slots, share 1, whose jobs run until `end(id)`; what ran and what was put off. */
+  function lane(othersWaiting: (user: string) => Promise<boolean>) {
+    const slots = new UserSlots({ interactive: 4, export: 4 }, 25);
+    const ran: string[] = [];
+    const delayed: string[] = [];
+    const ends = new Map<string, () => void>();
+    const process = userShareProcessor(
+      slots,
+      'interactive',
+      (job) => {
+        ran.push(job.id!);
+        return new Promise<void>((resolve) => ends.set(job.id!, resolve));
+      },
+      { othersWaiting },
+    );
+    const take = (id: string, username = 'u') =>
+      process(
+        {
+          id,
+          attemptsStarted: 1,
+          data: { username, startBy: Date.now() + 60_000 } as ExecuteJobData,
+          moveToDelayed: () => {
+            delayed.push(id);
+            return Promise.resolve();
+          },
+        } as unknown as Job<ExecuteJobData>,
+        'token',
+      );
+    const end = (id: string) => ends.get(id)!();
+    return { take, end, ran, delayed };
+  }
+
+  afterEach(() => jest.useRealTimers());
+
+  it('hands a user alone the slot its query frees, past every slot it may borrow, without a put-off', async () => {
+    const { take, end, ran, delayed } = lane(() => Promise.resolve(false));
+    const running = ['a', 'b', 'c'].map((id) => take(id));
+    await Promise.resolve();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(ran).toEqual(['a', 'b', 'c']);
+    // Every slot but one is held: the fourth job waits for one of them.
+    const held = take('d');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(ran).toEqual(['a', 'b', 'c']);
+    end('b');
+    await running[1];
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(ran).toEqual(['a', 'b', 'c', 'd']);
+    expect(delayed).toEqual([]);
+    end('d');
+    await held;
+  });
+
+  it('puts a held job off once HOLD_MS pass with no slot freed, so that the free slot stays free', async () => {
+    jest.useFakeTimers({ doNotFake: ['setImmediate', 'nextTick', 'queueMicrotask'] });
+    const { take, ran, delayed } = lane(() => Promise.resolve(false));
+    for (const id of ['a', 'b', 'c']) void take(id);
+    const held = take('d');
+    await new Promise((resolve) => setImmediate(resolve));
+    // Only one job is held at a time: the next goes back to the queue at once.
+    await expect(take('e')).rejects.toThrow(DelayedError);
+    expect(delayed).toEqual(['e']);
+    jest.advanceTimersByTime(HOLD_MS - 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(delayed).toEqual(['e']);
+    jest.advanceTimersByTime(1);
+    await expect(held).rejects.toThrow(DelayedError);
+    expect(delayed).toEqual(['e', 'd']);
+    expect(ran).toEqual(['a', 'b', 'c']);
+  });
+
+  it("holds no job while another user's job waits: past its share, the job is put off at once", async () => {
+    const { take, ran, delayed } = lane((user) => Promise.resolve(user === 'u'));
+    void take('a');
+    await new Promise((resolve) => setImmediate(resolve));
+    await expect(take('b')).rejects.toThrow(DelayedError);
+    expect(ran).toEqual(['a']);
+    expect(delayed).toEqual(['b']);
+  });
 });
+

@@ -14,13 +14,31 @@ export const PUT_OFF_MS = 250;
 export const QUICK_PUT_OFFS = 8;
 export const PUT_OFF_MOST_MS = 2000;
 
+/**
+ * How long a job of a user alone, who holds every slot it may borrow, waits here for one of them
+ * to free before it is put off. A user's small queries end within milliseconds of each other, so
+ * the slot is handed on in-process, where a put-off would cost two scripts and a quarter second;
+ * a user's long statements are put off after this, so that the worker's one slot never borrowed
+ * is taken by another user's job at most this much later.
+ */
+export const HOLD_MS = 100;
+
+/**
+ * How long an answer that no other user's job waits in the lane stands for this worker: a share
+ * is a limit for as long again after another user's job comes, and one script of Redis's less for
+ * every job of a busy user alone.
+ */
+export const NONE_WAITING_MS = 10;
+
 /** Jobs of one user a worker remembers putting off (more are brought back by time alone). */
 const REMEMBERED_PER_USER = 256;
 
 /**
  * A BullMQ processor of one lane that runs a job while its user holds less than its share of this
  * worker's slots (UserSlots), or past it, in a borrowed slot, while no other user's job waits: a
- * user alone pays nothing for the share. Otherwise the job goes back to the queue, delayed PUT_OFF_MS, for
+ * user alone pays nothing for the share. A user alone who holds every slot it may borrow has its
+ * job wait here, up to HOLD_MS, for the slot one of its queries frees. Otherwise the job goes back
+ * to the queue, delayed PUT_OFF_MS, for
  * this worker or another to take again, its priority kept. Never started, it is never run twice.
  * When one of the user's slots here frees, the oldest job put off here is brought back at once, so
  * that a user's burst runs as fast as its share allows, in order. A job past its latest start needs
@@ -42,19 +60,64 @@ export function userShareProcessor<R>(
     othersWaiting?: (user: string) => Promise<boolean>;
   } = {},
 ): Processor<ExecuteJobData, R> {
-  /** Past its share, a user borrows a free slot while nobody else waits for one. */
-  const borrowed = async (user: string): Promise<boolean> =>
-    othersWaiting !== undefined &&
-    slots.mayBorrow(user, lane) &&
+  /** Users for whom no other user's job waited in the lane, and when that was asked. */
+  const aloneAt = new Map<string, number>();
+  const alone = async (user: string): Promise<boolean> => {
+    if (othersWaiting === undefined) return false;
+    const now = Date.now();
+    if (now - (aloneAt.get(user) ?? -Infinity) < NONE_WAITING_MS) return true;
     // A check Redis could not answer lends nothing: the job is put off as past its share.
-    !(await othersWaiting(user).catch(() => true)) &&
-    slots.borrow(user, lane);
+    if (await othersWaiting(user).catch(() => true)) {
+      aloneAt.delete(user);
+      return false;
+    }
+    if (aloneAt.size >= REMEMBERED_PER_USER) aloneAt.clear();
+    aloneAt.set(user, now);
+    return true;
+  };
+  /** Jobs held for a slot, by user: each is handed the slot that one of the user's queries frees. */
+  const held = new Map<string, ((handed: boolean) => void)[]>();
+  const holding = () => [...held.values()].some((jobs) => jobs.length > 0);
+  /**
+   * Waits up to HOLD_MS for one of `user`'s slots here to be handed on: true with the slot held.
+   * One job at a time in the lane, so that held jobs never fill the worker's free slot.
+   */
+  const handedOn = (user: string): Promise<boolean> => {
+    if (holding()) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const jobs = held.get(user) ?? [];
+      held.set(user, jobs);
+      const hand = (handed: boolean) => {
+        clearTimeout(timer);
+        jobs.splice(jobs.indexOf(hand), 1);
+        if (jobs.length === 0) held.delete(user);
+        resolve(handed);
+      };
+      const timer = setTimeout(() => hand(false), HOLD_MS);
+      jobs.push(hand);
+    });
+  };
+  /**
+   * Past its share, a user borrows a free slot while nobody else waits for one; holding every slot
+   * it may borrow, its job waits a moment for one of them.
+   */
+  const slotPastShare = async (user: string): Promise<boolean> => {
+    if (!(await alone(user))) return false;
+    return slots.borrow(user, lane) || handedOn(user);
+  };
+  /** Gives the user's slot to its held job, if it has one, else back. */
+  const release = async (user: string): Promise<void> => {
+    const next = held.get(user)?.[0];
+    if (next) return next(true);
+    slots.release(user, lane);
+    await putOff.bringBack(user);
+  };
   return async (job, token) => {
     const user = job.data.username;
     // BullMQ counts each time a job is taken (moveToActive), put-offs included.
     const takenBefore = job.attemptsStarted > 1;
     if (pastLatestStart(job.data)) return run(job, takenBefore);
-    if (!slots.take(user, lane) && !(await borrowed(user))) {
+    if (!slots.take(user, lane) && !(await slotPastShare(user))) {
       const times = putOff.remember(user, job);
       onPutOff?.();
       const slower = Math.max(0, times - QUICK_PUT_OFFS);
@@ -67,8 +130,7 @@ export function userShareProcessor<R>(
     try {
       return await run(job, takenBefore);
     } finally {
-      slots.release(user, lane);
-      await putOff.bringBack(user);
+      await release(user);
     }
   };
 }
