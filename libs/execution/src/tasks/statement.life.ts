@@ -187,7 +187,7 @@ export class StatementLife {
     this.inTransaction = false;
     this.reset = reset;
     this.broken = !reset;
-    this.stop.settle();
+    this.stop.committed();
   }
 
   /**

@@ -121,6 +121,18 @@ describe(StatementStop.name, () => {
     stop.dispose();
   });
 
+  it('once committed, listens to neither: a committed result never ends in TIME_LIMIT', () => {
+    const stop = new StatementStop(writer, 300, onStop);
+    jest.advanceTimersByTime(200);
+    stop.committed();
+    expect(writer.watching).toBe(false);
+    jest.advanceTimersByTime(300);
+    writer.client('cancelled');
+    expect(stop.reason).toBeUndefined();
+    expect(writer.interrupts).toEqual([]);
+    expect(stops).toEqual([]);
+  });
+
   it('once disposed, listens to nothing; disposing again does nothing', () => {
     const stop = new StatementStop(writer, 300, onStop);
     stop.dispose();

@@ -7,7 +7,8 @@ import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
  * gives up, and calls `onStop` once, to stop the statement where it runs in PostgreSQL.
  *
  * Its life: the client and the time limit are watched from construction; `settle()` (the
- * statement's outcome is known) stops watching the client; `dispose()` stops watching both.
+ * statement's outcome is known) stops watching the client; `committed()` and `dispose()` stop
+ * watching both.
  */
 export class StatementStop {
   private first: StopReason | undefined;
@@ -42,6 +43,15 @@ export class StatementStop {
   settle(): void {
     this.unwatchClient?.();
     this.unwatchClient = undefined;
+  }
+
+  /**
+   * The statement committed: its time limit no longer applies. A committed result is delivered
+   * whole; a client too slow to take its end meets the writer's idle limit
+   * (SLUICE_CLIENT_IDLE_TIMEOUT_MS), never TIME_LIMIT for a statement that took effect.
+   */
+  committed(): void {
+    this.dispose();
   }
 
   /** Watches nothing any more; a second call does nothing. */
