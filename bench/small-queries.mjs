@@ -33,6 +33,9 @@ import {
   runMain,
   staleBuildWarning,
   START_TIMEOUT_MS,
+  benchAdminRole,
+  jsonRequest,
+  login,
   startChild,
   startSluice,
 } from './lib/service.mjs';
@@ -54,6 +57,9 @@ const SETTINGS = {
   // Rounds of the three targets in turn: this machine's speed drifts by ±10% over minutes, so one
   // load each would compare targets measured at different speeds.
   rounds: envInt('BENCH_ROUNDS', 3),
+  // Sluice's clients shared out between this many users (the skeleton knows no users): with more
+  // than one, each user's share of a worker's slots is a limit while the others' queries wait.
+  users: envInt('BENCH_USERS', 1),
 };
 // Goals (issue 13): at least 2,400 req/s (3× the ≈770 it measured), then 0.25× the floor.
 const GOAL_RPS = 2_400;
@@ -76,6 +82,8 @@ async function runLoad({
   label,
   url,
   headers = {},
+  /** Headers of each client in turn (one user each), instead of `headers` for all. */
+  clientHeaders,
   cpuGroups,
   warmupSeconds = SETTINGS.warmupSeconds,
   seconds = SETTINGS.seconds,
@@ -83,12 +91,16 @@ async function runLoad({
   const { concurrency } = SETTINGS;
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   const body = Buffer.from(JSON.stringify({ statement: SETTINGS.statement }));
-  const options = {
+  const optionsOf = (i) => ({
     method: 'POST',
     agent,
     body,
-    headers: { 'content-type': 'application/json', 'content-length': body.length, ...headers },
-  };
+    headers: {
+      'content-type': 'application/json',
+      'content-length': body.length,
+      ...(clientHeaders ? clientHeaders[i % clientHeaders.length] : headers),
+    },
+  });
   const target = new URL('/v1/execute', url);
 
   const latencies = [];
@@ -108,7 +120,8 @@ async function runLoad({
   process.stdout.write(
     `${label}: ${warmupSeconds} s warm-up + ${seconds} s, ${concurrency} clients ... `,
   );
-  async function client() {
+  async function client(_, i) {
+    const options = optionsOf(i);
     while (performance.now() < stopAt) {
       const start = performance.now();
       const res = await request(target, options);
@@ -218,7 +231,7 @@ function report(rounds, loadAtStart) {
     `- Load: ${SETTINGS.concurrency} keep-alive clients (node:http), closed loop, ${SETTINGS.seconds} s after ${SETTINGS.warmupSeconds} s warm-up, ` +
       `${SETTINGS.rounds} rounds of the three targets in turn after a first load of ${SETTINGS.targetWarmupSeconds} s each, ` +
       'each target in processes of its own (the others idle meanwhile)',
-    `- Statement: \`${SETTINGS.statement}\` (JSON body, default format)`,
+    `- Statement: \`${SETTINGS.statement}\` (JSON body, default format); Sluice's clients as ${SETTINGS.users} user${SETTINGS.users > 1 ? 's' : ''}`,
     '',
     '| target | round | requests | req/s | p50 ms | p90 ms | p99 ms | errors |',
     '|---|---:|---:|---:|---:|---:|---:|---:|',
@@ -288,6 +301,34 @@ async function startSkeleton() {
   return { url, worker, api, children: [worker, api] };
 }
 
+/**
+ * `n` users of the bench's role, made through the admin API (and deleted at the end): the headers
+ * of each, signed in.
+ */
+async function benchUsers(sluice, n) {
+  const role = await benchAdminRole(SETTINGS.databaseUrl);
+  const suffix = randomBytes(4).toString('hex');
+  const headers = [];
+  for (let i = 0; i < n; i++) {
+    const username = `bench_u${i}_${suffix}`;
+    const password = randomBytes(12).toString('base64url');
+    const made = await jsonRequest(
+      new URL('/v1/users', sluice.baseUrl),
+      { username, password, role },
+      sluice.headers,
+    );
+    if (made.status !== 201) throw new Error(`POST /v1/users: ${made.status} ${made.body}`);
+    onCleanup(() =>
+      request(new URL(`/v1/users/${username}`, sluice.baseUrl), {
+        method: 'DELETE',
+        headers: sluice.headers,
+      }),
+    );
+    headers.push(await login(sluice.baseUrl, username, password));
+  }
+  return headers;
+}
+
 /** Runs a load, or rejects as soon as one of the target's processes dies. */
 function loadUnlessDied(children, load) {
   return Promise.race([runLoad(load), ...children.map((c) => c.died)]);
@@ -315,6 +356,7 @@ async function main() {
     isGood: isGoodResult,
     env: { SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)) },
   });
+  const clientHeaders = SETTINGS.users > 1 ? await benchUsers(sluice, SETTINGS.users) : undefined;
   const client = { 'bench client': [process.pid] };
   const targets = {
     direct: {
@@ -344,6 +386,7 @@ async function main() {
         label: 'Sluice (api + worker)',
         url: sluice.baseUrl,
         headers: sluice.headers,
+        clientHeaders,
         cpuGroups: { ...client, api: [sluice.api.pid], worker: [sluice.worker.pid], ...external },
       },
     },

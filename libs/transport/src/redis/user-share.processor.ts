@@ -15,11 +15,12 @@ export const QUICK_PUT_OFFS = 8;
 export const PUT_OFF_MOST_MS = 2000;
 
 /**
- * How long a job of a user alone, who holds every slot it may borrow, waits here for one of them
- * to free before it is put off. A user's small queries end within milliseconds of each other, so
- * the slot is handed on in-process, where a put-off would cost two scripts and a quarter second;
- * a user's long statements are put off after this, so that the worker's one slot never borrowed
- * is taken by another user's job at most this much later.
+ * How long a job of a user who holds every slot it may have here (its share, or, alone, every slot
+ * it may borrow) waits for one of them to free before it is put off. A user's small queries end
+ * within milliseconds of each other, so the slot is handed on in-process, where a put-off would
+ * cost two scripts and a quarter second; a user's long statements are put off after this. One job
+ * waits so at a time in a lane: the worker's free slots are taken by another user's job at most
+ * this much later.
  */
 export const HOLD_MS = 100;
 
@@ -36,8 +37,9 @@ const REMEMBERED_PER_USER = 256;
 /**
  * A BullMQ processor of one lane that runs a job while its user holds less than its share of this
  * worker's slots (UserSlots), or past it, in a borrowed slot, while no other user's job waits: a
- * user alone pays nothing for the share. A user alone who holds every slot it may borrow has its
- * job wait here, up to HOLD_MS, for the slot one of its queries frees. Otherwise the job goes back
+ * user alone pays nothing for the share. A user who holds every slot it may have here has its
+ * job wait, up to HOLD_MS and one job at a time, for the slot one of its queries frees. Otherwise
+ * the job goes back
  * to the queue, delayed PUT_OFF_MS, for
  * this worker or another to take again, its priority kept. Never started, it is never run twice.
  * When one of the user's slots here frees, the oldest job put off here is brought back at once, so
@@ -99,12 +101,10 @@ export function userShareProcessor<R>(
   };
   /**
    * Past its share, a user borrows a free slot while nobody else waits for one; holding every slot
-   * it may borrow, its job waits a moment for one of them.
+   * it may have, its job waits a moment for one of them.
    */
-  const slotPastShare = async (user: string): Promise<boolean> => {
-    if (!(await alone(user))) return false;
-    return slots.borrow(user, lane) || handedOn(user);
-  };
+  const slotPastShare = async (user: string): Promise<boolean> =>
+    ((await alone(user)) && slots.borrow(user, lane)) || handedOn(user);
   /** Gives the user's slot to its held job, if it has one, else back. */
   const release = async (user: string): Promise<void> => {
     const next = held.get(user)?.[0];
