@@ -35,6 +35,7 @@ import {
   START_TIMEOUT_MS,
   benchAdminRole,
   jsonRequest,
+  startCountingProxy,
   login,
   startChild,
   startSluice,
@@ -180,7 +181,7 @@ function medianRound(rounds) {
   return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 
-function report(rounds, loadAtStart) {
+function report(rounds, loadAtStart, trips) {
   const row = (r, round) =>
     `| ${r.label} | ${round} | ${r.requests} | ${Math.round(r.rps)} | ${ms(r.p50)} | ${ms(r.p90)} | ${ms(r.p99)} | ${r.errors} |`;
   const direct = medianRound(rounds.map((r) => r.direct));
@@ -260,6 +261,11 @@ function report(rounds, loadAtStart) {
       serversLine,
       measured,
     ),
+    `PostgreSQL round trips per request (what clients sent, counted by a TCP proxy in front of PostgreSQL, ` +
+      `${TRIPS_COUNTED} requests one at a time after ${TRIPS_WARMUP}, every process of the target together; ` +
+      'a phase of its own after the rounds):',
+    '',
+    ...Object.entries(trips).map(([name, n]) => `- ${name}: ${n.toFixed(2)}`),
   ];
   for (const r of rounds.flatMap((round) => [round.direct, round.skeleton, round.sluice])) {
     if (r.errorSamples.length > 0) {
@@ -282,11 +288,11 @@ async function printed(child, prefix) {
 }
 
 /** The architecture's floor (bench/skeleton-baseline.mjs): its worker, then its api. */
-async function startSkeleton() {
+async function startSkeleton(databaseUrl = SETTINGS.databaseUrl) {
   const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
   const env = {
     ...process.env,
-    BENCH_DATABASE_URL: SETTINGS.databaseUrl,
+    BENCH_DATABASE_URL: databaseUrl,
     BENCH_REDIS_URL: SETTINGS.redisUrl,
     BENCH_SKELETON_PREFIX: `{${id}}`,
   };
@@ -327,6 +333,43 @@ async function benchUsers(sluice, n) {
     headers.push(await login(sluice.baseUrl, username, password));
   }
   return headers;
+}
+
+/** Sequential requests of the round-trip count: the first ones warm the pools, uncounted. */
+const TRIPS_WARMUP = 50;
+const TRIPS_COUNTED = 300;
+
+/**
+ * PostgreSQL round trips per request, every process's together: `TRIPS_COUNTED` requests one after
+ * another to a deployment of the target whose DATABASE_URL is a counting proxy (a phase of its
+ * own, after the timed rounds: the proxy's hop costs time).
+ */
+async function roundTrips(start) {
+  const proxy = await startCountingProxy(SETTINGS.databaseUrl);
+  const { url, headers, children } = await start(proxy.url);
+  const body = Buffer.from(JSON.stringify({ statement: SETTINGS.statement }));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const send = async () => {
+    const res = await request(new URL('/v1/execute', url), {
+      method: 'POST',
+      agent,
+      body,
+      headers: { 'content-type': 'application/json', 'content-length': body.length, ...headers },
+    });
+    if (!isGoodResult(res)) throw new Error(`round-trip count: HTTP ${res.status} ${res.body}`);
+  };
+  try {
+    for (let i = 0; i < TRIPS_WARMUP; i++) await send();
+    // Whatever runs on a timer (the worker's checks, the api's) settles first.
+    await sleep(500);
+    const before = proxy.sent();
+    for (let i = 0; i < TRIPS_COUNTED; i++) await send();
+    return (proxy.sent() - before) / TRIPS_COUNTED;
+  } finally {
+    agent.destroy();
+    await Promise.all(children.map((c) => c.stop()));
+    await proxy.stop();
+  }
 }
 
 /** Runs a load, or rejects as soon as one of the target's processes dies. */
@@ -409,7 +452,23 @@ async function main() {
     if (sluiceResult.errors > 0) printChildOutput(sluice);
     rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult });
   }
-  report(rounds, loadAtStart);
+  await Promise.all([...targets.skeleton.children, ...targets.sluice.children].map((c) => c.stop()));
+  console.log('PostgreSQL round trips per request (a counting proxy, requests one at a time) ...');
+  const trips = {
+    skeleton: await roundTrips(async (databaseUrl) => {
+      const started = await startSkeleton(databaseUrl);
+      return { ...started, headers: {} };
+    }),
+    Sluice: await roundTrips(async (databaseUrl) => {
+      const started = await startSluice({
+        databaseUrl,
+        isGood: isGoodResult,
+        env: { SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)) },
+      });
+      return { url: started.baseUrl, headers: started.headers, children: started.children };
+    }),
+  };
+  report(rounds, loadAtStart, trips);
 }
 
 await runMain(main);

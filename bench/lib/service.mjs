@@ -651,3 +651,42 @@ export function reportHeader(title, loadAtStart) {
 }
 
 export const met = (ok) => (ok ? 'met' : '**NOT met**');
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL round trips
+
+/**
+ * A TCP proxy in front of PostgreSQL that counts what clients send: each burst a client writes
+ * (one corked batch of protocol messages, a data event on loopback) is one round trip's request.
+ * For a phase of its own, never a timed one: the extra hop costs time. `url` is `databaseUrl`
+ * with the proxy's port; `sent()` the bursts so far, all connections together.
+ */
+export async function startCountingProxy(databaseUrl = DATABASE_URL) {
+  const upstream = new URL(databaseUrl);
+  let bursts = 0;
+  const sockets = new Set();
+  const server = net.createServer((client) => {
+    const server = net.connect(Number(upstream.port || 5432), upstream.hostname);
+    for (const s of [client, server]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    }
+    client.on('data', () => (bursts += 1));
+    client.pipe(server);
+    server.pipe(client);
+    client.on('close', () => server.destroy());
+    server.on('close', () => client.destroy());
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(databaseUrl);
+  url.hostname = '127.0.0.1';
+  url.port = String(server.address().port);
+  const stop = () =>
+    new Promise((resolve) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => resolve());
+    });
+  onCleanup(stop);
+  return { url: url.toString(), sent: () => bursts, stop };
+}
