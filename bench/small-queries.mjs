@@ -452,7 +452,9 @@ async function main() {
     if (sluiceResult.errors > 0) printChildOutput(sluice);
     rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult });
   }
-  await Promise.all([...targets.skeleton.children, ...targets.sluice.children].map((c) => c.stop()));
+  await Promise.all(
+    [...targets.skeleton.children, ...targets.sluice.children].map((c) => c.stop()),
+  );
   console.log('PostgreSQL round trips per request (a counting proxy, requests one at a time) ...');
   const trips = {
     skeleton: await roundTrips(async (databaseUrl) => {
