@@ -3,8 +3,6 @@ import { randomUUID } from 'node:crypto';
 import {
   ExecuteJobData,
   ExecuteRequestDto,
-  MEDIA_TYPES,
-  ResultFormat,
   ResultRecord,
   SluiceError,
   Status,
@@ -23,6 +21,7 @@ import { AdmissionService } from './admission.service';
 import { buildJob } from './execute.job';
 import { Execution } from './execution';
 import { ExecutionResponse } from './execution.response';
+import { contentTypeOf } from './media.negotiator';
 import { executionBody, lateFailureTail } from './execution.stream';
 import { ClientGoneError, readToFirstBytes, readWithin } from './first-record';
 import { ProducerWatch } from './producer.watch';
@@ -36,8 +35,6 @@ import {
 } from './request.negotiation';
 import { bindStatement } from './statement.binding';
 
-const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
-
 /**
  * The body as one Buffer when the result ended within the records read so far (a small result
  * comes as one record): its end is recorded and the execution released before the response is
@@ -45,7 +42,10 @@ const TEXT_FORMATS = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
  * a client at its per-user cap may send its next query at once, to another api (no sticky
  * sessions), whose admission must find the slot free; only Redis's answer says it will.
  */
-async function wholeBody(execution: Execution, read: ResultRecord[]): Promise<Buffer | undefined> {
+async function bodyIfEnded(
+  execution: Execution,
+  read: ResultRecord[],
+): Promise<Buffer | undefined> {
   const last = read[read.length - 1];
   if (last.kind !== 'end' || last.abort) return undefined;
   const bytes: Buffer[] = [];
@@ -114,11 +114,9 @@ export class ExecuteService {
     return {
       queryId,
       contentEncoding: encoding?.name,
-      contentType: TEXT_FORMATS.has(format)
-        ? `${MEDIA_TYPES[format]}; charset=utf-8`
-        : MEDIA_TYPES[format],
+      contentType: contentTypeOf(format),
       body:
-        (await wholeBody(execution, readAhead)) ??
+        (await bodyIfEnded(execution, readAhead)) ??
         executionBody(execution, readAhead, lateFailureTail(job, this.config.maxEntryBytes)),
       close: () => execution.close(),
     };

@@ -13,8 +13,11 @@ import {
  */
 const TEXT_FORMATS: ReadonlySet<ResultFormat> = new Set<ResultFormat>(['json', 'ndjson', 'csv']);
 
-/** The type offered to the negotiator: with the charset a range may name, for text formats. */
-const offered = (format: ResultFormat): string =>
+/**
+ * The Content-Type of a result in `format`, with the charset for text formats: also the type
+ * offered to the negotiator, whose Accept range may name that charset.
+ */
+export const contentTypeOf = (format: ResultFormat): string =>
   TEXT_FORMATS.has(format) ? `${MEDIA_TYPES[format]}; charset=utf-8` : MEDIA_TYPES[format];
 
 // `compression=<codec>` among a range's parameters (value maybe quoted, as RFC 9110 allows).
@@ -81,12 +84,12 @@ export function negotiateFormat(
   if (accept === undefined || accept.trim() === '') return 'json';
   // Listing JSON first makes `*/*` and `application/*` pick it.
   const ordered = [...available].sort((a, b) => (a === 'json' ? -1 : b === 'json' ? 1 : 0));
-  const types = ordered.map(offered);
+  const types = ordered.map(contentTypeOf);
   // Common alias for newline-delimited JSON.
   const normalised = takeParquetCompression(accept).accept.replace(
     /application\/x-ndjson/gi,
     MEDIA_TYPES.ndjson,
   );
   const chosen = new Negotiator({ headers: { accept: normalised } }).mediaType(types);
-  return ordered.find((f) => offered(f) === chosen);
+  return ordered.find((f) => contentTypeOf(f) === chosen);
 }

@@ -8,7 +8,7 @@ import { apiLogOptions, isQuietPath, logDestination } from './log.options';
 /**
  * The access line of every request but the quiet ones (pino-http), from a Fastify hook rather
  * than nestjs-pino's middleware: that middleware runs each request inside an AsyncLocalStorage,
- * whose promise hooks then slow every promise of the process — ≈9% of small-query throughput.
+ * whose promise hooks then slow every promise of the process, not only the request's.
  * Nest's own log lines go to the root logger, without the request's fields.
  */
 @Injectable()

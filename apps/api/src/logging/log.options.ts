@@ -13,8 +13,8 @@ type FlushableStream = DestinationStream & { flush(): void; flushSync(): void };
 let logStream: FlushableStream | undefined;
 
 /**
- * Standard output, written in batches rather than one write per line: a line per execute request,
- * each its own write, was ≈4.5% of the api's CPU on small queries. Lines wait at most
+ * Standard output, written in batches rather than one write per line: under load a line per
+ * request, each a write system call of its own, costs the api more than the line. Lines wait at most
  * FLUSH_EVERY_MS, and what waits is written when the process exits (not if it is killed).
  * Standalone mode on a terminal is read by a person: each line is written at once, readable
  * (readable-log.formatter.ts); cluster mode and anything piped keep JSON lines.
@@ -125,8 +125,8 @@ export function apiLogger(config: SluiceConfig): LoggerService {
 /**
  * The logger of the line each execute request ends with: the api's name, level, timestamps and
  * destination, without redaction. That line's fields are fixed (ExecuteRequestLog) and hold no
- * secret; redaction walks its wildcard paths over every line it is given, and with it and
- * nestjs-pino's wrapper the line was ≈4.5% of a warm api's CPU on small queries.
+ * secret, while redaction walks its wildcard paths over every line it is given, and nestjs-pino's
+ * wrapper adds its own work to each: neither is worth paying on a line per request.
  */
 export function executeLineLogger(config: SluiceConfig): Pino {
   return pino(

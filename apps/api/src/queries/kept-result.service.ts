@@ -2,7 +2,6 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import {
   FINAL_STATES,
-  MEDIA_TYPES,
   finalState,
   ResultFormat,
   ResultRecord,
@@ -22,12 +21,11 @@ import {
   ResultSource,
 } from '@app/transport';
 import { ExecutionResponse } from '../execute/execution.response';
+import { contentTypeOf } from '../execute/media.negotiator';
 import { ClientGoneError, nextUnlessGone } from '../execute/first-record';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
-
-const TEXT_FORMATS = new Set<string>(['json', 'ndjson', 'csv']);
 
 /**
  * `bytes=N-` (the one form a resumed download sends); undefined for anything else. An N past
@@ -94,9 +92,7 @@ export class KeptResultService {
     const format = record.format as ResultFormat;
     const response: ExecutionResponse = {
       queryId,
-      contentType: TEXT_FORMATS.has(format)
-        ? `${MEDIA_TYPES[format]}; charset=utf-8`
-        : MEDIA_TYPES[format],
+      contentType: contentTypeOf(format),
       contentEncoding: record.encoding,
       headers: { 'accept-ranges': 'bytes' },
       body: Buffer.alloc(0),
