@@ -57,6 +57,8 @@ export class AdminAuthenticatorService {
   async cookieUser(request: FastifyRequest): Promise<AuthUser | undefined> {
     const cookie = adminCookieOf(request.headers.cookie);
     if (cookie === undefined) return undefined;
+    // A cookie that cannot be checked (expired, revoked, the store away) signs nobody in: the
+    // page answers as to a visitor, who signs in again.
     return this.fromCookie(cookie, request).catch(() => undefined);
   }
 

@@ -95,6 +95,8 @@ export class LoginThrottleService {
 
   /** The attempt ended before its password was judged (the store was unreachable): uncounted. */
   async abandoned(username: string | undefined, address: string | undefined): Promise<void> {
+    // Best effort, as above: the store was unreachable already; the attempt's count ends with
+    // its window.
     await Promise.all(
       this.keys(username, address).map(([limiter, key]) => limiter.reward(key, 1)),
     ).catch(() => undefined);

@@ -66,6 +66,8 @@ export function nextUnlessGone(
 ): Promise<ResultRecord> {
   if (!signal) return reader.next();
   const next = reader.next();
+  // Raced below: if the client went first, nobody awaits `next` any more, and its failure
+  // (the reader closed as the request ends) must not count as unhandled.
   next.catch(() => undefined);
   return Promise.race([next, clientGone(signal)]);
 }

@@ -87,6 +87,7 @@ export class HeartbeatService implements OnApplicationBootstrap, OnModuleDestroy
     const stale = Object.entries(beats)
       .filter(([, beat]) => Date.now() - readWorkerBeat(beat).at > FORGET_AFTER_MS)
       .map(([id]) => id);
+    // Left for the next tidying: a stale beat is ignored by every api meanwhile.
     if (stale.length > 0) await this.redis.hdel(this.keys.workers, ...stale).catch(() => undefined);
   }
 }

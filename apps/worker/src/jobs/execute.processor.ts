@@ -67,6 +67,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       maxRetriesPerRequest: null,
       enableAutoPipelining: true,
     });
+    // As above: ioredis reconnects by itself, and each command's failure reaches its caller.
     this.commands.on('error', () => undefined);
     this.sink = new RedisResultSink(this.commands, this.keys, config.streamTtlSeconds);
     this.lifecycle = new JobLifecycle(

@@ -272,6 +272,9 @@ export class StatementLife {
   private async stopInPostgres(running: Promise<unknown>): Promise<void> {
     const backend = this.client && backendOf(this.client);
     if (!backend) return;
+    // A cancel that could not be sent is followed by the terminate below, as a cancel that the
+    // statement outlived; a terminate that fails leaves the statement to its end (see above), its
+    // connection dropped, not pooled.
     await this.db.cancel(backend).catch(() => undefined);
     if (await settlesWithin(running, TERMINATE_AFTER_MS)) return;
     this.broken = true;
