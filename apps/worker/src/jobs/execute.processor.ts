@@ -68,7 +68,12 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       enableAutoPipelining: true,
     });
     this.commands.on('error', () => undefined);
-    this.sink = new RedisResultSink(this.commands, this.keys, config.streamTtlSeconds);
+    this.sink = new RedisResultSink(
+      this.commands,
+      this.keys,
+      config.streamTtlSeconds,
+      config.readerBeatMs,
+    );
     this.lifecycle = new JobLifecycle(
       new QueryLifecycle(
         new RedisQueryRegistry(
@@ -116,8 +121,8 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
           concurrency: this.pool.capacity(lane),
           // A job whose worker died is failed, never handed to another worker: no statement runs twice.
           maxStalledCount: 0,
-          stalledInterval: 5_000,
-          lockDuration: 10_000,
+          stalledInterval: this.config.jobLockMs / 2,
+          lockDuration: this.config.jobLockMs,
         },
       );
       worker.on('error', (err) => this.logger.error(`queue error (${lane}): ${err.message}`));
