@@ -19,6 +19,56 @@ import { ExtraApi, startExtraApi } from './support/extra-api';
 
 const users = usersDroppedAfterAll();
 
+/** The requests /docs offers to send, as /openapi.json gives them. */
+async function documentedExecute(): Promise<{
+  json: Record<string, { summary: string; value: unknown }>;
+  text: string;
+  query: { name: string; required: boolean; schema?: { example?: unknown } }[];
+}> {
+  const doc = (await request(undefined, { method: 'GET', path: '/openapi.json' })).json;
+  const content = doc.paths['/v1/execute'].post.requestBody.content;
+  return {
+    json: content['application/json'].examples,
+    text: content['text/plain'].schema.example,
+    query: doc.paths['/v1/execute'].get.parameters.filter((p: { in: string }) => p.in === 'query'),
+  };
+}
+
+describe('documented examples', () => {
+  it('succeeds with every example of POST /v1/execute sent as /docs shows it', async () => {
+    const { json } = await documentedExecute();
+    expect(Object.keys(json).length).toBeGreaterThanOrEqual(3);
+    for (const [name, example] of Object.entries(json)) {
+      const res = await execute(example.value);
+      expect({ name, status: res.status }).toEqual({ name, status: 200 });
+      expect(res.json.status).toMatchObject({ sql_state: '00000', vendor_code: 0 });
+    }
+  });
+
+  it('succeeds with the text/plain example and with the GET form filled in with its examples', async () => {
+    const { text, query } = await documentedExecute();
+    const plain = await execute(undefined, { raw: text, headers: { 'content-type': 'text/plain' } });
+    expect(plain.status).toBe(200);
+    expect(plain.json.status).toMatchObject({ sql_state: '00000' });
+    // Try it out fills in the required fields with their examples, the rest left out.
+    const required = query.filter((p) => p.required);
+    expect(required.map((p) => p.name)).toEqual(['statement']);
+    const search = new URLSearchParams(
+      required.map((p): [string, string] => [p.name, String(p.schema?.example)]),
+    );
+    const res = await execute(undefined, { method: 'GET', path: `/v1/execute?${search.toString()}` });
+    expect(res.status).toBe(200);
+    expect(res.json.data).toEqual([[1]]);
+  });
+
+  it('lists every field of the JSON request as a query parameter of GET /v1/execute', async () => {
+    const { query } = await documentedExecute();
+    const doc = (await request(undefined, { method: 'GET', path: '/openapi.json' })).json;
+    const fields = Object.keys(doc.components.schemas.ExecuteRequestDto.properties);
+    expect(query.map((p) => p.name).sort()).toEqual(fields.sort());
+  });
+});
+
 describe('documented responses', () => {
   it('streams newline-delimited JSON for the application/x-ndjson alias', async () => {
     const res = await execute(

@@ -35,6 +35,10 @@ let baseUrl: string;
 let postgres: TcpProxy;
 const processes: ServiceProcess[] = [];
 const db = new Pool({ connectionString: DATABASE_URL, max: 2 });
+/** The workers' hold on a job (SLUICE_JOB_LOCK_MS): a dead worker's job is noticed past it. */
+const JOB_LOCK_MS = 4_000;
+/** The apis' alive-key beat (SLUICE_READER_BEAT_MS): a dead api's key lapses within 3 beats. */
+const READER_BEAT_MS = 1_000;
 
 async function startRedis(): Promise<void> {
   redisServer = spawn(
@@ -207,6 +211,8 @@ beforeAll(async () => {
     SLUICE_KEY_PREFIX: `faults-${randomBytes(3).toString('hex')}`,
     SLUICE_WORKER_THREADS: '1',
     SLUICE_PRODUCER_SILENCE_MS: '1000',
+    SLUICE_JOB_LOCK_MS: String(JOB_LOCK_MS),
+    SLUICE_READER_BEAT_MS: String(READER_BEAT_MS),
     SLUICE_WORKER_METRICS_PORT: '0',
     PORT: String(port),
     HOST: '127.0.0.1',
@@ -522,8 +528,9 @@ describe('fault tolerance', () => {
   it('never takes a busy, silent worker for a dead one: a statement quiet for two lock durations succeeds', async () => {
     const bearer = await token();
     expect(liveWorkers()).toHaveLength(1);
-    // The worker's BullMQ lock lives 10 s; the api checks a silent stream every second here.
-    const res = await execute('select pg_sleep(22), 5 as five', bearer);
+    // The worker's BullMQ lock lives JOB_LOCK_MS; the api checks a silent stream every second here.
+    const quietSeconds = (2 * JOB_LOCK_MS) / 1000 + 1;
+    const res = await execute(`select pg_sleep(${quietSeconds}), 5 as five`, bearer);
     expect(res.status).toBe(200);
     const body = JSON.parse(res.body) as { data: unknown[][]; status: { sql_state: string } };
     expect(body.data).toHaveLength(1);
@@ -538,7 +545,7 @@ describe('fault tolerance', () => {
     await until(async () => (await backends(marker)) === 1, 10_000);
     const api = processes.find((p) => p.child.spawnargs.join(' ').includes('/api/') && alive(p))!;
     await api.stop('SIGKILL');
-    // The api's alive key expires within 6 s; the worker then cancels the statement.
+    // The api's alive key expires within three beats; the worker then cancels the statement.
     const took = await until(async () => (await backends(marker)) === 0, 15_000);
     expect(took).toBeLessThan(15_000);
     const restarted = start('api');

@@ -71,6 +71,7 @@ export default async function globalSetup(): Promise<void> {
     adminUser: `e2e_admin_${randomBytes(3).toString('hex')}`,
     adminPassword: randomBytes(12).toString('base64url'),
     pgMaxConnections: PG_MAX_CONNECTIONS,
+    slotLeaseMs: 5_000,
     poolMetricsUrls: [`http://127.0.0.1:${port}/metrics`],
   };
   const common = {
@@ -89,6 +90,8 @@ export default async function globalSetup(): Promise<void> {
     SLUICE_RESULT_TOTAL_MAX_BYTES: String(2 * 1024 * 1024),
     SLUICE_MAX_ACTIVE_PER_USER: '6',
     SLUICE_MAX_QUEUE_WAIT_MS: '4000',
+    // async.e2e-spec waits out one lease to see that kept queries still hold their slots.
+    SLUICE_SLOT_LEASE_MS: String(base.slotLeaseMs),
     SLUICE_TASKS_PER_THREAD: '2',
     // Low, so that the suite's many roles keep every process at its cap of connections.
     SLUICE_PG_MAX_CONNECTIONS: String(PG_MAX_CONNECTIONS),

@@ -12,13 +12,12 @@ import {
   requireClusterSettings,
   setHeapGrowth,
 } from '@app/config';
-import { SluiceError } from '@app/contracts';
 import { AppModule } from './app.module';
 import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
 import { installDocsPageHeaders } from './http/docs-page.headers';
 import { allowedHostsWarning, installHostCheck } from './http/host.check';
-import { jsonTextProblem } from './http/json-text.check';
+import { jsonTextError } from './http/json-text.check';
 import { describeWire } from './http/openapi.document';
 import {
   clientErrorHandler,
@@ -91,11 +90,11 @@ async function bootstrap(): Promise<void> {
   // Nest registers its body parsers in init(): replace them after.
   await app.init();
   const fastify = app.getHttpAdapter().getInstance();
-  // Bodies must be UTF-8 and JSON no deeper than SLUICE_MAX_JSON_DEPTH, checked before parsing.
+  // Bodies must be UTF-8, checked as they arrive.
   installRequestChecks(fastify, settings);
-  // JSON: as Nest parses it, but a number a double would round (a bigint id past 2^53, a numeric
-  // with 20 digits) is refused rather than bound as a value nobody sent, and so is a key given
-  // twice (see json-text.check.ts).
+  // JSON: as Nest parses it, but nested no deeper than SLUICE_MAX_JSON_DEPTH, and a number a
+  // double would round (a bigint id past 2^53, a numeric with 20 digits) is refused rather than
+  // bound as a value nobody sent, and so is a key given twice (see json-text.check.ts).
   const jsonParser = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeContentTypeParser('application/json');
   fastify.addContentTypeParser(
@@ -103,9 +102,9 @@ async function bootstrap(): Promise<void> {
     { parseAs: 'string', bodyLimit: settings.maxBodyBytes },
     (request, body, done) => {
       const text = typeof body === 'string' ? body : body.toString('utf8');
-      const problem = jsonTextProblem(text);
+      const problem = jsonTextError(text, settings.maxJsonDepth);
       if (problem !== undefined) {
-        done(new SluiceError('INVALID_REQUEST', problem), undefined);
+        done(problem, undefined);
         return;
       }
       void jsonParser(request, text, done);

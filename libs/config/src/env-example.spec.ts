@@ -80,6 +80,8 @@ const FEEDS: Record<
   SLUICE_LOGIN_MAX_FAILURES_PER_ADDRESS: { setting: 'loginMaxFailuresPerAddress', value: '0' },
   SLUICE_LOGIN_LOCKOUT_SECONDS: { setting: 'loginLockoutSeconds', value: '5' },
   SLUICE_PRODUCER_SILENCE_MS: { setting: 'producerSilenceMs', value: '500' },
+  SLUICE_JOB_LOCK_MS: { setting: 'jobLockMs', value: '3000' },
+  SLUICE_READER_BEAT_MS: { setting: 'readerBeatMs', value: '500' },
   SLUICE_WORKER_THREADS: { setting: 'workerThreads', value: '3' },
   SLUICE_TASKS_PER_THREAD: { setting: 'tasksPerThread', value: '2' },
   SLUICE_WORKER_LANES: { setting: 'workerLanes', value: 'export' },

@@ -118,9 +118,20 @@ export interface SluiceConfig {
   /**
    * A result stream silent this long makes the api check that its job's worker still holds it,
    * and again as often while the silence lasts: a dead worker is noticed within the worker's
-   * BullMQ lockDuration (10 s) plus this.
+   * job lock (jobLockMs) plus this.
    */
   producerSilenceMs: number;
+  /**
+   * How long a worker's hold on a job (BullMQ's lockDuration) lasts past its last renewal (ms;
+   * renewed every half of it while the job runs): how long a dead worker's job takes to be
+   * noticed. Its stalled-job check runs every half of it too.
+   */
+  jobLockMs: number;
+  /**
+   * How often an api reading a query refreshes the query's alive key (ms); the key lives three
+   * times as long, and a worker stops the statement of a query whose key lapsed.
+   */
+  readerBeatMs: number;
   maxBodyBytes: number;
   /**
    * Bytes of request bodies an api holds while they arrive, every request's together, past each
@@ -538,6 +549,8 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     clientIdleTimeoutMs: int(env, 'SLUICE_CLIENT_IDLE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     requestTimeoutMs: int(env, 'SLUICE_REQUEST_TIMEOUT_MS', 30_000, 1_000, 3_600_000),
     producerSilenceMs: int(env, 'SLUICE_PRODUCER_SILENCE_MS', 2000, 100, 3_600_000),
+    jobLockMs: int(env, 'SLUICE_JOB_LOCK_MS', 10_000, 1_000, 600_000),
+    readerBeatMs: int(env, 'SLUICE_READER_BEAT_MS', 2000, 100, 60_000),
     maxBodyBytes,
     maxReceivingBytes,
     jobRetentionSeconds: int(env, 'SLUICE_JOB_RETENTION_SECONDS', 3600, 0, 30 * 86400),

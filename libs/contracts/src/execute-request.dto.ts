@@ -21,6 +21,7 @@ export type OnWaitTimeout = (typeof ON_WAIT_TIMEOUT)[number];
 export class ExecuteRequestDto {
   @ApiProperty({
     description: 'The SQL statement to execute; `{name}` parts are bound from `params`.',
+    example: 'select 1 as one',
   })
   @IsString()
   @IsNotEmpty()
@@ -131,3 +132,33 @@ export class ExecuteRequestDto {
   @IsBoolean()
   resumable?: boolean;
 }
+
+/**
+ * The requests /docs offers to send as they are (OpenAPI `examples` of POST /v1/execute): each
+ * runs on any database Sluice serves, and docs.e2e-spec sends each and expects a success.
+ */
+export const EXECUTE_REQUEST_EXAMPLES = {
+  one: { summary: 'One statement', value: { statement: 'select 1 as one' } },
+  params: {
+    summary: 'Values bound to `{name}` placeholders',
+    value: {
+      statement: 'select {n}::int + 1 as next, {city} as city',
+      params: { n: 41, city: 'Oslo' },
+    },
+  },
+  collection: {
+    summary: 'Rows as objects, at most 5 of them',
+    value: {
+      statement: 'select g, g * g as square from generate_series(1, 10) g',
+      format: 'collection',
+      max_rows: 5,
+    },
+  },
+  limits: {
+    summary: 'A time limit, and a 202 with the query URL if the result takes over a second',
+    value: { statement: 'select now() as at', timeout: 5000, wait_timeout: 1000 },
+  },
+} as const satisfies Record<string, { summary: string; value: ExecuteRequestDto }>;
+
+/** The text/plain form's example: the body is the statement. */
+export const EXECUTE_TEXT_EXAMPLE = 'select 1 as one';

@@ -25,6 +25,9 @@ async function firstRecord(
   }
 }
 
+/** Runs the lifecycle's timers `ms` ahead on jest's clock, and the promises they start. */
+const elapse = (ms: number) => jest.advanceTimersByTimeAsync(ms);
+
 describe(JobLifecycle.name, () => {
   let channel: InProcessResultChannel;
 
@@ -33,6 +36,7 @@ describe(JobLifecycle.name, () => {
   });
 
   afterEach(async () => {
+    jest.useRealTimers();
     jest.restoreAllMocks();
     await channel.close();
   });
@@ -79,6 +83,7 @@ describe(JobLifecycle.name, () => {
   });
 
   it('records running once a job has run a while, and writes nothing to the stream', async () => {
+    jest.useFakeTimers();
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
     const end = jest.spyOn(channel, 'end');
@@ -90,7 +95,9 @@ describe(JobLifecycle.name, () => {
       }),
     ).toBe(true);
     expect((await registry.get('q1'))?.state).toBe('queued');
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    await elapse(19);
+    expect((await registry.get('q1'))?.state).toBe('queued');
+    await elapse(1);
     const record = await registry.get('q1');
     expect(record?.state).toBe('running');
     expect(record?.startedAt).toBeGreaterThanOrEqual(before);
@@ -100,12 +107,13 @@ describe(JobLifecycle.name, () => {
   it('records a job that ends quickly in one write, from queued to its end, with its start', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
+    jest.useFakeTimers();
     const transition = jest.spyOn(registry, 'transition');
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 50);
     const before = Date.now();
     expect(await lifecycle.start(job)).toBe(true);
     await lifecycle.finish(job, { status: okStatus(), rows: 3, bytes: 40 });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await elapse(100);
     expect(transition).toHaveBeenCalledTimes(1);
     const record = await registry.get('q1');
     expect(record).toMatchObject({ state: 'succeeded', rows: 3, bytes: 40 });
@@ -153,13 +161,14 @@ describe(JobLifecycle.name, () => {
   it('writes nothing for a job whose thread recorded its end with the last entry, nor later', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
+    jest.useFakeTimers();
     const transition = jest.spyOn(registry, 'transition');
     const release = jest.spyOn(registry, 'release');
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 20);
     expect(await lifecycle.start(job)).toBe(true);
     await lifecycle.finish(job, { status: okStatus(), rows: 3, bytes: 40, recorded: true });
     // Not even the pending `running` (its timer is stopped); the api that reads the end frees the slot.
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    await elapse(60);
     expect(transition).not.toHaveBeenCalled();
     expect(release).not.toHaveBeenCalled();
     expect((await registry.get('q1'))?.state).toBe('queued');
@@ -219,6 +228,7 @@ describe(JobLifecycle.name, () => {
   it("renews its owner's slot while the job runs, and stops once it ended", async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     await started(registry);
+    jest.useFakeTimers();
     const renewed: string[] = [];
     // In-process slots need no renewal (renew does nothing): count the calls the worker makes.
     const port: QueryRegistry = registry;
@@ -228,12 +238,12 @@ describe(JobLifecycle.name, () => {
     };
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 10, 20);
     expect(await lifecycle.start(job)).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, 110));
+    await elapse(110);
     expect(renewed.length).toBeGreaterThanOrEqual(3);
     expect(new Set(renewed)).toEqual(new Set(['q1']));
     await lifecycle.finish(job, { status: statusOf('CANCELLED'), rows: 0, bytes: 0 });
     const after = renewed.length;
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    await elapse(60);
     expect(renewed.length).toBe(after);
     lifecycle.close();
   });

@@ -44,6 +44,8 @@ export interface E2eEnvironment {
   serviceEnv: Record<string, string>;
   /** SLUICE_PG_MAX_CONNECTIONS of every process that runs statements. */
   pgMaxConnections: number;
+  /** SLUICE_SLOT_LEASE_MS of the suite's own processes. */
+  slotLeaseMs: number;
   /** /metrics of each process that runs statements (workers; the api in standalone mode). */
   poolMetricsUrls: string[];
   /** Files that collect what the suite's own processes print. */

@@ -8,7 +8,6 @@ import {
   ApiOkResponse,
   ApiParam,
   ApiProduces,
-  ApiQuery,
   ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
@@ -154,14 +153,8 @@ export class ExecuteController {
     );
   }
 
+  // Its query parameters are ExecuteRequestDto's fields (openapi.document.ts lists them).
   @Get()
-  @ApiQuery({ name: 'statement', required: true })
-  @ApiQuery({ name: 'format', required: false, enum: ['array', 'collection'] })
-  @ApiQuery({ name: 'params', required: false, description: 'JSON object' })
-  @ApiQuery({ name: 'fetch_size', required: false, type: Number })
-  @ApiQuery({ name: 'max_rows', required: false, type: Number })
-  @ApiQuery({ name: 'database', required: false })
-  @ApiQuery({ name: 'schema', required: false })
   async get(
     @Query(ExecuteQueryPipe) request: Readonly<ExecuteRequestDto>,
     @CurrentUser() user: AuthUser,

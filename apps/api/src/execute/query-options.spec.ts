@@ -26,6 +26,23 @@ describe(optionsFromQuery.name, () => {
     await expect(parsed({ resumable: 'yes' })).rejects.toMatchObject({ code: 'INVALID_REQUEST' });
   });
 
+  it('reads every integer and boolean field of the DTO as its type, from the DTO itself', async () => {
+    const dto = await parsed({
+      fetch_size: '1',
+      max_rows: '2',
+      timeout: '3',
+      wait_timeout: '4',
+      resumable: 'true',
+    });
+    expect(dto).toMatchObject({
+      fetch_size: 1,
+      max_rows: 2,
+      timeout: 3,
+      wait_timeout: 4,
+      resumable: true,
+    });
+  });
+
   it('refuses a statement in the query string of a text/plain body, which is the statement', () => {
     expect(textBodyRequest({ max_rows: '2' }, 'select 1')).toEqual({
       max_rows: 2,

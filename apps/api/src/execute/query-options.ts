@@ -1,8 +1,21 @@
-import { SluiceError } from '@app/contracts';
+import { getMetadataStorage } from 'class-validator';
+import { ExecuteRequestDto, SluiceError } from '@app/contracts';
 import { jsonTextProblem } from '../http/json-text.check';
 
-const NUMERIC_FIELDS = new Set(['fetch_size', 'max_rows', 'timeout', 'wait_timeout']);
-const BOOLEAN_FIELDS = new Set(['resumable']);
+/** The fields of ExecuteRequestDto that its validation checks with `constraint` (`isInt`, …). */
+function fieldsCheckedBy(constraint: string): Set<string> {
+  const checks = getMetadataStorage().getTargetValidationMetadatas(
+    ExecuteRequestDto,
+    '',
+    true,
+    false,
+  );
+  return new Set(checks.filter((c) => c.name === constraint).map((c) => c.propertyName));
+}
+
+// From the DTO's own decorators, so that a field added there is read from the query string too.
+const NUMERIC_FIELDS = fieldsCheckedBy('isInt');
+const BOOLEAN_FIELDS = fieldsCheckedBy('isBoolean');
 
 /**
  * Turns query-string options (GET, or text/plain bodies) into the shape of an execute request:

@@ -1,4 +1,4 @@
-import { isExactNumber, jsonTextProblem } from './json-text.check';
+import { isExactNumber, jsonTextError, jsonTextProblem } from './json-text.check';
 
 describe(jsonTextProblem.name, () => {
   it.each([
@@ -69,5 +69,33 @@ describe(jsonTextProblem.name, () => {
     expect(jsonTextProblem('{"a":1,"a"')).toBe('the JSON key "a" is given twice');
     expect(jsonTextProblem('{"a":"\\x"}')).toBeUndefined();
     expect(jsonTextProblem('not json')).toBeUndefined();
+  });
+});
+
+describe(jsonTextError.name, () => {
+  it('refuses JSON nested deeper than the limit with 413, ignoring brackets inside strings', () => {
+    expect(jsonTextError('{"a":[[["[[[[[[[[{{{{"]]]}', 4)).toBeUndefined();
+    expect(jsonTextError('{"a":[[[1]]]}', 4)).toBeUndefined();
+    const err = jsonTextError('{"a":[[[[1]]]]}', 4);
+    expect(err).toMatchObject({
+      code: 'LIMIT_EXCEEDED',
+      message: 'JSON nested deeper than 4 levels',
+    });
+  });
+
+  it('keeps track of escaped quotes', () => {
+    expect(jsonTextError('{"a":"\\"[[[[[[","b":[1]}', 2)).toBeUndefined();
+  });
+
+  it('stops at the limit however deep the text goes', () => {
+    const deep = '['.repeat(200_000) + ']'.repeat(200_000);
+    expect(jsonTextError(deep, 64)?.code).toBe('LIMIT_EXCEEDED');
+  });
+
+  it('refuses with 400 what jsonTextProblem finds', () => {
+    expect(jsonTextError('{"a":1,"a":2}', 64)).toMatchObject({
+      code: 'INVALID_REQUEST',
+      message: 'the JSON key "a" is given twice',
+    });
   });
 });

@@ -1,5 +1,9 @@
+import { SluiceError } from '@app/contracts';
+
 /**
- * What JSON.parse would take in silence and Sluice must not: numbers a double does not hold
+ * The one scan of JSON text before it is parsed, for bodies and for `params` in a query string.
+ * It finds what JSON.parse would choke on or take in silence and Sluice must not: nesting deeper
+ * than a limit (a parser recursing that deep overflows its stack), numbers a double does not hold
  * exactly, and keys given twice in one object. JSON.parse rounds the first
  * (`9007199254740993` → 9007199254740992, `0.12345678901234567891` → 0.12345678901234568), so a
  * parameter would be bound to a value nobody sent; of the second it keeps the last, where a proxy
@@ -56,11 +60,13 @@ function numberProblem(literal: string): string | undefined {
   );
 }
 
-/**
- * Why JSON text must be refused although JSON.parse would take it, or undefined. Text that is not
- * JSON at all passes: the parser refuses it after.
- */
-export function jsonTextProblem(json: string): string | undefined {
+/** A problem found in JSON text: its error code and what to tell the client. */
+interface Problem {
+  code: 'INVALID_REQUEST' | 'LIMIT_EXCEEDED';
+  message: string;
+}
+
+function scan(json: string, maxDepth: number): Problem | undefined {
   const frames: Frame[] = [];
   let frame: Frame | undefined;
   for (let i = 0; i < json.length; i++) {
@@ -75,14 +81,22 @@ export function jsonTextProblem(json: string): string | undefined {
       if (frame?.keys && frame.keyNext) {
         const key = keyOf(json.slice(start, i + 1));
         if (key === undefined) return undefined;
-        if (key === '__proto__') return 'the JSON key "__proto__" is not accepted';
-        if (frame.keys.has(key)) return `the JSON key "${key.slice(0, 64)}" is given twice`;
+        const message =
+          key === '__proto__'
+            ? 'the JSON key "__proto__" is not accepted'
+            : frame.keys.has(key)
+              ? `the JSON key "${key.slice(0, 64)}" is given twice`
+              : undefined;
+        if (message) return { code: 'INVALID_REQUEST', message };
         frame.keys.add(key);
         frame.keyNext = false;
       }
     } else if (c === 123 || c === 91) {
       // { or [
       if (frame) frames.push(frame);
+      if (frames.length >= maxDepth) {
+        return { code: 'LIMIT_EXCEEDED', message: `JSON nested deeper than ${maxDepth} levels` };
+      }
       frame = { keys: c === 123 ? new Set() : undefined, keyNext: true };
     } else if (c === 125 || c === 93) {
       // } or ]
@@ -94,10 +108,27 @@ export function jsonTextProblem(json: string): string | undefined {
       NUMBER.lastIndex = i;
       const m = NUMBER.exec(json);
       if (!m) continue;
-      const problem = numberProblem(m[0]);
-      if (problem) return problem;
+      const message = numberProblem(m[0]);
+      if (message) return { code: 'INVALID_REQUEST', message };
       i += m[0].length - 1;
     }
   }
   return undefined;
+}
+
+/**
+ * Why JSON text must be refused although JSON.parse would take it, or undefined. Text that is not
+ * JSON at all passes: the parser refuses it after.
+ */
+export function jsonTextProblem(json: string): string | undefined {
+  return scan(json, Infinity)?.message;
+}
+
+/**
+ * The error to answer JSON text with before it is parsed: nested deeper than `maxDepth` (413), or
+ * a problem of jsonTextProblem's (400); undefined for text the parser may have.
+ */
+export function jsonTextError(json: string, maxDepth: number): SluiceError | undefined {
+  const problem = scan(json, maxDepth);
+  return problem && new SluiceError(problem.code, problem.message);
 }

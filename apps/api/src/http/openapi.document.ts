@@ -1,12 +1,25 @@
 import type { OpenAPIObject } from '@nestjs/swagger';
-import { ERROR_CATALOGUE, MEDIA_TYPES, ResultFormat } from '@app/contracts';
+import {
+  ERROR_CATALOGUE,
+  EXECUTE_REQUEST_EXAMPLES,
+  EXECUTE_TEXT_EXAMPLE,
+  MEDIA_TYPES,
+  ResultFormat,
+} from '@app/contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
 import { ANY_HOST_ROUTES } from './host.check';
 
 type Schema = Record<string, unknown>;
+type Parameter = {
+  name: string;
+  in: string;
+  required?: boolean;
+  description?: string;
+  schema?: Schema;
+};
 type Operation = {
-  parameters?: { name: string; in: string; schema?: Schema }[];
-  requestBody?: unknown;
+  parameters?: Parameter[];
+  requestBody?: { content?: Record<string, Schema> };
   security?: unknown[];
   responses: Record<string, { description?: string; content?: Record<string, unknown> }>;
 };
@@ -201,6 +214,38 @@ function errorCodes(path: string, operation: Operation): string[] {
 }
 
 /**
+ * The query parameters of GET /v1/execute: the fields of the JSON request (ExecuteRequestDto's
+ * schema, its examples and limits with them), `params` as its JSON text.
+ */
+function executeQueryParameters(request: Schema | undefined): Parameter[] {
+  const properties = (request?.properties ?? {}) as Record<string, Schema>;
+  const required = new Set((request?.required ?? []) as string[]);
+  return Object.entries(properties).map(([name, property]) => {
+    const { description = '', ...schema } = property;
+    return {
+      name,
+      in: 'query',
+      required: required.has(name),
+      description: (name === 'params' ? 'JSON object. ' : '') + (description as string),
+      schema: name === 'params' ? { type: 'string', example: '{"n": 41}' } : schema,
+    };
+  });
+}
+
+/**
+ * Requests /docs sends as they are: the JSON body's named examples, and the statement of a
+ * text/plain body (the schema's placeholders, `"string"` and `0`, are no statement).
+ */
+function describeExecuteBody(operation: Operation): void {
+  const content = operation.requestBody?.content;
+  if (!content) return;
+  if (content['application/json']) content['application/json'].examples = EXECUTE_REQUEST_EXAMPLES;
+  content['text/plain'] = {
+    schema: { type: 'string', description: 'The statement.', example: EXECUTE_TEXT_EXAMPLE },
+  };
+}
+
+/**
  * Completes the generated document with what decorators cannot say: the error envelope on every
  * error response, every status code each operation can answer, and the media types /v1/execute
  * streams. Operations keep whatever their own decorators described.
@@ -225,6 +270,14 @@ export function describeWire(document: OpenAPIObject): OpenAPIObject {
           : description;
         const schema = path === '/health/ready' ? ref('ReadinessReport') : ref('ErrorEnvelope');
         response.content = { 'application/json': { schema } };
+      }
+      if (path.startsWith('/v1/execute') && method === 'post') describeExecuteBody(operation);
+      if (path.startsWith('/v1/execute') && method === 'get') {
+        const request = document.components.schemas.ExecuteRequestDto as Schema | undefined;
+        operation.parameters = [
+          ...(operation.parameters ?? []).filter((p) => p.in !== 'query'),
+          ...executeQueryParameters(request),
+        ];
       }
       if (path.startsWith('/v1/execute')) {
         // The result is always a 200, never Nest's default 201 for POST.

@@ -11,24 +11,19 @@ import {
   installHeaderChecks,
   installRequestChecks,
   installQueryStringCheck,
-  jsonDepth,
   queryEncodingProblem,
 } from './request.checks';
 
-async function run(chunks: Buffer[], maxDepth?: number, budget?: ReceivingBudget): Promise<Buffer> {
+async function run(chunks: Buffer[], budget?: ReceivingBudget): Promise<Buffer> {
   const out: Buffer[] = [];
-  const check = Readable.from(chunks).pipe(new BodyCheck(maxDepth, budget));
+  const check = Readable.from(chunks).pipe(new BodyCheck(budget));
   for await (const chunk of check) out.push(chunk as Buffer);
   return Buffer.concat(out);
 }
 
-async function failure(
-  chunks: Buffer[],
-  maxDepth?: number,
-  budget?: ReceivingBudget,
-): Promise<SluiceError> {
+async function failure(chunks: Buffer[], budget?: ReceivingBudget): Promise<SluiceError> {
   try {
-    await run(chunks, maxDepth, budget);
+    await run(chunks, budget);
   } catch (err) {
     return err as SluiceError;
   }
@@ -39,7 +34,7 @@ describe(BodyCheck.name, () => {
   it('passes valid UTF-8 through unchanged, also when a character is split across chunks', async () => {
     const text = Buffer.from('{"statement":"select \'São Paulo\' — 東京"}');
     const cut = text.indexOf(0xe6) + 1;
-    expect(await run([text.subarray(0, cut), text.subarray(cut)], 8)).toEqual(text);
+    expect(await run([text.subarray(0, cut), text.subarray(cut)])).toEqual(text);
   });
 
   it('refuses invalid UTF-8 with a 400', async () => {
@@ -51,18 +46,6 @@ describe(BodyCheck.name, () => {
   it('refuses a body that ends inside a multi-byte character', async () => {
     expect((await failure([Buffer.from([0x22, 0xe6, 0x9d])])).message).toMatch(/UTF-8/);
   });
-
-  it('refuses JSON nested deeper than the limit, ignoring brackets inside strings', async () => {
-    const ok = '{"a":[[["[[[[[[[[{{{{"]]]}';
-    expect((await run([Buffer.from(ok)], 4)).toString()).toBe(ok);
-    const err = await failure([Buffer.from('{"a":[[[[1]]]]}')], 4);
-    expect(err.code).toBe('LIMIT_EXCEEDED');
-  });
-
-  it('keeps track of escaped quotes', async () => {
-    const body = '{"a":"\\"[[[[[[","b":[1]}';
-    expect((await run([Buffer.from(body)], 2)).toString()).toBe(body);
-  });
 });
 
 describe(ReceivingBudget.name, () => {
@@ -72,7 +55,7 @@ describe(ReceivingBudget.name, () => {
     bytes: number,
   ): { check: BodyCheck; body: PassThrough } {
     const body = new PassThrough();
-    const check = new BodyCheck(undefined, budget);
+    const check = new BodyCheck(budget);
     // The parser's part: it hears every error of the check.
     check.on('error', () => undefined);
     body.pipe(check);
@@ -89,25 +72,17 @@ describe(ReceivingBudget.name, () => {
     const first = arriving(budget, UNCOUNTED_BYTES + 600);
     const second = arriving(budget, UNCOUNTED_BYTES + 300);
     await tick();
-    const err = await failure(
-      [Buffer.alloc(UNCOUNTED_BYTES), Buffer.alloc(200)],
-      undefined,
-      budget,
-    );
+    const err = await failure([Buffer.alloc(UNCOUNTED_BYTES), Buffer.alloc(200)], budget);
     expect(err.code).toBe('UNAVAILABLE');
     expect(err.headers).toEqual({ 'retry-after': '1' });
     // A body within UNCOUNTED_BYTES goes through all the same.
-    const small = await run(
-      [Buffer.alloc(UNCOUNTED_BYTES - 1), Buffer.alloc(1)],
-      undefined,
-      budget,
-    );
+    const small = await run([Buffer.alloc(UNCOUNTED_BYTES - 1), Buffer.alloc(1)], budget);
     expect(small.length).toBe(UNCOUNTED_BYTES);
     // The first ends whole, the second's client goes away: both give their bytes back.
     first.body.end();
     second.check.destroy(new Error('request body ended early'));
     await tick();
-    const whole = await run([Buffer.alloc(UNCOUNTED_BYTES + 1000)], undefined, budget);
+    const whole = await run([Buffer.alloc(UNCOUNTED_BYTES + 1000)], budget);
     expect(whole.length).toBe(UNCOUNTED_BYTES + 1000);
     expect(budget.take(1000)).toBe(true);
   });
@@ -164,18 +139,6 @@ describe(installRequestChecks.name, () => {
       }
     },
   );
-});
-
-describe('jsonDepth', () => {
-  it.each([
-    ['1', 0],
-    ['{}', 1],
-    ['{"a":[1,[2]]}', 3],
-    ['{"a":"[[[[]]]"}', 1],
-    ['{"a":"\\"[[[["}', 1],
-  ])('measures %s as %d', (text, depth) => {
-    expect(jsonDepth(text)).toBe(depth);
-  });
 });
 
 describe(authorizationProblem.name, () => {

@@ -3,16 +3,8 @@ import type { Socket } from 'node:net';
 import { Transform, TransformCallback } from 'node:stream';
 import { ERROR_CATALOGUE, ErrorCode, SluiceError } from '@app/contracts';
 import { toEnvelope } from './error.envelope';
+import { jsonTextError } from './json-text.check';
 
-const QUOTE = 34;
-const BACKSLASH = 92;
-const OPEN_BRACKET = 91;
-const CLOSE_BRACKET = 93;
-const OPEN_BRACE = 123;
-const CLOSE_BRACE = 125;
-
-const tooDeep = (max: number) =>
-  new SluiceError('LIMIT_EXCEEDED', `JSON nested deeper than ${max} levels`);
 
 /**
  * Bytes of each body that the budget does not count: most statements fit, so that clients
@@ -55,25 +47,18 @@ const receivingFull = () =>
 
 /**
  * Checks a request body as it streams in, before any parser sees it: it must be valid UTF-8
- * (a decoder would otherwise swap bad bytes for U+FFFD and run a statement nobody sent), and
- * JSON must not nest deeper than `maxDepth` (deep nesting overflows the stack of the
- * validation that follows). What has arrived past its first UNCOUNTED_BYTES counts against
- * `budget` until the body has all arrived or failed.
+ * (a decoder would otherwise swap bad bytes for U+FFFD and run a statement nobody sent). What has
+ * arrived past its first UNCOUNTED_BYTES counts against `budget` until the body has all arrived
+ * or failed. The JSON text itself is checked whole, before parsing (json-text.check.ts).
  */
 export class BodyCheck extends Transform {
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
-  private depth = 0;
-  private inString = false;
-  private escaped = false;
   /** Bytes of this body taken from the budget. */
   private taken = 0;
   /** Bytes of this body that have arrived. */
   private arrived = 0;
 
-  constructor(
-    private readonly maxDepth: number | undefined,
-    private readonly budget?: ReceivingBudget,
-  ) {
+  constructor(private readonly budget?: ReceivingBudget) {
     super();
   }
 
@@ -91,10 +76,6 @@ export class BodyCheck extends Transform {
       this.decoder.decode(chunk, { stream: true });
     } catch {
       callback(new SluiceError('INVALID_REQUEST', 'request body is not valid UTF-8'));
-      return;
-    }
-    if (this.maxDepth !== undefined && !this.scan(chunk)) {
-      callback(tooDeep(this.maxDepth));
       return;
     }
     callback(null, chunk);
@@ -120,46 +101,6 @@ export class BodyCheck extends Transform {
     this.budget?.give(this.taken);
     this.taken = 0;
   }
-
-  // Bytes of multi-byte characters are all >= 0x80: they never look like JSON punctuation.
-  private scan(chunk: Buffer): boolean {
-    for (const c of chunk) {
-      if (this.inString) {
-        if (this.escaped) this.escaped = false;
-        else if (c === BACKSLASH) this.escaped = true;
-        else if (c === QUOTE) this.inString = false;
-      } else if (c === QUOTE) {
-        this.inString = true;
-      } else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
-        if (++this.depth > this.maxDepth!) return false;
-      } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) {
-        this.depth--;
-      }
-    }
-    return true;
-  }
-}
-
-/** Nesting depth of JSON text (strings skipped), for JSON carried in the query string. */
-export function jsonDepth(text: string): number {
-  let max = 0;
-  let depth = 0;
-  let inString = false;
-  let escaped = false;
-  for (const ch of text) {
-    if (inString) {
-      if (escaped) escaped = false;
-      else if (ch === '\\') escaped = true;
-      else if (ch === '"') inString = false;
-    } else if (ch === '"') {
-      inString = true;
-    } else if (ch === '[' || ch === '{') {
-      max = Math.max(max, ++depth);
-    } else if (ch === ']' || ch === '}') {
-      depth--;
-    }
-  }
-  return max;
 }
 
 /** The media type and charset of a Content-Type header, lower-cased. */
@@ -179,8 +120,9 @@ const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE']);
 
 /**
  * Checks every request before its body is parsed: bodies of JSON and text/plain must be UTF-8
- * (415 for another charset, 400 for bad bytes); JSON bodies and the `params` JSON of the query
- * string may nest at most `maxJsonDepth` levels (413). Errors go to the envelope error handler.
+ * (415 for another charset, 400 for bad bytes); the `params` JSON of the query string gets the
+ * checks of a JSON body (json-text.check.ts: at most `maxJsonDepth` levels deep, 413). Errors go
+ * to the envelope error handler.
  */
 export function installRequestChecks(
   fastify: FastifyInstance,
@@ -189,11 +131,7 @@ export function installRequestChecks(
   const budget = new ReceivingBudget(limits.maxReceivingBytes);
   fastify.addHook('onRequest', (request, _reply, done) => {
     const params = (request.query as Record<string, unknown> | undefined)?.params;
-    if (typeof params === 'string' && jsonDepth(params) > limits.maxJsonDepth) {
-      done(tooDeep(limits.maxJsonDepth));
-      return;
-    }
-    done();
+    done(typeof params === 'string' ? jsonTextError(params, limits.maxJsonDepth) : undefined);
   });
   fastify.addHook('preParsing', (request, reply, payload, done) => {
     // Fastify reads no body of these: Node discards it once the response is sent.
@@ -202,8 +140,7 @@ export function installRequestChecks(
       return;
     }
     const { type, charset } = contentType(request);
-    const json = type === 'application/json';
-    if (!json && type !== 'text/plain') {
+    if (type !== 'application/json' && type !== 'text/plain') {
       done(null, payload);
       return;
     }
@@ -211,7 +148,7 @@ export function installRequestChecks(
       done(new SluiceError('UNSUPPORTED_MEDIA_TYPE', 'the request body must be UTF-8'), payload);
       return;
     }
-    const check = new BodyCheck(json ? limits.maxJsonDepth : undefined, budget);
+    const check = new BodyCheck(budget);
     // The parser reads every error from the check stream: a client that goes away mid-body
     // fails it too. pipe() and two listeners rather than pipeline(), whose AbortController and
     // the DOMException its end creates cost ≈2% of the api's CPU on small queries.

@@ -112,13 +112,19 @@ const clusterProviders: Provider[] = [
         connector: new RedisConnector(config.redis!),
         silenceMs: config.producerSilenceMs,
         ttlSeconds: config.streamTtlSeconds,
+        beatMs: config.readerBeatMs,
       }),
   },
   {
     provide: RESULT_SINK,
     inject: [SLUICE_CONFIG, REDIS],
     useFactory: (config: SluiceConfig, redis: RedisClient): ResultSink =>
-      new RedisResultSink(redis, new RedisKeys(config.keyPrefix), config.streamTtlSeconds),
+      new RedisResultSink(
+        redis,
+        new RedisKeys(config.keyPrefix),
+        config.streamTtlSeconds,
+        config.readerBeatMs,
+      ),
   },
 ];
 

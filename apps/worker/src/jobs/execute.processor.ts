@@ -69,7 +69,12 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     });
     // As above: ioredis reconnects by itself, and each command's failure reaches its caller.
     this.commands.on('error', () => undefined);
-    this.sink = new RedisResultSink(this.commands, this.keys, config.streamTtlSeconds);
+    this.sink = new RedisResultSink(
+      this.commands,
+      this.keys,
+      config.streamTtlSeconds,
+      config.readerBeatMs,
+    );
     this.lifecycle = new JobLifecycle(
       new QueryLifecycle(
         new RedisQueryRegistry(
@@ -117,8 +122,8 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
           concurrency: this.pool.capacity(lane),
           // A job whose worker died is failed, never handed to another worker: no statement runs twice.
           maxStalledCount: 0,
-          stalledInterval: 5_000,
-          lockDuration: 10_000,
+          stalledInterval: this.config.jobLockMs / 2,
+          lockDuration: this.config.jobLockMs,
         },
       );
       worker.on('error', (err) => this.logger.error(`queue error (${lane}): ${err.message}`));

@@ -21,6 +21,8 @@ export interface RedisSourceOptions {
   ttlSeconds: number;
   /** How long one XREAD of the mux blocks at most (default 1000 ms). */
   blockMs?: number;
+  /** How often a reader refreshes its query's alive key (default ALIVE_REFRESH_MS). */
+  beatMs?: number;
 }
 
 /** What a source holds right now (for tests and metrics). */
@@ -74,7 +76,7 @@ export class RedisResultSource implements ResultSource {
       {
         silenceMs: this.options.silenceMs,
         ttlSeconds: this.options.ttlSeconds,
-        beatMs: ALIVE_REFRESH_MS,
+        beatMs: this.options.beatMs ?? ALIVE_REFRESH_MS,
       },
       () => this.readers.delete(reader),
     );
