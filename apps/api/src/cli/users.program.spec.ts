@@ -54,6 +54,23 @@ describe(usersCommands.name, () => {
     }
   });
 
+  it('lists every option of users set in its help, as docs/api.md says', async () => {
+    let help = '';
+    const program = new Command('sluice').exitOverride().configureOutput({
+      writeOut: (text) => (help += text),
+      writeErr: () => undefined,
+    });
+    usersCommands(program.command('users'), () => Promise.resolve());
+    await expect(
+      program.parseAsync(['users', 'help', 'set'], { from: 'user' }),
+    ).rejects.toMatchObject({ exitCode: 0 });
+    for (const option of ['admin', 'no-admin', 'read-only', 'no-read-only', 'enable', 'disable']) {
+      expect(help).toMatch(new RegExp(`--${option}\\b`));
+    }
+    expect(help).toMatch(/--role <role>/);
+    expect(help).toMatch(/--password/);
+  });
+
   it.each([
     [['users', 'help'], 'commander.help'],
     [['users', '--help'], 'commander.helpDisplayed'],
