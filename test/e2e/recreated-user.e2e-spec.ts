@@ -243,16 +243,42 @@ describe('a user changed with the sluice command', () => {
     });
   }
 
-  it('removed: their running query stops and their kept result is dropped', async () => {
+  it('removed: their running query stops, is forgotten, and their kept result is dropped', async () => {
     const { username, secret, sleeper } = await busyUser('e2e_clirm');
     const keptBefore = await keptBytes();
 
     expect((await cli(['users', 'remove', username])).code).toBe(0);
 
-    await expectStopped(sleeper);
+    // Stopped in PostgreSQL, and forgotten as a delete through the api forgets it.
+    await eventually(async () => ((await backendsOf(sleeper)) === 0 ? true : undefined));
+    await eventually(async () =>
+      (await adminCall('GET', `/v1/queries/${sleeper}`)).status === 404 ? true : undefined,
+    );
     await eventually(async () =>
       (await keptBytes()) <= keptBefore - secret.bytes ? true : undefined,
     );
+  }, 30_000);
+
+  it('removed: forgotten as a delete through the api forgets them, keys and all', async () => {
+    const user = await createUser({ role: await reader(), prefix: 'e2e_clifgt' });
+    users.push(user.username);
+    const key = newKey();
+    const secret = await keptSecrets(await tokenOf(user.username, user.password), key);
+    const keptBefore = await keptBytes();
+
+    expect((await cli(['users', 'remove', user.username])).code).toBe(0);
+    // An api drops their kept result after it has forgotten them.
+    await eventually(async () =>
+      (await keptBytes()) <= keptBefore - secret.bytes ? true : undefined,
+    );
+    const newToken = await recreate(user.username);
+
+    // The old key stands for nothing now (unforgotten, it is refused with 410): a new query runs,
+    // as the new user's role, which may not read.
+    const repeat = await post(newToken, { statement: SECRETS }, key);
+    expect(repeat.status).toBe(403);
+    expect(repeat.text).not.toContain(SECRET);
+    expect(repeat.json.query_id).not.toBe(secret.queryId);
   }, 30_000);
 
   it('unchanged, whatever notice anyone sends: nothing of theirs ends', async () => {

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
@@ -6,9 +7,11 @@ import { AdminGuard } from './admin.guard';
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
 import { BasicStrategy } from './basic.strategy';
+import { BearerStrategy } from './bearer.strategy';
 import { CredentialsGuard } from './credentials.guard';
 import { DatabaseLoginService } from './database-login.service';
 import { DatabaseSessionsService } from './database-sessions.service';
+import { DatabaseUsersAuthService } from './database-users-auth.service';
 import { ExecutePolicyService } from './execute-policy.service';
 import { jwtKey } from './jwt.key';
 import { LoginRoleSweepService } from './login-role-sweep.service';
@@ -18,6 +21,7 @@ import { MetadataSchema } from './metadata.schema';
 import { RevocationService } from './revocation.service';
 import { RoleCatalogService } from './role-catalog.service';
 import { RoleIsolationService } from './role-isolation.service';
+import { ServiceUsersAuthService } from './service-users-auth.service';
 import { TokenVerifier } from './token.verifier';
 import { UsersService } from './users.service';
 import { VerifiedTokens } from './verified.tokens';
@@ -29,7 +33,7 @@ import { VerifiedTokens } from './verified.tokens';
       inject: [SLUICE_CONFIG],
       // Signs with SLUICE_JWT_SECRET only; TokenVerifier also takes SLUICE_JWT_PREVIOUS_SECRET.
       useFactory: (config: SluiceConfig) => ({
-        secret: jwtKey(config.jwtSecret!) as unknown as string,
+        secret: jwtKey(config.jwtSecret!),
         signOptions: { algorithm: 'HS256' },
         verifyOptions: { algorithms: ['HS256'] },
       }),
@@ -47,9 +51,18 @@ import { VerifiedTokens } from './verified.tokens';
     UsersService,
     DatabaseLoginService,
     DatabaseSessionsService,
-    AuthService,
+    {
+      // One implementation per SLUICE_AUTH mode, built by the container with its own dependencies.
+      provide: AuthService,
+      inject: [SLUICE_CONFIG, ModuleRef],
+      useFactory: (config: SluiceConfig, modules: ModuleRef): Promise<AuthService> =>
+        modules.create<AuthService>(
+          config.authMode === 'database' ? DatabaseUsersAuthService : ServiceUsersAuthService,
+        ),
+    },
     ExecutePolicyService,
     TokenVerifier,
+    BearerStrategy,
     BasicStrategy,
     CredentialsGuard,
     AdminGuard,

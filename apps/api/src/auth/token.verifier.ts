@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { JwtService, JwtVerifyOptions } from '@nestjs/jwt';
-import type { KeyObject } from 'node:crypto';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { tokenRejection } from './auth.challenge';
 import type { TokenClaims } from './auth.service';
@@ -25,14 +24,16 @@ function isBadSignature(err: unknown): boolean {
  */
 @Injectable()
 export class TokenVerifier {
-  private readonly previous: KeyObject | undefined;
+  /** Verifies with SLUICE_JWT_PREVIOUS_SECRET, while it is being rotated out. */
+  private readonly previous: JwtService | undefined;
 
   constructor(
     private readonly jwt: JwtService,
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
   ) {
     const previous = config.jwtPreviousSecret;
-    this.previous = previous === undefined ? undefined : jwtKey(previous);
+    this.previous =
+      previous === undefined ? undefined : new JwtService({ secret: jwtKey(previous) });
   }
 
   /**
@@ -48,8 +49,7 @@ export class TokenVerifier {
       if (this.previous === undefined || !isBadSignature(err)) throw tokenRejection(err);
     }
     try {
-      const secret = this.previous as unknown as string;
-      return await this.jwt.verifyAsync<TokenClaims>(token, { ...options, secret });
+      return await this.previous.verifyAsync<TokenClaims>(token, options);
     } catch (err) {
       throw tokenRejection(err);
     }

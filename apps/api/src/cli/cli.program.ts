@@ -2,11 +2,13 @@ import { Command, Option } from 'commander';
 import { EXPORT_FORMATS, PARQUET_COMPRESSIONS } from '@app/client';
 import { VERSION } from '../version';
 import { ClientCommands, QUERY_FORMATS } from './client.commands';
+import { UsersCommand, usersCommands } from './users.program';
 
 /** What the program's actions call: the client commands, and the users commands (lazily). */
 export interface CliHandlers {
   client: () => ClientCommands;
-  users: (argv: string[]) => Promise<number>;
+  /** Runs a users command; answers its exit code (EXIT_CODES). */
+  users: (command: UsersCommand) => Promise<number>;
   /** Where the users command puts its exit code. */
   exitCode: (code: number) => void;
 }
@@ -102,15 +104,12 @@ export function cliProgram(handlers: CliHandlers): Command {
     .addOption(url())
     .action((id: string, options: { url?: string }) => handlers.client().cancel(id, options));
 
-  program
-    .command('users')
-    .description('manage users on the metadata database (operators; sluice users help)')
-    .helpOption(false)
-    .passThroughOptions()
-    .allowUnknownOption()
-    .allowExcessArguments()
-    .argument('[args...]')
-    .action(async (args: string[]) => handlers.exitCode(await handlers.users(['users', ...args])));
+  usersCommands(
+    program
+      .command('users')
+      .description('manage users on the metadata database (operators; sluice users help)'),
+    async (command) => handlers.exitCode(await handlers.users(command)),
+  );
 
   return program;
 }

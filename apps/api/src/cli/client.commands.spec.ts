@@ -1,4 +1,4 @@
-import { UsageError } from './cli.args';
+import { UsageError } from './usage.error';
 import { parseParams } from './client.commands';
 
 describe(parseParams.name, () => {

