@@ -36,6 +36,14 @@ export const TRIAL_BYTES = 64 * 1024;
 /** A level takes its own setting only if the trial is this much smaller than the level below's. */
 export const STEP_GAIN = 0.01;
 /**
+ * Brotli leaves quality 1 only for a quality whose trial is this much smaller than quality 1's:
+ * its trial gains hold less well over a whole body. On rows of random numbers and digests,
+ * qualities 2–5 won by 1–2% on the first 64 KiB and lost by 2% over 20,000 rows; where they won
+ * by 5% or more on the trial (ordinary rows, 1M rows of the issue's mix) they also won over the
+ * whole body (bench/RESULTS.md, issue 39).
+ */
+export const BROTLI_GAIN_OVER_FIRST = 0.05;
+/**
  * Brotli stays at quality 1 on text that quality 1 leaves larger than this fraction of itself:
  * on such high-entropy text the higher qualities lose to it as the stream goes on, even where
  * they win on the first rows (measured: +3% to +9% over 1.4 MB).
@@ -74,10 +82,11 @@ async function trialSize(encoding: ContentEncoding, setting: number, sample: Buf
  * rows flushed every 1000 rows: on hex digests and random digits brotli quality 1 (which
  * compresses each block on its own) beats qualities 2–5 by 3–9%, and gzip 6–8 can come out a
  * few bytes larger than the level below; on ordinary rows (an orders table) the higher settings
- * win by 10–20%. No fixed mapping suits both, so each level's setting is tried on the body's first bytes
- * and kept only if it beats the setting chosen for the level below by a clear margin (and, for
- * brotli above quality 1, only on text that is not high-entropy), otherwise the level takes that
- * setting. The choice is thus never slower than the level's own setting, and its trial size
+ * win by 10–20%. No fixed mapping suits both, so each level's setting is tried on the body's first
+ * bytes and kept only if it beats the setting chosen for the level below by a clear margin;
+ * brotli leaves quality 1 only for a trial 5% smaller than quality 1's (BROTLI_GAIN_OVER_FIRST)
+ * and never on high-entropy text. Otherwise the level takes the setting chosen below it. The
+ * choice is thus never slower than the level's own setting, and its trial size
  * never grows with the level.
  */
 export async function chooseSetting(
@@ -97,9 +106,10 @@ export async function chooseSetting(
     first,
     ...(await Promise.all(settings.slice(1).map((s) => trialSize(encoding, s, sample)))),
   ];
+  const gate = encoding === 'br' ? first * (1 - BROTLI_GAIN_OVER_FIRST) : Infinity;
   let chosen = 0;
   for (let i = 1; i < settings.length; i++) {
-    if (sizes[i] < sizes[chosen] * (1 - STEP_GAIN)) chosen = i;
+    if (sizes[i] < sizes[chosen] * (1 - STEP_GAIN) && sizes[i] < gate) chosen = i;
   }
   return settings[chosen];
 }
