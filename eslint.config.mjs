@@ -52,6 +52,8 @@ export default tseslint.config(
   {
     ignores: [
       'dist/',
+      // What npm pack of libs/client builds (packages.e2e-spec).
+      'libs/client/dist/',
       '.dist-*/',
       'node_modules/',
       'coverage/',
