@@ -70,7 +70,7 @@ const SCRIPT = `
     $('login').hidden = signedIn;
     $('view').hidden = !signedIn;
     $('signout').hidden = !signedIn;
-    $('dashboard').hidden = !(signedIn && session.admin);
+    $('dashboard').hidden = !(signedIn && session.admin && document.body.dataset.queueDashboard);
     me = signedIn ? session.username : undefined;
     if (signedIn) {
       $('who').textContent = 'signed in as ' + session.username + (session.admin ? ' (administrator)' : ' (not an administrator: your own queries only)');
@@ -225,7 +225,26 @@ export const ADMIN_PAGE_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-export const ADMIN_PAGE_HTML = `<!doctype html>
+/** What the page shows depends on: said in attributes of its body, read by its script. */
+export interface AdminPageOptions {
+  /** Whether /admin/queues works here (cluster mode): no link to a page that cannot. */
+  queueDashboard: boolean;
+  /** SLUICE_TRACE_URL: a URL with {trace_id}, the link from a query to its trace. */
+  traceUrl?: string;
+}
+
+const attribute = (text: string) =>
+  text.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+export function adminPageHtml(options: AdminPageOptions): string {
+  const data = [
+    options.queueDashboard ? ' data-queue-dashboard="true"' : '',
+    options.traceUrl ? ` data-trace-url="${attribute(options.traceUrl)}"` : '',
+  ].join('');
+  return ADMIN_PAGE_HTML.replace('<body>', `<body${data}>`);
+}
+
+const ADMIN_PAGE_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
