@@ -106,7 +106,10 @@ export class ExecuteService {
     const queryId = randomUUID();
     const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
     const { trace } = options;
-    const execution = await this.admit(job, user, request.statement, { encoding: encoding?.name, trace });
+    const execution = await this.admit(job, user, request.statement, {
+      encoding: encoding?.name,
+      trace,
+    });
     const key = negotiated.idempotencyKey;
     if (key !== undefined) {
       const fingerprint = requestFingerprint(negotiated);
