@@ -2,6 +2,7 @@
 // endpoint, same machine, same statement, same load. Run by hand (never in CI):
 //
 //   npm run build && node bench/small-queries.mjs
+//   BENCH_TRACING=1 node bench/small-queries.mjs   # also Sluice tracing every query to a local OTLP sink
 //
 // Needs PostgreSQL and Redis on loopback. Bounded in time: warm-up + duration per target, plus a
 // hard overall limit. Everything it starts (child processes, Redis keys) is removed at the end, also
@@ -54,15 +55,19 @@ const SETTINGS = {
   // Rounds of the three targets in turn: this machine's speed drifts by ±10% over minutes, so one
   // load each would compare targets measured at different speeds.
   rounds: envInt('BENCH_ROUNDS', 3),
+  // A fourth target: the same Sluice with tracing on at 100% sampling, exporting OTLP/HTTP
+  // (protobuf, the default) to a sink in this process that reads and drops every export.
+  tracing: envInt('BENCH_TRACING', 0) === 1,
 };
 // Goals (issue 13): at least 2,400 req/s (3× the ≈770 it measured), then 0.25× the floor.
 const GOAL_RPS = 2_400;
 const GOAL_THROUGHPUT_RATIO = 0.25;
 // Whatever happens (hung child, stuck socket), the bench ends by then.
+const TARGETS = SETTINGS.tracing ? 4 : 3;
 const HARD_LIMIT_MS =
-  3 * (SETTINGS.targetWarmupSeconds + 5) * 1000 +
-  3 * SETTINGS.rounds * (SETTINGS.warmupSeconds + SETTINGS.seconds + 5) * 1000 +
-  3 * SETTINGS.startTimeoutMs +
+  TARGETS * (SETTINGS.targetWarmupSeconds + 5) * 1000 +
+  TARGETS * SETTINGS.rounds * (SETTINGS.warmupSeconds + SETTINGS.seconds + 5) * 1000 +
+  TARGETS * SETTINGS.startTimeoutMs +
   30_000;
 installGuards(HARD_LIMIT_MS);
 
@@ -226,8 +231,17 @@ function report(rounds, loadAtStart) {
       row(r.direct, i + 1),
       row(r.skeleton, i + 1),
       row(r.sluice, i + 1),
+      ...(r.traced ? [row(r.traced, i + 1)] : []),
     ]),
     '',
+    ...(rounds[0].traced
+      ? [
+          `- Tracing on (100% sampled, OTLP/HTTP protobuf to a local sink; ${sink.requests} exports, ${(sink.bytes / 1e6).toFixed(1)} MB): ` +
+            `Sluice traced/untraced **${median(rounds.map((r) => r.traced.rps / r.sluice.rps)).toFixed(2)}×** (median of the rounds' ratios), ` +
+            `by round: ${perRound((r) => r.traced.rps / r.sluice.rps)}; p50 ${ms(medianRound(rounds.map((r) => r.traced)).p50)} ms, p99 ${ms(medianRound(rounds.map((r) => r.traced)).p99)} ms (median round)`,
+          '',
+        ]
+      : []),
     `- Sluice throughput (median round): **${Math.round(sluice.rps)} req/s** (goal ≥ ${GOAL_RPS}: ${rpsMet ? 'met' : 'NOT met'})`,
     `- Throughput Sluice/direct (median of the rounds' ratios): **${ratio.toFixed(2)}×** (next goal ≥ ${GOAL_THROUGHPUT_RATIO}×: ${ratioMet ? 'met' : 'NOT met'}); by round: ${perRound((r) => r.sluice.rps / r.direct.rps)}`,
     `- Added p50 latency (median rounds): **${ms(addedP50)} ms**`,
@@ -248,7 +262,9 @@ function report(rounds, loadAtStart) {
       measured,
     ),
   ];
-  for (const r of rounds.flatMap((round) => [round.direct, round.skeleton, round.sluice])) {
+  for (const r of rounds.flatMap((round) =>
+    [round.direct, round.skeleton, round.sluice, round.traced].filter(Boolean),
+  )) {
     if (r.errorSamples.length > 0) {
       out.push('', `First errors (${r.label}):`, ...r.errorSamples.map((e) => `    ${e}`));
     }
@@ -288,6 +304,23 @@ async function startSkeleton() {
   return { url, worker, api, children: [worker, api] };
 }
 
+/** What the OTLP sink has been sent. */
+const sink = { requests: 0, bytes: 0 };
+
+/** An OTLP/HTTP receiver that reads each export and drops it: the collector's cheapest stand-in. */
+async function startSink() {
+  const server = http.createServer((req, res) => {
+    req.on('data', (chunk) => (sink.bytes += chunk.length));
+    req.on('end', () => {
+      sink.requests += 1;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  onCleanup(() => new Promise((resolve) => server.close(resolve)));
+  return `http://127.0.0.1:${server.address().port}`;
+}
+
 /** Runs a load, or rejects as soon as one of the target's processes dies. */
 function loadUnlessDied(children, load) {
   return Promise.race([runLoad(load), ...children.map((c) => c.died)]);
@@ -315,6 +348,19 @@ async function main() {
     isGood: isGoodResult,
     env: { SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)) },
   });
+  const traced = SETTINGS.tracing
+    ? await startSluice({
+        isGood: isGoodResult,
+        // Its own admin: a second start of the same one would change its password, and the first
+        // Sluice's token with it.
+        adminUser: 'bench_traced',
+        env: {
+          SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)),
+          OTEL_EXPORTER_OTLP_ENDPOINT: await startSink(),
+          OTEL_TRACES_SAMPLER: 'always_on',
+        },
+      })
+    : undefined;
   const client = { 'bench client': [process.pid] };
   const targets = {
     direct: {
@@ -347,6 +393,24 @@ async function main() {
         cpuGroups: { ...client, api: [sluice.api.pid], worker: [sluice.worker.pid], ...external },
       },
     },
+    ...(traced
+      ? {
+          traced: {
+            children: traced.children,
+            load: {
+              label: 'Sluice traced (100%, OTLP to a local sink)',
+              url: traced.baseUrl,
+              headers: traced.headers,
+              cpuGroups: {
+                ...client,
+                api: [traced.api.pid],
+                worker: [traced.worker.pid],
+                ...external,
+              },
+            },
+          },
+        }
+      : {}),
   };
   for (const { children, load } of Object.values(targets)) {
     process.stdout.write('warm-up, not measured: ');
@@ -364,7 +428,11 @@ async function main() {
     const skeletonResult = await loadUnlessDied(targets.skeleton.children, targets.skeleton.load);
     const sluiceResult = await loadUnlessDied(targets.sluice.children, targets.sluice.load);
     if (sluiceResult.errors > 0) printChildOutput(sluice);
-    rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult });
+    const tracedResult = traced
+      ? await loadUnlessDied(targets.traced.children, targets.traced.load)
+      : undefined;
+    if (tracedResult?.errors) printChildOutput(traced);
+    rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult, traced: tracedResult });
   }
   report(rounds, loadAtStart);
 }
