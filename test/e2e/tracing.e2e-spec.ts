@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { OtlpReceiver, ReceivedSpan } from '../support/otlp.receiver';
 import { e2eEnv, eventually, execute, login, request } from './support/client';
+import { launchChromium } from './support/browser';
 import { PARQUET, deployment, firstAnswer, startWorker } from './support/lanes';
 
 /**
@@ -32,6 +33,7 @@ beforeAll(async () => {
     OTEL_BSP_SCHEDULE_DELAY: '100',
     SLUICE_TRACE_STATEMENTS: 'true',
     SLUICE_TRACE_SQLCOMMENTER: 'true',
+    SLUICE_TRACE_URL: 'https://traces.example/trace/{trace_id}',
   };
   const started = await deployment(otel, stops);
   baseUrl = started.api.baseUrl;
@@ -144,6 +146,31 @@ describe('tracing', () => {
       ),
     );
     expect(JSON.parse(line)).toMatchObject({ trace_id: traceId });
+  });
+
+  it('links a query on the admin page to its trace (SLUICE_TRACE_URL)', async () => {
+    const res = await execute({ statement: 'select 3 as linked' }, { token, baseUrl });
+    expect(res.status).toBe(200);
+    const queryId = res.json.query_id as string;
+    const traceId = await traceIdOf(queryId);
+    const { adminUser, adminPassword } = e2eEnv();
+    const browser = await launchChromium();
+    try {
+      const tab = await browser.newPage();
+      await tab.goto(`${baseUrl}/admin`);
+      await tab.fill('#username', adminUser);
+      await tab.fill('#password', adminPassword);
+      await tab.click('#signin');
+      await tab.waitForSelector('#view:not([hidden])');
+      await tab.check('#show-finished');
+      await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(10).click();
+      const link = tab.locator('#detail a.trace');
+      await link.waitFor();
+      expect(await link.getAttribute('href')).toBe(`https://traces.example/trace/${traceId}`);
+      expect(await tab.locator('#detail-facts').textContent()).toContain(traceId);
+    } finally {
+      await browser.close();
+    }
   });
 
   it('continues the trace of an incoming traceparent', async () => {
