@@ -2,6 +2,7 @@
 // endpoint, same machine, same statement, same load. Run by hand (never in CI):
 //
 //   npm run build && node bench/small-queries.mjs
+//   BENCH_TRACING=1 node bench/small-queries.mjs   # also Sluice tracing every query to a local OTLP sink
 //
 // Needs PostgreSQL and Redis on loopback. Bounded in time: warm-up + duration per target, plus a
 // hard overall limit. Everything it starts (child processes, Redis keys) is removed at the end, also
@@ -61,15 +62,19 @@ const SETTINGS = {
   // Sluice's clients shared out between this many users (the skeleton knows no users): with more
   // than one, each user's share of a worker's slots is a limit while the others' queries wait.
   users: envInt('BENCH_USERS', 1),
+  // A fourth target: the same Sluice with tracing on at 100% sampling, exporting OTLP/HTTP
+  // (protobuf, the default) to a sink in this process that reads and drops every export.
+  tracing: envInt('BENCH_TRACING', 0) === 1,
 };
 // Goals (issue 13): at least 2,400 req/s (3× the ≈770 it measured), then 0.25× the floor.
 const GOAL_RPS = 2_400;
 const GOAL_THROUGHPUT_RATIO = 0.25;
 // Whatever happens (hung child, stuck socket), the bench ends by then.
+const TARGETS = SETTINGS.tracing ? 4 : 3;
 const HARD_LIMIT_MS =
-  3 * (SETTINGS.targetWarmupSeconds + 5) * 1000 +
-  3 * SETTINGS.rounds * (SETTINGS.warmupSeconds + SETTINGS.seconds + 5) * 1000 +
-  3 * SETTINGS.startTimeoutMs +
+  TARGETS * (SETTINGS.targetWarmupSeconds + 5) * 1000 +
+  TARGETS * SETTINGS.rounds * (SETTINGS.warmupSeconds + SETTINGS.seconds + 5) * 1000 +
+  TARGETS * SETTINGS.startTimeoutMs +
   30_000;
 installGuards(HARD_LIMIT_MS);
 
@@ -212,8 +217,10 @@ function report(rounds, loadAtStart, trips) {
     r.servers
       ? `${r.servers.redisCommands.toFixed(1)} (${r.servers.redisScripts.toFixed(1)} script calls; ${r.servers.top})`
       : 'not counted';
-  const all = { direct, skeleton, Sluice: sluice };
-  const measured = { skeleton, Sluice: sluice };
+  const traced = rounds[0].traced ? medianRound(rounds.map((r) => r.traced)) : undefined;
+  // CPU per request, unlike throughput, holds still on a machine that others load.
+  const all = { direct, skeleton, Sluice: sluice, ...(traced ? { 'Sluice traced': traced } : {}) };
+  const measured = { skeleton, Sluice: sluice, ...(traced ? { 'Sluice traced': traced } : {}) };
   /** A titled list: one line per target. */
   const section = (title, line, targets) => [
     title,
@@ -240,8 +247,17 @@ function report(rounds, loadAtStart, trips) {
       row(r.direct, i + 1),
       row(r.skeleton, i + 1),
       row(r.sluice, i + 1),
+      ...(r.traced ? [row(r.traced, i + 1)] : []),
     ]),
     '',
+    ...(rounds[0].traced
+      ? [
+          `- Tracing on (100% sampled, OTLP/HTTP protobuf to a local sink; ${sink.requests} exports, ${(sink.bytes / 1e6).toFixed(1)} MB): ` +
+            `Sluice traced/untraced **${median(rounds.map((r) => r.traced.rps / r.sluice.rps)).toFixed(2)}×** (median of the rounds' ratios), ` +
+            `by round: ${perRound((r) => r.traced.rps / r.sluice.rps)}; p50 ${ms(medianRound(rounds.map((r) => r.traced)).p50)} ms, p99 ${ms(medianRound(rounds.map((r) => r.traced)).p99)} ms (median round)`,
+          '',
+        ]
+      : []),
     `- Sluice throughput (median round): **${Math.round(sluice.rps)} req/s** (goal ≥ ${GOAL_RPS}: ${rpsMet ? 'met' : 'NOT met'})`,
     `- Throughput Sluice/direct (median of the rounds' ratios): **${ratio.toFixed(2)}×** (next goal ≥ ${GOAL_THROUGHPUT_RATIO}×: ${ratioMet ? 'met' : 'NOT met'}); by round: ${perRound((r) => r.sluice.rps / r.direct.rps)}`,
     `- Added p50 latency (median rounds): **${ms(addedP50)} ms**`,
@@ -267,7 +283,9 @@ function report(rounds, loadAtStart, trips) {
     '',
     ...Object.entries(trips).map(([name, n]) => `- ${name}: ${n.toFixed(2)}`),
   ];
-  for (const r of rounds.flatMap((round) => [round.direct, round.skeleton, round.sluice])) {
+  for (const r of rounds.flatMap((round) =>
+    [round.direct, round.skeleton, round.sluice, round.traced].filter(Boolean),
+  )) {
     if (r.errorSamples.length > 0) {
       out.push('', `First errors (${r.label}):`, ...r.errorSamples.map((e) => `    ${e}`));
     }
@@ -372,6 +390,23 @@ async function roundTrips(start) {
   }
 }
 
+/** What the OTLP sink has been sent. */
+const sink = { requests: 0, bytes: 0 };
+
+/** An OTLP/HTTP receiver that reads each export and drops it: the collector's cheapest stand-in. */
+async function startSink() {
+  const server = http.createServer((req, res) => {
+    req.on('data', (chunk) => (sink.bytes += chunk.length));
+    req.on('end', () => {
+      sink.requests += 1;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  onCleanup(() => new Promise((resolve) => server.close(resolve)));
+  return `http://127.0.0.1:${server.address().port}`;
+}
+
 /** Runs a load, or rejects as soon as one of the target's processes dies. */
 function loadUnlessDied(children, load) {
   return Promise.race([runLoad(load), ...children.map((c) => c.died)]);
@@ -397,9 +432,25 @@ async function main() {
   // Every other setting is the default, the user's share of a worker's slots included.
   const sluice = await startSluice({
     isGood: isGoodResult,
+    // With tracing compared, admins of their own: another run's start of the admin `bench` on the
+    // same metadata database changes its password, and this run's token with it.
+    ...(SETTINGS.tracing ? { adminUser: `bench_${randomBytes(3).toString('hex')}` } : {}),
     env: { SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)) },
   });
   const clientHeaders = SETTINGS.users > 1 ? await benchUsers(sluice, SETTINGS.users) : undefined;
+  const traced = SETTINGS.tracing
+    ? await startSluice({
+        isGood: isGoodResult,
+        // Its own admin: a second start of the same one would change its password, and the first
+        // Sluice's token with it.
+        adminUser: `bench_traced_${randomBytes(3).toString('hex')}`,
+        env: {
+          SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * SETTINGS.concurrency)),
+          OTEL_EXPORTER_OTLP_ENDPOINT: await startSink(),
+          OTEL_TRACES_SAMPLER: 'always_on',
+        },
+      })
+    : undefined;
   const client = { 'bench client': [process.pid] };
   const targets = {
     direct: {
@@ -433,6 +484,24 @@ async function main() {
         cpuGroups: { ...client, api: [sluice.api.pid], worker: [sluice.worker.pid], ...external },
       },
     },
+    ...(traced
+      ? {
+          traced: {
+            children: traced.children,
+            load: {
+              label: 'Sluice traced (100%, OTLP to a local sink)',
+              url: traced.baseUrl,
+              headers: traced.headers,
+              cpuGroups: {
+                ...client,
+                api: [traced.api.pid],
+                worker: [traced.worker.pid],
+                ...external,
+              },
+            },
+          },
+        }
+      : {}),
   };
   for (const { children, load } of Object.values(targets)) {
     process.stdout.write('warm-up, not measured: ');
@@ -450,10 +519,16 @@ async function main() {
     const skeletonResult = await loadUnlessDied(targets.skeleton.children, targets.skeleton.load);
     const sluiceResult = await loadUnlessDied(targets.sluice.children, targets.sluice.load);
     if (sluiceResult.errors > 0) printChildOutput(sluice);
-    rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult });
+    const tracedResult = traced
+      ? await loadUnlessDied(targets.traced.children, targets.traced.load)
+      : undefined;
+    if (tracedResult?.errors) printChildOutput(traced);
+    rounds.push({ direct, skeleton: skeletonResult, sluice: sluiceResult, traced: tracedResult });
   }
   await Promise.all(
-    [...targets.skeleton.children, ...targets.sluice.children].map((c) => c.stop()),
+    [...targets.skeleton.children, ...targets.sluice.children, ...(traced?.children ?? [])].map(
+      (c) => c.stop(),
+    ),
   );
   console.log('PostgreSQL round trips per request (a counting proxy, requests one at a time) ...');
   const trips = {

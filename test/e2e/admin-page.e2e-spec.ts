@@ -95,7 +95,9 @@ describe('AdminPage', () => {
       'Owner',
       'State',
       'Lane',
-      'Elapsed',
+      'Started',
+      'Duration',
+      'Phases',
       'Rows made',
       'Kept result',
       'Database',
@@ -107,9 +109,11 @@ describe('AdminPage', () => {
     expect(cells[1]).toBe(owner.username);
     expect(cells[2]).toBe('running');
     expect(cells[3]).toBe('interactive');
-    expect(cells[4]).toMatch(/^\d+\.\d s$/);
-    expect(cells[5]).toBe('0');
-    expect(cells[8]).toBe('select pg_sleep(30)');
+    expect(cells[4]).toMatch(/\d:\d\d/);
+    // Milliseconds below a second, tenths of seconds above.
+    expect(cells[5]).toMatch(/^(\d{1,3} ms|\d+\.\d s)$/);
+    expect(cells[7]).toBe('0');
+    expect(cells[10]).toBe('select pg_sleep(30)');
     await picture(tab, 'admin-page-running.png', row);
 
     await row.locator('button.cancel').click();
@@ -123,7 +127,7 @@ describe('AdminPage', () => {
     // Why it ended, under its State heading; the last column holds only the Cancel button.
     const ended = tab.locator(`tr[data-query-id="${queryId}"] td`);
     expect(await ended.nth(2).locator('.reason').textContent()).toMatch(/cancel/);
-    expect(await ended.nth(9).textContent()).toBe('');
+    expect(await ended.nth(11).textContent()).toBe('');
     await picture(tab, 'admin-page-cancelled.png', tab.locator(`tr[data-query-id="${queryId}"]`));
   });
 
@@ -235,7 +239,13 @@ describe('AdminPage', () => {
     // The page's script cannot read it.
     expect(await tab.evaluate<string>('document.cookie')).not.toContain('sluice_admin');
 
-    await Promise.all([tab.waitForURL(`${baseUrl}/admin/queues`), tab.click('#dashboard')]);
+    if (mode === 'cluster') {
+      await Promise.all([tab.waitForURL(`${baseUrl}/admin/queues`), tab.click('#dashboard')]);
+    } else {
+      // Standalone mode has no queue dashboard: the page offers no link to it.
+      expect(await tab.isHidden('#dashboard')).toBe(true);
+      await tab.goto(`${baseUrl}/admin/queues`);
+    }
     // The dashboard's page may not be framed, and runs and fetches nothing from other sites.
     const opened = answers.find((r) => r.url() === `${baseUrl}/admin/queues`);
     const headers = (await opened?.allHeaders()) ?? {};
@@ -321,5 +331,72 @@ describe('AdminPage', () => {
     });
     expect(replayed.status).toBe(401);
     expect(replayed.json.status.vendor_code).toBe(-303);
+  });
+  it('shows where time goes: durations in ms, start times, phase bars, a detail view, filters and charts that draw', async () => {
+    const { baseUrl, adminUser, adminPassword } = e2eEnv();
+    const owner = await createUser('e2e_page_time');
+    users.push(owner.username);
+    const quick = await execute({ statement: 'select 1 as quick' }, { token: owner.token });
+    const slow = await execute(
+      { statement: 'select 2 as slow from pg_sleep(0.3)' },
+      { token: owner.token },
+    );
+    const failed = await execute(
+      { statement: 'select * from no_such_table_page' },
+      { token: owner.token },
+    );
+    expect([quick.status, slow.status, failed.status]).toEqual([200, 200, 400]);
+    const tab = await page();
+    await tab.goto(`${baseUrl}/admin`);
+    await tab.fill('#username', adminUser);
+    await tab.fill('#password', adminPassword);
+    await tab.click('#signin');
+    await tab.waitForSelector('#view:not([hidden])');
+    await tab.check('#show-finished');
+    await tab.selectOption('#filter-user', owner.username);
+    const quickRow = tab.locator(`tr[data-query-id="${quick.json.query_id as string}"]`);
+    const slowRow = tab.locator(`tr[data-query-id="${slow.json.query_id as string}"]`);
+    await quickRow.waitFor();
+    // Only the owner's queries, each with its start, a duration a person can tell apart, and a bar.
+    const owners = await tab.locator('#queries tbody tr td:nth-child(2)').allTextContents();
+    expect(new Set(owners)).toEqual(new Set([owner.username]));
+    const quickCells = await quickRow.locator('td').allTextContents();
+    expect(quickCells[5]).toMatch(/^\d{1,3} ms$/);
+    const slowMs = Number((await slowRow.locator('td').nth(5).textContent())!.replace(' ms', ''));
+    expect(slowMs).toBeGreaterThanOrEqual(300);
+    expect(await quickRow.locator('.phases .phase-queued').count()).toBe(1);
+    expect(await quickRow.locator('.phases .phase-running').count()).toBe(1);
+    // Filters by state and lane.
+    await tab.selectOption('#filter-state', 'failed');
+    await tab.locator(`tr[data-query-id="${failed.json.query_id as string}"]`).waitFor();
+    await quickRow.waitFor({ state: 'detached' });
+    await tab.selectOption('#filter-state', '');
+    await tab.selectOption('#filter-lane', 'export');
+    await quickRow.waitFor({ state: 'detached' });
+    await tab.selectOption('#filter-lane', '');
+    // One query opened: its whole statement, timings, rows, status and lane.
+    await slowRow.locator('td').nth(10).click();
+    await tab.waitForSelector('#detail:not([hidden])');
+    expect(await tab.textContent('#detail-statement')).toBe('select 2 as slow from pg_sleep(0.3)');
+    const facts = await tab.locator('#detail-facts').textContent();
+    expect(facts).toContain('lane' + 'interactive');
+    expect(facts).toContain('rows1 made, 1 sent');
+    expect(facts).toContain('status00000 (0)');
+    expect(facts).toMatch(/duration\d+ ms/);
+    // The charts draw: each has a line with points, from this api's own counts.
+    await tab.waitForSelector('#charts[data-drawn="true"]');
+    for (const id of ['chart-queue', 'chart-rate', 'chart-latency']) {
+      const points = await tab
+        .locator(`#${id} polyline`)
+        .evaluateAll((lines) =>
+          lines.map((l) =>
+            (l as unknown as { getAttribute(n: string): string }).getAttribute('points'),
+          ),
+        );
+      expect(points.length).toBeGreaterThanOrEqual(2);
+      expect(points.some((p) => p.trim().split(' ').length > 1)).toBe(true);
+    }
+    expect(await tab.locator('#chart-rate-legend').textContent()).toMatch(/succeeded \d/);
+    await picture(tab, 'admin-page-time.png');
   });
 });

@@ -27,6 +27,7 @@ const EXECUTE_LINE_FIELDS = [
   ...['level', 'time', 'pid', 'hostname', 'name', 'context', 'msg'],
   ...['request_id', 'query_id', 'user', 'database', 'format', 'lane', 'outcome', 'http_status'],
   ...['sql_state', 'vendor_code', 'rows', 'bytes', 'duration_ms', 'queue_wait_ms', 'run_ms'],
+  'trace_id',
 ];
 
 async function user(prefix: string) {

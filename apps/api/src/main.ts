@@ -12,6 +12,8 @@ import {
   requireClusterSettings,
   setHeapGrowth,
 } from '@app/config';
+import { SluiceError } from '@app/contracts';
+import { startTracing, stopTracing, tracingOn } from '@app/tracing';
 import { AppModule } from './app.module';
 import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
@@ -29,6 +31,7 @@ import {
 import { apiLogger, flushLogs } from './logging/log.options';
 import { StandaloneExecutionService } from './standalone/standalone-execution.service';
 import { banner, prepareStandalone, stoppingLine } from './standalone/standalone.bootstrap';
+import { installRequestTracing } from './tracing/request.trace';
 import { VERSION } from './version';
 
 function config(): SluiceConfig {
@@ -52,6 +55,8 @@ async function bootstrap(): Promise<void> {
   Logger.overrideLogger(apiLogger(loaded));
   const prepared = await prepareStandalone(loaded);
   const settings = prepared.config;
+  // Off (nothing loaded) unless an OTLP endpoint is configured; standalone's pool is traced here.
+  await startTracing(settings.tracing, isStandalone(settings) ? 'sluice' : 'sluice-api');
   // Standalone mode's pool threads too: they run in this process.
   setHeapGrowth(settings.heapGrowingPercent);
   const adapter = new FastifyAdapter({
@@ -74,6 +79,8 @@ async function bootstrap(): Promise<void> {
   const server = adapter.getInstance().server as Server & { connectionsCheckingInterval: number };
   server.headersTimeout = settings.requestTimeoutMs;
   server.connectionsCheckingInterval = Math.min(5_000, settings.requestTimeoutMs);
+  // First of all: an execute request's server span covers every check after it.
+  if (tracingOn()) installRequestTracing(adapter.getInstance());
   // Before Nest and its plugins register anything: ahead of authentication on every route.
   installHeaderChecks(adapter.getInstance());
   installHostCheck(adapter.getInstance(), settings.allowedHosts);
@@ -164,6 +171,7 @@ async function bootstrap(): Promise<void> {
         .catch((err: Error) => logger.warn(`http server closed with an error: ${err.message}`));
       clearTimeout(force);
       await app.close();
+      await stopTracing();
       await prepared.embedded?.stop();
     })().then(
       () => {

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ConfigError, loadConfig, requireClusterSettings, setHeapGrowth } from '@app/config';
+import { startTracing } from '@app/tracing';
 import { workerLogger } from './logging/worker-log.options';
 import { lowerExportPriority } from './export.priority';
 import { WorkerModule } from './worker.module';
@@ -21,6 +22,8 @@ async function bootstrap(): Promise<void> {
   // Before the pool's threads exist: they inherit it.
   const nice = lowerExportPriority(config);
   setHeapGrowth(config.heapGrowingPercent);
+  // Before anything makes a span: off (nothing loaded) unless an OTLP endpoint is configured.
+  await startTracing(config.tracing, 'sluice-worker');
   const app = await NestFactory.createApplicationContext(WorkerModule.forRoot(config), {
     // JSON lines (pino) at LOG_LEVEL, secrets redacted.
     logger: workerLogger(config),

@@ -3,6 +3,7 @@ import { ConfigModule, SluiceConfig } from '@app/config';
 import { WorkerOpsModule } from './health/worker-ops.module';
 import { ExecuteProcessor } from './jobs/execute.processor';
 import { ExecutionModule } from '@app/execution';
+import { TracingShutdown } from '@app/tracing';
 
 /** The worker process: a BullMQ consumer in front of a piscina pool; no HTTP. */
 @Module({})
@@ -11,7 +12,7 @@ export class WorkerModule {
     return {
       module: WorkerModule,
       imports: [ConfigModule.forRoot(config), ExecutionModule, WorkerOpsModule],
-      providers: [ExecuteProcessor],
+      providers: [ExecuteProcessor, TracingShutdown],
     };
   }
 }

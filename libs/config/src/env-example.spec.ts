@@ -8,6 +8,8 @@ const root = join(__dirname, '..', '..', '..');
 const example = readFileSync(join(root, '.env.example'), 'utf8');
 const documented = [...example.matchAll(/^([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]);
 
+const OTLP = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel.example:4318' };
+
 /**
  * Each variable, the setting it feeds and a valid value other than the default (`with`: the
  * variables it needs beside it).
@@ -114,6 +116,23 @@ const FEEDS: Record<
   SLUICE_RETENTION_TRIM_INTERVAL_MS: { setting: 'retentionTrimIntervalMs', value: '500' },
   SLUICE_IDEMPOTENCY_KEYS_PER_USER: { setting: 'idempotencyKeysPerUser', value: '100' },
   LOG_LEVEL: { setting: 'logLevel', value: 'debug' },
+  OTEL_EXPORTER_OTLP_ENDPOINT: { setting: 'tracing', value: 'http://otel.example:4318' },
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: {
+    setting: 'tracing',
+    value: 'http://otel.example:4318/v1/traces',
+  },
+  OTEL_EXPORTER_OTLP_PROTOCOL: { setting: 'tracing', value: 'http/json', with: OTLP },
+  OTEL_SERVICE_NAME: { setting: 'tracing', value: 'sql', with: OTLP },
+  OTEL_TRACES_SAMPLER: { setting: 'tracing', value: 'traceidratio', with: OTLP },
+  OTEL_TRACES_SAMPLER_ARG: { setting: 'tracing', value: '0.25', with: OTLP },
+  OTEL_RESOURCE_ATTRIBUTES: {
+    setting: 'tracing',
+    value: 'deployment.environment=prod',
+    with: OTLP,
+  },
+  SLUICE_TRACE_STATEMENTS: { setting: 'tracing', value: 'true', with: OTLP },
+  SLUICE_TRACE_SQLCOMMENTER: { setting: 'tracing', value: 'true', with: OTLP },
+  SLUICE_TRACE_URL: { setting: 'traceUrl', value: 'https://jaeger.example/trace/{trace_id}' },
   SLUICE_STATEMENT_TIMEOUT_MS: { setting: 'statementTimeoutMs', value: '1000' },
   SLUICE_MAX_STATEMENT_TIMEOUT_MS: { setting: 'maxStatementTimeoutMs', value: '2000' },
   SLUICE_MAX_QUEUE_WAIT_MS: { setting: 'maxQueueWaitMs', value: '1000' },

@@ -40,3 +40,55 @@ describe(loadConfig.name, () => {
     );
   });
 });
+
+describe('tracing settings', () => {
+  const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' };
+
+  it('is off without an OTLP endpoint, whatever else is set', () => {
+    expect(loadConfig({ OTEL_SERVICE_NAME: 'x', SLUICE_TRACE_STATEMENTS: 'true' }).tracing).toBe(
+      undefined,
+    );
+  });
+
+  it('sends to the base endpoint with /v1/traces, or to the traces endpoint as given', () => {
+    expect(loadConfig(otlp).tracing).toEqual({
+      endpoint: 'http://collector:4318/v1/traces',
+      protocol: 'http/protobuf',
+      serviceName: undefined,
+      sampler: 'parentbased_always_on',
+      samplerRatio: 1,
+      resourceAttributes: {},
+      statements: false,
+      sqlcommenter: false,
+    });
+    const traces = 'http://other:4318/custom/traces';
+    expect(
+      loadConfig({ ...otlp, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: traces }).tracing?.endpoint,
+    ).toBe(traces);
+  });
+
+  it('decodes OTEL_RESOURCE_ATTRIBUTES', () => {
+    const env = { ...otlp, OTEL_RESOURCE_ATTRIBUTES: 'a=1, team=sql%20ops' };
+    expect(loadConfig(env).tracing?.resourceAttributes).toEqual({ a: '1', team: 'sql ops' });
+  });
+
+  it.each([
+    ['OTEL_EXPORTER_OTLP_PROTOCOL', 'grpc'],
+    ['OTEL_TRACES_SAMPLER', 'sometimes'],
+    ['OTEL_TRACES_SAMPLER_ARG', '1.5'],
+    ['OTEL_RESOURCE_ATTRIBUTES', 'novalue'],
+    ['SLUICE_TRACE_SQLCOMMENTER', 'yes'],
+    ['OTEL_EXPORTER_OTLP_ENDPOINT', 'grpc://collector:4317'],
+  ])('refuses %s=%s', (variable, value) => {
+    expect(refusedVariable({ ...otlp, [variable]: value })).toBe(variable);
+  });
+
+  it('refuses a SLUICE_TRACE_URL without {trace_id}', () => {
+    expect(refusedVariable({ SLUICE_TRACE_URL: 'https://jaeger.example/trace/' })).toBe(
+      'SLUICE_TRACE_URL',
+    );
+    expect(
+      loadConfig({ SLUICE_TRACE_URL: 'https://jaeger.example/trace/{trace_id}' }).traceUrl,
+    ).toBe('https://jaeger.example/trace/{trace_id}');
+  });
+});

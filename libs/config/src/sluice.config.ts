@@ -190,6 +190,44 @@ export interface SluiceConfig {
   maxActivePerUser: number;
   cancelPollMs: number;
   shutdownGraceMs: number;
+  /** OpenTelemetry tracing, from the standard OTEL_* variables; undefined: off (no SDK loaded). */
+  tracing?: TracingSettings;
+  /** A link from a query to its trace (SLUICE_TRACE_URL): `{trace_id}` is replaced by its id. */
+  traceUrl?: string;
+}
+
+/** The OTEL_TRACES_SAMPLER values Sluice accepts (the SDK's own names). */
+export const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+/**
+ * How spans are made and exported (plain data). Read here from the OTEL_* variables the
+ * OpenTelemetry specification defines, and handed to the SDK as explicit options: the SDK is
+ * never left to find them in the environment on its own.
+ */
+export interface TracingSettings {
+  /** The OTLP/HTTP traces URL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+  endpoint: string;
+  /** OTEL_EXPORTER_OTLP_PROTOCOL: OTLP over HTTP as protobuf (the default) or JSON. */
+  protocol: 'http/protobuf' | 'http/json';
+  /** OTEL_SERVICE_NAME; absent: sluice-api, sluice-worker or sluice (standalone). */
+  serviceName?: string;
+  sampler: TraceSampler;
+  /** OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers (0–1). */
+  samplerRatio: number;
+  /** OTEL_RESOURCE_ATTRIBUTES, decoded. */
+  resourceAttributes: Record<string, string>;
+  /** SLUICE_TRACE_STATEMENTS: the statement's text (placeholders, never values) in its span. */
+  statements: boolean;
+  /** SLUICE_TRACE_SQLCOMMENTER: the statement carries its span's traceparent as a comment. */
+  sqlcommenter: boolean;
 }
 
 export type AuthMode = 'service' | 'database';
@@ -329,6 +367,85 @@ function redisSettings(env: Env): RedisSettings | undefined {
     };
   }
   return undefined;
+}
+
+function bool(raw: string | undefined, name: string): boolean {
+  if (raw === undefined) return false;
+  if (raw !== 'true' && raw !== 'false') {
+    throw new ConfigError(name, `must be true or false, got "${raw}"`);
+  }
+  return raw === 'true';
+}
+
+/** OTEL_RESOURCE_ATTRIBUTES: `key=value` pairs separated by commas, values percent-encoded. */
+function resourceAttributes(raw: string | undefined): Record<string, string> {
+  const name = 'OTEL_RESOURCE_ATTRIBUTES';
+  const attributes: Record<string, string> = {};
+  if (raw === undefined) return attributes;
+  for (const pair of raw.split(',')) {
+    const at = pair.indexOf('=');
+    const key = pair.slice(0, at).trim();
+    if (at < 1 || !key) throw new ConfigError(name, `must list key=value pairs, got "${pair}"`);
+    try {
+      attributes[key] = decodeURIComponent(pair.slice(at + 1).trim());
+    } catch {
+      throw new ConfigError(name, `has a value that is not percent-encoded: "${pair}"`);
+    }
+  }
+  return attributes;
+}
+
+/**
+ * Tracing is on when an OTLP endpoint is given (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or
+ * OTEL_EXPORTER_OTLP_ENDPOINT, to which /v1/traces is added as the specification says).
+ */
+function tracingSettings(env: Env): TracingSettings | undefined {
+  const traces = url(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:']);
+  const base = url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
+  const protocol = str(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf';
+  if (protocol !== 'http/protobuf' && protocol !== 'http/json') {
+    throw new ConfigError(
+      'OTEL_EXPORTER_OTLP_PROTOCOL',
+      `must be http/protobuf or http/json (Sluice exports over HTTP), got "${protocol}"`,
+    );
+  }
+  const sampler = str(env, 'OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on';
+  if (!(TRACE_SAMPLERS as readonly string[]).includes(sampler)) {
+    throw new ConfigError('OTEL_TRACES_SAMPLER', `must be one of ${TRACE_SAMPLERS.join(', ')}`);
+  }
+  const ratioRaw = str(env, 'OTEL_TRACES_SAMPLER_ARG');
+  const samplerRatio = ratioRaw === undefined ? 1 : Number(ratioRaw);
+  if (!Number.isFinite(samplerRatio) || samplerRatio < 0 || samplerRatio > 1) {
+    throw new ConfigError(
+      'OTEL_TRACES_SAMPLER_ARG',
+      `must be a ratio from 0 to 1, got "${ratioRaw}"`,
+    );
+  }
+  const serviceName = str(env, 'OTEL_SERVICE_NAME');
+  const attributes = resourceAttributes(str(env, 'OTEL_RESOURCE_ATTRIBUTES'));
+  const statements = bool(str(env, 'SLUICE_TRACE_STATEMENTS'), 'SLUICE_TRACE_STATEMENTS');
+  const sqlcommenter = bool(str(env, 'SLUICE_TRACE_SQLCOMMENTER'), 'SLUICE_TRACE_SQLCOMMENTER');
+  const endpoint = traces ?? (base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined);
+  if (endpoint === undefined) return undefined;
+  return {
+    endpoint,
+    protocol,
+    serviceName,
+    sampler: sampler as TraceSampler,
+    samplerRatio,
+    resourceAttributes: attributes,
+    statements,
+    sqlcommenter,
+  };
+}
+
+/** SLUICE_TRACE_URL: a URL with `{trace_id}` in it. */
+function traceUrl(env: Env): string | undefined {
+  const raw = url(env, 'SLUICE_TRACE_URL', ['http:', 'https:']);
+  if (raw !== undefined && !raw.includes('{trace_id}')) {
+    throw new ConfigError('SLUICE_TRACE_URL', 'must hold {trace_id}, where the trace id goes');
+  }
+  return raw;
 }
 
 /** A comma-separated list of lanes; empty or unset: every lane. */
@@ -579,6 +696,8 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     maxActivePerUser: int(env, 'SLUICE_MAX_ACTIVE_PER_USER', 16, 1, 100_000),
     cancelPollMs: int(env, 'SLUICE_CANCEL_POLL_MS', 100, 10, 10_000),
     shutdownGraceMs: int(env, 'SLUICE_SHUTDOWN_GRACE_MS', 20_000, 0, 600_000),
+    tracing: tracingSettings(env),
+    traceUrl: traceUrl(env),
   };
 }
 

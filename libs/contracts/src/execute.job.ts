@@ -65,6 +65,11 @@ export interface ExecuteJobData {
   /** Dispatch priority (1 first): the user's queries already queued or running, plus one. */
   priority?: number;
   enqueuedAt: number;
+  /**
+   * The query's trace (W3C trace context of the api's enqueue span): the worker's spans continue
+   * it. Absent when tracing is off or the request was not sampled.
+   */
+  trace?: { traceparent: string; tracestate?: string };
 }
 
 /** Whether a job still waiting now is past its latest start: it is then ended, never run. */

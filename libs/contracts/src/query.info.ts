@@ -64,4 +64,6 @@ export interface QueryInfo {
   result_url: string | null;
   /** Until when its kept result stays, once the query ended (SLUICE_RESULT_TTL_SECONDS). */
   result_kept_until: string | null;
+  /** Its OpenTelemetry trace's id, when tracing is on and the request was sampled. */
+  trace_id: string | null;
 }

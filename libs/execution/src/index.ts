@@ -6,3 +6,4 @@ export * from './job.lifecycle';
 export * from './query.lifecycle';
 export * from './pool/pool.metrics';
 export * from './session-login.resolver';
+export * from './job.trace';

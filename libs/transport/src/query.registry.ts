@@ -48,6 +48,8 @@ export interface QueryRecord {
   rowsProduced?: number;
   bytesProduced?: number;
   status?: Status;
+  /** Its trace's id, when tracing is on and the request was sampled. */
+  traceId?: string;
 }
 
 /** What a producer has made of a query's result so far. */

@@ -1,6 +1,7 @@
-import { Controller, Get, Header } from '@nestjs/common';
+import { Controller, Get, Header, Inject } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
-import { ADMIN_PAGE_CSP, ADMIN_PAGE_HTML } from './admin.page';
+import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
+import { ADMIN_PAGE_CSP, adminPageHtml } from './admin.page';
 
 /**
  * The query view for administrators. The page itself is public static HTML: it signs in with
@@ -10,6 +11,16 @@ import { ADMIN_PAGE_CSP, ADMIN_PAGE_HTML } from './admin.page';
 @ApiExcludeController()
 @Controller('admin')
 export class AdminPageController {
+  private readonly html: string;
+
+  constructor(@Inject(SLUICE_CONFIG) config: SluiceConfig) {
+    this.html = adminPageHtml({
+      // Standalone mode has no BullMQ queue: its dashboard could only answer with an error.
+      queueDashboard: !isStandalone(config),
+      traceUrl: config.traceUrl,
+    });
+  }
+
   @Get()
   @Header('content-type', 'text/html; charset=utf-8')
   @Header('content-security-policy', ADMIN_PAGE_CSP)
@@ -17,6 +28,6 @@ export class AdminPageController {
   @Header('x-content-type-options', 'nosniff')
   @Header('referrer-policy', 'no-referrer')
   page(): string {
-    return ADMIN_PAGE_HTML;
+    return this.html;
   }
 }

@@ -7,6 +7,8 @@ import { AdminQueriesController } from './admin-queries.controller';
 import { AdminSessionController } from './admin-session.controller';
 import { AdminSessionGuard } from './admin-session.guard';
 import { AdminSessionService } from './admin-session.service';
+import { AdminStatsController } from './admin-stats.controller';
+import { MetricsModule } from '../metrics/metrics.module';
 import { QueueDashboardService } from './queue-dashboard.service';
 
 /**
@@ -15,8 +17,13 @@ import { QueueDashboardService } from './queue-dashboard.service';
  */
 @Module({
   // Tokens are checked as AuthModule checks them: its TokenVerifier.
-  imports: [AuthModule, QueriesModule],
-  controllers: [AdminPageController, AdminSessionController, AdminQueriesController],
+  imports: [AuthModule, QueriesModule, MetricsModule],
+  controllers: [
+    AdminPageController,
+    AdminSessionController,
+    AdminQueriesController,
+    AdminStatsController,
+  ],
   providers: [
     AdminAuthenticatorService,
     AdminSessionService,

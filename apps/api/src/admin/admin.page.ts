@@ -30,7 +30,20 @@ const STYLE = `
   .muted { color: #6b7385; } .error { color: #c0392b; }
   .reason { color: #c0392b; margin-top: .2rem; max-width: 22rem; }
   table.no-kept .kept { display: none; }
-  .bar { display: flex; gap: 1.5rem; align-items: center; margin-bottom: .75rem; }
+  .bar { display: flex; gap: 1.5rem; align-items: center; margin-bottom: .75rem; flex-wrap: wrap; }
+  tr[data-query-id] { cursor: pointer; }
+  tr.selected { background: #eef5ff; }
+  .phases { display: flex; width: 9rem; height: .7rem; background: #eceff3; border-radius: 3px; overflow: hidden; }
+  .phase-queued { background: #f0c040; } .phase-running { background: #4a90d9; } .phase-streaming { background: #2c6fb7; }
+  #charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); gap: .75rem; margin-bottom: .75rem; }
+  figure { margin: 0; background: #fff; border: 1px solid #e3e6eb; border-radius: 4px; padding: .4rem .6rem; }
+  figcaption { font-weight: 600; font-size: .85rem; }
+  figure svg { width: 100%; height: 5rem; display: block; }
+  .legend span { margin-right: .6rem; font-size: .8rem; }
+  #detail { background: #fff; border: 1px solid #b8bfcc; border-radius: 4px; padding: .6rem .9rem; margin-top: .75rem; }
+  #detail pre { white-space: pre-wrap; word-break: break-word; background: #f6f7f9; padding: .5rem; }
+  #detail dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; margin: 0; }
+  #detail dt { color: #6b7385; }
 `;
 
 const SCRIPT = `
@@ -39,6 +52,7 @@ const SCRIPT = `
   const FINAL = ['succeeded', 'failed', 'cancelled'];
   const $ = (id) => document.getElementById(id);
   let timer;
+  let statsTimer;
 
   // Earlier versions kept a token here: it goes.
   sessionStorage.removeItem('sluice.admin.token');
@@ -46,11 +60,37 @@ const SCRIPT = `
   const reasonOf = async (res) => {
     try { const body = await res.json(); return body.status.reason; } catch { return res.status + ' ' + res.statusText; }
   };
-  const elapsed = (ms) => {
+  // Below a second in ms: a 20 ms query and a 90 ms one must not both read 0.0 s.
+  const duration = (ms) => {
+    if (ms < 1000) return Math.round(ms) + ' ms';
     const s = Math.floor(ms / 1000);
     if (s < 60) return (ms / 1000).toFixed(1) + ' s';
     if (s < 3600) return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
     return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
+  };
+  const time = (iso) => (iso ? new Date(iso).toLocaleTimeString() : '');
+  const traceUrl = document.body.dataset.traceUrl;
+  const COLORS = { succeeded: '#2e9e4f', failed: '#c0392b', cancelled: '#8e6bbf', rejected: '#d98b1f', accepted: '#7a8599',
+    interactive: '#4a90d9', export: '#d98b1f', p50: '#4a90d9', p99: '#c0392b' };
+  // A query's phases from the registry's times: queued until it started, then running (or
+  // streaming, its state while it sends) until it ended.
+  const phases = (q, now) => {
+    const created = Date.parse(q.created_at);
+    const started = q.started_at ? Date.parse(q.started_at) : undefined;
+    const end = q.finished_at ? Date.parse(q.finished_at) : now;
+    const total = Math.max(1, end - created);
+    const parts = [['queued', (started ?? end) - created]];
+    if (started !== undefined) parts.push([q.state === 'streaming' ? 'streaming' : 'running', end - started]);
+    const bar = document.createElement('div');
+    bar.className = 'phases';
+    for (const [name, ms] of parts) {
+      const part = document.createElement('div');
+      part.className = 'phase phase-' + name;
+      part.style.width = (100 * Math.max(0, ms) / total).toFixed(1) + '%';
+      part.title = name + ' ' + duration(Math.max(0, ms));
+      bar.appendChild(part);
+    }
+    return bar;
   };
   const cell = (row, text, cls) => {
     const td = document.createElement('td');
@@ -67,15 +107,19 @@ const SCRIPT = `
   function show(session) {
     const signedIn = !!session;
     clearInterval(timer);
+    clearInterval(statsTimer);
     $('login').hidden = signedIn;
     $('view').hidden = !signedIn;
     $('signout').hidden = !signedIn;
-    $('dashboard').hidden = !(signedIn && session.admin);
+    $('dashboard').hidden = !(signedIn && session.admin && document.body.dataset.queueDashboard);
     me = signedIn ? session.username : undefined;
     if (signedIn) {
       $('who').textContent = 'signed in as ' + session.username + (session.admin ? ' (administrator)' : ' (not an administrator: your own queries only)');
       refresh();
       timer = setInterval(refresh, 1000);
+      $('charts').hidden = !session.admin;
+      clearInterval(statsTimer);
+      if (session.admin) { stats(); statsTimer = setInterval(stats, 5000); }
     } else {
       $('who').textContent = '';
     }
@@ -103,14 +147,33 @@ const SCRIPT = `
       return;
     }
     $('error').textContent = '';
+    latest = list;
     const all = $('show-finished').checked;
-    const rows = list.filter((q) => all || !FINAL.includes(q.state));
+    const owners = [...new Set(list.map((q) => q.owner))].sort();
+    const userFilter = $('filter-user');
+    const chosen = userFilter.value;
+    userFilter.replaceChildren(new Option('every user', ''), ...owners.map((o) => new Option(o, o)));
+    userFilter.value = owners.includes(chosen) ? chosen : '';
+    const state = $('filter-state').value;
+    const lane = $('filter-lane').value;
+    const rows = list.filter((q) => (all || state || !FINAL.includes(q.state))
+      && (!userFilter.value || q.owner === userFilter.value)
+      && (!state || q.state === state)
+      && (!lane || (q.lane || 'interactive') === lane));
+    const now = Date.now();
     const body = $('queries').tBodies[0];
     body.replaceChildren();
     for (const q of rows) {
       const tr = document.createElement('tr');
       tr.dataset.queryId = q.query_id;
       tr.dataset.state = q.state;
+      if (q.query_id === selected) tr.className = 'selected';
+      tr.addEventListener('click', (event) => {
+        if (event.target.closest('button, a')) return;
+        selected = q.query_id;
+        detail();
+        for (const other of body.rows) other.classList.toggle('selected', other === tr);
+      });
       cell(tr, q.query_id.slice(0, 8), 'muted').title = q.query_id;
       cell(tr, q.owner);
       const state = document.createElement('span');
@@ -133,7 +196,9 @@ const SCRIPT = `
         stateCell.appendChild(reason);
       }
       cell(tr, q.lane || '');
-      cell(tr, elapsed(q.elapsed_ms), 'num');
+      cell(tr, time(q.created_at), 'num').title = q.created_at;
+      cell(tr, duration(q.elapsed_ms), 'num');
+      cell(tr, '').appendChild(phases(q, now));
       // Made by the worker, and of those sent (a query nobody reads makes rows all the same).
       const made = q.rows_produced ?? q.rows;
       cell(tr, made === q.rows ? String(made) : made + ' (' + q.rows + ' sent)', 'num');
@@ -168,6 +233,97 @@ const SCRIPT = `
     $('queries').classList.toggle('no-kept', !rows.some((q) => q.result_url));
     $('empty').hidden = rows.length > 0;
     $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+    detail();
+  }
+
+  // The query picked in the table, shown whole below it.
+  let selected;
+  let latest = [];
+  function detail() {
+    const q = latest.find((x) => x.query_id === selected);
+    $('detail').hidden = !q;
+    if (!q) return;
+    $('detail-id').textContent = q.query_id;
+    $('detail-statement').textContent = q.statement;
+    const facts = [
+      ['state', q.state],
+      ['owner', q.owner],
+      ['lane', q.lane || 'interactive'],
+      ['database', q.database || 'default'],
+      ['format', q.format],
+      ['created', q.created_at],
+      ['queued for', duration(Math.max(0, (q.started_at ? Date.parse(q.started_at) : Date.now()) - Date.parse(q.created_at)))],
+      ['started', q.started_at || '—'],
+      ['finished', q.finished_at || '—'],
+      ['duration', duration(q.elapsed_ms)],
+      ['rows', (q.rows_produced ?? q.rows) + ' made, ' + q.rows + ' sent'],
+      ['bytes', (q.bytes_produced ?? q.bytes) + ' made, ' + q.bytes + ' sent'],
+      ['status', q.status ? q.status.sql_state + ' (' + q.status.vendor_code + ') ' + q.status.reason : '—'],
+      ['trace', q.trace_id || '—'],
+    ];
+    const list = $('detail-facts');
+    list.replaceChildren();
+    for (const [name, value] of facts) {
+      const dt = document.createElement('dt');
+      dt.textContent = name;
+      const dd = document.createElement('dd');
+      dd.textContent = value;
+      if (name === 'trace' && q.trace_id && traceUrl) {
+        const link = document.createElement('a');
+        link.className = 'trace';
+        link.href = traceUrl.replace('{trace_id}', encodeURIComponent(q.trace_id));
+        link.rel = 'noreferrer';
+        link.target = '_blank';
+        link.textContent = 'open trace';
+        dd.append(' ', link);
+      }
+      list.append(dt, dd);
+    }
+  }
+
+  // A small line chart: one polyline per series over the window, its maximum as the scale.
+  function chart(id, series, unit) {
+    const svg = $(id);
+    const W = 300, H = 80;
+    const values = series.flatMap((s) => s.values.filter((v) => v !== null));
+    const top = Math.max(1e-9, ...values);
+    svg.replaceChildren();
+    for (const s of series) {
+      const n = s.values.length;
+      const points = s.values.map((v, i) => v === null ? null
+        : ((i / Math.max(1, n - 1)) * W).toFixed(1) + ',' + (H - 2 - (v / top) * (H - 6)).toFixed(1))
+        .filter(Boolean).join(' ');
+      const line = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
+      line.setAttribute('points', points);
+      line.setAttribute('fill', 'none');
+      line.setAttribute('stroke', s.color);
+      line.setAttribute('stroke-width', '1.5');
+      line.dataset.series = s.name;
+      svg.appendChild(line);
+    }
+    const legend = $(id + '-legend');
+    legend.replaceChildren(...series.map((s) => {
+      const item = document.createElement('span');
+      const last = [...s.values].reverse().find((v) => v !== null);
+      item.style.color = s.color;
+      item.textContent = s.name + ' ' + (last === undefined ? '—' : (Math.round(last * 10) / 10) + unit);
+      return item;
+    }), Object.assign(document.createElement('span'), { className: 'muted', textContent: 'max ' + (Math.round(top * 10) / 10) + unit }));
+  }
+
+  async function stats() {
+    let view;
+    try {
+      const res = await api('GET', '/admin/api/stats');
+      if (!res.ok) return;
+      view = await res.json();
+    } catch { return; }
+    const p = view.points;
+    const lanes = ['interactive', 'export'];
+    chart('chart-queue', lanes.map((lane) => ({ name: lane, color: COLORS[lane], values: p.map((x) => x.queued ? x.queued[lane] : null) })), '');
+    chart('chart-rate', ['succeeded', 'failed', 'cancelled', 'rejected'].map((o) => ({ name: o, color: COLORS[o], values: p.map((x) => x.per_second[o]) })), '/s');
+    chart('chart-latency', [['p50', 'p50_ms'], ['p99', 'p99_ms']].map(([name, key]) => ({ name, color: COLORS[name], values: p.map((x) => x[key]) })), ' ms');
+    $('charts').dataset.drawn = 'true';
   }
 
   async function cancel(id, button) {
@@ -204,7 +360,8 @@ const SCRIPT = `
     }
     show(null);
   });
-  $('show-finished').addEventListener('change', refresh);
+  for (const id of ['show-finished', 'filter-user', 'filter-state', 'filter-lane']) $(id).addEventListener('change', refresh);
+  $('detail-close').addEventListener('click', () => { selected = undefined; detail(); refresh(); });
   fetch('/admin/session', { credentials: 'same-origin' })
     .then((res) => (res.ok ? res.json() : null))
     .then(show, () => show(null));
@@ -225,7 +382,26 @@ export const ADMIN_PAGE_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-export const ADMIN_PAGE_HTML = `<!doctype html>
+/** What the page shows depends on: said in attributes of its body, read by its script. */
+export interface AdminPageOptions {
+  /** Whether /admin/queues works here (cluster mode): no link to a page that cannot. */
+  queueDashboard: boolean;
+  /** SLUICE_TRACE_URL: a URL with {trace_id}, the link from a query to its trace. */
+  traceUrl?: string;
+}
+
+const attribute = (text: string) =>
+  text.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+export function adminPageHtml(options: AdminPageOptions): string {
+  const data = [
+    options.queueDashboard ? ' data-queue-dashboard="true"' : '',
+    options.traceUrl ? ` data-trace-url="${attribute(options.traceUrl)}"` : '',
+  ].join('');
+  return ADMIN_PAGE_HTML.replace('<body>', `<body${data}>`);
+}
+
+const ADMIN_PAGE_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -248,16 +424,29 @@ export const ADMIN_PAGE_HTML = `<!doctype html>
   <p id="login-error" class="error" role="alert"></p>
 </form>
 <main id="view" hidden>
+  <section id="charts" hidden>
+    <figure><figcaption>Queued jobs per lane</figcaption><svg id="chart-queue" viewBox="0 0 300 80" preserveAspectRatio="none"></svg><div id="chart-queue-legend" class="legend"></div></figure>
+    <figure><figcaption>Queries per second by outcome</figcaption><svg id="chart-rate" viewBox="0 0 300 80" preserveAspectRatio="none"></svg><div id="chart-rate-legend" class="legend"></div></figure>
+    <figure><figcaption>Request latency p50 / p99</figcaption><svg id="chart-latency" viewBox="0 0 300 80" preserveAspectRatio="none"></svg><div id="chart-latency-legend" class="legend"></div></figure>
+  </section>
   <div class="bar">
     <label><input id="show-finished" type="checkbox"> show finished queries</label>
+    <label>User <select id="filter-user"><option value="">every user</option></select></label>
+    <label>State <select id="filter-state"><option value="">any</option><option>queued</option><option>running</option><option>streaming</option><option>succeeded</option><option>failed</option><option>cancelled</option></select></label>
+    <label>Lane <select id="filter-lane"><option value="">any</option><option>interactive</option><option>export</option></select></label>
     <span id="updated" class="muted"></span>
   </div>
   <table id="queries">
-    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Elapsed</th><th>Rows made</th><th class="kept">Kept result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
+    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Started</th><th>Duration</th><th>Phases</th><th>Rows made</th><th class="kept">Kept result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
     <tbody></tbody>
   </table>
   <p id="empty" class="muted">No queued or running queries.</p>
   <p id="error" class="error" role="alert"></p>
+  <section id="detail" hidden>
+    <div class="bar"><strong>Query <span id="detail-id"></span></strong><button id="detail-close" type="button">Close</button></div>
+    <pre id="detail-statement"></pre>
+    <dl id="detail-facts"></dl>
+  </section>
 </main>
 <script>${SCRIPT}</script>
 </body>

@@ -17,6 +17,7 @@ import { ExecuteRequestDto, SluiceError } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
+import { requestTrace } from '../tracing/request.trace';
 import { ExecuteQueryPipe } from './execute-query.pipe';
 import { ExecuteService } from './execute.service';
 import { ExecutionResponse } from './execution.response';
@@ -82,6 +83,7 @@ function responseOptions(
     prefer: joinRepeated(headers.prefer),
     idempotencyKey: single(headers['idempotency-key']),
     database,
+    trace: requestTrace(reply.request),
   };
 }
 

@@ -10,7 +10,7 @@ import {
   okStatus,
   statusOf,
 } from '@app/contracts';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
 import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
@@ -34,6 +34,7 @@ import {
   requestFingerprint,
 } from './request.negotiation';
 import { bindStatement } from './statement.binding';
+import type { RequestTrace } from '../tracing/request.trace';
 
 /**
  * The body as one Buffer when the result ended within the records read so far (a small result
@@ -67,6 +68,8 @@ async function bodyIfEnded(
 export class ExecuteService {
   private readonly logger = new Logger(ExecuteService.name);
   private readonly watch: ProducerWatch;
+  /** messaging.system of the enqueue spans: BullMQ, or standalone mode's in-process queue. */
+  private readonly queueSystem: string;
 
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
@@ -78,6 +81,7 @@ export class ExecuteService {
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     private readonly kept: KeptResultService,
   ) {
+    this.queueSystem = isStandalone(config) ? 'sluice_in_process' : 'bullmq';
     this.watch = new ProducerWatch(queue, admission, this.logger, (queryId, status) =>
       kept.failKept(queryId, status),
     );
@@ -101,16 +105,23 @@ export class ExecuteService {
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
     const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
-    const execution = await this.admit(job, user, request.statement, encoding?.name);
+    const { trace } = options;
+    const execution = await this.admit(job, user, request.statement, {
+      encoding: encoding?.name,
+      trace,
+    });
     const key = negotiated.idempotencyKey;
     if (key !== undefined) {
       const fingerprint = requestFingerprint(negotiated);
       const repeated = await this.claim(execution, job, user, key, fingerprint, options.signal);
       if (repeated) return repeated;
     }
-    await this.enqueue(execution, job, key);
+    if (trace) {
+      await trace.enqueue(job, this.queueSystem, () => this.enqueue(execution, job, key));
+    } else await this.enqueue(execution, job, key);
     const readAhead = await this.firstBytes(execution, options.signal, negotiated.wait);
     if (!readAhead) return this.accepted(execution);
+    trace?.streaming(queryId);
     return {
       queryId,
       contentEncoding: encoding?.name,
@@ -133,9 +144,11 @@ export class ExecuteService {
     job: ExecuteJobData,
     user: AuthUser,
     statement: string,
-    encoding: string | undefined,
+    options: { encoding: string | undefined; trace: RequestTrace | undefined },
   ): Promise<Execution> {
-    await this.admission.check(job.lane);
+    const { encoding, trace } = options;
+    if (trace) await trace.admission(job.lane, () => this.admission.check(job.lane));
+    else await this.admission.check(job.lane);
     const asked = Promise.allSettled([
       this.admission.takeSlot(job.username, job.queryId),
       this.lifecycle.begin({
@@ -154,6 +167,7 @@ export class ExecuteService {
         createdAt: job.enqueuedAt,
         rows: 0,
         bytes: 0,
+        traceId: trace?.traceId,
       }),
     ]);
     const open = () => Execution.open(this.results, this.lifecycle, job, this.watch.of(job));

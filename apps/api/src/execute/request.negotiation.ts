@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { RequestTrace } from '../tracing/request.trace';
 import {
   Lane,
   ContentEncoding,
@@ -25,6 +26,8 @@ export interface ResponseOptions extends CompressionHeaders {
   prefer?: string;
   /** Idempotency-Key: a repeat of the request attaches to the query the key stands for. */
   idempotencyKey?: string;
+  /** The request's spans, while tracing is on. */
+  trace?: RequestTrace;
 }
 
 /** How long a request waits for its first result bytes before it is answered 202. */

@@ -7,6 +7,7 @@ import { ERROR_CATALOGUE, ErrorEnvelope, FINAL_STATES, QueryState } from '@app/c
 import { QueryLifecycle } from '@app/execution';
 import { AuthUser } from '../auth/auth-user';
 import { ApiMetricsService } from '../metrics/api-metrics.service';
+import { requestTrace } from '../tracing/request.trace';
 import { ExecuteOutcome, ExecuteSummary } from './execute.summary';
 import { executeLineLogger } from './log.options';
 
@@ -90,14 +91,16 @@ export class ExecuteRequestLog implements OnModuleInit {
   }
 
   private async closed(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    let summary: ExecuteSummary | undefined;
     try {
-      const summary = await this.summarise(request, reply);
+      summary = await this.summarise(request, reply);
       this.metrics.observe(summary);
       this.write(summary, request);
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'execute request not logged');
     } finally {
       this.pending.delete(request);
+      requestTrace(request)?.finish(summary, reply.statusCode);
     }
   }
 
@@ -162,6 +165,7 @@ export class ExecuteRequestLog implements OnModuleInit {
         duration_ms: summary.durationMs,
         queue_wait_ms: summary.queueWaitMs ?? null,
         run_ms: summary.runMs ?? null,
+        trace_id: requestTrace(request)?.traceId ?? null,
       },
       'execute',
     );

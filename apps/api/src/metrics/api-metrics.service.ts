@@ -1,9 +1,9 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, heapGrowthGauge, isStandalone } from '@app/config';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
-import { QUERY_TRANSITIONS, QueryState } from '@app/contracts';
+import { Lane, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { RevocationService } from '../auth/revocation.service';
@@ -12,6 +12,7 @@ import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
 /** Recent queries looked at for the kept-result gauges (the registry's index, newest first). */
 const KEPT_SCAN = 500;
 import { ExecuteSummary } from '../logging/execute.summary';
+import { ServiceHistory, noneQueued } from './service.history';
 
 /** Seconds: from a few milliseconds to the longest statement time limit worth telling apart. */
 const SECONDS_BUCKETS = [
@@ -24,7 +25,7 @@ const SECONDS_BUCKETS = [
  * among them) and, in standalone mode, the thread pool's utilisation.
  */
 @Injectable()
-export class ApiMetricsService {
+export class ApiMetricsService implements OnModuleDestroy {
   readonly registry = new Registry();
   private readonly logger = new Logger(ApiMetricsService.name);
   private readonly queries: Counter<'outcome'>;
@@ -35,6 +36,9 @@ export class ApiMetricsService {
   private pool: QueryPoolService | undefined;
   private readonly resultTtlMs: number;
   private scan: { at: number; result: Promise<Map<string, number>> } | undefined;
+  /** The last minutes the admin page charts: requests as they end, the queue every bucket. */
+  readonly history = new ServiceHistory();
+  private readonly sampler: NodeJS.Timeout;
 
   constructor(
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
@@ -46,6 +50,7 @@ export class ApiMetricsService {
     revocations: RevocationService,
   ) {
     this.resultTtlMs = config.resultTtlSeconds * 1000;
+    this.sampler = setInterval(() => void this.sampleQueue(), this.history.bucketMs).unref();
     this.registry.setDefaultLabels({ app: 'api' });
     collectDefaultMetrics({ register: this.registry });
     // Standalone mode runs the pool in this process; cluster apis have none.
@@ -164,6 +169,7 @@ export class ApiMetricsService {
 
   /** Counts one finished execute request. */
   observe(summary: ExecuteSummary): void {
+    this.history.request(summary.outcome, summary.durationMs);
     this.queries.inc({ outcome: summary.outcome });
     if (summary.runMs !== undefined) {
       this.duration.observe({ outcome: summary.outcome }, summary.runMs / 1000);
@@ -173,6 +179,20 @@ export class ApiMetricsService {
     }
     if (summary.rows > 0) this.rows.inc(summary.rows);
     if (summary.bytes > 0) this.bytes.inc(summary.bytes);
+  }
+
+  /** The queue's depth per lane, for the admin page's chart. */
+  private async sampleQueue(): Promise<void> {
+    await this.quietly('queue depth history', async () => {
+      const counts = await this.queue.counts();
+      const queued = noneQueued();
+      for (const lane of Object.keys(queued) as Lane[]) queued[lane] = counts[lane]?.waiting ?? 0;
+      this.history.queueDepth(queued);
+    });
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.sampler);
   }
 
   /** A collector that fails leaves its last values and logs; /metrics still answers. */

@@ -207,6 +207,7 @@ export class QueriesService {
         record.kept && record.finishedAt !== undefined
           ? new Date(record.finishedAt + this.config.resultTtlSeconds * 1000).toISOString()
           : null,
+      trace_id: record.traceId ?? null,
     };
   }
 }

@@ -7,9 +7,10 @@ import {
 } from '@nestjs/common';
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData } from '@app/contracts';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 import {
   JobLifecycle,
+  JobTrace,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
@@ -73,9 +74,18 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
       job.username,
     );
     const ownerKept = this.channel.ownerKept(job.username);
+    const traced = JobTrace.taken(job, {
+      system: 'sluice_in_process',
+      settings: this.config.tracing,
+      database: defaultDatabase(this.config),
+    });
     try {
-      await this.lifecycle.finish(job, await this.pool.run(job, { port: port2, login, ownerKept }));
+      const trace = traced?.statement();
+      const outcome = await this.pool.run(job, { port: port2, login, ownerKept, trace });
+      traced?.finished(outcome);
+      await this.lifecycle.finish(job, outcome);
     } catch (err) {
+      traced?.finished(undefined);
       this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
       await this.lifecycle.crashed(job, err);
       throw err;

@@ -7,10 +7,11 @@ import {
 } from '@nestjs/common';
 import { Job, QueueKeys, Worker } from 'bullmq';
 import { ExecuteJobData, LANE_QUEUES, Lane } from '@app/contracts';
-import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 import {
   ExecutionOutcome,
   JobLifecycle,
+  JobTrace,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
@@ -143,14 +144,25 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   ): Promise<ExecutionOutcome | undefined> {
     if (!(await this.lifecycle.start(data, takenBefore))) return undefined;
     this.running.add(data.queryId);
+    const traced = JobTrace.taken(data, {
+      system: 'bullmq',
+      settings: this.config.tracing,
+      database: defaultDatabase(this.config),
+    });
     try {
       const { login, refused } = await this.logins.resolve(data);
       // The user's session ended while the query waited: it never runs.
-      if (refused) return await this.lifecycle.refused(data, refused);
-      const outcome = await this.pool.run(data, { login });
+      if (refused) {
+        const outcome = await this.lifecycle.refused(data, refused);
+        traced?.finished(outcome);
+        return outcome;
+      }
+      const outcome = await this.pool.run(data, { login, trace: traced?.statement() });
+      traced?.finished(outcome);
       await this.lifecycle.finish(data, outcome);
       return outcome;
     } catch (err) {
+      traced?.finished(undefined);
       this.logger.error(`query ${data.queryId} failed in the pool: ${(err as Error).message}`);
       await this.lifecycle.crashed(data, err);
       throw err;

@@ -7,7 +7,7 @@ import { ExecuteJobData, LANES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig, laneThreads, poolLanes } from '@app/config';
 import type { PgLogin } from '@app/access';
 import { SharedKeptTotal } from '@app/transport';
-import type { ExecuteTask } from '../tasks/execute-query.task';
+import type { ExecuteTask, TaskTrace } from '../tasks/execute-query.task';
 import { ExecutionOutcome } from '../tasks/query.runner';
 import { ThreadSettings } from '../tasks/thread.settings';
 
@@ -123,13 +123,18 @@ export class QueryPoolService implements OnApplicationShutdown {
    */
   run(
     job: ExecuteJobData,
-    options: { port?: MessagePort; login?: PgLogin; ownerKept?: SharedArrayBuffer } = {},
+    options: {
+      port?: MessagePort;
+      login?: PgLogin;
+      ownerKept?: SharedArrayBuffer;
+      trace?: TaskTrace;
+    } = {},
   ): Promise<ExecutionOutcome> {
     const pool = this.pools.get(job.lane);
     if (!pool) return Promise.reject(new Error(`this process serves no ${job.lane} lane`));
-    const { port, login, ownerKept } = options;
-    if (!port) return pool.run({ job, login });
-    return pool.run({ job, port, login, ownerKept }, { transferList: [port] as never });
+    const { port, login, ownerKept, trace } = options;
+    if (!port) return pool.run({ job, login, trace });
+    return pool.run({ job, port, login, ownerKept, trace }, { transferList: [port] as never });
   }
 
   /** Start-up check: a thread of each pool answers and reaches PostgreSQL. */

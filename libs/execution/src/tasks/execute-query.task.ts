@@ -22,6 +22,7 @@ import { LoginPools } from './login.pools';
 import { InteractiveClock, exportPace } from './export.pace';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
 import { ProgressThrottle } from './progress.throttle';
+import { StatementClock } from './statement.clock';
 import { lowerThreadPriority } from './thread.priority';
 import { ThreadSettings } from './thread.settings';
 
@@ -76,6 +77,13 @@ export interface ExecuteTask {
   login?: PgLogin;
   /** With a port: the bytes the job's user's kept results hold (SharedKeptTotal's memory). */
   ownerKept?: SharedArrayBuffer;
+  /** A traced job: its phases are measured, and its statement may carry the traceparent. */
+  trace?: TaskTrace;
+}
+
+/** What a traced task is given: plain data, the statement span's traceparent for sqlcommenter. */
+export interface TaskTrace {
+  traceparent?: string;
 }
 
 /** No reader holds a kept result back: its writer is bounded by bytes instead (CappedResultWriter). */
@@ -146,13 +154,13 @@ export default async function executeQuery(task: ExecuteTask): Promise<Execution
   const writer = writerFor(task);
   const exporting = job.lane === 'export';
   if (!exporting) interactive.started();
-  const outcome = await runner.run(
-    job,
-    writer,
-    task.login,
-    exporting ? exportGivesWay : undefined,
+  const outcome = await runner.run(job, writer, {
+    login: task.login,
+    pace: exporting ? exportGivesWay : undefined,
     progress,
-  );
+    clock: task.trace ? new StatementClock() : undefined,
+    traceparent: task.trace?.traceparent,
+  });
   return writer instanceof RedisResultWriter && writer.recorded
     ? { ...outcome, recorded: true }
     : outcome;

@@ -172,7 +172,7 @@ function start(
     idleTimeoutMs: 10_000,
     ...window,
   });
-  return { reader, running: runner.run(job, wrap(writer), as, pace) };
+  return { reader, running: runner.run(job, wrap(writer), { login: as, pace }) };
 }
 
 /** What the reader has left, through the terminal record. */
@@ -733,7 +733,7 @@ describe(QueryRunner.name, () => {
     });
     await sleep(50); // the cancel crosses the port
     const startedAt = Date.now();
-    const outcome = await runner.run(job, writer, login);
+    const outcome = await runner.run(job, writer, { login });
     expect(Date.now() - startedAt).toBeLessThan(1_000);
     expect(outcome).toMatchObject({ rows: 0, status: CANCELLED });
     expect(await drain(reader)).toEqual([

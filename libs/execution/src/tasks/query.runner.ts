@@ -18,6 +18,7 @@ import {
   statusOf,
 } from '@app/contracts';
 import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
+import { withSqlComment } from '@app/tracing';
 import {
   ProducerStoppedError,
   RESULT_STREAM_LOST,
@@ -31,6 +32,7 @@ import { LoginPools } from './login.pools';
 import { ProgressThrottle } from './progress.throttle';
 import { isPgError } from './pg.error';
 import { StatementLife } from './statement.life';
+import { StatementClock, StatementTimings } from './statement.clock';
 import { MAX_READ_BYTES, TextCursor, valueTooLarge } from './text.cursor';
 import { isStringTooLong } from './oversized-value.guard';
 
@@ -41,6 +43,8 @@ export interface ExecutionOutcome {
   bytes: number;
   /** The end is in the registry already: written with the result's last entry. */
   recorded?: boolean;
+  /** When its phases happened in the thread: measured for a traced job only (StatementClock). */
+  timings?: StatementTimings;
   /**
    * What failed, for the log (the client is told nothing more): when the status is INTERNAL, and
    * when the result stream was lost (what Redis said: a failover, or something that lasts, such
@@ -54,6 +58,20 @@ export interface ExecutionOutcome {
  * (undefined: go on at once).
  */
 export type Pace = () => Promise<void> | undefined;
+
+/** What a run may be given beside its job and writer. */
+export interface RunOptions {
+  /** A database user's own login; absent: the login role provisioned for the job's role. */
+  login?: PgLogin;
+  /** Awaited before each batch after the first (an export giving way). */
+  pace?: Pace;
+  /** Hears of what has been produced (throttled). */
+  progress?: ProgressThrottle;
+  /** Measures the run's phases, for its trace. */
+  clock?: StatementClock;
+  /** Sent with the statement as a sqlcommenter comment (SLUICE_TRACE_SQLCOMMENTER). */
+  traceparent?: string;
+}
 
 export interface RunnerSettings {
   defaultFetchSize: number;
@@ -160,10 +178,27 @@ export class QueryRunner {
   async run(
     job: ExecuteJobData,
     writer: ResultWriter,
-    login?: PgLogin,
-    pace?: Pace,
-    progress?: ProgressThrottle,
+    options: RunOptions = {},
   ): Promise<ExecutionOutcome> {
+    const { login, pace, progress, clock } = options;
+    const outcome = await this.runTimed(job, writer, login, pace, progress, {
+      clock,
+      traceparent: options.traceparent,
+    });
+    if (!clock) return outcome;
+    clock.mark('endAt');
+    return { ...outcome, timings: clock.timings() };
+  }
+
+  private async runTimed(
+    job: ExecuteJobData,
+    writer: ResultWriter,
+    login: PgLogin | undefined,
+    pace: Pace | undefined,
+    progress: ProgressThrottle | undefined,
+    traced: { clock?: StatementClock; traceparent?: string },
+  ): Promise<ExecutionOutcome> {
+    const { clock, traceparent } = traced;
     const db = this.databases.get(job.database);
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
     // A cancel, the client's loss and the time limit all stop the statement through this, where it
@@ -187,7 +222,9 @@ export class QueryRunner {
       // A read of 0 rows is PostgreSQL's "all of them": max_rows 0 reads one, to tell whether
       // the cap cut the result, and sends none.
       const firstAsked = limit === undefined ? fetch : Math.max(1, Math.min(fetch, limit));
-      const opened = await this.open(statement, job, db, login, firstAsked);
+      clock?.mark('statementAt');
+      const opened = await this.open(statement, { job, db, login, rows: firstAsked, traceparent });
+      clock?.mark('firstRowsAt');
       const cursor = opened.cursor;
       let batch = opened.batch;
       let truncated = false;
@@ -223,7 +260,7 @@ export class QueryRunner {
         // Awaited below, or by abandon() while still in flight: this only keeps it from counting
         // as unhandled meanwhile.
         prefetch.catch(() => undefined);
-        const chunk = encoder.rows(batch);
+        const chunk = clock ? clock.encoding(() => encoder!.rows(batch)) : encoder.rows(batch);
         await reporting(writing);
         writing = body.data(batch.length, chunk);
         // Awaited in the next round, after the loop, or before a failure is reported.
@@ -238,6 +275,7 @@ export class QueryRunner {
       }
       await reporting(writing);
       await statement.commit();
+      clock?.mark('statementEndAt');
       const tag = cursor.commandTag;
       const reason = fields.length > 0 || !tag ? 'OK' : tag;
       const status = okStatus(
@@ -253,6 +291,7 @@ export class QueryRunner {
       await writing?.catch(() => undefined);
       const status = failureStatus(err, statement.stopReason);
       await statement.abandon(err);
+      clock?.mark('statementEndAt');
       // The channel itself failed: the api notices the silence, finds the job ended and says so.
       await this.reportFailure(body, encoder, status).catch(() => undefined);
       // A bug of ours, not PostgreSQL's answer (whose text may quote the user's data).
@@ -277,14 +316,20 @@ export class QueryRunner {
    */
   private async open(
     statement: StatementLife,
-    job: ExecuteJobData,
-    db: DatabaseHandle,
-    login: PgLogin | undefined,
-    rows: number,
+    opening: {
+      job: ExecuteJobData;
+      db: DatabaseHandle;
+      login: PgLogin | undefined;
+      rows: number;
+      traceparent: string | undefined;
+    },
   ): Promise<{ cursor: TextCursor; batch: TextRow[] }> {
+    const { job, db, login, rows, traceparent } = opening;
+    // The traceparent is the service's own: the statement's text is otherwise the user's.
+    const text = traceparent ? withSqlComment(job.text, { traceparent }) : job.text;
     for (let attempt = 1; ; attempt++) {
       const cursor = new TextCursor(
-        job.text,
+        text,
         job.values,
         job.types,
         beginStatements(job, this.applicationNames.of(job.queryId)),

@@ -767,5 +767,6 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     rowsProduced: num(hash.rowsProduced),
     bytesProduced: num(hash.bytesProduced),
     status: hash.status ? (JSON.parse(hash.status) as Status) : undefined,
+    traceId: hash.traceId,
   };
 }

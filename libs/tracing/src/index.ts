@@ -1,0 +1,5 @@
+export * from './tracing.sdk';
+export * from './sql.comment';
+export * from './job.context';
+export * from './span.status';
+export * from './tracing.shutdown';
