@@ -25,8 +25,8 @@ import {
   ResultSink,
   UserSlots,
   retainedJobData,
-  userShareProcessor,
 } from '@app/transport';
+import { userShareProcessor } from '@app/queue';
 import { WorkerMetricsService } from '../metrics/worker-metrics.service';
 
 /**
