@@ -477,6 +477,8 @@ async function main() {
 
   await setUpTable();
   const sluice = await startSluice();
+  // Before any query: what the worker and its pool threads hold for loading their code.
+  const workerStartRss = rssBytes(sluice.worker.pid);
   // The floor always runs: every ratio is taken against it.
   const targets = [
     {
@@ -542,7 +544,7 @@ async function main() {
     lastRound = (performance.now() - roundStart) / 1000;
   }
 
-  report({ targets, results, unavailable, loadAtStart, sluice });
+  report({ targets, results, unavailable, loadAtStart, workerStartRss });
 }
 
 function runsText(summary) {
@@ -551,7 +553,7 @@ function runsText(summary) {
   return lo === hi ? `${lo} run${lo === 1 ? '' : 's'}` : `${lo}–${hi} runs`;
 }
 
-function report({ targets, results, unavailable, loadAtStart }) {
+function report({ targets, results, unavailable, loadAtStart, workerStartRss }) {
   const summary = targets.map((t) => {
     const runs = results.get(t);
     const seconds = median(runs.map((r) => r.seconds));
@@ -585,7 +587,7 @@ function report({ targets, results, unavailable, loadAtStart }) {
     `- COPY floor ("× COPY" is relative to it): \`COPY ${COPY_SOURCE} TO STDOUT\` on one pg connection of the bench process, read with pg-copy-streams, bytes and lines counted; the psql row runs the same COPY through \`psql\` (stdout read by the bench), for comparison with earlier figures only`,
     `- stream+json twice: the client counting bytes (keeping the last chunks for the final status), and the client splitting the body into lines and \`JSON.parse\`-ing each one (rows counted from the parsed \`data\` arrays)`,
     `- Direct path: in the bench process, pg-cursor (array rows, ${DIRECT_FETCH} a read), type parsing ${DIRECT_TYPE_PARSING === 'both' ? 'off and on' : DIRECT_TYPE_PARSING}, one \`JSON.stringify(row)\` line per row, bytes counted, not sent anywhere`,
-    `- Memory: worker (and api) RSS from /proc/<pid>/status every 100 ms; "+MB" is peak minus RSS just before the request (largest over the runs)`,
+    `- Memory: worker (and api) RSS from /proc/<pid>/status every 100 ms; "+MB" is peak minus RSS just before the request (largest over the runs); worker RSS right after start, before any query: ${mb(workerStartRss)} MB`,
     '',
     '| path | runs | median s | rows/s | × COPY | body MB | MB/s | first byte s | worker RSS +MB (peak) | api RSS +MB |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',

@@ -20,7 +20,7 @@ require('reflect-metadata');
 const { StrictValidationPipe } = requireDist('apps/api/src/http/strict-validation.pipe.js');
 const { jsonTextError } = requireDist('apps/api/src/http/json-text.check.js');
 const { BodyCheck, ReceivingBudget } = requireDist('apps/api/src/http/request.checks.js');
-const { ExecuteRequestDto } = requireDist('libs/contracts/src/index.js');
+const { ExecuteRequestDto } = requireDist('libs/http-contracts/src/index.js');
 
 const RUNS = envInt('BENCH_RUNS', 5);
 const N = envInt('BENCH_ITERATIONS', 20_000);

@@ -3,16 +3,13 @@ import { RequestMethod } from '@nestjs/common';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { loadConfig } from '@app/config';
+import { ERROR_CATALOGUE, EXECUTE_QUEUE, MEDIA_TYPES, pgErrorKind } from '@app/contracts';
 import {
   CreateUserDto,
-  ERROR_CATALOGUE,
-  EXECUTE_QUEUE,
   ExecuteRequestDto,
   LoginRequestDto,
-  MEDIA_TYPES,
   UpdateUserDto,
-  pgErrorKind,
-} from '@app/contracts';
+} from '@app/http-contracts';
 import { RedisKeys } from '@app/transport';
 import { SluiceClient } from '@app/client';
 import { cliProgram } from '../apps/api/src/cli/cli.program';

@@ -12,7 +12,6 @@ import {
   requireClusterSettings,
   setHeapGrowth,
 } from '@app/config';
-import { SluiceError } from '@app/contracts';
 import { startTracing, stopTracing, tracingOn } from '@app/tracing';
 import { AppModule } from './app.module';
 import { textBodyRequest } from './execute/query-options';

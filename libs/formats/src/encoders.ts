@@ -1,5 +1,4 @@
 import { ParquetCompression, ResultFormat } from '@app/contracts';
-import { ArrowEncoder } from './arrow.encoder';
 import { CsvEncoder } from './csv.encoder';
 import { DeferredHeadEncoder } from './deferred-head.encoder';
 import { JsonEncoder } from './json.encoder';
@@ -34,7 +33,10 @@ export function createEncoder(
       return new DeferredHeadEncoder(
         new ParquetEncoder(options, { codec: PARQUET_CODECS[parquetCompression] }),
       );
-    case 'arrow':
-      return new DeferredHeadEncoder(new ArrowEncoder(options));
+    case 'arrow': {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- apache-arrow is large: loaded on the first Arrow result, threads that never encode one do not hold it
+      const arrow = require('./arrow.encoder') as typeof import('./arrow.encoder');
+      return new DeferredHeadEncoder(new arrow.ArrowEncoder(options));
+    }
   }
 }

@@ -8,5 +8,4 @@ export * from './chunk.compressor';
 export * from './csv.encoder';
 export * from './deferred-head.encoder';
 export * from './parquet.encoder';
-export * from './arrow.encoder';
 export * from './pg-text.decoder';

@@ -1,7 +1,7 @@
 import { Body, Controller, Delete, Get, Header, HttpCode, Post, Req, Res } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AdminSessionDto, AdminSignInDto, StatusResponseDto } from '@app/contracts';
+import { AdminSessionDto, AdminSignInDto, StatusResponseDto } from '@app/http-contracts';
 import { AdminSessionService } from './admin-session.service';
 
 /**

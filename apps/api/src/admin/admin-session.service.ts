@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { AdminSessionDto, AdminSignInDto, StatusResponseDto, okStatus } from '@app/contracts';
+import { okStatus } from '@app/contracts';
+import { AdminSessionDto, AdminSignInDto, StatusResponseDto } from '@app/http-contracts';
 import { AuthService } from '../auth/auth.service';
 import { protocolOf } from '../http/cross-site.check';
 import { AdminAuthenticatorService, withAdminChallenge } from './admin-authenticator.service';

@@ -6,7 +6,7 @@ import {
   ApiTooManyRequestsResponse,
   ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
-import { LoginRequestDto, LoginResponseDto, StatusResponseDto } from '@app/contracts';
+import { LoginRequestDto, LoginResponseDto, StatusResponseDto } from '@app/http-contracts';
 import { AuthUser } from './auth-user';
 import { AuthService } from './auth.service';
 import { CredentialsGuard } from './credentials.guard';

@@ -1,12 +1,7 @@
 import { JwtService } from '@nestjs/jwt';
 import { randomUUID } from 'node:crypto';
-import {
-  LoginRequestDto,
-  LoginResponseDto,
-  SluiceError,
-  StatusResponseDto,
-  okStatus,
-} from '@app/contracts';
+import { SluiceError, okStatus } from '@app/contracts';
+import { LoginRequestDto, LoginResponseDto, StatusResponseDto } from '@app/http-contracts';
 import { SluiceConfig } from '@app/config';
 import { challenge } from './auth.challenge';
 import { AuthUser, PresentedToken } from './auth-user';

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
-import { LoginRequestDto, SluiceError } from '@app/contracts';
+import { SluiceError } from '@app/contracts';
+import { LoginRequestDto } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { AuthUser } from './auth-user';
 import {

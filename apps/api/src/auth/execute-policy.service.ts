@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { ExecuteRequestDto, SluiceError } from '@app/contracts';
+import { SluiceError } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { roleChangeOf } from '@app/sql';
 import { challenge } from './auth.challenge';

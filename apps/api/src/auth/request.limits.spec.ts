@@ -1,4 +1,5 @@
-import { ExecuteRequestDto, SluiceError } from '@app/contracts';
+import { SluiceError } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { checkName, enforceRequestLimits } from './request.limits';
 
 const LIMITS = { maxStatementLength: 50, maxParams: 2, maxParamBytes: 10 };

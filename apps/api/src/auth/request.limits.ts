@@ -1,4 +1,5 @@
-import { ExecuteRequestDto, SluiceError } from '@app/contracts';
+import { SluiceError } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 
 /** The configured limits of an execute request. */
 export interface RequestLimits {

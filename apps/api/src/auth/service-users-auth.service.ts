@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
-import { LoginRequestDto, USER_NAME_PATTERN } from '@app/contracts';
+import { LoginRequestDto, USER_NAME_PATTERN } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { AuthUser } from './auth-user';
 import {

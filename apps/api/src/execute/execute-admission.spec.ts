@@ -1,6 +1,7 @@
 import Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
-import { ExecuteJobData, ExecuteRequestDto } from '@app/contracts';
+import { ExecuteJobData } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { QueryLifecycle } from '@app/execution';
 import { loadConfig } from '@app/config';
 import {

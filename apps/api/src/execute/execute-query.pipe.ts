@@ -1,5 +1,5 @@
 import { Injectable, PipeTransform } from '@nestjs/common';
-import { ExecuteRequestDto } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { validateAs } from '../http/validation';
 import { optionsFromQuery } from './query-options';
 

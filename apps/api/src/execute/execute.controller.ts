@@ -13,7 +13,8 @@ import {
 } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import type { IncomingHttpHeaders } from 'node:http';
-import { ExecuteRequestDto, SluiceError } from '@app/contracts';
+import { SluiceError } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';

@@ -2,7 +2,6 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import {
   ExecuteJobData,
-  ExecuteRequestDto,
   ResultRecord,
   SluiceError,
   Status,
@@ -10,6 +9,7 @@ import {
   okStatus,
   statusOf,
 } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
 import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';

@@ -6,11 +6,11 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { ClientRequest, IncomingMessage, request as httpRequest } from 'node:http';
 import { AddressInfo } from 'node:net';
-import { ExecuteRequestDto, LANES, ResultRecord, okStatus } from '@app/contracts';
+import { LANES, ResultRecord, okStatus } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { QueryLifecycle } from '@app/execution';
 import { SluiceConfig, loadConfig } from '@app/config';
 import {
-  BullmqJobQueue,
   RedisConnector,
   RedisKeys,
   RedisQueryRegistry,
@@ -18,6 +18,7 @@ import {
   RedisResultSource,
   workerBeat,
 } from '@app/transport';
+import { BullmqJobQueue } from '@app/queue';
 import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';

@@ -1,4 +1,4 @@
-import { ExecuteRequestDto } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { validateAs } from '../http/validation';
 import { optionsFromQuery, textBodyRequest } from './query-options';
 

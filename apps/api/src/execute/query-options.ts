@@ -1,5 +1,6 @@
 import { getMetadataStorage } from 'class-validator';
-import { ExecuteRequestDto, SluiceError } from '@app/contracts';
+import { SluiceError } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { jsonTextProblem } from '../http/json-text.check';
 
 /** The fields of ExecuteRequestDto that its validation checks with `constraint` (`isInt`, …). */

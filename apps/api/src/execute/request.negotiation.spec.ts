@@ -1,4 +1,5 @@
-import { ExecuteRequestDto, MEDIA_TYPES } from '@app/contracts';
+import { MEDIA_TYPES } from '@app/contracts';
+import { ExecuteRequestDto } from '@app/http-contracts';
 import { DEFAULT_COMPRESSION_LEVEL, SUPPORTED_FORMATS } from '@app/formats';
 import { negotiateRequest, resultWait } from './request.negotiation';
 import { refusal } from '@test/support/refusal';

@@ -3,13 +3,12 @@ import type { RequestTrace } from '../tracing/request.trace';
 import {
   Lane,
   ContentEncoding,
-  ExecuteRequestDto,
   MEDIA_TYPES,
-  OnWaitTimeout,
   ParquetCompression,
   ResultFormat,
   SluiceError,
 } from '@app/contracts';
+import { ExecuteRequestDto, OnWaitTimeout } from '@app/http-contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
 import { CompressionHeaders, negotiateEncoding } from './encoding.negotiator';
 import { laneOf } from './lane';

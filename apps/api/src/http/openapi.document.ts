@@ -1,11 +1,6 @@
 import type { OpenAPIObject } from '@nestjs/swagger';
-import {
-  ERROR_CATALOGUE,
-  EXECUTE_REQUEST_EXAMPLES,
-  EXECUTE_TEXT_EXAMPLE,
-  MEDIA_TYPES,
-  ResultFormat,
-} from '@app/contracts';
+import { ERROR_CATALOGUE, MEDIA_TYPES, ResultFormat } from '@app/contracts';
+import { EXECUTE_REQUEST_EXAMPLES, EXECUTE_TEXT_EXAMPLE } from '@app/http-contracts';
 import { SUPPORTED_FORMATS } from '@app/formats';
 import { ANY_HOST_ROUTES } from './host.check';
 

@@ -11,7 +11,6 @@ import { connectingWithin, ownLoginUrl } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { ExecutionModule, QueryLifecycle, QueryPoolService } from '@app/execution';
 import {
-  BullmqJobQueue,
   InProcessJobQueue,
   InProcessResultChannel,
   JobQueue,
@@ -27,6 +26,7 @@ import {
   ResultSource,
   SharedKeptTotal,
 } from '@app/transport';
+import { BullmqJobQueue } from '@app/queue';
 import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
 import {
   DASHBOARD_QUEUE,

@@ -1,13 +1,8 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
-import {
-  CreateUserDto,
-  SluiceError,
-  USER_NAME_PATTERN,
-  UpdateUserDto,
-  UserDto,
-} from '@app/contracts';
+import { SluiceError } from '@app/contracts';
+import { CreateUserDto, USER_NAME_PATTERN, UpdateUserDto, UserDto } from '@app/http-contracts';
 import { LoginRoleError } from '@app/access';
 import { MetadataEventsService } from '../auth/metadata-events.service';
 import { MetadataSchema } from '../auth/metadata.schema';

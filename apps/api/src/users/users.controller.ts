@@ -17,14 +17,14 @@ import {
   ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
+import { okStatus } from '@app/contracts';
 import {
   CreateUserDto,
   StatusResponseDto,
   UpdateUserDto,
   UserListDto,
   UserResponseDto,
-  okStatus,
-} from '@app/contracts';
+} from '@app/http-contracts';
 import { AdminGuard } from '../auth/admin.guard';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';

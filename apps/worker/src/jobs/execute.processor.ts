@@ -26,8 +26,8 @@ import {
   ResultSink,
   UserSlots,
   retainedJobData,
-  userShareProcessor,
 } from '@app/transport';
+import { userShareProcessor } from '@app/queue';
 import { WorkerMetricsService } from '../metrics/worker-metrics.service';
 
 /**

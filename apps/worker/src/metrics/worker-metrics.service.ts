@@ -3,7 +3,8 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, heapGrowthGauge } from '@app/config';
 import { Lane } from '@app/contracts';
 import { QueryPoolService, registerPoolMetrics } from '@app/execution';
-import { BullmqJobQueue, JobQueue, RedisConnector, RedisKeys } from '@app/transport';
+import { JobQueue, RedisConnector, RedisKeys } from '@app/transport';
+import { BullmqJobQueue } from '@app/queue';
 
 /**
  * Prometheus metrics of a worker process: the BullMQ queue's depth by state, the jobs it put off

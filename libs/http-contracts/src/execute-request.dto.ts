@@ -11,7 +11,7 @@ import {
   MaxLength,
   Min,
 } from 'class-validator';
-import { LANES, Lane, ResultLayout } from './execute.job';
+import { LANES, Lane, ResultLayout } from '@app/contracts';
 
 /** What a query whose wait ended without a result does: go on (fetched later) or stop. */
 export const ON_WAIT_TIMEOUT = ['continue', 'cancel'] as const;

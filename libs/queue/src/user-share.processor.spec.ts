@@ -1,6 +1,6 @@
 import { DelayedError, type Job } from 'bullmq';
 import { ExecuteJobData } from '@app/contracts';
-import { UserSlots } from '../user.slots';
+import { UserSlots } from '@app/transport';
 import { HOLD_MS, PutOffJobs, userShareProcessor } from './user-share.processor';
 
 /** A put-off job as PutOffJobs sees it: its id, its latest start, and whether it still waits. */

@@ -1,6 +1,6 @@
 import { DelayedError, Job, Processor } from 'bullmq';
 import { ExecuteJobData, Lane, pastLatestStart } from '@app/contracts';
-import { UserSlots } from '../user.slots';
+import { UserSlots } from '@app/transport';
 
 /**
  * How long a job whose user holds its share of a worker's slots waits before it is taken again.

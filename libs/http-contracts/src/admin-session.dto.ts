@@ -1,6 +1,6 @@
 import { ApiProperty, OmitType } from '@nestjs/swagger';
 import { LoginRequestDto } from './login.dto';
-import { Status } from './status';
+import { Status } from '@app/contracts';
 
 /** Body of POST /admin/session: the admin page's sign-in (a login without a database). */
 export class AdminSignInDto extends OmitType(LoginRequestDto, ['database'] as const) {}

@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsNotEmpty, IsOptional, IsString, MaxLength } from 'class-validator';
-import { Status } from './status';
+import { Status } from '@app/contracts';
 
 /** Body of POST /v1/login. */
 export class LoginRequestDto {

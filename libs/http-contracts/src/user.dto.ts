@@ -8,7 +8,7 @@ import {
   MinLength,
   ValidateIf,
 } from 'class-validator';
-import { Status } from './status';
+import { Status } from '@app/contracts';
 
 /** User names: no `@` (login takes `user@database`), nothing that needs quoting anywhere. */
 export const USER_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;

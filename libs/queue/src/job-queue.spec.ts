@@ -3,13 +3,19 @@ import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { EXECUTE_QUEUE, ExecuteJobData, LANES, Lane } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
-import { InProcessJobQueue } from './in-process/in-process-job.queue';
-import { JobCounts, JobQueue, JobState, RETAINED_JOB_BYTES, retainedJobData } from './job.queue';
-import { RedisKeys } from './redis.keys';
-import { BullmqJobQueue } from './redis/bullmq-job.queue';
-import { OtherUsersWaiting } from './redis/other-users.waiting';
-import { userShareProcessor } from './redis/user-share.processor';
-import { UserSlots } from './user.slots';
+import {
+  InProcessJobQueue,
+  JobCounts,
+  JobQueue,
+  JobState,
+  OtherUsersWaiting,
+  RETAINED_JOB_BYTES,
+  RedisKeys,
+  UserSlots,
+  retainedJobData,
+} from '@app/transport';
+import { BullmqJobQueue } from './bullmq-job.queue';
+import { userShareProcessor } from './user-share.processor';
 
 /**
  * The JobQueue operations the api's users need (a queued query's place, the depth for metrics),

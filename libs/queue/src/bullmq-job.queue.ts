@@ -1,8 +1,13 @@
 import { JobType, Queue } from 'bullmq';
 import { ExecuteJobData, LANES, LANE_QUEUES, Lane } from '@app/contracts';
-import { JobCounts, JobQueue, JobRetention, JobState } from '../job.queue';
-import { RedisKeys } from '../redis.keys';
-import { RedisClient } from './redis.connector';
+import {
+  JobCounts,
+  JobQueue,
+  JobRetention,
+  JobState,
+  RedisClient,
+  RedisKeys,
+} from '@app/transport';
 
 /** The results of one MULTI, in order; a failed command throws. */
 function replies(result: [Error | null, unknown][] | null): (number | null)[] {

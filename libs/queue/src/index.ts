@@ -1,0 +1,2 @@
+export * from './bullmq-job.queue';
+export * from './user-share.processor';
