@@ -3,7 +3,7 @@ import { ConfigModule, SluiceConfig } from '@app/config';
 import { WorkerOpsModule } from './health/worker-ops.module';
 import { ExecuteProcessor } from './jobs/execute.processor';
 import { ExecutionModule } from '@app/execution';
-import { TracingShutdown } from '@app/tracing';
+import { TracingShutdown } from './tracing/tracing.shutdown';
 
 /** The worker process: a BullMQ consumer in front of a piscina pool; no HTTP. */
 @Module({})

@@ -2,4 +2,3 @@ export * from './tracing.sdk';
 export * from './sql.comment';
 export * from './job.context';
 export * from './span.status';
-export * from './tracing.shutdown';
