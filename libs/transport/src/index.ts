@@ -23,3 +23,7 @@ export * from './redis/redis.connector';
 export * from './user.slots';
 export * from './redis/user-share.processor';
 export * from './redis/other-users.waiting';
+export * from './spool/result.spool';
+export * from './spool/file-result.spool';
+export * from './spool/s3-result.spool';
+export * from './spool/spool.factory';
