@@ -44,3 +44,9 @@ export type ResultRecord =
 export function isTerminal(record: ResultRecord): boolean {
   return record.kind === 'end' || record.kind === 'error';
 }
+
+/** The body bytes a record stands for: its own, or its spooled segment's. */
+export function bodyBytesOf(record: ResultRecord): number {
+  if (record.kind === 'error') return 0;
+  return record.bytes.length + (record.kind === 'data' ? (record.segment?.size ?? 0) : 0);
+}

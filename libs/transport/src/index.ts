@@ -27,3 +27,4 @@ export * from './spool/result.spool';
 export * from './spool/file-result.spool';
 export * from './spool/s3-result.spool';
 export * from './spool/spool.factory';
+export * from './spool/spooling-result.writer';

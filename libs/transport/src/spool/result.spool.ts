@@ -75,3 +75,40 @@ export async function removeQuery(spool: ResultSpool, queryId: string): Promise<
   await spool.remove(keys);
   return keys.length;
 }
+
+/**
+ * Stands in for the spool in a process that has none (no SLUICE_SPOOL_URL) but was handed a
+ * spooled job: every operation fails, saying which setting is missing.
+ */
+export class UnconfiguredSpool implements ResultSpool {
+  readonly kind = 'file' as const;
+  private readonly missing = new SpoolUnavailableError(
+    'be reached',
+    new Error('this process has no SLUICE_SPOOL_URL, and the query was queued to be spooled'),
+  );
+
+  put(): Promise<void> {
+    return Promise.reject(this.missing);
+  }
+  read(): Promise<never> {
+    return Promise.reject(this.missing);
+  }
+  remove(): Promise<void> {
+    return Promise.reject(this.missing);
+  }
+  list(): AsyncIterable<SpoolEntry> {
+    const missing = this.missing;
+    return {
+      [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(missing) }),
+    };
+  }
+  presign(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+  check(): Promise<void> {
+    return Promise.reject(this.missing);
+  }
+  close(): void {
+    // Nothing held.
+  }
+}
