@@ -10,3 +10,4 @@ export * from './admin-session.dto';
 export * from './query.info';
 export * from './user.dto';
 export * from './readiness.report';
+export * from './result.manifest';

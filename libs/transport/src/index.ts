@@ -28,3 +28,4 @@ export * from './spool/file-result.spool';
 export * from './spool/s3-result.spool';
 export * from './spool/spool.factory';
 export * from './spool/spooling-result.writer';
+export * from './spool/spooled-result.reader';

@@ -117,6 +117,11 @@ export interface ResultSource {
    * running.
    */
   openKept(queryId: string, hooks: ReaderHooks): ResultReader;
+  /**
+   * The records a kept result holds now, at once, without waiting for more: a spooled result's
+   * manifest (its records hold no bytes). Empty when nothing is kept.
+   */
+  keptRecords(queryId: string): Promise<ResultRecord[]>;
   /** Whether a kept result is still there to be read. */
   kept(queryId: string): Promise<boolean>;
   /** Deletes a kept result at once, and gives back the bytes it held. */

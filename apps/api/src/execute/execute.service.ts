@@ -14,11 +14,11 @@ import {
 } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
-import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
+import { JobQueue, QueryRegistry, ResultSource, ResultSpool, readingSpool } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE, RESULT_SPOOL } from '../infra/tokens';
 import { AdmissionService } from './admission.service';
 import { buildJob } from './execute.job';
 import { Execution } from './execution';
@@ -67,6 +67,7 @@ async function wholeBody(execution: Execution, read: ResultRecord[]): Promise<Bu
 export class ExecuteService {
   private readonly logger = new Logger(ExecuteService.name);
   private readonly watch: ProducerWatch;
+  private readonly reading: ResultSource;
 
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
@@ -77,7 +78,10 @@ export class ExecuteService {
     private readonly admission: AdmissionService,
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     private readonly kept: KeptResultService,
+    @Inject(RESULT_SPOOL) spool: ResultSpool | null,
   ) {
+    // A kept result waited for is read from its start, its spooled segments as its bytes.
+    this.reading = readingSpool(results, spool);
     this.watch = new ProducerWatch(queue, admission, this.logger, (queryId, status) =>
       kept.failKept(queryId, status),
     );
@@ -158,7 +162,7 @@ export class ExecuteService {
         bytes: 0,
       }),
     ]);
-    const open = () => Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
+    const open = () => Execution.open(this.reading, this.lifecycle, job, this.watch.of(job));
     // A kept result's reader writes no alive key (its query runs on without a reader) and reads
     // over a connection of its own: it is opened once the query is admitted, not for a refusal.
     const early = job.retain ? undefined : open();

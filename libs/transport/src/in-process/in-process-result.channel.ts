@@ -217,6 +217,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     return Promise.resolve(this.channels.get(queryId)?.kept !== undefined);
   }
 
+  keptRecords(queryId: string): Promise<ResultRecord[]> {
+    return Promise.resolve([...(this.channels.get(queryId)?.kept?.all ?? [])]);
+  }
+
   dropKept(queryId: string): Promise<void> {
     const channel = this.channels.get(queryId);
     if (channel?.kept) {
