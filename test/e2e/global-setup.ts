@@ -50,14 +50,16 @@ async function startSpool(
     SLUICE_SPOOL_SEGMENT_BYTES: String(64 * 1024),
     SLUICE_SPOOL_SWEEP_SECONDS: '2',
     SLUICE_SPOOL_ORPHAN_SECONDS: '3',
+    // Only an S3 store signs URLs: the manifest of a file spool has none.
+    SLUICE_SPOOL_PRESIGN_SECONDS: '60',
   };
   switch (kind) {
     case 'redis':
       if (mode === 'standalone') throw new Error('SLUICE_E2E_SPOOL=redis: cluster mode only');
       return { kind, env: {} };
     case 'file': {
-      // Standalone: its default, under its data directory.
-      if (mode === 'standalone') return { kind, env: caps };
+      // Named, in standalone mode too (whose default is under its data directory): the specs
+      // reach into it.
       const dir = mkdtempSync(join(tmpdir(), 'sluice-e2e-spool-'));
       return {
         kind,

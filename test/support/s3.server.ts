@@ -1,4 +1,5 @@
-import S3rver from 's3rver';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,17 +16,32 @@ export interface TestS3Server {
   stop(): Promise<void>;
 }
 
+/**
+ * Runs s3rver; prints its port. In a process of its own: the e2e suite's global set-up shares
+ * its event loop with the specs, and a spec blocked in spawnSync (curl) would block the store
+ * the service reads from while it waits for the service.
+ */
+const SERVER = `
+  const S3rver = require('s3rver');
+  const [directory, bucket] = process.argv.slice(1);
+  new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory, configureBuckets: [{ name: bucket }] })
+    .run()
+    .then(({ port }) => process.stdout.write(JSON.stringify({ port }) + '\\n'));`;
+
 /** Starts s3rver (a registry package, pure JavaScript) with the bucket `bucket`. */
 export async function startS3Server(bucket = 'sluice-spool'): Promise<TestS3Server> {
   const directory = mkdtempSync(join(tmpdir(), 'sluice-s3-'));
-  const server = new S3rver({
-    address: '127.0.0.1',
-    port: 0,
-    silent: true,
-    directory,
-    configureBuckets: [{ name: bucket }],
+  const child = spawn(process.execPath, ['-e', SERVER, directory, bucket], {
+    cwd: join(__dirname, '..', '..'),
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const { port } = await server.run();
+  const [line] = (await Promise.race([
+    once(child.stdout, 'data'),
+    once(child, 'exit').then(() => {
+      throw new Error('s3rver exited before it listened');
+    }),
+  ])) as [Buffer];
+  const { port } = JSON.parse(line.toString()) as { port: number };
   const endpoint = `http://127.0.0.1:${port}`;
   return {
     endpoint,
@@ -38,7 +54,10 @@ export async function startS3Server(bucket = 'sluice-spool'): Promise<TestS3Serv
       AWS_REGION: 'us-east-1',
     }),
     stop: async () => {
-      await server.close();
+      if (child.exitCode === null) {
+        child.kill();
+        await once(child, 'exit');
+      }
       rmSync(directory, { recursive: true, force: true });
     },
   };

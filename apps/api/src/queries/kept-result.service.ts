@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import {
   FINAL_STATES,
@@ -30,6 +30,7 @@ import {
   segmentPrefix,
 } from '@app/transport';
 import { ExecutionResponse } from '../execute/execution.response';
+import { ApiMetricsService } from '../metrics/api-metrics.service';
 import { ClientGoneError, nextUnlessGone } from '../execute/first-record';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { WorkerRosterService } from '../health/worker-roster.service';
@@ -79,6 +80,7 @@ export class KeptResultService {
     private readonly workers: WorkerRosterService,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     @Inject(RESULT_SPOOL) private readonly spool: ResultSpool | null,
+    @Optional() private readonly metrics?: ApiMetricsService,
   ) {}
 
   /**
@@ -161,8 +163,17 @@ export class KeptResultService {
         // Nobody is left to answer; the query runs on and keeps its result.
         throw new ExecutionFailedError(queryId, 499, statusOf('CANCELLED', 'client went away'));
       }
-      throw spoolError(queryId, err);
+      throw this.spoolFailure(queryId, err);
     }
+  }
+
+  /** A spool failure as the client is told it, counted in /metrics. */
+  private spoolFailure(queryId: string, err: unknown): unknown {
+    if (err instanceof SpoolMissingError || err instanceof SpoolUnavailableError) {
+      this.metrics?.spoolError('read');
+      this.logger.warn(`query ${queryId}: ${err.message}`);
+    }
+    return spoolError(queryId, err);
   }
 
   /**
@@ -195,7 +206,7 @@ export class KeptResultService {
     const complete = last?.kind === 'end';
     if (complete) {
       const lost = await this.missingSegment(queryId, records);
-      if (lost) throw spoolError(queryId, new SpoolMissingError(lost));
+      if (lost) throw this.spoolFailure(queryId, new SpoolMissingError(lost));
     }
     const seconds = spool.kind === 's3' ? (this.config.spool?.presignSeconds ?? 0) : 0;
     const segments: ResultSegmentInfo[] = [];
@@ -234,7 +245,7 @@ export class KeptResultService {
       length += bodyBytesOf(record);
     }
     const lost = await this.missingSegment(queryId, records);
-    if (lost) throw spoolError(queryId, new SpoolMissingError(lost));
+    if (lost) throw this.spoolFailure(queryId, new SpoolMissingError(lost));
     return length;
   }
 
@@ -247,7 +258,7 @@ export class KeptResultService {
     try {
       for await (const entry of this.spool!.list(segmentPrefix(queryId))) held.add(entry.key);
     } catch (err) {
-      throw spoolError(queryId, err);
+      throw this.spoolFailure(queryId, err);
     }
     for (const record of records) {
       if (record.kind === 'data' && record.segment && !held.has(record.segment.key)) {
