@@ -222,7 +222,7 @@ function configVariables(): string[] {
   const source = read('libs/config/src/sluice.config.ts');
   const names = new Set<string>();
   for (const m of source.matchAll(
-    /\b(?:str|int|url|lanes|addresses)\(\s*env,\s*'([A-Z][A-Z0-9_]*)'/g,
+    /\b(?:str|int|url|lanes|addresses|byteSize)\(\s*env,\s*'([A-Z][A-Z0-9_]*)'/g,
   ))
     names.add(m[1]);
   for (const m of source.matchAll(/\benv\.([A-Z][A-Z0-9_]*)/g)) names.add(m[1]);

@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { testDatabaseUrl as DATABASE_URL, testRedisUrl as REDIS_URL } from '../settings';
 import { prepareServiceDatabase } from './support/roles';
 import { startRedisCluster } from '../support/redis-cluster';
 import { startSentinelTopology } from '../support/redis-sentinel';
+import { startS3Server } from '../support/s3.server';
 import {
   E2eEnvironment,
   ServiceProcess,
@@ -16,8 +18,67 @@ import {
 
 declare global {
   var __SLUICE_E2E__:
-    | { processes: ServiceProcess[]; dataDir?: string; redis?: { stop(): Promise<void> } }
+    | {
+        processes: ServiceProcess[];
+        dataDir?: string;
+        redis?: { stop(): Promise<void> };
+        spool?: { stop(): Promise<void> };
+      }
     | undefined;
+}
+
+/**
+ * The spool the suite's processes write kept results to (SLUICE_E2E_SPOOL): none in cluster mode
+ * by default (kept results in Redis, as without SLUICE_SPOOL_URL), a directory in standalone mode
+ * (its default), or an S3-compatible server (s3rver) started here. With a spool, its caps are the
+ * suite's kept-result caps (1 MiB a result, 2 MiB together), so that the same specs see them.
+ */
+async function startSpool(
+  mode: 'cluster' | 'standalone',
+  keyPrefix: string,
+): Promise<{
+  kind: E2eEnvironment['spool'];
+  env: Record<string, string>;
+  s3?: E2eEnvironment['s3'];
+  stop?: () => Promise<void>;
+}> {
+  const kind = process.env.SLUICE_E2E_SPOOL ?? (mode === 'standalone' ? 'file' : 'redis');
+  const caps = {
+    SLUICE_SPOOL_MAX_BYTES: String(1024 * 1024),
+    SLUICE_SPOOL_TOTAL_MAX_BYTES: String(2 * 1024 * 1024),
+    // Small segments and short sweeps: results of a few KiB span several segments.
+    SLUICE_SPOOL_SEGMENT_BYTES: String(64 * 1024),
+    SLUICE_SPOOL_SWEEP_SECONDS: '2',
+    SLUICE_SPOOL_ORPHAN_SECONDS: '3',
+    // Only an S3 store signs URLs: the manifest of a file spool has none.
+    SLUICE_SPOOL_PRESIGN_SECONDS: '60',
+  };
+  switch (kind) {
+    case 'redis':
+      if (mode === 'standalone') throw new Error('SLUICE_E2E_SPOOL=redis: cluster mode only');
+      return { kind, env: {} };
+    case 'file': {
+      // Named, in standalone mode too (whose default is under its data directory): the specs
+      // reach into it.
+      const dir = mkdtempSync(join(tmpdir(), 'sluice-e2e-spool-'));
+      return {
+        kind,
+        env: { ...caps, SLUICE_SPOOL_URL: pathToFileURL(dir).href },
+        stop: () => Promise.resolve(rmSync(dir, { recursive: true, force: true })),
+      };
+    }
+    case 's3': {
+      const server = await startS3Server();
+      return {
+        kind,
+        env: { ...caps, ...server.env(keyPrefix) },
+        s3: { endpoint: server.endpoint, bucket: server.bucket, prefix: `${keyPrefix}/` },
+        stop: () => server.stop(),
+      };
+    }
+    default:
+      throw new Error(`SLUICE_E2E_SPOOL: redis, file or s3, not ${kind}`);
+  }
 }
 
 /** The Redis deployment the cluster-mode suite runs on (SLUICE_E2E_REDIS): its own, but one node. */
@@ -74,7 +135,9 @@ export default async function globalSetup(): Promise<void> {
     slotLeaseMs: 5_000,
     poolMetricsUrls: [`http://127.0.0.1:${port}/metrics`],
   };
+  const spool = await startSpool(mode, base.keyPrefix);
   const common = {
+    ...spool.env,
     SLUICE_KEY_PREFIX: base.keyPrefix,
     SLUICE_ADMIN_USER: base.adminUser,
     SLUICE_ADMIN_PASSWORD: base.adminPassword,
@@ -107,7 +170,11 @@ export default async function globalSetup(): Promise<void> {
     const redis = await startRedis();
     redisStop = redis.stop;
     // Stopped by the teardown even if the processes below never start.
-    globalThis.__SLUICE_E2E__ = { processes: [], redis: redisStop && { stop: redisStop } };
+    globalThis.__SLUICE_E2E__ = {
+      processes: [],
+      redis: redisStop && { stop: redisStop },
+      spool: spool.stop && { stop: spool.stop },
+    };
     // Two api and two worker processes share one Redis: every test runs scaled out.
     const cluster = {
       ...common,
@@ -136,8 +203,11 @@ export default async function globalSetup(): Promise<void> {
       defaultDatabase: new URL(DATABASE_URL).pathname.slice(1),
       controlRole: local.controlRole,
       adminRole: local.adminRole,
-      serviceEnv: local.env,
+      serviceEnv: { ...local.env, ...spool.env },
       local,
+      spool: spool.kind,
+      spoolEnv: spool.env,
+      s3: spool.s3,
     };
   } else {
     dataDir = join(tmpdir(), `sluice-e2e-${randomBytes(4).toString('hex')}`);
@@ -161,8 +231,11 @@ export default async function globalSetup(): Promise<void> {
       adminRole: 'sluice_admin',
       serviceEnv: {},
       local,
+      spool: spool.kind,
+      spoolEnv: spool.env,
+      s3: spool.s3,
     };
-    globalThis.__SLUICE_E2E__ = { processes, dataDir };
+    globalThis.__SLUICE_E2E__ = { processes, dataDir, spool: spool.stop && { stop: spool.stop } };
     await ready(env, processes);
     const state = JSON.parse(readFileSync(join(dataDir, 'standalone.json'), 'utf8')) as {
       jwtSecret: string;
@@ -178,9 +251,15 @@ export default async function globalSetup(): Promise<void> {
       SLUICE_METADATA_DATABASE_URL: env.databaseUrl,
       SLUICE_CREDENTIAL_KEY: state.credentialKey,
       SLUICE_ADMIN_ROLE: 'sluice_admin',
+      ...spool.env,
     };
   }
-  globalThis.__SLUICE_E2E__ = { processes, dataDir, redis: redisStop && { stop: redisStop } };
+  globalThis.__SLUICE_E2E__ = {
+    processes,
+    dataDir,
+    redis: redisStop && { stop: redisStop },
+    spool: spool.stop && { stop: spool.stop },
+  };
   // What the suite's processes print, for tests that assert what never reaches the logs.
   env.logFiles = processes.map((p, i) => {
     const file = join(tmpdir(), `${base.keyPrefix}-${i}.log`);

@@ -11,6 +11,7 @@ export default async function globalTeardown(): Promise<void> {
   if (state) await Promise.all(state.processes.map((p) => p.stop()));
   // Its own Redis (SLUICE_E2E_REDIS cluster or sentinel): nothing to clean, it all stops.
   await state?.redis?.stop();
+  await state?.spool?.stop();
   if (state?.dataDir) rmSync(state.dataDir, { recursive: true, force: true });
   const raw = process.env.SLUICE_E2E;
   if (!raw) return;

@@ -186,7 +186,11 @@ describe('SLUICE_IDEMPOTENCY_KEYS_PER_USER', () => {
 
 describe('SLUICE_RESULT_USER_MAX_BYTES', () => {
   it("fails a user's kept result past their share with 413, and never another user's; a drop frees the share", async () => {
-    const { baseUrl, known } = await deployed({ SLUICE_RESULT_USER_MAX_BYTES: String(128 * 1024) });
+    // The same cap whether kept results are in Redis or spooled (SLUICE_E2E_SPOOL).
+    const { baseUrl, known } = await deployed({
+      SLUICE_RESULT_USER_MAX_BYTES: String(128 * 1024),
+      SLUICE_SPOOL_USER_MAX_BYTES: String(128 * 1024),
+    });
     const hog = await createUser('kept_hog');
     const other = await createUser('kept_share');
     // ≈100 kB each: one fits in 128 kB, two do not.
@@ -234,6 +238,8 @@ describe('a kept result dropped while it is fetched', () => {
       SLUICE_RESULT_TTL_SECONDS: '600',
       SLUICE_RESULT_MAX_BYTES: String(64 * 1024 * 1024),
       SLUICE_RESULT_TOTAL_MAX_BYTES: String(256 * 1024 * 1024),
+      SLUICE_SPOOL_MAX_BYTES: String(64 * 1024 * 1024),
+      SLUICE_SPOOL_TOTAL_MAX_BYTES: String(256 * 1024 * 1024),
     });
     // ≈24 MB: far more than the api and the sockets between hold ahead of a paused reader.
     const big = await execute(

@@ -28,6 +28,11 @@ describe(loadConfig.name, () => {
     ['SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS', 'yes', 'false'],
     ['SLUICE_WORKER_LANES', 'interactive,bulk', 'export'],
     ['LOG_LEVEL', 'verbose', 'silent'],
+    ['SLUICE_SPOOL_URL', 'file://relative/dir', 'file:///var/lib/sluice/spool'],
+    ['SLUICE_SPOOL_URL', 'http://bucket/x', 's3://bucket/x'],
+    ['SLUICE_SPOOL_MAX_BYTES', '10GB', '10GiB'],
+    ['SLUICE_SPOOL_MAX_BYTES', '1.5', '1.5GiB'],
+    ['SLUICE_SPOOL_SEGMENT_BYTES', '1KiB', '64KiB'],
   ])('refuses %s=%j at start-up, naming it, and takes %j', (variable, bad, good) => {
     expect(refusedVariable({ [variable]: bad })).toBe(variable);
     expect(refusedVariable({ [variable]: good })).toBeUndefined();
@@ -38,6 +43,17 @@ describe(loadConfig.name, () => {
     expect(refusedVariable({ SLUICE_JWT_SECRET: secret, SLUICE_JWT_PREVIOUS_SECRET: secret })).toBe(
       'SLUICE_JWT_PREVIOUS_SECRET',
     );
+  });
+
+  it('spools to <dataDir>/spool in standalone mode, and keeps kept results in Redis in cluster mode, without SLUICE_SPOOL_URL', () => {
+    expect(loadConfig({ SLUICE_DATA_DIR: '/srv/sluice' }).spool?.url).toBe(
+      'file:///srv/sluice/spool',
+    );
+    expect(loadConfig({ REDIS_URL: 'redis://r.example:6379' }).spool).toBeUndefined();
+    expect(
+      loadConfig({ REDIS_URL: 'redis://r.example:6379', SLUICE_SPOOL_URL: 's3://b/p' }).spool,
+    ).toMatchObject({ url: 's3://b/p', maxBytes: 10 * 1024 ** 3, segmentBytes: 16 * 1024 ** 2 });
+    expect(loadConfig({ SLUICE_SPOOL_MAX_BYTES: '1.5GiB' }).spool?.maxBytes).toBe(1.5 * 1024 ** 3);
   });
 });
 

@@ -1,5 +1,7 @@
 import { accessSync, constants } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { isAbsolute, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { LANES, Lane } from '@app/contracts';
 import { AllowedHosts, LOOPBACK_HOSTS, boundHost, parseHostAndPort } from './allowed-hosts';
 
@@ -107,6 +109,12 @@ export interface SluiceConfig {
    * resultTotalMaxBytes from the others; a result that would pass it fails the same way.
    */
   resultUserMaxBytes: number;
+  /**
+   * Where kept results' bodies are written, in segments (SLUICE_SPOOL_URL); undefined: in Redis,
+   * as before (cluster mode without the setting). Standalone mode's default is a directory under
+   * dataDir.
+   */
+  spool?: SpoolSettings;
   /**
    * How long a user's query slot is held past its last renewal (ms): what a release lost to a
    * Redis blip, or a holder that died, costs its owner. Holders renew three times a lease.
@@ -256,6 +264,35 @@ export type RedisSettings =
       tlsCa?: string;
     };
 
+/**
+ * The spool of kept results (plain data: piscina threads get it too): the store, and the caps and
+ * timings of what is written there.
+ */
+export interface SpoolSettings {
+  /** `file:///abs/dir` or `s3://bucket/prefix`. */
+  url: string;
+  /** A non-AWS S3 endpoint (SLUICE_SPOOL_S3_ENDPOINT); path-style addressing then. */
+  s3Endpoint?: string;
+  /** The S3 region (SLUICE_SPOOL_S3_REGION); unset: the SDK's chain (AWS_REGION …). */
+  s3Region?: string;
+  /** Life of a segment's presigned URL in the manifest (s); 0: no URLs, fetch through the api. */
+  presignSeconds: number;
+  /** A segment is written once it holds this many bytes (or has waited sealMs, or the result ended). */
+  segmentBytes: number;
+  /** A segment holding bytes is written at the next write after this long (ms): a fetch of a running query sees them. */
+  sealMs: number;
+  /** Largest kept result (bytes of body). */
+  maxBytes: number;
+  /** Bytes one user's kept results may hold together. */
+  userMaxBytes: number;
+  /** Bytes all kept results may hold together. */
+  totalMaxBytes: number;
+  /** How often an api sweeps segments whose result is gone (s); 0: never. */
+  sweepSeconds: number;
+  /** A segment whose result is gone is swept once it is this old (s): one being written is not. */
+  orphanSeconds: number;
+}
+
 /** A configuration value that stops start-up; the message names the variable. */
 export class ConfigError extends Error {
   constructor(
@@ -297,6 +334,71 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
     throw new ConfigError(name, `must start with ${protocols.map((p) => `${p}//`).join(' or ')}`);
   }
   return raw;
+}
+
+const BYTE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
+  tib: 1024 ** 4,
+};
+
+/** A size in bytes: a whole number, or a number with KiB, MiB, GiB or TiB (`10GiB`). */
+function byteSize(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = str(env, name);
+  if (raw === undefined) return fallback;
+  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(raw);
+  const unit = BYTE_UNITS[match?.[2].toLowerCase() ?? 'x'];
+  if (!match || unit === undefined || (unit === 1 && match[1].includes('.'))) {
+    throw new ConfigError(
+      name,
+      `must be a size in bytes (e.g. 1048576, 512MiB, 10GiB), got "${raw}"`,
+    );
+  }
+  const n = Math.floor(Number(match[1]) * unit);
+  if (n < min || n > max)
+    throw new ConfigError(name, `must be between ${min} and ${max} bytes, got ${n}`);
+  return n;
+}
+
+/**
+ * The spool of kept results, from SLUICE_SPOOL_URL; standalone mode without it spools to
+ * `<dataDir>/spool`, cluster mode without it keeps kept results in Redis (undefined).
+ */
+function spoolSettings(
+  env: Env,
+  context: { standalone: boolean; dataDir: string },
+): SpoolSettings | undefined {
+  const raw =
+    url(env, 'SLUICE_SPOOL_URL', ['file:', 's3:']) ??
+    (context.standalone ? pathToFileURL(resolve(context.dataDir, 'spool')).href : undefined);
+  if (raw === undefined) return undefined;
+  const parsed = new URL(raw);
+  if (parsed.protocol === 'file:' && (parsed.host !== '' || !isAbsolute(fileURLToPath(parsed)))) {
+    throw new ConfigError(
+      'SLUICE_SPOOL_URL',
+      'file:// must name an absolute directory (file:///var/lib/sluice/spool)',
+    );
+  }
+  if (parsed.protocol === 's3:' && !parsed.hostname) {
+    throw new ConfigError('SLUICE_SPOOL_URL', 's3:// must name a bucket (s3://bucket/prefix)');
+  }
+  const GiB = 1024 ** 3;
+  return {
+    url: raw,
+    s3Endpoint: url(env, 'SLUICE_SPOOL_S3_ENDPOINT', ['http:', 'https:']),
+    s3Region: str(env, 'SLUICE_SPOOL_S3_REGION'),
+    presignSeconds: int(env, 'SLUICE_SPOOL_PRESIGN_SECONDS', 0, 0, 7 * 86400),
+    segmentBytes: byteSize(env, 'SLUICE_SPOOL_SEGMENT_BYTES', 16 * 1024 ** 2, 64 * 1024, 1024 ** 3),
+    sealMs: int(env, 'SLUICE_SPOOL_SEAL_MS', 1000, 0, 600_000),
+    maxBytes: byteSize(env, 'SLUICE_SPOOL_MAX_BYTES', 10 * GiB, 64 * 1024, 1024 ** 5),
+    userMaxBytes: byteSize(env, 'SLUICE_SPOOL_USER_MAX_BYTES', 50 * GiB, 64 * 1024, 1024 ** 5),
+    totalMaxBytes: byteSize(env, 'SLUICE_SPOOL_TOTAL_MAX_BYTES', 500 * GiB, 64 * 1024, 1024 ** 5),
+    sweepSeconds: int(env, 'SLUICE_SPOOL_SWEEP_SECONDS', 60, 0, 86_400),
+    orphanSeconds: int(env, 'SLUICE_SPOOL_ORPHAN_SECONDS', 600, 1, 30 * 86_400),
+  };
 }
 
 /** A comma-separated list of `host:port`. */
@@ -601,6 +703,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     );
   }
   const host = str(env, 'HOST') ?? '0.0.0.0';
+  const dataDir = str(env, 'SLUICE_DATA_DIR') ?? '.data';
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host,
@@ -687,7 +790,8 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     logLevel,
     workerMetricsPort: int(env, 'SLUICE_WORKER_METRICS_PORT', 9464, 0, 65535),
     workerHeartbeatMs: int(env, 'SLUICE_WORKER_HEARTBEAT_MS', 5000, 100, 60_000),
-    dataDir: str(env, 'SLUICE_DATA_DIR') ?? '.data',
+    dataDir,
+    spool: spoolSettings(env, { standalone: redis === undefined, dataDir }),
     embeddedPgPort: int(env, 'SLUICE_EMBEDDED_PG_PORT', 54329, 1, 65535),
     statementTimeoutMs: int(env, 'SLUICE_STATEMENT_TIMEOUT_MS', 300_000, 0, 86_400_000),
     maxStatementTimeoutMs: int(env, 'SLUICE_MAX_STATEMENT_TIMEOUT_MS', 3_600_000, 1, 86_400_000),

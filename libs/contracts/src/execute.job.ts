@@ -58,10 +58,17 @@ export interface ExecuteJobData {
    * The result is kept in its channel to be fetched later (an asynchronous or resumable query):
    * produced whether or not anyone reads it, up to `maxBytes` of body, and kept `ttlSeconds`
    * after its last write, within `totalMaxBytes` for all kept results together and `userMaxBytes`
-   * for its user's (each absent in jobs queued before that cap). Absent: read as it is produced,
-   * and gone once read.
+   * for its user's (each absent in jobs queued before that cap). `spooled`: its body goes to the
+   * spool (SLUICE_SPOOL_URL) in segments, its channel holding only their list, and the caps are
+   * the spool's. Absent: read as it is produced, and gone once read.
    */
-  retain?: { ttlSeconds: number; maxBytes: number; totalMaxBytes?: number; userMaxBytes?: number };
+  retain?: {
+    ttlSeconds: number;
+    maxBytes: number;
+    totalMaxBytes?: number;
+    userMaxBytes?: number;
+    spooled?: boolean;
+  };
   /** Dispatch priority (1 first): the user's queries already queued or running, plus one. */
   priority?: number;
   enqueuedAt: number;

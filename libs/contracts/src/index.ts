@@ -6,3 +6,4 @@ export * from './execute.job';
 export * from './media-types';
 export * from './query.info';
 export * from './readiness.report';
+export * from './result.manifest';

@@ -18,11 +18,11 @@ const STOP_MESSAGES: Record<StopReason, string> = {
   timeout: 'statement time limit exceeded',
   shutdown: 'worker shutting down',
   'too-large':
-    'the result is larger than an asynchronous query may keep (SLUICE_RESULT_MAX_BYTES); run it without wait_timeout to stream it',
+    'the result is larger than an asynchronous query may keep (SLUICE_RESULT_MAX_BYTES; SLUICE_SPOOL_MAX_BYTES when kept results are spooled); run it without wait_timeout to stream it',
   'kept-full':
-    'the kept results of asynchronous queries hold all the bytes they may together (SLUICE_RESULT_TOTAL_MAX_BYTES); run it without wait_timeout to stream it, or fetch or drop kept results first',
+    'the kept results of asynchronous queries hold all the bytes they may together (SLUICE_RESULT_TOTAL_MAX_BYTES; SLUICE_SPOOL_TOTAL_MAX_BYTES when spooled); run it without wait_timeout to stream it, or fetch or drop kept results first',
   'kept-user-full':
-    'your kept results hold all the bytes one user may keep (SLUICE_RESULT_USER_MAX_BYTES); drop some (DELETE /v1/queries/{id}) or let them expire, or run it without wait_timeout to stream it',
+    'your kept results hold all the bytes one user may keep (SLUICE_RESULT_USER_MAX_BYTES; SLUICE_SPOOL_USER_MAX_BYTES when spooled); drop some (DELETE /v1/queries/{id}) or let them expire, or run it without wait_timeout to stream it',
 };
 
 /** Thrown by a ResultWriter when the consumer cancelled or stopped reading for too long. */
@@ -117,6 +117,11 @@ export interface ResultSource {
    * running.
    */
   openKept(queryId: string, hooks: ReaderHooks): ResultReader;
+  /**
+   * The records a kept result holds now, at once, without waiting for more: a spooled result's
+   * manifest (its records hold no bytes). Empty when nothing is kept.
+   */
+  keptRecords(queryId: string): Promise<ResultRecord[]>;
   /** Whether a kept result is still there to be read. */
   kept(queryId: string): Promise<boolean>;
   /** Deletes a kept result at once, and gives back the bytes it held. */

@@ -52,6 +52,15 @@ export interface E2eEnvironment {
   logFiles?: string[];
   /** The local PostgreSQL, set up for deployments that specs start of their own. */
   local: ServiceDatabase;
+  /**
+   * Where kept results' bodies go (SLUICE_E2E_SPOOL): `redis` (no spool: cluster's default),
+   * `file` (a directory: standalone's default) or `s3` (s3rver, started by the setup).
+   */
+  spool: 'redis' | 'file' | 's3';
+  /** The environment that points a Sluice process at the spool (empty: none, or the default). */
+  spoolEnv: Record<string, string>;
+  /** The S3-compatible server of an `s3` spool. */
+  s3?: { endpoint: string; bucket: string; prefix: string };
 }
 
 export { freePort };

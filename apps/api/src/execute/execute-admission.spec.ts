@@ -121,7 +121,8 @@ function serviceOver(
     policy,
     new AdmissionService(queue, registry, config, roster),
     registry,
-    new KeptResultService(registry, source, queue, sink, lifecycle, roster, config),
+    new KeptResultService(registry, source, queue, sink, lifecycle, roster, config, null),
+    null,
   );
 }
 

@@ -22,6 +22,7 @@ export type JobLimits = Pick<
   | 'resultMaxBytes'
   | 'resultTotalMaxBytes'
   | 'resultUserMaxBytes'
+  | 'spool'
 >;
 
 /** The job a worker runs for one request. */
@@ -49,15 +50,27 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     lane: parts.lane,
     enqueuedAt: now,
     // A query that may be answered before its result, or repeated, keeps it for a later fetch.
-    retain:
-      parts.wait || parts.idempotencyKey || request.resumable
-        ? {
-            ttlSeconds: config.resultTtlSeconds,
-            maxBytes: config.resultMaxBytes,
-            totalMaxBytes: config.resultTotalMaxBytes,
-            userMaxBytes: config.resultUserMaxBytes,
-          }
-        : undefined,
+    retain: parts.wait || parts.idempotencyKey || request.resumable ? retainOf(config) : undefined,
+  };
+}
+
+/** How a kept result is kept: in the spool, with its caps, when there is one; else in Redis. */
+function retainOf(config: JobLimits): NonNullable<ExecuteJobData['retain']> {
+  const { spool } = config;
+  if (spool) {
+    return {
+      ttlSeconds: config.resultTtlSeconds,
+      maxBytes: spool.maxBytes,
+      totalMaxBytes: spool.totalMaxBytes,
+      userMaxBytes: spool.userMaxBytes,
+      spooled: true,
+    };
+  }
+  return {
+    ttlSeconds: config.resultTtlSeconds,
+    maxBytes: config.resultMaxBytes,
+    totalMaxBytes: config.resultTotalMaxBytes,
+    userMaxBytes: config.resultUserMaxBytes,
   };
 }
 

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import {
   ExecuteJobData,
@@ -12,11 +12,12 @@ import {
 import { ExecuteRequestDto } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
-import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
+import { JobQueue, QueryRegistry, ResultSource, ResultSpool, readingSpool } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE } from '../infra/tokens';
+import { ApiMetricsService } from '../metrics/api-metrics.service';
+import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SOURCE, RESULT_SPOOL } from '../infra/tokens';
 import { AdmissionService } from './admission.service';
 import { buildJob } from './execute.job';
 import { Execution } from './execution';
@@ -60,6 +61,11 @@ async function bodyIfEnded(
   return Buffer.concat(bytes);
 }
 
+/** Longest wait for the spool's answer at enqueue (ms). */
+const SPOOL_CHECK_TIMEOUT_MS = 2000;
+/** How long a spool that answered is taken as reachable (ms). */
+const SPOOL_CHECK_HOLDS_MS = 5000;
+
 /**
  * Validates and binds a statement, queues it, and turns the query's result channel into the
  * response body. Runs no SQL itself.
@@ -70,6 +76,9 @@ export class ExecuteService {
   private readonly watch: ProducerWatch;
   /** messaging.system of the enqueue spans: BullMQ, or standalone mode's in-process queue. */
   private readonly queueSystem: string;
+  private readonly reading: ResultSource;
+  /** The spool answered its check until then (epoch ms): kept queries are let through. */
+  private spoolCheckedUntil = 0;
 
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
@@ -80,8 +89,12 @@ export class ExecuteService {
     private readonly admission: AdmissionService,
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     private readonly kept: KeptResultService,
+    @Inject(RESULT_SPOOL) private readonly spool: ResultSpool | null,
+    @Optional() private readonly metrics?: ApiMetricsService,
   ) {
     this.queueSystem = isStandalone(config) ? 'sluice_in_process' : 'bullmq';
+    // A kept result waited for is read from its start, its spooled segments as its bytes.
+    this.reading = readingSpool(results, spool);
     this.watch = new ProducerWatch(queue, admission, this.logger, (queryId, status) =>
       kept.failKept(queryId, status),
     );
@@ -105,6 +118,7 @@ export class ExecuteService {
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
     const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
+    if (job.retain?.spooled) await this.spoolReady();
     const { trace } = options;
     const execution = await this.admit(job, user, request.statement, {
       encoding: encoding?.name,
@@ -131,6 +145,28 @@ export class ExecuteService {
         executionBody(execution, readAhead, lateFailureTail(job, this.config.maxEntryBytes)),
       close: () => execution.close(),
     };
+  }
+
+  /**
+   * Refuses a kept query (503, Retry-After) while the spool cannot be written: its worker could
+   * keep nothing. A success holds for a few seconds, so that the store is not asked per request;
+   * the check is bounded in time (a store that does not answer is as good as gone).
+   */
+  private async spoolReady(): Promise<void> {
+    if (!this.spool || Date.now() < this.spoolCheckedUntil) return;
+    try {
+      await this.spool.check(SPOOL_CHECK_TIMEOUT_MS);
+      this.spoolCheckedUntil = Date.now() + SPOOL_CHECK_HOLDS_MS;
+    } catch (err) {
+      this.metrics?.spoolError('check');
+      this.logger.warn((err as Error).message);
+      throw new SluiceError(
+        'UNAVAILABLE',
+        'the store that keeps results (SLUICE_SPOOL_URL) is not reachable: a query whose result is kept cannot run now; retry later, or run it without wait_timeout to stream it',
+        undefined,
+        { 'Retry-After': String(SPOOL_CHECK_HOLDS_MS / 1000) },
+      );
+    }
   }
 
   /**
@@ -170,7 +206,7 @@ export class ExecuteService {
         traceId: trace?.traceId,
       }),
     ]);
-    const open = () => Execution.open(this.results, this.lifecycle, job, this.watch.of(job));
+    const open = () => Execution.open(this.reading, this.lifecycle, job, this.watch.of(job));
     // A kept result's reader writes no alive key (its query runs on without a reader) and reads
     // over a connection of its own: it is opened once the query is admitted, not for a refusal.
     const early = job.retain ? undefined : open();

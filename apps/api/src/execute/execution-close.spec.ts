@@ -151,7 +151,9 @@ beforeAll(async () => {
       new QueryLifecycle(registry),
       roster,
       config,
+      null,
     ),
+    null,
   );
   const controller = new ExecuteController(service);
   app = Fastify();

@@ -41,6 +41,7 @@ beforeEach(() => {
       };
     },
     openKept: (queryId, hooks) => channel.openKept(queryId, hooks),
+    keptRecords: (queryId) => channel.keptRecords(queryId),
     kept: (queryId) => channel.kept(queryId),
     dropKept: (queryId) => channel.dropKept(queryId),
     keptBytes: () => channel.keptBytes(),

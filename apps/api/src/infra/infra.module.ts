@@ -24,7 +24,10 @@ import {
   RedisResultSource,
   ResultSink,
   ResultSource,
+  ResultSpool,
   SharedKeptTotal,
+  droppingSpooled,
+  openSpool,
 } from '@app/transport';
 import { BullmqJobQueue } from '@app/queue';
 import { StandaloneExecutionService } from '../standalone/standalone-execution.service';
@@ -36,6 +39,7 @@ import {
   REDIS,
   RESULT_SINK,
   RESULT_SOURCE,
+  RESULT_SPOOL,
 } from './tokens';
 
 const metadataPool: Provider = {
@@ -106,14 +110,17 @@ const clusterProviders: Provider[] = [
   },
   {
     provide: RESULT_SOURCE,
-    inject: [SLUICE_CONFIG, REDIS],
-    useFactory: (config: SluiceConfig, redis: RedisClient): ResultSource =>
-      new RedisResultSource(redis, new RedisKeys(config.keyPrefix), {
-        connector: new RedisConnector(config.redis!),
-        silenceMs: config.producerSilenceMs,
-        ttlSeconds: config.streamTtlSeconds,
-        beatMs: config.readerBeatMs,
-      }),
+    inject: [SLUICE_CONFIG, REDIS, RESULT_SPOOL],
+    useFactory: (config: SluiceConfig, redis: RedisClient, spool: ResultSpool | null) =>
+      droppingSpooled(
+        new RedisResultSource(redis, new RedisKeys(config.keyPrefix), {
+          connector: new RedisConnector(config.redis!),
+          silenceMs: config.producerSilenceMs,
+          ttlSeconds: config.streamTtlSeconds,
+          beatMs: config.readerBeatMs,
+        }),
+        spool,
+      ),
   },
   {
     provide: RESULT_SINK,
@@ -165,12 +172,25 @@ const standaloneProviders: Provider[] = [
       ),
   },
   { provide: JOB_QUEUE, useExisting: InProcessJobQueue },
-  { provide: RESULT_SOURCE, useExisting: InProcessResultChannel },
+  {
+    provide: RESULT_SOURCE,
+    inject: [InProcessResultChannel, RESULT_SPOOL],
+    useFactory: (channel: InProcessResultChannel, spool: ResultSpool | null) =>
+      droppingSpooled(channel, spool),
+  },
   { provide: RESULT_SINK, useExisting: InProcessResultChannel },
   { provide: REDIS, useValue: undefined },
   { provide: DASHBOARD_QUEUE, useValue: undefined },
   StandaloneExecutionService,
 ];
+
+/** The spool of kept results, in both modes: null without one (kept results in Redis). */
+const resultSpool: Provider = {
+  provide: RESULT_SPOOL,
+  inject: [SLUICE_CONFIG],
+  useFactory: (config: SluiceConfig): ResultSpool | null =>
+    config.spool ? openSpool(config.spool) : null,
+};
 
 /** The api's writer of query states; the request log asks it for each query's end. */
 const queryLifecycle: Provider = {
@@ -192,8 +212,10 @@ export class InfraModule implements OnApplicationShutdown {
         metadataPool,
         ...(standalone ? standaloneProviders : clusterProviders),
         queryLifecycle,
+        resultSpool,
       ],
       exports: [
+        RESULT_SPOOL,
         METADATA_POOL,
         REDIS,
         JOB_QUEUE,
@@ -212,6 +234,7 @@ export class InfraModule implements OnApplicationShutdown {
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SOURCE) private readonly source: ResultSource,
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    @Inject(RESULT_SPOOL) private readonly spool: ResultSpool | null,
   ) {}
 
   async onApplicationShutdown(): Promise<void> {
@@ -222,5 +245,6 @@ export class InfraModule implements OnApplicationShutdown {
     // Shutdown: a connection already closed or down has nothing left to flush.
     await this.redis?.quit().catch(() => undefined);
     await this.pool.end().catch(() => undefined);
+    this.spool?.close();
   }
 }

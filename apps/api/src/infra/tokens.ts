@@ -7,3 +7,5 @@ export const RESULT_SINK = Symbol('RESULT_SINK');
 export const QUERY_REGISTRY = Symbol('QUERY_REGISTRY');
 /** The BullMQ queues behind JOB_QUEUE (one per lane), for bull-board; undefined in standalone mode (no BullMQ). */
 export const DASHBOARD_QUEUE = Symbol('DASHBOARD_QUEUE');
+/** Where kept results' bodies are (ResultSpool); null: kept results are in Redis (no SLUICE_SPOOL_URL). */
+export const RESULT_SPOOL = Symbol('RESULT_SPOOL');

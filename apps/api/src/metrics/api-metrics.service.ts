@@ -33,6 +33,9 @@ export class ApiMetricsService implements OnModuleDestroy {
   private readonly queueWait: Histogram<'lane'>;
   private readonly rows: Counter;
   private readonly bytes: Counter;
+  private readonly spoolErrors: Counter<'operation'>;
+  private readonly spooledObjects: Gauge;
+  private readonly spooledBytes: Gauge;
   private pool: QueryPoolService | undefined;
   private readonly resultTtlMs: number;
   private scan: { at: number; result: Promise<Map<string, number>> } | undefined;
@@ -135,6 +138,23 @@ export class ApiMetricsService implements OnModuleDestroy {
           keptBytes.set(await this.results.keptBytes()),
         ),
     });
+    this.spooledObjects = new Gauge({
+      name: 'sluice_spooled_objects',
+      help: "Segments of kept results in the spool (SLUICE_SPOOL_URL), as this api's last sweep counted them.",
+      registers,
+    });
+    this.spooledBytes = new Gauge({
+      name: 'sluice_spooled_bytes',
+      help: "Bytes of kept results' segments in the spool, as this api's last sweep counted them.",
+      registers,
+    });
+    this.spoolErrors = new Counter({
+      name: 'sluice_spool_errors_total',
+      help: 'Operations on the spool that failed in this api: read (a fetch), check (a kept query refused 503 at enqueue), sweep.',
+      labelNames: ['operation'],
+      registers,
+    });
+    for (const operation of ['read', 'check', 'sweep']) this.spoolErrors.inc({ operation }, 0);
     new Gauge({
       name: 'sluice_revoked_tokens_cached',
       help: 'Revoked token ids this api holds in memory, read from sluice.revoked_tokens (bounded; beyond it, checks ask the database).',
@@ -165,6 +185,17 @@ export class ApiMetricsService implements OnModuleDestroy {
       counts.set(record.state, (counts.get(record.state) ?? 0) + 1);
     }
     return counts;
+  }
+
+  /** What the spool holds, as a sweep found it. */
+  spooled(objects: number, bytes: number): void {
+    this.spooledObjects.set(objects);
+    this.spooledBytes.set(bytes);
+  }
+
+  /** Counts an operation on the spool that failed. */
+  spoolError(operation: 'read' | 'check' | 'sweep'): void {
+    this.spoolErrors.inc({ operation });
   }
 
   /** Counts one finished execute request. */

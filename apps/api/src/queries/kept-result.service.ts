@@ -1,12 +1,15 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import {
   FINAL_STATES,
   finalState,
   ResultFormat,
+  ResultManifest,
   ResultRecord,
+  ResultSegmentInfo,
   SluiceError,
   Status,
+  bodyBytesOf,
   httpStatusOf,
   statusOf,
 } from '@app/contracts';
@@ -19,13 +22,25 @@ import {
   ResultReader,
   ResultSink,
   ResultSource,
+  ResultSpool,
+  SpoolMissingError,
+  SpoolUnavailableError,
+  SpooledResultReader,
+  segmentPrefix,
 } from '@app/transport';
 import { ExecutionResponse } from '../execute/execution.response';
 import { contentTypeOf } from '../execute/media.negotiator';
+import { ApiMetricsService } from '../metrics/api-metrics.service';
 import { ClientGoneError, nextUnlessGone } from '../execute/first-record';
 import { ExecutionFailedError } from '../http/execution-failed.error';
 import { WorkerRosterService } from '../health/worker-roster.service';
-import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
+import {
+  JOB_QUEUE,
+  QUERY_REGISTRY,
+  RESULT_SINK,
+  RESULT_SOURCE,
+  RESULT_SPOOL,
+} from '../infra/tokens';
 
 /**
  * `bytes=N-` (the one form a resumed download sends); undefined for anything else. An N past
@@ -62,6 +77,8 @@ export class KeptResultService {
     private readonly lifecycle: QueryLifecycle,
     private readonly workers: WorkerRosterService,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    @Inject(RESULT_SPOOL) private readonly spool: ResultSpool | null,
+    @Optional() private readonly metrics?: ApiMetricsService,
   ) {}
 
   /**
@@ -84,15 +101,21 @@ export class KeptResultService {
     if (finished && !(await this.results.kept(queryId))) {
       throw new SluiceError('RESULT_GONE', `the result of query ${queryId} is no longer kept`);
     }
-    const open = () =>
-      this.counted(record, () =>
-        this.results.openKept(queryId, { onSilence: this.silenceCheck(record) }),
+    const open = (start = 0) =>
+      new SpooledResultReader(
+        this.counted(record, () =>
+          this.results.openKept(queryId, { onSilence: this.silenceCheck(record) }),
+        ),
+        this.spool ?? undefined,
+        start,
       );
+    // A finished spooled result whose segments are not all in the store is lost: said at once,
+    // never sent as a body that stops short.
+    const manifest = finished && this.spool ? await this.spooled(queryId) : undefined;
     const reader = open();
-    const format = record.format as ResultFormat;
     const response: ExecutionResponse = {
       queryId,
-      contentType: contentTypeOf(format),
+      contentType: contentTypeOf(record.format as ResultFormat),
       contentEncoding: record.encoding,
       headers: { 'accept-ranges': 'bytes' },
       body: Buffer.alloc(0),
@@ -112,7 +135,7 @@ export class KeptResultService {
         return { ...response, body: Readable.from(bodyOf(reader, first)) };
       }
       // Two reads, holding no more than a read's entries at a time: its length, then its bytes.
-      const measured = await lengthOf(reader);
+      const measured = manifest ?? (await lengthOf(reader));
       // A result that failed is its error, resumed or not: never its bytes as if they were whole.
       if (typeof measured !== 'number') return this.failed(queryId, measured.failed, reader);
       const total = measured;
@@ -124,12 +147,12 @@ export class KeptResultService {
           headers: { ...response.headers, 'content-range': `bytes */${total}` },
         };
       }
-      const from = open();
+      const from = open(start);
       return {
         ...response,
         httpStatus: 206,
         headers: { ...response.headers, 'content-range': `bytes ${start}-${total - 1}/${total}` },
-        body: Readable.from(bytesFrom(from, start)),
+        body: Readable.from(bytesOf(from)),
         close: () => from.close(),
       };
     } catch (err) {
@@ -138,8 +161,109 @@ export class KeptResultService {
         // Nobody is left to answer; the query runs on and keeps its result.
         throw new ExecutionFailedError(queryId, 499, statusOf('CANCELLED', 'client went away'));
       }
-      throw err;
+      throw this.spoolFailure(queryId, err);
     }
+  }
+
+  /** A spool failure as the client is told it, counted in /metrics. */
+  private spoolFailure(queryId: string, err: unknown): unknown {
+    if (err instanceof SpoolMissingError || err instanceof SpoolUnavailableError) {
+      this.metrics?.spoolError('read');
+      this.logger.warn(`query ${queryId}: ${err.message}`);
+    }
+    return spoolError(queryId, err);
+  }
+
+  /**
+   * The manifest of a spooled kept result (GET /v1/queries/{id}/result/segments): its segments so
+   * far, with presigned URLs when SLUICE_SPOOL_PRESIGN_SECONDS > 0 and the store is S3.
+   */
+  async manifest(record: QueryRecord): Promise<ResultManifest> {
+    const { queryId } = record;
+    if (!record.kept) {
+      throw new SluiceError(
+        'NOT_FOUND',
+        `query ${queryId} keeps no result: only a query sent with wait_timeout (or Prefer: respond-async) does`,
+      );
+    }
+    const spool = this.spool;
+    if (!spool) {
+      throw new SluiceError(
+        'NOT_FOUND',
+        `kept results are not spooled here (no SLUICE_SPOOL_URL): fetch GET /v1/queries/${queryId}/result`,
+      );
+    }
+    const records = await this.results.keptRecords(queryId);
+    if (records.length === 0 && FINAL_STATES.includes(record.state)) {
+      throw new SluiceError('RESULT_GONE', `the result of query ${queryId} is no longer kept`);
+    }
+    const last = records.at(-1);
+    if (last?.kind === 'error' || (last?.kind === 'end' && last.abort)) {
+      throw new ExecutionFailedError(queryId, httpStatusOf(last.status), last.status);
+    }
+    const complete = last?.kind === 'end';
+    if (complete) {
+      const lost = await this.missingSegment(queryId, records);
+      if (lost) throw this.spoolFailure(queryId, new SpoolMissingError(lost));
+    }
+    const seconds = spool.kind === 's3' ? (this.config.spool?.presignSeconds ?? 0) : 0;
+    const segments: ResultSegmentInfo[] = [];
+    let size = 0;
+    for (const r of records) {
+      if (r.kind !== 'data' || !r.segment) continue;
+      const info: ResultSegmentInfo = { offset: r.segment.offset, size: r.segment.size };
+      if (seconds > 0) info.url = await spool.presign(r.segment.key, seconds);
+      segments.push(info);
+      size = r.segment.offset + r.segment.size;
+    }
+    return {
+      query_id: queryId,
+      complete,
+      size,
+      content_type: contentTypeOf(record.format as ResultFormat),
+      content_encoding: record.encoding,
+      expires_at:
+        seconds > 0 && segments.length > 0
+          ? new Date(Date.now() + seconds * 1000).toISOString()
+          : undefined,
+      segments,
+    };
+  }
+
+  /**
+   * A finished spooled result's length, from its manifest; or the status it failed with. Its
+   * segments are all checked to be in the store first (SpoolMissingError for one that is not).
+   */
+  private async spooled(queryId: string): Promise<number | { failed: Status }> {
+    const records = await this.results.keptRecords(queryId);
+    let length = 0;
+    for (const record of records) {
+      if (record.kind === 'error') return { failed: record.status };
+      if (record.kind === 'end' && record.abort) return { failed: record.status };
+      length += bodyBytesOf(record);
+    }
+    const lost = await this.missingSegment(queryId, records);
+    if (lost) throw this.spoolFailure(queryId, new SpoolMissingError(lost));
+    return length;
+  }
+
+  /** The key of a segment the records name that the store does not hold, if any. */
+  private async missingSegment(
+    queryId: string,
+    records: ResultRecord[],
+  ): Promise<string | undefined> {
+    const held = new Set<string>();
+    try {
+      for await (const entry of this.spool!.list(segmentPrefix(queryId))) held.add(entry.key);
+    } catch (err) {
+      throw this.spoolFailure(queryId, err);
+    }
+    for (const record of records) {
+      if (record.kind === 'data' && record.segment && !held.has(record.segment.key)) {
+        return record.segment.key;
+      }
+    }
+    return undefined;
   }
 
   /**
@@ -274,24 +398,40 @@ async function lengthOf(reader: ResultReader): Promise<number | { failed: Status
     const record = await reader.next();
     if (record.kind === 'error') return { failed: record.status };
     if (record.kind === 'end' && record.abort) return { failed: record.status };
-    length += record.bytes.length;
+    length += bodyBytesOf(record);
     if (record.kind === 'end') return length;
   }
 }
 
-/** A finished query's kept result from byte `start` on. */
-async function* bytesFrom(reader: ResultReader, start: number): AsyncGenerator<Buffer> {
-  let at = 0;
+/** A finished query's kept result, from where its reader starts (it skips what comes before). */
+async function* bytesOf(reader: ResultReader): AsyncGenerator<Buffer> {
   try {
     for (;;) {
       const record = await reader.next();
       if (record.kind === 'error') return;
-      const end = at + record.bytes.length;
-      if (end > start) yield at >= start ? record.bytes : record.bytes.subarray(start - at);
-      at = end;
+      if (record.bytes.length > 0) yield record.bytes;
       if (record.kind === 'end') return;
     }
   } finally {
     await reader.close();
   }
+}
+
+/** A failure of the spool as the client is told it: what is lost (410), or what to retry (503). */
+function spoolError(queryId: string, err: unknown): unknown {
+  if (err instanceof SpoolMissingError) {
+    return new SluiceError(
+      'RESULT_GONE',
+      `a segment of the result of query ${queryId} is missing from the store that keeps results: the result is lost; run the query again`,
+    );
+  }
+  if (err instanceof SpoolUnavailableError) {
+    return new SluiceError(
+      'UNAVAILABLE',
+      'the store that keeps results (SLUICE_SPOOL_URL) cannot be read now; retry later',
+      undefined,
+      { 'Retry-After': '5' },
+    );
+  }
+  return err;
 }

@@ -8,7 +8,7 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
-import { QueryInfo } from '@app/contracts';
+import { QueryInfo, ResultManifest } from '@app/contracts';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
@@ -65,6 +65,25 @@ export class QueriesController {
   ): Promise<FastifyReply> {
     const record = await this.queries.ownRecord(queryId, user);
     return send(reply, await this.kept.fetch(record, range, clientGone(reply)));
+  }
+
+  @Get(':queryId/result/segments')
+  @ApiOkResponse({
+    description:
+      "The manifest of a spooled kept result: each segment's offset and size, in order (the body " +
+      'of …/result is their bytes end to end), and, when SLUICE_SPOOL_PRESIGN_SECONDS > 0 and the ' +
+      'store is S3, a presigned URL that reads it straight from the store until expires_at. ' +
+      'While the query runs: the segments written so far, complete false.',
+  })
+  @ApiResponse({ status: 410, description: 'The result is no longer kept, or a segment is lost.' })
+  @ApiNotFoundResponse({
+    description: 'No such query, not yours, it keeps no result, or results are not spooled here.',
+  })
+  async segments(
+    @Param('queryId') queryId: string,
+    @CurrentUser() user: AuthUser,
+  ): Promise<ResultManifest> {
+    return this.kept.manifest(await this.queries.ownRecord(queryId, user));
   }
 
   @Delete(':queryId')

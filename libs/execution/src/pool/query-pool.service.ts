@@ -38,6 +38,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       databaseUrl: config.databaseUrl!,
       redis: config.redis,
       keyPrefix: config.keyPrefix,
+      spool: config.spool,
       pgPoolSize: config.pgPoolSize,
       pgMaxConnectionsPerThread: this.pgMaxConnections / this.totalThreads,
       credentialKey: config.credentialKey!,

@@ -14,8 +14,12 @@ import {
   RedisQueryRegistry,
   RedisKeys,
   RedisResultWriter,
+  ResultSpool,
   ResultWriter,
   SharedKeptTotal,
+  SpoolingResultWriter,
+  UnconfiguredSpool,
+  openSpool,
 } from '@app/transport';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
@@ -47,6 +51,7 @@ const runner = new QueryRunner(databases, logins, provisioner, settings);
 let redis: RedisClient | undefined;
 let ledger: RedisKeptLedger | undefined;
 let registry: RedisQueryRegistry | undefined;
+let spool: ResultSpool | undefined;
 
 /** The registry, on the thread's connection: progress reports, and ends with the last entry. */
 function registryOf(): RedisQueryRegistry {
@@ -67,6 +72,16 @@ function connection(): RedisClient {
     redis.on('error', () => undefined);
   }
   return redis;
+}
+
+/**
+ * The thread's spool, opened at first use. A job queued as spooled on a worker without
+ * SLUICE_SPOOL_URL fails at its first segment with a status that says so (the api and the worker
+ * must agree on the setting).
+ */
+function spoolOf(): ResultSpool {
+  spool ??= settings.spool ? openSpool(settings.spool) : new UnconfiguredSpool();
+  return spool;
 }
 
 /** One task: the job, and in standalone mode the port its records go to. */
@@ -111,6 +126,12 @@ function writerFor(task: ExecuteTask): ResultWriter {
         retain ? undefined : registryOf().endRecorder(queryId),
       );
   if (!retain) return writer;
+  const kept = retain.spooled
+    ? new SpoolingResultWriter(writer, spoolOf(), queryId, {
+        segmentBytes: settings.spool?.segmentBytes ?? 0,
+        sealMs: settings.spool?.sealMs ?? 0,
+      })
+    : writer;
   const cap = retain.totalMaxBytes;
   const caps = cap === undefined ? undefined : { total: cap, user: retain.userMaxBytes ?? cap };
   const budget =
@@ -124,7 +145,7 @@ function writerFor(task: ExecuteTask): ResultWriter {
             caps,
             retain.ttlSeconds,
           );
-  return new CappedResultWriter(writer, retain.maxBytes, budget);
+  return new CappedResultWriter(kept, retain.maxBytes, budget);
 }
 
 /**

@@ -23,6 +23,7 @@ import {
   ProducerStoppedError,
   RESULT_STREAM_LOST,
   ResultStreamLostError,
+  SpoolUnavailableError,
   ResultWriter,
   StopReason,
 } from '@app/transport';
@@ -103,6 +104,10 @@ export function beginStatements(job: ExecuteJobData, applicationName: string): s
   return parts;
 }
 
+/** What a client is told when its kept result could not be written to the spool. */
+export const SPOOL_WRITE_FAILED =
+  'the store that keeps results (SLUICE_SPOOL_URL) could not be written; the query failed and what it wrote was removed: retry the query';
+
 function stopStatus(reason: StopReason): Status {
   const message = new ProducerStoppedError(reason).message;
   if (reason === 'too-large' || reason === 'kept-full' || reason === 'kept-user-full')
@@ -117,6 +122,7 @@ function stopStatus(reason: StopReason): Status {
 export function failureStatus(err: unknown, stopped?: StopReason): Status {
   if (err instanceof ProducerStoppedError) return stopStatus(err.reason);
   if (err instanceof ResultStreamLostError) return statusOf('UNAVAILABLE', RESULT_STREAM_LOST);
+  if (err instanceof SpoolUnavailableError) return statusOf('UNAVAILABLE', SPOOL_WRITE_FAILED);
   if (err instanceof LoginRoleError) {
     return statusOf(
       'FORBIDDEN',
@@ -299,7 +305,7 @@ export class QueryRunner {
         status.vendor_code === ERROR_CATALOGUE.INTERNAL.vendorCode && !isPgError(err);
       const cause = internal
         ? String((err as Error)?.stack ?? err)
-        : err instanceof ResultStreamLostError
+        : err instanceof ResultStreamLostError || err instanceof SpoolUnavailableError
           ? err.message
           : undefined;
       return { status, rows, bytes: body.bytes, cause };

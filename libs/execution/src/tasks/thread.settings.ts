@@ -1,10 +1,12 @@
-import type { RedisSettings } from '@app/config';
+import type { RedisSettings, SpoolSettings } from '@app/config';
 /** What every piscina thread is told at start-up (piscina's workerData); plain data. */
 export interface ThreadSettings {
   databaseUrl: string;
   /** Where result streams go (cluster mode); each thread makes its own connection from it. */
   redis?: RedisSettings;
   keyPrefix: string;
+  /** Where kept results' bodies go (SLUICE_SPOOL_URL); each thread opens the store itself. */
+  spool?: SpoolSettings;
   pgPoolSize: number;
   /** Statement connections one thread may hold (the process's cap shared out). */
   pgMaxConnectionsPerThread: number;

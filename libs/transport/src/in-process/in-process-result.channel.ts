@@ -1,5 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
-import { ResultRecord, isTerminal } from '@app/contracts';
+import { ResultRecord, bodyBytesOf, isTerminal } from '@app/contracts';
 import {
   ReaderClosedError,
   ReaderHooks,
@@ -196,7 +196,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     const channel = this.channel(queryId);
     if (!channel.kept) {
       const all = [...channel.records];
-      const held = all.reduce((sum, r) => sum + (r.kind === 'error' ? 0 : r.bytes.length), 0);
+      const held = all.reduce((sum, r) => sum + bodyBytesOf(r), 0);
       // Records that came before it was known to be kept: counted now.
       this.keptTotal.take(held, Number.MAX_SAFE_INTEGER);
       channel.owner?.take(held, Number.MAX_SAFE_INTEGER);
@@ -215,6 +215,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
 
   kept(queryId: string): Promise<boolean> {
     return Promise.resolve(this.channels.get(queryId)?.kept !== undefined);
+  }
+
+  keptRecords(queryId: string): Promise<ResultRecord[]> {
+    return Promise.resolve([...(this.channels.get(queryId)?.kept?.all ?? [])]);
   }
 
   dropKept(queryId: string): Promise<void> {
@@ -366,8 +370,8 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     const channel = this.channels.get(queryId);
     if (!channel && this.draining.has(queryId)) {
       if (!failedRecord(record) && record.kind !== 'error') {
-        this.keptTotal.give(record.bytes.length);
-        this.draining.get(queryId)?.give(record.bytes.length);
+        this.keptTotal.give(bodyBytesOf(record));
+        this.draining.get(queryId)?.give(bodyBytesOf(record));
       }
       if (isTerminal(record)) this.draining.delete(queryId);
       return;
@@ -404,7 +408,8 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
       this.dropRecords(channel, kept);
       if (record.kind === 'end') record = { kind: 'error', status: record.status };
     } else if (record.kind !== 'error') {
-      kept.held += record.bytes.length;
+      // A spooled segment's bytes were taken as any others: they go back the same way.
+      kept.held += bodyBytesOf(record);
     }
     kept.all.push(record);
   }

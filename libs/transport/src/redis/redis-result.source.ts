@@ -1,3 +1,5 @@
+import { ResultRecord } from '@app/contracts';
+import { parseRecord } from './stream.codec';
 import { ReaderHooks, ResultReader, ResultSource } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
 import { RedisKeptLedger } from './redis-kept.ledger';
@@ -112,6 +114,11 @@ export class RedisResultSource implements ResultSource {
 
   async kept(queryId: string): Promise<boolean> {
     return (await this.shared.exists(this.keys.out(queryId))) > 0;
+  }
+
+  async keptRecords(queryId: string): Promise<ResultRecord[]> {
+    const entries = await this.shared.xrangeBuffer(this.keys.out(queryId), '-', '+');
+    return entries.map(([, fields]) => parseRecord(fields));
   }
 
   async dropKept(queryId: string): Promise<void> {

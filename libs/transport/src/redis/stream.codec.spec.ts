@@ -21,6 +21,15 @@ describe('stream codec', () => {
       { kind: 'head', columns: [{ name: 'a', type: 'integer' }], bytes: Buffer.from('{') },
     ],
     ['data', { kind: 'data', rows: 3, bytes: Buffer.from('[1],[2],[3]') }],
+    [
+      'a spooled segment',
+      {
+        kind: 'data',
+        rows: 7,
+        bytes: Buffer.alloc(0),
+        segment: { key: 'q/000001', offset: 1024, size: 4096 },
+      },
+    ],
     ['an end', { kind: 'end', status: okStatus(), bytes: Buffer.from('}'), abort: false }],
     ['a whole small result with when it began', WHOLE],
     ['an error', { kind: 'error', status: statusOf('SYNTAX_ERROR') }],

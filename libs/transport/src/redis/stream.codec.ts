@@ -1,4 +1,4 @@
-import { ResultRecord } from '@app/contracts';
+import { ResultRecord, SpooledSegment } from '@app/contracts';
 
 const EMPTY: Buffer = Buffer.alloc(0);
 
@@ -8,7 +8,17 @@ export function recordFields(record: ResultRecord): (string | Buffer)[] {
     case 'head':
       return ['k', 'head', 'm', JSON.stringify({ columns: record.columns }), 'b', record.bytes];
     case 'data':
-      return ['k', 'data', 'm', String(record.rows), 'b', record.bytes];
+      // A spooled segment's record says where its bytes are (JSON); a plain one, its rows alone.
+      return [
+        'k',
+        'data',
+        'm',
+        record.segment
+          ? JSON.stringify({ rows: record.rows, segment: record.segment })
+          : String(record.rows),
+        'b',
+        record.bytes,
+      ];
     case 'end':
       return [
         'k',
@@ -52,8 +62,11 @@ export function parseRecord(fields: Buffer[]): ResultRecord {
   switch (kind) {
     case 'head':
       return { kind, columns: (JSON.parse(meta) as { columns: [] }).columns, bytes };
-    case 'data':
-      return { kind, rows: Number(meta), bytes };
+    case 'data': {
+      if (!meta.startsWith('{')) return { kind, rows: Number(meta), bytes };
+      const m = JSON.parse(meta) as { rows: number; segment: SpooledSegment };
+      return { kind, rows: m.rows, bytes, segment: m.segment };
+    }
     case 'end': {
       const m = JSON.parse(meta) as {
         status: never;

@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { freePort } from '@test/support/free-port';
+import { S3RVER_CREDENTIALS, TestS3Server, startS3Server } from '@test/support/s3.server';
+import { FileResultSpool } from './file-result.spool';
+import { ResultSpool, SpoolMissingError, SpoolUnavailableError, removeQuery } from './result.spool';
+import { S3ResultSpool } from './s3-result.spool';
+
+/**
+ * The ResultSpool port, the same cases over both adapters: a directory, and an S3-compatible
+ * server (s3rver, started here) through the AWS SDK.
+ */
+let s3: TestS3Server;
+let dir: string;
+
+beforeAll(async () => {
+  s3 = await startS3Server();
+  dir = mkdtempSync(join(tmpdir(), 'spool-spec-'));
+});
+
+afterAll(async () => {
+  await s3.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function s3Spool(endpoint = s3.endpoint): S3ResultSpool {
+  return new S3ResultSpool({
+    bucket: s3.bucket,
+    prefix: `spec-${randomBytes(3).toString('hex')}/`,
+    endpoint,
+    client: { credentials: S3RVER_CREDENTIALS, maxAttempts: 1 },
+  });
+}
+
+async function text(stream: Readable): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const part of stream) parts.push(part as Buffer);
+  return Buffer.concat(parts).toString();
+}
+
+async function keys(spool: ResultSpool, prefix?: string): Promise<string[]> {
+  const found: string[] = [];
+  for await (const entry of spool.list(prefix)) found.push(entry.key);
+  return found.sort();
+}
+
+const adapters: [string, () => ResultSpool][] = [
+  ['file', () => new FileResultSpool(join(dir, randomBytes(3).toString('hex')))],
+  ['s3', () => s3Spool()],
+];
+
+describe.each(adapters)('ResultSpool (%s)', (kind, make) => {
+  let spool: ResultSpool;
+  beforeEach(() => {
+    spool = make();
+  });
+  afterEach(() => spool.close());
+
+  it('gives back a segment as put, whole and from an offset', async () => {
+    await spool.put('q1/a.000001', [Buffer.from('hello '), Buffer.from('world')]);
+    expect(await text(await spool.read('q1/a.000001'))).toBe('hello world');
+    expect(await text(await spool.read('q1/a.000001', 6))).toBe('world');
+  });
+
+  it('throws SpoolMissingError for a segment that is not there', async () => {
+    await expect(spool.read('q2/a.000001')).rejects.toBeInstanceOf(SpoolMissingError);
+  });
+
+  it("lists one query's segments apart from another's, with their sizes, and removes them", async () => {
+    const before = Date.now() - 2000;
+    await spool.put('q3/a.000001', [Buffer.alloc(10)]);
+    await spool.put('q3/a.000002', [Buffer.alloc(20)]);
+    await spool.put('q4/b.000001', [Buffer.alloc(5)]);
+    const mine: { key: string; size: number }[] = [];
+    for await (const entry of spool.list('q3/')) {
+      expect(entry.modifiedAt).toBeGreaterThan(before);
+      mine.push({ key: entry.key, size: entry.size });
+    }
+    expect(mine.sort((a, b) => a.key.localeCompare(b.key))).toEqual([
+      { key: 'q3/a.000001', size: 10 },
+      { key: 'q3/a.000002', size: 20 },
+    ]);
+    expect(await keys(spool)).toEqual(['q3/a.000001', 'q3/a.000002', 'q4/b.000001']);
+    expect(await removeQuery(spool, 'q3')).toBe(2);
+    expect(await keys(spool)).toEqual(['q4/b.000001']);
+    // Removing what is not there is no error.
+    await spool.remove(['q3/a.000001', 'q9/x.000001']);
+    await expect(spool.read('q3/a.000002')).rejects.toBeInstanceOf(SpoolMissingError);
+  });
+
+  it('answers check() while the store is there', async () => {
+    await expect(spool.check(2000)).resolves.toBeUndefined();
+  });
+
+  if (kind === 's3') {
+    it('presigns a URL that reads the segment with no other credential', async () => {
+      await spool.put('q5/a.000001', [Buffer.from('signed bytes')]);
+      const url = await spool.presign('q5/a.000001', 60);
+      expect(url).toMatch(/X-Amz-Signature=/);
+      const res = await fetch(url!);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe('signed bytes');
+      expect(new URL(url!).searchParams.get('X-Amz-Expires')).toBe('60');
+    });
+  } else {
+    it('has no presigned URL, and refuses a key that climbs out of its directory', async () => {
+      await spool.put('q5/a.000001', [Buffer.from('x')]);
+      expect(await spool.presign('q5/a.000001', 60)).toBeUndefined();
+      await expect(spool.put('../x/a.000001', [Buffer.from('x')])).rejects.toThrow();
+      await expect(spool.read('q5/..')).rejects.toThrow('not a segment key');
+    });
+  }
+});
+
+describe('ResultSpool, its store unreachable', () => {
+  it('s3: check() and put() fail with SpoolUnavailableError, not a hang', async () => {
+    const spool = s3Spool(`http://127.0.0.1:${await freePort()}`);
+    try {
+      const started = Date.now();
+      await expect(spool.check(2000)).rejects.toBeInstanceOf(SpoolUnavailableError);
+      await expect(spool.put('q/a.000001', [Buffer.from('x')])).rejects.toBeInstanceOf(
+        SpoolUnavailableError,
+      );
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      spool.close();
+    }
+  });
+
+  it('file: check() and put() fail with SpoolUnavailableError where the directory cannot be', async () => {
+    const blocker = join(dir, 'a-file');
+    writeFileSync(blocker, 'not a directory');
+    const spool: ResultSpool = new FileResultSpool(join(blocker, 'spool'));
+    await expect(spool.check(2000)).rejects.toBeInstanceOf(SpoolUnavailableError);
+    await expect(spool.put('q/a.000001', [Buffer.from('x')])).rejects.toBeInstanceOf(
+      SpoolUnavailableError,
+    );
+  });
+});
