@@ -95,12 +95,15 @@ describe(userShareProcessor.name, () => {
     const slots = new UserSlots({ interactive: 4, export: 4 }, 25);
     const ran: string[] = [];
     const delayed: string[] = [];
+    /** The jobs `run` was told were taken before (held, or put off once). */
+    const takenBefore: string[] = [];
     const ends = new Map<string, () => void>();
     const process = userShareProcessor(
       slots,
       'interactive',
-      (job) => {
+      (job, before) => {
         ran.push(job.id!);
+        if (before) takenBefore.push(job.id!);
         return new Promise<void>((resolve) => ends.set(job.id!, resolve));
       },
       { othersWaiting },
@@ -119,13 +122,13 @@ describe(userShareProcessor.name, () => {
         'token',
       );
     const end = (id: string) => ends.get(id)!();
-    return { take, end, ran, delayed };
+    return { take, end, ran, delayed, takenBefore };
   }
 
   afterEach(() => jest.useRealTimers());
 
   it('hands a user alone the slot its query frees, past every slot it may borrow, without a put-off', async () => {
-    const { take, end, ran, delayed } = lane(() => Promise.resolve(false));
+    const { take, end, ran, delayed, takenBefore } = lane(() => Promise.resolve(false));
     const running = ['a', 'b', 'c'].map((id) => take(id));
     await Promise.resolve();
     await new Promise((resolve) => setImmediate(resolve));
@@ -139,6 +142,8 @@ describe(userShareProcessor.name, () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(ran).toEqual(['a', 'b', 'c', 'd']);
     expect(delayed).toEqual([]);
+    // A DELETE while it was held could only ask for its cancel: run looks for one.
+    expect(takenBefore).toEqual(['d']);
     end('d');
     await held;
   });

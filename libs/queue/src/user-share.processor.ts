@@ -38,7 +38,8 @@ const REMEMBERED_PER_USER = 256;
  * A BullMQ processor of one lane that runs a job while its user holds less than its share of this
  * worker's slots (UserSlots), or past it, in a borrowed slot, while no other user's job waits: a
  * user alone pays nothing for the share. A user who holds every slot it may have here has its
- * job wait, up to HOLD_MS and one job at a time, for the slot one of its queries frees. Otherwise
+ * job wait, up to HOLD_MS and one job at a time, for the slot one of its queries frees (then run
+ * as taken before: a cancel may have come while it waited). Otherwise
  * the job goes back
  * to the queue, delayed PUT_OFF_MS, for
  * this worker or another to take again, its priority kept. Never started, it is never run twice.
@@ -103,8 +104,10 @@ export function userShareProcessor<R>(
    * Past its share, a user borrows a free slot while nobody else waits for one; holding every slot
    * it may have, its job waits a moment for one of them.
    */
-  const slotPastShare = async (user: string): Promise<boolean> =>
-    ((await alone(user)) && slots.borrow(user, lane)) || handedOn(user);
+  const slotPastShare = async (user: string): Promise<'borrowed' | 'handed' | undefined> => {
+    if ((await alone(user)) && slots.borrow(user, lane)) return 'borrowed';
+    return (await handedOn(user)) ? 'handed' : undefined;
+  };
   /** Gives the user's slot to its held job, if it has one, else back. */
   const release = async (user: string): Promise<void> => {
     const next = held.get(user)?.[0];
@@ -117,7 +120,11 @@ export function userShareProcessor<R>(
     // BullMQ counts each time a job is taken (moveToActive), put-offs included.
     const takenBefore = job.attemptsStarted > 1;
     if (pastLatestStart(job.data)) return run(job, takenBefore);
-    if (!slots.take(user, lane) && !(await slotPastShare(user))) {
+    let slot: 'share' | 'borrowed' | 'handed' | undefined = slots.take(user, lane)
+      ? 'share'
+      : undefined;
+    slot ??= await slotPastShare(user);
+    if (!slot) {
       const times = putOff.remember(user, job);
       onPutOff?.();
       const slower = Math.max(0, times - QUICK_PUT_OFFS);
@@ -128,7 +135,9 @@ export function userShareProcessor<R>(
     }
     putOff.taken(user, job.id!);
     try {
-      return await run(job, takenBefore);
+      // A job held for a slot is as one put off: a DELETE meanwhile could not take it off the
+      // queue, only ask for its cancel, which `run` must look for.
+      return await run(job, takenBefore || slot === 'handed');
     } finally {
       await release(user);
     }
