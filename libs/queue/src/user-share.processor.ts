@@ -15,8 +15,8 @@ export const QUICK_PUT_OFFS = 8;
 export const PUT_OFF_MOST_MS = 2000;
 
 /**
- * How long a job of a user who holds every slot it may have here (its share, or, alone, every slot
- * it may borrow) waits for one of them to free before it is put off. A user's small queries end
+ * How long a job of a user alone who holds every slot it may borrow here waits for one of them to
+ * free before it is put off. A user's small queries end
  * within milliseconds of each other, so the slot is handed on in-process, where a put-off would
  * cost two scripts and a quarter second; a user's long statements are put off after this. One job
  * waits so at a time in a lane: the worker's free slots are taken by another user's job at most
@@ -37,8 +37,8 @@ const REMEMBERED_PER_USER = 256;
 /**
  * A BullMQ processor of one lane that runs a job while its user holds less than its share of this
  * worker's slots (UserSlots), or past it, in a borrowed slot, while no other user's job waits: a
- * user alone pays nothing for the share. A user who holds every slot it may have here has its
- * job wait, up to HOLD_MS and one job at a time, for the slot one of its queries frees (then run
+ * user alone pays nothing for the share. A user alone who holds every slot it may borrow here has
+ * its job wait, up to HOLD_MS and one job at a time, for the slot one of its queries frees (then run
  * as taken before: a cancel may have come while it waited). Otherwise
  * the job goes back
  * to the queue, delayed PUT_OFF_MS, for
@@ -102,10 +102,12 @@ export function userShareProcessor<R>(
   };
   /**
    * Past its share, a user borrows a free slot while nobody else waits for one; holding every slot
-   * it may have, its job waits a moment for one of them.
+   * it may borrow, its job waits a moment for one of them.
    */
   const slotPastShare = async (user: string): Promise<'borrowed' | 'handed' | undefined> => {
-    if ((await alone(user)) && slots.borrow(user, lane)) return 'borrowed';
+    // While another user's job waits, a job held here could keep the worker's free slot from it.
+    if (!(await alone(user))) return undefined;
+    if (slots.borrow(user, lane)) return 'borrowed';
     return (await handedOn(user)) ? 'handed' : undefined;
   };
   /** Gives the user's slot to its held job, if it has one, else back. */
