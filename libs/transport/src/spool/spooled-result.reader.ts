@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { ResultRecord } from '@app/contracts';
-import { ResultReader, ResultSource } from '../result.channel';
+import { ReaderClosedError, ResultReader, ResultSource } from '../result.channel';
 import { ResultSpool, removeQuery } from './result.spool';
 
 const EMPTY = Buffer.alloc(0);
@@ -26,7 +26,19 @@ export class SpooledResultReader implements ResultReader {
     private readonly start = 0,
   ) {}
 
+  private closed = false;
+
   async next(): Promise<ResultRecord> {
+    try {
+      return await this.read();
+    } catch (err) {
+      // A segment's stream destroyed by close() fails its read: the reader was closed, nothing lost.
+      if (this.closed) throw new ReaderClosedError();
+      throw err;
+    }
+  }
+
+  private async read(): Promise<ResultRecord> {
     for (;;) {
       if (this.pieces) {
         const piece = await this.pieces.next();
@@ -67,6 +79,7 @@ export class SpooledResultReader implements ResultReader {
   }
 
   close(): Promise<void> {
+    this.closed = true;
     this.stream?.destroy();
     this.stream = undefined;
     this.pieces = undefined;
