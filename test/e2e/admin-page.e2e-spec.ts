@@ -357,6 +357,10 @@ describe('AdminPage', () => {
     const quickRow = tab.locator(`tr[data-query-id="${quick.json.query_id as string}"]`);
     const slowRow = tab.locator(`tr[data-query-id="${slow.json.query_id as string}"]`);
     await quickRow.waitFor();
+    // The filter applies as the table is drawn again: wait for that draw, not the first row seen.
+    await tab.waitForFunction(
+      `[...document.querySelectorAll('#queries tbody tr td:nth-child(2)')].every((td) => td.textContent === ${JSON.stringify(owner.username)})`,
+    );
     // Only the owner's queries, each with its start, a duration a person can tell apart, and a bar.
     const owners = await tab.locator('#queries tbody tr td:nth-child(2)').allTextContents();
     expect(new Set(owners)).toEqual(new Set([owner.username]));
