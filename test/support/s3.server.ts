@@ -23,6 +23,17 @@ export interface TestS3Server {
  */
 const SERVER = `
   const S3rver = require('s3rver');
+  // s3rver keeps objects as files and removes a directory once it is empty; two deletes in one
+  // directory at once race on that (one finds it gone: a 500, again on every retry). S3 has no
+  // directories: its deletes are taken one at a time here, which the race cannot meet.
+  const Store = require('s3rver/lib/stores/filesystem');
+  const deleteObject = Store.prototype.deleteObject;
+  let deletes = Promise.resolve();
+  Store.prototype.deleteObject = function (...args) {
+    const next = deletes.then(() => deleteObject.apply(this, args));
+    deletes = next.catch(() => undefined);
+    return next;
+  };
   const [directory, bucket] = process.argv.slice(1);
   new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory, configureBuckets: [{ name: bucket }] })
     .run()

@@ -84,7 +84,7 @@ export class S3ResultSpool implements ResultSpool {
 
   async remove(keys: string[]): Promise<void> {
     // One DeleteObject a key, a few at a time: S3-compatible servers differ in their DeleteObjects
-    // (s3rver fails batches now and then), and a result has few segments of many MB each.
+    // (some have none), and a result has few segments of many MB each.
     const queue = [...keys];
     const deleteNext = async (): Promise<void> => {
       for (let key = queue.shift(); key !== undefined; key = queue.shift()) {
