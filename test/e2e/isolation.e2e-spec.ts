@@ -1,3 +1,4 @@
+import { loginRoleName } from '@app/access';
 import {
   HttpResult,
   applicationNameOf,
@@ -36,14 +37,18 @@ async function tokenOf(u: TestUser): Promise<string> {
   return res.json.access_token as string;
 }
 
-/** The login role Sluice provisioned for `role` (the control login, a member too, is not it). */
+/**
+ * The login role the suite's deployment provisioned for `role`: a member of it that logs in, named
+ * under the deployment's credential key (another deployment of the suite on this server, such as
+ * standalone.e2e's, provisions one of its own under another key).
+ */
 async function loginOf(role: string): Promise<string> {
   const { rows } = await db().query<{ login: string }>(
     `SELECT l.rolname AS login FROM pg_roles l
        JOIN pg_auth_members m ON m.member = l.oid
        JOIN pg_roles r ON r.oid = m.roleid
-      WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname <> $2`,
-    [role, e2eEnv().controlRole],
+      WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname = $2`,
+    [role, loginRoleName(role, e2eEnv().serviceEnv.SLUICE_CREDENTIAL_KEY)],
   );
   expect(rows).toHaveLength(1);
   return rows[0].login;
