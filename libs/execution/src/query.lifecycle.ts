@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { FINAL_STATES, QueryState } from '@app/contracts';
-import { QueryFacts, QueryRecord, QueryRegistry } from '@app/transport';
+import { QueryFacts, QueryRecord, QueryRecords, QuerySlots } from '@app/transport';
 
 /** Tries to write a query's end to the registry before giving up (0.5 s, then 1 s apart). */
 const END_ATTEMPTS = 3;
@@ -33,7 +33,8 @@ export class QueryLifecycle {
    * and keeps none.
    */
   constructor(
-    private readonly registry: QueryRegistry,
+    /** Records and slots: a query's end frees its owner's slot. */
+    private readonly registry: QueryRecords & QuerySlots,
     private readonly tellEnds = false,
   ) {}
 

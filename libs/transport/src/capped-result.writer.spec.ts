@@ -11,6 +11,7 @@ function recording(): ResultWriter & { written: ResultRecord[] } {
     writeFinal: (records) => Promise.resolve(void written.push(...records)),
     watch: () => () => undefined,
     interrupt: () => undefined,
+    endRecorded: false,
   };
 }
 

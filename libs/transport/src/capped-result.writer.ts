@@ -38,6 +38,11 @@ function failed(record: ResultRecord): record is ResultRecord & { status: Status
 export class CappedResultWriter implements ResultWriter {
   private bytes = 0;
 
+  /** The writer it writes through: a kept result's, whose end its job lifecycle records. */
+  get endRecorded(): boolean {
+    return this.inner.endRecorded;
+  }
+
   constructor(
     private readonly inner: ResultWriter,
     private readonly maxBytes: number,

@@ -524,9 +524,16 @@ describe('Redis registry trim', () => {
     expect(await redis.zcard(own.queries)).toBe(23);
   });
 
-  it("caps the index of everyone's queries in the periodic trim, one process at a time", async () => {
+  /** Runs `registry`'s trim timer (every 20 ms) for a few rounds, then stops it. */
+  async function timerRounds(registry: QueryRegistry): Promise<void> {
+    registry.startTrimming();
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    await registry.close();
+  }
+
+  it("caps the index of everyone's queries on its timer, one process at a time, never in create()", async () => {
     const own = ownKeys();
-    const retention = { seconds: RETENTION_SECONDS, count: 1000 };
+    const retention = { seconds: RETENTION_SECONDS, count: 1000, trimEveryMs: 20 };
     await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
     // Entries of a day ago, beyond any record's life, and 10,001 of the last minute.
     const dayAgo = Date.now() - 24 * 3600 * 1000 - 60_000;
@@ -535,13 +542,15 @@ describe('Redis registry trim', () => {
     await redis.zadd(own.queries, ...recent.flat());
     const another = new RedisQueryRegistry(redis, own, retention);
     await fill(another, 1);
-    await another.close();
+    await timerRounds(another);
     expect(await redis.zcard(own.queries)).toBe(10_004);
-    // Once the lock has lapsed, the next process to create a query trims.
+    // Once the lock has lapsed, a process whose timer runs trims; creating a query does not.
     await redis.del(own.queriesTrimLock);
     const next = new RedisQueryRegistry(redis, own, retention);
     await fill(next, 1);
-    await next.close();
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(await redis.zcard(own.queries)).toBe(10_005);
+    await timerRounds(next);
     expect(await redis.zcard(own.queries)).toBe(10_000);
     expect(await redis.zscore(own.queries, 'old-1')).toBeNull();
     expect(await redis.zscore(own.queries, 'q-10000')).not.toBeNull();
@@ -567,7 +576,7 @@ describe('Redis registry trim', () => {
 
   it('trims kept results under the same lock', async () => {
     const own = ownKeys();
-    const retention = { seconds: RETENTION_SECONDS, count: 1000, keptCount: 1 };
+    const retention = { seconds: RETENTION_SECONDS, count: 1000, keptCount: 1, trimEveryMs: 20 };
     const kept = async (registry: QueryRegistry) => {
       const record = { ...queuedRecord(randomUUID()), kept: true };
       await registry.create(record);
@@ -576,17 +585,17 @@ describe('Redis registry trim', () => {
       await new Promise((resolve) => setTimeout(resolve, 3));
     };
     await redis.set(own.queriesTrimLock, 'another', 'PX', 60_000);
-    // Three processes, each of which would trim on its first query but for the lock.
+    // Three processes, each of which would trim on its timer but for the lock.
     for (let i = 0; i < 3; i++) {
       const another = new RedisQueryRegistry(redis, own, retention);
       await kept(another);
-      await another.close();
+      await timerRounds(another);
     }
     expect(await redis.zcard(own.userKept('ann'))).toBe(3);
     await redis.del(own.queriesTrimLock);
     const third = new RedisQueryRegistry(redis, own, retention);
     await kept(third);
-    await third.close();
+    await timerRounds(third);
     expect(await redis.zcard(own.userKept('ann'))).toBe(1);
   });
 });

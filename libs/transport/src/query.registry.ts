@@ -110,8 +110,11 @@ export interface RecordRetention {
   trimEveryMs?: number;
 }
 
-/** Shared knowledge of queries across every api and worker process. */
-export interface QueryRegistry {
+/**
+ * Queries' records: what `/v1/queries` shows, each moved through QUERY_TRANSITIONS by whoever
+ * writes it (QueryLifecycle's callers, and a producer's end with its result's last entry).
+ */
+export interface QueryRecords {
   /** A new query, queued. */
   create(record: QueryRecord): Promise<void>;
   /**
@@ -138,17 +141,23 @@ export interface QueryRegistry {
    */
   progress(queryId: string, produced: Produced): Promise<void>;
   get(queryId: string): Promise<QueryRecord | undefined>;
-  /**
-   * Forgets the records of finished queries past the retention's count (see RecordRetention).
-   * A registry does it by itself as queries come and go; this does it now.
-   */
-  trim(): Promise<void>;
   /** The newest `limit` queries of `owner`, or of everyone; most recent first. */
   list(limit: number, owner?: string): Promise<QueryRecord[]>;
   /**
+   * Users who may have results kept: each who made a query whose result is kept, in the last day
+   * (past the longest a result is kept), whether or not it is still there.
+   */
+  keptOwners(): Promise<string[]>;
+}
+
+/**
+ * Each user's queued-and-running queries, counted against SLUICE_MAX_ACTIVE_PER_USER. Where the
+ * count is shared between processes (Redis), a slot is a lease: it lapses unless renewed.
+ */
+export interface QuerySlots {
+  /**
    * Counts a new query against its owner's queued-and-running cap: returns how many the owner
-   * had before, or undefined (and does not count it) when the cap is reached. Where the count is
-   * shared between processes (Redis), a slot is a lease: it lapses unless `renew` keeps it.
+   * had before, or undefined (and does not count it) when the cap is reached.
    */
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined>;
   /**
@@ -163,6 +172,10 @@ export interface QueryRegistry {
   renew(owner: string, queryId: string, leaseMs?: number): Promise<void>;
   /** Stops counting a query against its owner. */
   release(owner: string, queryId: string): Promise<void>;
+}
+
+/** Idempotency-Key claims, per user. */
+export interface IdempotencyKeys {
   /**
    * Claims an owner's idempotency key for `claim` (its query and the request's fingerprint) for
    * `limits.ttlSeconds`, unless the key is claimed already (then answers that claim) or the owner
@@ -177,6 +190,24 @@ export interface QueryRegistry {
   ): Promise<KeyClaim>;
   /** Lets go of an idempotency key whose request was refused before its query was queued. */
   releaseKey(owner: string, key: string): Promise<void>;
+}
+
+/**
+ * The registry: records, slots and keys together, for the callers that need more than one (a
+ * user's deletion, the retention trim). Each concern is also a port of its own above; a caller
+ * that needs one is given that one.
+ */
+export interface QueryRegistry extends QueryRecords, QuerySlots, IdempotencyKeys {
+  /**
+   * Forgets the records of finished queries past the retention's count (see RecordRetention).
+   * The api trims on a timer of its own (startTrimming); this trims now.
+   */
+  trim(): Promise<void>;
+  /**
+   * Trims every RecordRetention.trimEveryMs from now until close(): called once, by the process
+   * that serves the listings (the api). A registry that is never started trims only when asked.
+   */
+  startTrimming(): void;
   /**
    * Forgets everything of the user named `owner` (who was deleted): the records of their queries,
    * their slots and their idempotency keys, so that nothing of theirs reaches a later user of the
@@ -185,10 +216,6 @@ export interface QueryRegistry {
   forgetUser(owner: string): Promise<UserQueries>;
   /** The queries of `owner`'s that are queued or running, and those whose results are kept. */
   queriesOf(owner: string): Promise<UserQueries>;
-  /**
-   * Users who may have results kept: each who made a query whose result is kept, in the last day
-   * (past the longest a result is kept), whether or not it is still there.
-   */
-  keptOwners(): Promise<string[]>;
+  /** Stops trimming, and waits for a trim under way: the connection may be closed next. */
   close(): Promise<void>;
 }

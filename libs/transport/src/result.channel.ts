@@ -66,6 +66,11 @@ export interface ResultWriter {
   watch(onStop: (reason: StopReason) => void): () => void;
   /** Makes a pending or later non-final write fail with ProducerStoppedError(reason). */
   interrupt(reason: StopReason): void;
+  /**
+   * Whether the query's end was recorded with its last record, in the same write (Redis's writer
+   * of a result not kept): then nobody else need record it.
+   */
+  readonly endRecorded: boolean;
 }
 
 /** Thrown by a reader's `next()` once the reader is closed (also one pending at the time). */

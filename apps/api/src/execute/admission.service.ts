@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Lane, SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { JobQueue, QueryRegistry } from '@app/transport';
+import { JobQueue, QuerySlots } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
 
@@ -23,7 +23,7 @@ export class AdmissionService {
 
   constructor(
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
-    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    @Inject(QUERY_REGISTRY) private readonly registry: QuerySlots,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly workers: WorkerRosterService,
   ) {}

@@ -3,6 +3,7 @@ import {
   Global,
   Inject,
   Module,
+  OnApplicationBootstrap,
   OnApplicationShutdown,
   Provider,
 } from '@nestjs/common';
@@ -202,7 +203,7 @@ const queryLifecycle: Provider = {
 /** The api's connections: metadata PostgreSQL, the job queue, the result source and sink. */
 @Global()
 @Module({})
-export class InfraModule implements OnApplicationShutdown {
+export class InfraModule implements OnApplicationBootstrap, OnApplicationShutdown {
   static forRoot(config: SluiceConfig): DynamicModule {
     const standalone = isStandalone(config);
     return {
@@ -237,10 +238,15 @@ export class InfraModule implements OnApplicationShutdown {
     @Inject(RESULT_SPOOL) private readonly spool: ResultSpool | null,
   ) {}
 
+  /** The api keeps the registry's records within their retention, on a timer of its own. */
+  onApplicationBootstrap(): void {
+    this.registry.startTrimming();
+  }
+
   async onApplicationShutdown(): Promise<void> {
     await this.source.close();
     await this.queue.close();
-    // A trim of the registry's index under way ends before its connection does.
+    // The registry's trims stop, and one under way ends, before its connection does.
     await this.registry.close();
     // Shutdown: a connection already closed or down has nothing left to flush.
     await this.redis?.quit().catch(() => undefined);

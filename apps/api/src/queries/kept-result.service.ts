@@ -18,7 +18,7 @@ import { QueryLifecycle } from '@app/execution';
 import {
   JobQueue,
   QueryRecord,
-  QueryRegistry,
+  QueryRecords,
   ResultReader,
   ResultSink,
   ResultSource,
@@ -70,7 +70,7 @@ export class KeptResultService {
   private readonly reading = new Map<string, number>();
 
   constructor(
-    @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
+    @Inject(QUERY_REGISTRY) private readonly registry: QueryRecords,
     @Inject(RESULT_SOURCE) private readonly results: ResultSource,
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SINK) private readonly sink: ResultSink,

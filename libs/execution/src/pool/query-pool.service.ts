@@ -49,7 +49,6 @@ export class QueryPoolService implements OnApplicationShutdown {
       maxEntryBytes: config.maxEntryBytes,
       streamTtlSeconds: config.streamTtlSeconds,
       jobRetentionSeconds: config.jobRetentionSeconds,
-      queryRetentionCount: config.queryRetentionCount,
       pgConnectTimeoutMs: config.pgConnectTimeoutMs,
       clientIdleTimeoutMs: config.clientIdleTimeoutMs,
       cancelPollMs: config.cancelPollMs,

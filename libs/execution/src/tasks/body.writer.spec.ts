@@ -5,6 +5,7 @@ import { BodyWriter } from './body.writer';
 
 /** Records what a BodyWriter hands to the channel, and in how many round trips. */
 class RecordingWriter implements ResultWriter {
+  readonly endRecorded = false;
   readonly records: ResultRecord[] = [];
   trips = 0;
   /** Refuses every record but a final one from then on, as a writer does once cancelled. */

@@ -68,7 +68,6 @@ function threadSettings() {
     maxEntryBytes: 1 << 20,
     streamTtlSeconds: 60,
     jobRetentionSeconds: 60,
-    queryRetentionCount: 100,
     pgConnectTimeoutMs: 5000,
     clientIdleTimeoutMs: 60_000,
     cancelPollMs: 100,

@@ -11,7 +11,7 @@ import {
   RedisClient,
   RedisConnector,
   RedisKeptLedger,
-  RedisQueryRegistry,
+  RedisQueryRecords,
   RedisKeys,
   RedisResultWriter,
   ResultSpool,
@@ -50,16 +50,13 @@ const provisioner = new LoginRoleProvisioner(settings.credentialKey);
 const runner = new QueryRunner(databases, logins, provisioner, settings);
 let redis: RedisClient | undefined;
 let ledger: RedisKeptLedger | undefined;
-let registry: RedisQueryRegistry | undefined;
+let records: RedisQueryRecords | undefined;
 let spool: ResultSpool | undefined;
 
-/** The registry, on the thread's connection: progress reports, and ends with the last entry. */
-function registryOf(): RedisQueryRegistry {
-  registry ??= new RedisQueryRegistry(connection(), keys, {
-    seconds: settings.jobRetentionSeconds,
-    count: settings.queryRetentionCount,
-  });
-  return registry;
+/** Query records, on the thread's connection: progress reports, and ends with the last entry. */
+function recordsOf(): RedisQueryRecords {
+  records ??= new RedisQueryRecords(connection(), keys, settings.jobRetentionSeconds);
+  return records;
 }
 
 function connection(): RedisClient {
@@ -117,13 +114,15 @@ function writerFor(task: ExecuteTask): ResultWriter {
         connection(),
         keys,
         queryId,
-        window,
-        retain ? retain.ttlSeconds : settings.streamTtlSeconds,
-        settings.cancelPollMs,
-        !retain,
-        // A kept result's end stays with the worker's job lifecycle (its size and ledger rules).
-        // The end with the last entry: no end without its entry, nor entry without its end.
-        retain ? undefined : registryOf().endRecorder(queryId),
+        {
+          window,
+          ttlSeconds: retain ? retain.ttlSeconds : settings.streamTtlSeconds,
+          pollMs: settings.cancelPollMs,
+          kept: retain !== undefined,
+          // A kept result's end stays with the worker's job lifecycle (its size and ledger rules).
+          // The end with the last entry: no end without its entry, nor entry without its end.
+          recordEnd: retain ? undefined : recordsOf().endRecorder(queryId),
+        },
       );
   if (!retain) return writer;
   const kept = retain.spooled
@@ -158,7 +157,7 @@ function progressOf(task: ExecuteTask): ProgressThrottle {
     ? (produced: Produced) =>
         port.postMessage({ type: 'progress', ...produced } satisfies ProgressMessage)
     : (produced: Produced) =>
-        void registryOf()
+        void recordsOf()
           .progress(job.queryId, produced)
           // Progress is shown, not relied on: the next report (or the end) says it again.
           .catch(() => undefined);
@@ -182,9 +181,7 @@ export default async function executeQuery(task: ExecuteTask): Promise<Execution
     clock: task.trace ? new StatementClock() : undefined,
     traceparent: task.trace?.traceparent,
   });
-  return writer instanceof RedisResultWriter && writer.recorded
-    ? { ...outcome, recorded: true }
-    : outcome;
+  return writer.endRecorded ? { ...outcome, recorded: true } : outcome;
 }
 
 /** Start-up check: the thread loaded and reaches the default database. */

@@ -114,6 +114,7 @@ function jobOf(text: string, extra: Partial<ExecuteJobData> = {}): ExecuteJobDat
  * flight and logs each data write's start and end.
  */
 class SlowWriter implements ResultWriter {
+  readonly endRecorded = false;
   readonly log: string[] = [];
   maxInFlight = 0;
   private inFlight = 0;

@@ -68,6 +68,7 @@ const writer: ResultWriter = {
     return () => (stopClient = undefined);
   },
   interrupt: () => undefined,
+  endRecorded: false,
 };
 
 /**

@@ -3,6 +3,7 @@ import { StatementStop } from './statement.stop';
 
 /** A writer whose client the test plays: `client(reason)` is its cancel or its loss. */
 class FakeWriter implements ResultWriter {
+  readonly endRecorded = false;
   readonly interrupts: StopReason[] = [];
   watching = false;
   /** A cancel that came before the statement started: the writer calls back at once. */

@@ -21,7 +21,6 @@ export interface ThreadSettings {
   streamTtlSeconds: number;
   /** How long a query's record is kept after its end (the end is recorded from the thread). */
   jobRetentionSeconds: number;
-  queryRetentionCount: number;
   pgConnectTimeoutMs: number;
   clientIdleTimeoutMs: number;
   /** How often a running query looks for its cancel in Redis (cluster mode; standalone is told). */

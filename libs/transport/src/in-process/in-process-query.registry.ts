@@ -2,27 +2,22 @@ import { FINAL_STATES, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import {
   UserQueries,
   IdempotencyClaim,
+  IdempotencyKeys,
   KeyClaim,
   KeyLimits,
   Produced,
   QueryFacts,
   QueryRecord,
+  QueryRecords,
   QueryRegistry,
+  QuerySlots,
   RecordRetention,
   SLOT_LEASE_MS,
 } from '../query.registry';
 
-/** The query registry of standalone mode: one process knows everything. */
-export class InProcessQueryRegistry implements QueryRegistry {
-  /** Slots here are released, never lapsed: the lease only paces renewals that do nothing. */
-  readonly slotLeaseMs = SLOT_LEASE_MS;
+/** Standalone mode's query records, in memory: trimmed as they are read and written. */
+export class InProcessQueryRecords implements QueryRecords {
   private readonly records = new Map<string, QueryRecord>();
-  private readonly active = new Map<string, Set<string>>();
-  /** Each owner's idempotency keys' claims, by claim order: the TTL is one setting, so by expiry. */
-  private readonly claims = new Map<
-    string,
-    Map<string, { claim: IdempotencyClaim; until: number }>
-  >();
   /**
    * Each owner's finished queries by the time they ended, oldest first: each owner's go by count,
    * those with kept results apart from the others.
@@ -140,6 +135,35 @@ export class InProcessQueryRegistry implements QueryRegistry {
     if (ended.size === 0) (record.kept ? this.endedKept : this.ended).delete(record.owner);
   }
 
+  keptOwners(): Promise<string[]> {
+    this.forgetOld();
+    const owners = [...this.records.values()].filter((r) => r.kept).map((r) => r.owner);
+    return Promise.resolve([...new Set(owners)]);
+  }
+
+  /** The queries of `owner`'s whose results are kept. */
+  keptOf(owner: string): string[] {
+    this.forgetOld();
+    const kept = [...this.records.values()].filter((r) => r.owner === owner && r.kept);
+    return kept.map((r) => r.queryId);
+  }
+
+  /** Forgets every record of `owner`'s; returns the kept ones, whose results the caller drops. */
+  forgetOwner(owner: string): string[] {
+    const kept = this.keptOf(owner);
+    for (const record of [...this.records.values()]) {
+      if (record.owner === owner) this.forget(record.queryId);
+    }
+    return kept;
+  }
+}
+
+/** Standalone mode's slots, in memory: released, never lapsed. */
+export class InProcessQuerySlots implements QuerySlots {
+  /** The lease only paces renewals that do nothing here. */
+  readonly slotLeaseMs = SLOT_LEASE_MS;
+  private readonly active = new Map<string, Set<string>>();
+
   admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
     const set = this.active.get(owner) ?? new Set<string>();
     if (set.size >= cap) return Promise.resolve(undefined);
@@ -160,6 +184,27 @@ export class InProcessQueryRegistry implements QueryRegistry {
     if (set?.size === 0) this.active.delete(owner);
     return Promise.resolve();
   }
+
+  /** The queries of `owner`'s that hold a slot. */
+  openOf(owner: string): string[] {
+    return [...(this.active.get(owner) ?? [])];
+  }
+
+  /** Drops every slot of `owner`'s; returns the queries that held one. */
+  forgetOwner(owner: string): string[] {
+    const open = this.openOf(owner);
+    this.active.delete(owner);
+    return open;
+  }
+}
+
+/** Standalone mode's Idempotency-Key claims, in memory. */
+export class InProcessIdempotencyKeys implements IdempotencyKeys {
+  /** Each owner's idempotency keys' claims, by claim order: the TTL is one setting, so by expiry. */
+  private readonly claims = new Map<
+    string,
+    Map<string, { claim: IdempotencyClaim; until: number }>
+  >();
 
   claimKey(
     owner: string,
@@ -195,30 +240,104 @@ export class InProcessQueryRegistry implements QueryRegistry {
     return Promise.resolve();
   }
 
-  forgetUser(owner: string): Promise<UserQueries> {
-    const queries = this.queriesNow(owner);
-    this.active.delete(owner);
+  /** Drops every claim of `owner`'s. */
+  forgetOwner(owner: string): void {
     this.claims.delete(owner);
-    for (const record of [...this.records.values()]) {
-      if (record.owner === owner) this.forget(record.queryId);
-    }
-    return Promise.resolve(queries);
+  }
+}
+
+/** The query registry of standalone mode: one process knows everything. */
+export class InProcessQueryRegistry implements QueryRegistry {
+  readonly records: InProcessQueryRecords;
+  readonly slots = new InProcessQuerySlots();
+  readonly idempotencyKeys = new InProcessIdempotencyKeys();
+
+  constructor(
+    retention: RecordRetention,
+    /** Drops the kept result of a query forgotten by `retention.keptCount`. */
+    dropResult: (queryId: string) => void = () => undefined,
+  ) {
+    this.records = new InProcessQueryRecords(retention, dropResult);
   }
 
-  queriesOf(owner: string): Promise<UserQueries> {
-    this.forgetOld();
-    return Promise.resolve(this.queriesNow(owner));
+  get slotLeaseMs(): number {
+    return this.slots.slotLeaseMs;
   }
 
-  private queriesNow(owner: string): UserQueries {
-    const kept = [...this.records.values()].filter((r) => r.owner === owner && r.kept);
-    return { open: [...(this.active.get(owner) ?? [])], kept: kept.map((r) => r.queryId) };
+  create(record: QueryRecord): Promise<void> {
+    return this.records.create(record);
+  }
+
+  discard(queryId: string, owner: string): Promise<void> {
+    return this.records.discard(queryId, owner);
+  }
+
+  transition(
+    queryId: string,
+    to: QueryState,
+    facts?: QueryFacts,
+    readBack?: boolean,
+  ): Promise<QueryRecord | undefined> {
+    return this.records.transition(queryId, to, facts, readBack);
+  }
+
+  progress(queryId: string, produced: Produced): Promise<void> {
+    return this.records.progress(queryId, produced);
+  }
+
+  get(queryId: string): Promise<QueryRecord | undefined> {
+    return this.records.get(queryId);
+  }
+
+  list(limit: number, owner?: string): Promise<QueryRecord[]> {
+    return this.records.list(limit, owner);
   }
 
   keptOwners(): Promise<string[]> {
-    this.forgetOld();
-    const owners = [...this.records.values()].filter((r) => r.kept).map((r) => r.owner);
-    return Promise.resolve([...new Set(owners)]);
+    return this.records.keptOwners();
+  }
+
+  admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
+    return this.slots.admit(owner, queryId, cap);
+  }
+
+  renew(): Promise<void> {
+    return this.slots.renew();
+  }
+
+  release(owner: string, queryId: string): Promise<void> {
+    return this.slots.release(owner, queryId);
+  }
+
+  claimKey(
+    owner: string,
+    key: string,
+    claim: IdempotencyClaim,
+    limits: KeyLimits,
+  ): Promise<KeyClaim> {
+    return this.idempotencyKeys.claimKey(owner, key, claim, limits);
+  }
+
+  releaseKey(owner: string, key: string): Promise<void> {
+    return this.idempotencyKeys.releaseKey(owner, key);
+  }
+
+  trim(): Promise<void> {
+    return this.records.trim();
+  }
+
+  /** Nothing to start: records are trimmed as they are read and written. */
+  startTrimming(): void {}
+
+  forgetUser(owner: string): Promise<UserQueries> {
+    const open = this.slots.forgetOwner(owner);
+    this.idempotencyKeys.forgetOwner(owner);
+    const kept = this.records.forgetOwner(owner);
+    return Promise.resolve({ open, kept });
+  }
+
+  queriesOf(owner: string): Promise<UserQueries> {
+    return Promise.resolve({ open: this.slots.openOf(owner), kept: this.records.keptOf(owner) });
   }
 
   close(): Promise<void> {

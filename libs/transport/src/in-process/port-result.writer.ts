@@ -23,6 +23,9 @@ export class PortResultWriter implements ResultWriter {
   private wake: (() => void) | undefined;
   private onStop: ((reason: StopReason) => void) | undefined;
 
+  /** Standalone mode's main thread records the end when it reads it off the port. */
+  readonly endRecorded = false;
+
   constructor(
     private readonly port: MessagePort,
     private readonly window: FlowWindow,

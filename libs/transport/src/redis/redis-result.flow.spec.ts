@@ -8,6 +8,7 @@ import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
 import { RedisResultWriter } from './redis-result.writer';
 import { RedisQueryRegistry } from './redis-query.registry';
+import { RedisQueryRecords } from './redis-query.records';
 import { parseRecord } from './stream.codec';
 import { data, end, settledAfter, sleep, stoppedWith } from '@test/support/flow';
 import { queuedRecord } from '@test/support/query-record';
@@ -55,9 +56,11 @@ function open(window: Partial<FlowWindow> = {}): {
     redis,
     keys,
     queryId,
-    { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000, ...window },
-    60,
-    20,
+    {
+      window: { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000, ...window },
+      ttlSeconds: 60,
+      pollMs: 20,
+    },
   );
   return { queryId, reader, writer };
 }
@@ -197,8 +200,8 @@ describe('RedisResultWriter flow control', () => {
     // The worker's side of a failover: it must end the query unavailable, never as internal.
     const gone = new Redis(testRedisUrl, { maxRetriesPerRequest: 0 });
     const window = { chunks: 1, bytes: 1_000_000, idleTimeoutMs: 5_000 };
-    const writer = new RedisResultWriter(gone, keys, randomUUID(), window, 60, 20);
-    const another = new RedisResultWriter(gone, keys, randomUUID(), window, 60, 20);
+    const writer = new RedisResultWriter(gone, keys, randomUUID(), { window, ttlSeconds: 60, pollMs: 20 });
+    const another = new RedisResultWriter(gone, keys, randomUUID(), { window, ttlSeconds: 60, pollMs: 20 });
     await writer.write(data(1));
     gone.disconnect();
     await expect(writer.write(data(2))).rejects.toBeInstanceOf(ResultStreamLostError);
@@ -244,8 +247,13 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     });
     await registry.create(queuedRecord(queryId));
     const window = { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000 };
-    const recordEnd = registry.endRecorder(queryId);
-    const writer = new RedisResultWriter(redis, keys, queryId, window, 60, 20, true, recordEnd);
+    const recordEnd = registry.records.endRecorder(queryId);
+    const writer = new RedisResultWriter(redis, keys, queryId, {
+      window,
+      ttlSeconds: 60,
+      pollMs: 20,
+      recordEnd,
+    });
     return { queryId, registry, writer };
   }
 
@@ -264,7 +272,7 @@ describe('RedisResultWriter recording the end with the last entry', () => {
       data(2, 5),
       { kind: 'end', status: okStatus(), bytes: Buffer.from('e'), startedAt: 7 },
     ]);
-    expect(writer.recorded).toBe(true);
+    expect(writer.endRecorded).toBe(true);
     const written = await entries(queryId);
     expect(written.at(-1)).toMatchObject({ kind: 'end', recorded: true, startedAt: 7 });
     // Only the last entry says so: a reader that sees it need not record the end again.
@@ -299,17 +307,19 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     expect((await registry.get(queryId))?.state).toBe('cancelled');
   });
 
-  it('refuses a MULTI made before its registry, whose script it lacks', async () => {
+  it('records an end in a MULTI made before the records, on a Redis that lacks every script', async () => {
     const fresh = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
     try {
+      const queryId = randomUUID();
       const multi = fresh.multi();
-      const registry = new RedisQueryRegistry(fresh, keys, {
-        seconds: RETENTION_SECONDS,
-        count: 1000,
-      });
-      expect(() => registry.endIn(multi, randomUUID(), 'succeeded', {})).toThrow(
-        /made after this MULTI/,
-      );
+      const records = new RedisQueryRecords(fresh, keys, RETENTION_SECONDS);
+      await records.create(queuedRecord(queryId));
+      // As after a restart or a failover: the MULTI cannot load a script, so it sends its text.
+      await fresh.script('FLUSH');
+      records.endIn(multi, queryId, 'succeeded', { rows: 3 });
+      const replies = await multi.exec();
+      expect(replies?.every(([err]) => err === null)).toBe(true);
+      expect(await records.get(queryId)).toMatchObject({ state: 'succeeded', rows: 3 });
     } finally {
       await fresh.quit();
     }
@@ -323,7 +333,7 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     });
     await registry.create(queuedRecord(queryId));
     await writer.write(end());
-    expect(writer.recorded).toBe(false);
+    expect(writer.endRecorded).toBe(false);
     expect((await entries(queryId))[0]).not.toHaveProperty('recorded');
     expect((await registry.get(queryId))?.state).toBe('queued');
   });

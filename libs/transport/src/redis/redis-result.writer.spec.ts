@@ -26,7 +26,11 @@ describe(RedisResultWriter.name, () => {
   it.each([50, 2_000])('looks for a cancel every %i ms (SLUICE_CANCEL_POLL_MS)', async (pollMs) => {
     const { redis, polls } = cancelledQueryRedis();
     const window = { chunks: 4, bytes: 65_536, idleTimeoutMs: 60_000 };
-    const writer = new RedisResultWriter(redis, new RedisKeys('t'), 'q1', window, 60, pollMs);
+    const writer = new RedisResultWriter(redis, new RedisKeys('t'), 'q1', {
+      window,
+      ttlSeconds: 60,
+      pollMs,
+    });
     const onStop = jest.fn();
     const unwatch = writer.watch(onStop);
     await jest.advanceTimersByTimeAsync(pollMs - 1);

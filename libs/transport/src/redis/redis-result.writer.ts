@@ -58,6 +58,23 @@ export type EndRecorder = (
   produced: Produced,
 ) => void;
 
+/** How a RedisResultWriter writes one query's stream. */
+export interface RedisWriterOptions {
+  /** How far the writer may run ahead of its reader. */
+  window: FlowWindow;
+  /** How long the stream lives past its last write (s). */
+  ttlSeconds: number;
+  /** How often watch() looks for a cancel and for the consumer's liveness (SLUICE_CANCEL_POLL_MS). */
+  pollMs: number;
+  /**
+   * A result kept for a later fetch: nobody need be reading while it is made, and one that ends
+   * with an error keeps only that.
+   */
+  kept?: boolean;
+  /** Records the query's end with the last entry; absent, whoever reads the end records it. */
+  recordEnd?: EndRecorder;
+}
+
 /**
  * Appends a query's records to its Redis stream. The consumer deletes what it has taken, so the
  * stream's length is what is still in flight: the writer waits while that exceeds the window.
@@ -73,7 +90,7 @@ export class RedisResultWriter implements ResultWriter {
   /** Rows and body bytes of the entries written so far. */
   private readonly produced: Produced = { rows: 0, bytes: 0 };
   /** The last entry went with the query's end (the recorder's). */
-  private endRecorded = false;
+  private recordedEnd = false;
   /**
    * Entries appended so far. Each entry's id is `0-<its number>`, not Redis's `*`: ioredis sends a
    * command again when its connection dropped before the reply, and a MULTI that had run would
@@ -81,22 +98,23 @@ export class RedisResultWriter implements ResultWriter {
    */
   private appended = 0;
 
+  private readonly window: FlowWindow;
+  private readonly ttlSeconds: number;
+  private readonly pollMs: number;
+  private readonly needsConsumer: boolean;
+  private readonly recordEnd: EndRecorder | undefined;
+
   constructor(
     private readonly redis: RedisClient,
     keys: RedisKeys,
     queryId: string,
-    private readonly window: FlowWindow,
-    private readonly ttlSeconds: number,
-    /** How often watch() looks for a cancel and for the consumer's liveness (SLUICE_CANCEL_POLL_MS). */
-    private readonly pollMs: number,
-    /**
-     * False for a result kept for a later fetch: nobody need be reading while it is made, and one
-     * that ends with an error keeps only that.
-     */
-    private readonly needsConsumer = true,
-    /** Records the query's end with the last entry; absent, whoever reads the end records it. */
-    private readonly recordEnd?: EndRecorder,
+    options: RedisWriterOptions,
   ) {
+    this.window = options.window;
+    this.ttlSeconds = options.ttlSeconds;
+    this.pollMs = options.pollMs;
+    this.recordEnd = options.recordEnd;
+    this.needsConsumer = !options.kept;
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
     this.aliveKey = keys.alive(queryId);
@@ -194,13 +212,13 @@ export class RedisResultWriter implements ResultWriter {
   }
 
   /** Whether the query's end was recorded with the stream's last entry (by `recordEnd`). */
-  get recorded(): boolean {
-    return this.endRecorded;
+  get endRecorded(): boolean {
+    return this.recordedEnd;
   }
 
   /** The record as written: a terminal one says that its end is recorded with it, when it is. */
   private withEnd(record: ResultRecord): ResultRecord {
-    if (!this.recordEnd || this.endRecorded) return record;
+    if (!this.recordEnd || this.recordedEnd) return record;
     return record.kind === 'end' || record.kind === 'error'
       ? { ...record, recorded: true }
       : record;
@@ -219,12 +237,12 @@ export class RedisResultWriter implements ResultWriter {
       if (record.kind !== 'head') produced.rows += record.rows ?? 0;
     }
     const end = records.at(-1);
-    const recorder = this.endRecorded ? undefined : this.recordEnd;
+    const recorder = this.recordedEnd ? undefined : this.recordEnd;
     const recorded = recorder !== undefined && end !== undefined && isTerminal(end);
     if (recorded) recorder(multi, end, produced);
     return () => {
       Object.assign(this.produced, produced);
-      this.endRecorded ||= recorded;
+      this.recordedEnd ||= recorded;
     };
   }
 

@@ -54,7 +54,7 @@ function open(hooks: ReaderHooks = quiet): { queryId: string; reader: ResultRead
 
 function writer(queryId: string, window: Partial<FlowWindow> = {}): RedisResultWriter {
   const full = { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 30_000, ...window };
-  return new RedisResultWriter(redis, keys, queryId, full, 60, 20);
+  return new RedisResultWriter(redis, keys, queryId, { window: full, ttlSeconds: 60, pollMs: 20 });
 }
 
 /** The source's blocking connections as Redis sees them: ids, and how many block in a command. */

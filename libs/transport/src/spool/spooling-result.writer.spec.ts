@@ -9,6 +9,7 @@ import { SpoolingResultWriter } from './spooling-result.writer';
 
 /** The channel behind: what reaches it, in order. */
 class RecordingWriter implements ResultWriter {
+  readonly endRecorded = false;
   readonly records: ResultRecord[] = [];
   write(record: ResultRecord): Promise<void> {
     this.records.push(record);

@@ -31,6 +31,11 @@ export class SpoolingResultWriter implements ResultWriter {
   private readonly run = randomBytes(4).toString('hex');
   private interrupted: StopReason | undefined;
 
+  /** The writer it writes through: a kept result's, whose end its job lifecycle records. */
+  get endRecorded(): boolean {
+    return this.inner.endRecorded;
+  }
+
   constructor(
     private readonly inner: ResultWriter,
     private readonly spool: ResultSpool,

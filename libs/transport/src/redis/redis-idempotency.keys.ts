@@ -1,0 +1,86 @@
+import { createHash } from 'node:crypto';
+import { IdempotencyClaim, IdempotencyKeys, KeyClaim, KeyLimits } from '../query.registry';
+import { RedisKeys } from '../redis.keys';
+import { Script, luaScript } from './lua.script';
+import type { RedisClient } from './redis.connector';
+
+/**
+ * Claims an idempotency key (KEYS[1] = the key's claim, KEYS[2] = its owner's live keys, scored by
+ * expiry; ARGV = claim, TTL ms, now, most, key digest): answers `{'held', claim}` for a key claimed
+ * already, `{'full', oldest expiry}` when the owner holds `most` live ones, else claims it. The set
+ * lives as long as its newest claim.
+ */
+const CLAIM_KEY = `
+local held = redis.call('GET', KEYS[1])
+if held then return {'held', held} end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  return {'full', redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]}
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return {'claimed'}`;
+
+/**
+ * Idempotency-Key claims in Redis: a key per claim, named by the digest of the key's text, and a
+ * sorted set per user of the user's live ones, scored by expiry (both carry the user's hash tag).
+ */
+export class RedisIdempotencyKeys implements IdempotencyKeys {
+  private readonly claim: Script;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: RedisKeys,
+  ) {
+    this.claim = luaScript(redis, [CLAIM_KEY, 2]);
+  }
+
+  async claimKey(
+    owner: string,
+    key: string,
+    claim: IdempotencyClaim,
+    limits: KeyLimits,
+  ): Promise<KeyClaim> {
+    const digest = keyDigest(key);
+    const now = Date.now();
+    const [outcome, value] = (await this.claim(
+      this.keys.idempotency(owner, digest),
+      this.keys.idempotencyKeys(owner),
+      JSON.stringify(claim),
+      String(limits.ttlSeconds * 1000),
+      String(now),
+      String(limits.most),
+      digest,
+    )) as [string, string?];
+    if (outcome === 'held') {
+      const held = JSON.parse(value!) as IdempotencyClaim;
+      // This query's own claim, run again by ioredis after its connection dropped before the reply.
+      if (held.queryId === claim.queryId) return { outcome: 'claimed' };
+      return { outcome, claim: held };
+    }
+    if (outcome === 'full') return { outcome, freeInMs: Math.max(0, Number(value) - now) };
+    return { outcome: 'claimed' };
+  }
+
+  async releaseKey(owner: string, key: string): Promise<void> {
+    const digest = keyDigest(key);
+    await this.redis
+      .multi()
+      .del(this.keys.idempotency(owner, digest))
+      .zrem(this.keys.idempotencyKeys(owner), digest)
+      .exec();
+  }
+
+  /** Drops every claim of `owner`'s (the keys share the owner's hash tag: one UNLINK). */
+  async forgetOwner(owner: string): Promise<void> {
+    const index = this.keys.idempotencyKeys(owner);
+    const digests = await this.redis.zrange(index, 0, -1);
+    await this.redis.unlink(index, ...digests.map((digest) => this.keys.idempotency(owner, digest)));
+  }
+}
+
+/** An idempotency key's text, hashed: any 255 characters make a key name of one length. */
+function keyDigest(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}

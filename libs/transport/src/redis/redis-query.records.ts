@@ -1,0 +1,302 @@
+import type { ChainableCommander } from 'ioredis';
+import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
+import { Produced, QueryFacts, QueryRecord, QueryRecords } from '../query.registry';
+import { RedisKeys } from '../redis.keys';
+import { Script, luaScripts } from './lua.script';
+import type { RedisClient } from './redis.connector';
+import type { EndRecorder } from './redis-result.writer';
+
+/**
+ * Moves a query if its state is one it may move from (KEYS[1] = meta; ARGV = the states it may be
+ * in, as `,a,b,`; the retention in seconds, 0 to keep the TTL; '1' to read the hash back, '0' not
+ * to; field, value, …), and returns the hash as it is then (or nothing).
+ */
+const TRANSITION = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {} end
+if string.find(ARGV[1], ',' .. state .. ',', 1, true) then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+  if ARGV[2] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+end
+if ARGV[3] == '0' then return {} end
+return redis.call('HGETALL', KEYS[1])`;
+
+
+/**
+ * Records a running query's progress (KEYS[1] = meta; ARGV = rows, bytes produced): only while it
+ * runs, so that a late report never changes an ended query, nor makes a record out of nothing.
+ */
+const PROGRESS = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == 'running' or state == 'streaming' then
+  redis.call('HSET', KEYS[1], 'rowsProduced', ARGV[1], 'bytesProduced', ARGV[2])
+end`;
+
+/**
+ * Adds a query to its owner's index (KEYS[1]; ARGV = creation ms, query id, TTL ms), which lives
+ * as long as the owner's newest query may stay open, and returns how many entries it holds.
+ */
+const INDEX = `
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return redis.call('ZCARD', KEYS[1])`;
+
+/** Writes a new query's hash with its TTL (KEYS[1] = meta; ARGV = TTL seconds, field, value, …). */
+const CREATE = `
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('EXPIRE', KEYS[1], ARGV[1])`;
+
+/** The records' scripts. */
+const SCRIPTS = {
+  create: [CREATE],
+  index: [INDEX],
+  transition: [TRANSITION],
+  progress: [PROGRESS],
+} as const;
+
+/** Longest a query's record lives while it has not finished. */
+export const OPEN_TTL_SECONDS = 24 * 3600;
+
+/** The final states as the scripts look for them: `,a,b,`. */
+export const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
+
+/**
+ * Queries' records in Redis: one hash per query (its keys share the query's hash tag), an index
+ * of everyone's recent queries, and each user's index of theirs (its kept results apart).
+ */
+export class RedisQueryRecords implements QueryRecords {
+  private readonly scripts: Record<keyof typeof SCRIPTS, Script>;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: RedisKeys,
+    /** How long a finished query's record stays (SLUICE_JOB_RETENTION_SECONDS). */
+    private readonly retentionSeconds: number,
+  ) {
+    this.scripts = luaScripts(redis, SCRIPTS);
+  }
+
+  /**
+   * The hash (with its TTL, in one script), its entry in the index of everyone's queries and in
+   * its owner's — the owner's kept index for a kept result, and the owner's entry among those
+   * who keep results: a command each, not one MULTI, since each is in another hash slot; sent in
+   * one write on an auto-pipelined connection.
+   */
+  async create(record: QueryRecord): Promise<void> {
+    await this.createIndexed(record);
+  }
+
+  /**
+   * As create(); returns how many entries the owner's index of queries holds now (undefined for
+   * a kept result, which is counted apart), for the trim.
+   */
+  async createIndexed(record: QueryRecord): Promise<number | undefined> {
+    const { queryId, owner, createdAt } = record;
+    const [, , indexed] = await Promise.all([
+      this.scripts.create(
+        this.keys.meta(queryId),
+        String(OPEN_TTL_SECONDS),
+        ...Object.entries(toHash(record)).flat(),
+      ),
+      this.redis.zadd(this.keys.queries, createdAt, queryId),
+      record.kept
+        ? this.redis.zadd(this.keys.userKept(owner), createdAt, queryId)
+        : this.scripts.index(
+            this.keys.userQueries(owner),
+            String(createdAt),
+            queryId,
+            String(OPEN_TTL_SECONDS * 1000),
+          ),
+      record.kept && this.redis.zadd(this.keys.keptOwners, createdAt, owner),
+    ]);
+    return record.kept ? undefined : (indexed as number);
+  }
+
+  async discard(queryId: string, owner: string): Promise<void> {
+    // Three hash slots: a command each, sent together by auto-pipelining. Its entry in the
+    // owner's indexes must not take the place of a query (or of a kept result).
+    await Promise.all([
+      this.redis.unlink(this.keys.meta(queryId)),
+      this.redis.zrem(this.keys.queries, queryId),
+      this.redis.zrem(this.keys.userQueries(owner), queryId),
+      this.redis.zrem(this.keys.userKept(owner), queryId),
+    ]);
+  }
+
+  async transition(
+    queryId: string,
+    to: QueryState,
+    facts: QueryFacts = {},
+    readBack = true,
+  ): Promise<QueryRecord | undefined> {
+    const hash = (await this.scripts.transition(
+      ...this.transitionArgs(queryId, to, facts, readBack),
+    )) as string[];
+    if (!readBack) return undefined;
+    const record: Record<string, string> = {};
+    for (let i = 0; i + 1 < hash.length; i += 2) record[hash[i]] = hash[i + 1];
+    return fromHash(record);
+  }
+
+  /**
+   * What records a query's end in the MULTI that writes its stream's last entry (whose key carries
+   * the same hash tag), as transition() writes it, not read back: a producer's, so that the end is
+   * recorded exactly when that entry is written.
+   */
+  endRecorder(queryId: string): EndRecorder {
+    return (multi, end, produced) => {
+      if (end.kind !== 'end' && end.kind !== 'error') return;
+      this.endIn(multi, queryId, finalState(end.status), {
+        status: end.status,
+        startedAt: end.startedAt,
+        rows: produced.rows,
+        bytes: produced.bytes,
+        rowsProduced: produced.rows,
+        bytesProduced: produced.bytes,
+      });
+    };
+  }
+
+  /**
+   * Adds a final transition to `multi` (any MULTI on a connection to the same Redis), as the
+   * script's text: EVAL, not EVALSHA, since a MULTI cannot load a script Redis lacks (after a
+   * restart or a failover) and run the rest only if it did.
+   */
+  endIn(multi: ChainableCommander, queryId: string, to: QueryState, facts: QueryFacts): void {
+    multi.eval(TRANSITION, 1, ...this.transitionArgs(queryId, to, facts, false));
+  }
+
+  private transitionArgs(
+    queryId: string,
+    to: QueryState,
+    facts: QueryFacts,
+    readBack: boolean,
+  ): [string, ...string[]] {
+    const final = FINAL_STATES.includes(to);
+    const fields = toHash({ ...facts, state: to, finishedAt: final ? Date.now() : undefined });
+    return [
+      this.keys.meta(queryId),
+      `,${statesBefore(to).join(',')},`,
+      final ? String(this.retentionSeconds || 1) : '0',
+      readBack ? '1' : '0',
+      ...Object.entries(fields).flat(),
+    ];
+  }
+
+  async progress(queryId: string, produced: Produced): Promise<void> {
+    await this.scripts.progress(
+      this.keys.meta(queryId),
+      String(produced.rows),
+      String(produced.bytes),
+    );
+  }
+
+  async get(queryId: string): Promise<QueryRecord | undefined> {
+    return fromHash(await this.redis.hgetall(this.keys.meta(queryId)));
+  }
+
+  async list(limit: number, owner?: string): Promise<QueryRecord[]> {
+    if (owner === undefined) return this.listed(this.keys.queries, limit, true);
+    const [queries, kept] = await Promise.all([
+      this.listed(this.keys.userQueries(owner), limit, true),
+      // The kept index is trimKept's to tidy: it gives a gone result's bytes back as it does.
+      this.listed(this.keys.userKept(owner), limit, false),
+    ]);
+    return [...queries, ...kept].sort((a, b) => b.createdAt - a.createdAt).slice(0, limit);
+  }
+
+  /** The records of the newest `limit` entries of `index`; drops the entries of those gone. */
+  private async listed(index: string, limit: number, prune: boolean): Promise<QueryRecord[]> {
+    const ids = await this.redis.zrevrange(index, 0, limit - 1);
+    if (ids.length === 0) return [];
+    // One command per query, not one pipeline: each query's hash is in a hash slot of its own,
+    // and a Redis Cluster pipeline must stay in one (auto-pipelining still sends them together).
+    const replies = await Promise.all(
+      ids.map((id) =>
+        this.redis.hgetall(this.keys.meta(id)).then(
+          (hash) => [null, hash] as const,
+          (err: Error) => [err, undefined] as const,
+        ),
+      ),
+    );
+    const records: QueryRecord[] = [];
+    const gone: string[] = [];
+    replies.forEach(([err, hash], i) => {
+      const record = err || !hash ? undefined : fromHash(hash);
+      if (record) records.push(record);
+      else gone.push(ids[i]);
+    });
+    if (prune && gone.length > 0) await this.redis.zrem(index, ...gone);
+    return records;
+  }
+
+  keptOwners(): Promise<string[]> {
+    return this.redis.zrange(this.keys.keptOwners, 0, -1);
+  }
+
+  /** The queries of `owner`'s whose results are kept (or were, until their records lapsed). */
+  keptOf(owner: string): Promise<string[]> {
+    return this.redis.zrange(this.keys.userKept(owner), 0, -1);
+  }
+
+  /**
+   * Reads the owner's indexes, then drops them with every record they list: not in one step (the
+   * records are in other hash slots). A query the owner had in flight may still be recorded
+   * after; its owner's id keeps it from a later user of the name. Returns the kept ones, whose
+   * results the caller drops.
+   */
+  async forgetOwner(owner: string): Promise<string[]> {
+    const { keys } = this;
+    const indexes = [keys.userQueries(owner), keys.userKept(owner)];
+    const [queries, kept] = await Promise.all(
+      indexes.map((index) => this.redis.zrange(index, 0, -1)),
+    );
+    const ids = [...new Set([...queries, ...kept])];
+    // Each record in a hash slot of its own: a command each (auto-pipelined); the owner's indexes
+    // share the owner's hash tag, so one UNLINK takes them both.
+    await Promise.all([
+      ...ids.map((id) => this.redis.unlink(keys.meta(id))),
+      ids.length > 0 && this.redis.zrem(keys.queries, ...ids),
+      this.redis.zrem(keys.keptOwners, owner),
+      this.redis.unlink(...indexes),
+    ]);
+    return kept;
+  }
+}
+
+function toHash(record: Partial<QueryRecord>): Record<string, string> {
+  const hash: Record<string, string> = {};
+  for (const [field, value] of Object.entries(record)) {
+    if (value === undefined) continue;
+    hash[field] = typeof value === 'object' ? JSON.stringify(value) : String(value);
+  }
+  return hash;
+}
+
+function fromHash(hash: Record<string, string>): QueryRecord | undefined {
+  if (!hash.queryId) return undefined;
+  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+  return {
+    queryId: hash.queryId,
+    owner: hash.owner,
+    ownerId: hash.ownerId,
+    role: hash.role,
+    state: hash.state as QueryState,
+    database: hash.database,
+    format: hash.format,
+    lane: hash.lane as Lane | undefined,
+    statement: hash.statement ?? '',
+    boundValues: num(hash.boundValues),
+    encoding: hash.encoding,
+    kept: hash.kept === 'true' ? true : undefined,
+    createdAt: Number(hash.createdAt),
+    startedAt: num(hash.startedAt),
+    finishedAt: num(hash.finishedAt),
+    rows: Number(hash.rows ?? 0),
+    bytes: Number(hash.bytes ?? 0),
+    rowsProduced: num(hash.rowsProduced),
+    bytesProduced: num(hash.bytesProduced),
+    status: hash.status ? (JSON.parse(hash.status) as Status) : undefined,
+    traceId: hash.traceId,
+  };
+}
