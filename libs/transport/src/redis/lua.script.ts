@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { RedisClient } from './redis.connector';
 
 /** A Lua script on a connection: called by EVALSHA, sent in full only when Redis lacks it. */
-export type Script = (key: string, ...args: string[]) => Promise<unknown>;
+export type Script = (...keysThenArgs: string[]) => Promise<unknown>;
 
 /**
  * A script: its Lua and its number of keys (0: the caller gives the number first, for a script

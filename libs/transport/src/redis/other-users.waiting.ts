@@ -1,3 +1,4 @@
+import { Script, luaScript } from './lua.script';
 import { RedisClient } from './redis.connector';
 
 /** The BullMQ keys of one lane's queue that the check reads (`queue.keys`, `queue.toKey`). */
@@ -41,27 +42,23 @@ end
 return 0
 `;
 
-const COMMAND = 'sluiceOtherUsersWaiting';
-
 /**
  * Whether a job of a user other than `user` waits in one lane's queue, at its head: what makes a
  * user's share of a worker's slots a limit (userShareProcessor). The job keys share the queue's
  * hash tag, so the script stays on one Redis Cluster node.
  */
 export class OtherUsersWaiting {
+  private readonly script: Script;
+
   constructor(
-    private readonly redis: RedisClient,
+    redis: RedisClient,
     private readonly keys: WaitingKeys,
   ) {
-    redis.defineCommand(COMMAND, { numberOfKeys: 3, lua: OTHERS_WAITING });
+    this.script = luaScript(redis, [OTHERS_WAITING, 3]);
   }
 
   async check(user: string): Promise<boolean> {
-    const call = (this.redis as unknown as Record<string, (...args: string[]) => Promise<number>>)[
-      COMMAND
-    ];
     const { wait, prioritized, delayed, jobPrefix } = this.keys;
-    const args = [wait, prioritized, delayed, jobPrefix, user, String(PEEK_JOBS)];
-    return (await call.apply(this.redis, args)) === 1;
+    return (await this.script(wait, prioritized, delayed, jobPrefix, user, String(PEEK_JOBS))) === 1;
   }
 }

@@ -1,3 +1,4 @@
+import { Script, luaScripts } from './lua.script';
 import type { RedisClient } from './redis.connector';
 import { KeptBudget, KeptCaps, KeptRefusal } from '../capped-result.writer';
 import { RedisKeys } from '../redis.keys';
@@ -66,8 +67,6 @@ return tonumber(redis.call('GET', KEYS[1]) or '0')`;
  */
 const EXPIRY_MARGIN_MS = 2000;
 
-type LedgerScript = (...keysThenArgs: string[]) => Promise<unknown>;
-
 /**
  * The bytes all kept results hold in Redis together (SLUICE_RESULT_TOTAL_MAX_BYTES), and each
  * user's (SLUICE_RESULT_USER_MAX_BYTES). Its keys share one hash tag of their own
@@ -77,7 +76,7 @@ type LedgerScript = (...keysThenArgs: string[]) => Promise<unknown>;
  * reservation or reading.
  */
 export class RedisKeptLedger {
-  private readonly scripts: Record<'reserve' | 'release' | 'held', LedgerScript>;
+  private readonly scripts: Record<'reserve' | 'release' | 'held', Script>;
   private readonly ledgerKeys: string[];
 
   constructor(redis: RedisClient, keys: RedisKeys) {
@@ -88,15 +87,11 @@ export class RedisKeptLedger {
       keys.keptByUser,
       keys.keptOwner,
     ];
-    const define = (name: string, lua: string): LedgerScript => {
-      redis.defineCommand(name, { numberOfKeys: 5, lua });
-      return (redis as unknown as Record<string, LedgerScript>)[name].bind(redis);
-    };
-    this.scripts = {
-      reserve: define('sluiceKeptReserve', RESERVE),
-      release: define('sluiceKeptRelease', RELEASE),
-      held: define('sluiceKeptHeld', HELD),
-    };
+    this.scripts = luaScripts(redis, {
+      reserve: [RESERVE, 5],
+      release: [RELEASE, 5],
+      held: [HELD, 5],
+    });
   }
 
   /**
