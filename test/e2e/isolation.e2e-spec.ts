@@ -18,6 +18,7 @@ import {
   executeAs,
   expectEnvelope,
   freshLogin,
+  loginRoleOf,
 } from './support/users';
 
 const schema = randomName('e2e_iso');
@@ -42,8 +43,8 @@ async function loginOf(role: string): Promise<string> {
     `SELECT l.rolname AS login FROM pg_roles l
        JOIN pg_auth_members m ON m.member = l.oid
        JOIN pg_roles r ON r.oid = m.roleid
-      WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname <> $2`,
-    [role, e2eEnv().controlRole],
+      WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname = $2`,
+    [role, loginRoleOf(role)],
   );
   expect(rows).toHaveLength(1);
   return rows[0].login;
