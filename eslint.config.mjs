@@ -52,7 +52,7 @@ export default tseslint.config(
   {
     ignores: [
       'dist/',
-      // What npm pack of libs/client builds (packages.e2e-spec).
+      // What npm pack of libs/client builds.
       'libs/client/dist/',
       '.dist-*/',
       'node_modules/',

@@ -1,4 +1,3 @@
-import { loginRoleName } from '@app/access';
 import {
   HttpResult,
   applicationNameOf,
@@ -19,6 +18,7 @@ import {
   executeAs,
   expectEnvelope,
   freshLogin,
+  loginRoleOf,
 } from './support/users';
 
 const schema = randomName('e2e_iso');
@@ -37,18 +37,14 @@ async function tokenOf(u: TestUser): Promise<string> {
   return res.json.access_token as string;
 }
 
-/**
- * The login role the suite's deployment provisioned for `role`: a member of it that logs in, named
- * under the deployment's credential key (another deployment of the suite on this server, such as
- * standalone.e2e's, provisions one of its own under another key).
- */
+/** The login role Sluice provisioned for `role` (the control login, a member too, is not it). */
 async function loginOf(role: string): Promise<string> {
   const { rows } = await db().query<{ login: string }>(
     `SELECT l.rolname AS login FROM pg_roles l
        JOIN pg_auth_members m ON m.member = l.oid
        JOIN pg_roles r ON r.oid = m.roleid
       WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname = $2`,
-    [role, loginRoleName(role, e2eEnv().serviceEnv.SLUICE_CREDENTIAL_KEY)],
+    [role, loginRoleOf(role)],
   );
   expect(rows).toHaveLength(1);
   return rows[0].login;

@@ -1,5 +1,5 @@
 import { getPriority } from 'node:os';
-import { eventually, execute, login } from './support/client';
+import { closeDb, db, eventually, execute, login } from './support/client';
 import {
   PARQUET,
   deployment,
@@ -19,6 +19,7 @@ const stops: (() => Promise<unknown>)[] = [];
 
 afterAll(async () => {
   await Promise.all(stops.splice(0).map((stop) => stop()));
+  await closeDb();
 });
 
 jest.setTimeout(90_000);
@@ -63,8 +64,23 @@ describe('a worker serving only the export lane', () => {
     const token = await login();
     const baseUrl = api.baseUrl;
     await firstAnswer(baseUrl, token);
-    // The interactive worker's one slot is taken...
-    const busy = execute({ statement: 'select pg_sleep(4), 1 as one' }, { token, baseUrl });
+    // The interactive worker's one slot is taken, until the test lets go of a lock: not for a
+    // time, which the exports below may outlast on a busy machine.
+    const key = Math.floor(Math.random() * 2 ** 31);
+    const holder = await db().connect();
+    await holder.query('select pg_advisory_lock($1)', [key]);
+    let held = true;
+    const letGo = async () => {
+      if (!held) return;
+      held = false;
+      await holder.query('select pg_advisory_unlock($1)', [key]);
+      holder.release();
+    };
+    stops.push(letGo);
+    const busy = execute(
+      { statement: `select pg_advisory_xact_lock_shared(${key}), 1 as one` },
+      { token, baseUrl },
+    );
     await eventually(async () => {
       const running = (await queries(token, baseUrl)).find(
         (q) => q.lane === 'interactive' && q.state === 'running',
@@ -95,6 +111,7 @@ describe('a worker serving only the export lane', () => {
     const mine = getPriority();
     expect(niceOfThreads(interactive.child.pid!).every((n) => n === mine)).toBe(true);
     // Its own worker takes it once the slot is free.
+    await letGo();
     expect((await busy).status).toBe(200);
     const res = await pending;
     expect(res.status).toBe(200);

@@ -7,6 +7,7 @@ import {
   createRole,
   createUser,
   executeAs,
+  loginRoleOf,
   usersAndRolesDroppedAfterAll,
 } from './support/users';
 import { randomName } from './support/service';
@@ -33,14 +34,19 @@ describe('a statement holding the lock the repair takes', () => {
     made.users.push(first.username);
     // The lock's key is no secret (hashtext of the login's name, and pg_locks shows it).
     const login = `sluice\\_%\\_${victimRole.replace(/_/g, '\\_')}`;
+    // Marked, so that the checks below see this statement only, not those of other suites on the
+    // same server.
+    const mark = randomName('holding');
     const holding = executeAs(attacker.token, {
       statement: `select pg_advisory_xact_lock(hashtext('sluice-login:' ||
-          (select rolname from pg_roles where rolname like '${login}'))), pg_sleep(30)`,
+          (select rolname from pg_roles where rolname like '${login}'))), pg_sleep(30) /* ${mark} */`,
     });
     await until(async () => {
       const { rows } = await db().query<{ n: number }>(
         `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-          WHERE l.locktype = 'advisory' AND l.granted AND a.query LIKE '%pg_sleep(30)%'`,
+          WHERE l.locktype = 'advisory' AND l.granted AND a.query LIKE '%' || $1 || '%'
+            AND a.pid <> pg_backend_pid()`,
+        [mark],
       );
       return rows[0].n === 1;
     }, 10_000);
@@ -54,8 +60,9 @@ describe('a statement holding the lock the repair takes', () => {
     expect(second.status).toBe(201);
     expect(Date.now() - started).toBeLessThan(10_000);
     await db().query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(30)%'
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%' || $1 || '%'
          AND pid <> pg_backend_pid()`,
+      [mark],
     );
     await holding;
   });
@@ -67,8 +74,8 @@ describe('a password a user gives its login role', () => {
     const { rows } = await db().query<{ v: string }>(
       `SELECT a.rolpassword AS v FROM pg_authid a JOIN pg_auth_members m ON m.member = a.oid
          JOIN pg_roles r ON r.oid = m.roleid
-        WHERE r.rolname = $1 AND a.rolcanlogin AND a.rolname ~ '^sluice_[0-9a-f]{10}_'`,
-      [role],
+        WHERE r.rolname = $1 AND a.rolcanlogin AND a.rolname = $2`,
+      [role, loginRoleOf(role)],
     );
     return rows[0].v;
   }

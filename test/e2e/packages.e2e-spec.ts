@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { e2eEnv } from './support/client';
@@ -21,12 +21,20 @@ describe('the @sluice/client package', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('packs, installs offline into an empty project and runs a query there', () => {
-    // prepack builds dist/ from the sources.
+    // Packed from a copy of its sources: prepack builds dist/ beside them, and the passes of the
+    // suite that run at once (test/e2e/passes.sh) would each build into the same libs/client/dist.
+    const sources = join(dir, 'client');
+    cpSync(join(root, 'libs', 'client'), sources, {
+      recursive: true,
+      filter: (from) => !/[/\\](dist|node_modules)$/.test(from),
+    });
     const packed = JSON.parse(
       execFileSync('npm', ['pack', '--json', '--pack-destination', dir], {
-        cwd: join(root, 'libs', 'client'),
+        cwd: sources,
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'pipe'],
+        // prepack's tsc is the repository's: the copy has no node_modules of its own.
+        env: { ...process.env, PATH: `${join(root, 'node_modules', '.bin')}:${process.env.PATH}` },
       }),
     ) as { filename: string; files: { path: string }[] }[];
     const files = packed[0].files.map((f) => f.path);

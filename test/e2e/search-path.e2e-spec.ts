@@ -7,6 +7,7 @@ import {
   createLoggedInUser,
   createRole,
   executeAs,
+  loginRoleOf,
   usersAndRolesDroppedAfterAll,
 } from './support/users';
 
@@ -51,8 +52,8 @@ async function run(statement: string, database: string) {
 async function loginOf(role: string): Promise<string> {
   const { rows } = await db().query<{ login: string }>(
     `SELECT l.rolname AS login FROM pg_roles l JOIN pg_auth_members m ON m.member = l.oid
-       JOIN pg_roles r ON r.oid = m.roleid WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname ~ '^sluice_[0-9a-f]{10}_'`,
-    [role],
+       JOIN pg_roles r ON r.oid = m.roleid WHERE r.rolname = $1 AND l.rolcanlogin AND l.rolname = $2`,
+    [role, loginRoleOf(role)],
   );
   return rows[0].login;
 }

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
+import { loginRoleName } from '@app/access';
 import { HttpResult, closeDb, db, e2eEnv, login, request } from './client';
 import { dropRoleAndLogins, grantToControl } from './roles';
 import { ROOT, randomName } from './service';
@@ -37,6 +38,15 @@ export async function dropRole(role: string): Promise<void> {
   } finally {
     client.release();
   }
+}
+
+/**
+ * The login role the suite's own processes keep for `role`. Not any `sluice_<tag>_<role>`: every
+ * Sluice api that starts on the same metadata database (another pass of the suite, a spec's own
+ * deployment, another checkout's run) makes one for each user's role under its own key.
+ */
+export function loginRoleOf(role: string): string {
+  return loginRoleName(role, e2eEnv().serviceEnv.SLUICE_CREDENTIAL_KEY);
 }
 
 /**

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs the e2e passes (package.json's test:e2e* scripts), up to SLUICE_E2E_PASSES_AT_ONCE at a time
+# (default 3), longest first. Each pass has a deployment of its own (processes on free ports, a key
+# prefix, roles and users of random names, its own Redis Cluster, Sentinels or S3 server) and
+# spends most of its time waiting on it, so passes can overlap; but a pass's deadlines (start-ups,
+# timeouts, lockouts) are missed once the CPU is oversubscribed. So another pass starts only while
+# the 1-minute load average is below the number of cores, and a minute after the last one started
+# (the load average lags): on a busy machine the passes run one after another.
+# A pass is a script's name, with arguments for jest after it: the cluster-mode pass, the longest,
+# runs as two shards (jest --shard), each with a deployment of its own, when passes may overlap.
+# Each pass's output is printed whole when it ends; every pass runs even if one fails.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+at_once=${SLUICE_E2E_PASSES_AT_ONCE:-3}
+if ! [[ $at_once =~ ^[1-9][0-9]*$ ]]; then
+  echo "SLUICE_E2E_PASSES_AT_ONCE: a whole number from 1, not '$at_once'" >&2
+  exit 2
+fi
+if [ $# -gt 0 ]; then
+  passes=("$@")
+elif [ "$at_once" -gt 1 ]; then
+  passes=(
+    test:e2e:standalone
+    'test:e2e --shard=1/2'
+    'test:e2e --shard=2/2'
+    test:e2e:redis-cluster
+    test:e2e:spool-s3
+    test:e2e:redis-sentinel
+  )
+else
+  passes=(test:e2e test:e2e:standalone test:e2e:redis-cluster test:e2e:spool-s3 test:e2e:redis-sentinel)
+fi
+cores=$(nproc 2>/dev/null || echo 1)
+# Seconds between two starts, for the load average to show the last one.
+spacing=60
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+declare -A started_at=()
+failed=()
+summary=()
+next=0
+last_start=-$spacing
+
+minutes() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+start() {
+  local i=$next words
+  read -r -a words <<<"${passes[$i]}"
+  local args=()
+  [ ${#words[@]} -gt 1 ] && args=(-- "${words[@]:1}")
+  local load
+  read -r load _ </proc/loadavg 2>/dev/null || load='?'
+  printf '== %s: started (%d running, load %s on %d cores)\n' "${passes[$i]}" \
+    $((${#started_at[@]} + 1)) "$load" "$cores"
+  (
+    npm run --silent "${words[0]}" "${args[@]}" >"$logs/$i.log" 2>&1
+    # Whole or not at all: the loop below reads it once it is there.
+    echo $? >"$logs/$i.rc.part" && mv "$logs/$i.rc.part" "$logs/$i.rc"
+  ) &
+  started_at[$i]=$SECONDS
+  last_start=$SECONDS
+  next=$((next + 1))
+}
+
+finish() {
+  local i=$1 code outcome=passed
+  code=$(cat "$logs/$i.rc")
+  local took=$((SECONDS - started_at[$i]))
+  [ "$code" -eq 0 ] || { outcome="FAILED (exit $code)"; failed+=("${passes[$i]}"); }
+  printf '\n== %s: %s in %s\n' "${passes[$i]}" "$outcome" "$(minutes $took)"
+  cat "$logs/$i.log"
+  summary+=("$(printf '%-30s %-18s %s' "${passes[$i]}" "$outcome" "$(minutes $took)")")
+  unset "started_at[$i]"
+}
+
+# Whether the next pass may start beside those running.
+may_start() {
+  [ ${#started_at[@]} -eq 0 ] && return 0
+  [ ${#started_at[@]} -lt "$at_once" ] || return 1
+  [ $((SECONDS - last_start)) -ge $spacing ] || return 1
+  local load
+  read -r load _ </proc/loadavg 2>/dev/null || return 1
+  awk -v l="$load" -v c="$cores" 'BEGIN { exit !(l < c) }'
+}
+
+while [ $next -lt ${#passes[@]} ] || [ ${#started_at[@]} -gt 0 ]; do
+  for i in "${!started_at[@]}"; do
+    [ -f "$logs/$i.rc" ] && finish "$i"
+  done
+  if [ $next -lt ${#passes[@]} ] && may_start; then
+    start
+  else
+    sleep 2
+  fi
+done
+wait
+
+printf '\n== e2e passes, up to %d at once, in %s\n' "$at_once" "$(minutes $SECONDS)"
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]}" >&2
+  exit 1
+fi
