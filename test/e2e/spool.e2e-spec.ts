@@ -8,6 +8,7 @@ import { S3RVER_CREDENTIALS } from '../support/s3.server';
 import { freePort } from '../support/free-port';
 import { e2eEnv, eventually, execute, login, request } from './support/client';
 import { startExtraApi } from './support/extra-api';
+import { adminCall, createLoggedInUser, usersAndRolesDroppedAfterAll } from './support/users';
 
 /**
  * Kept results in the spool (SLUICE_E2E_SPOOL: a directory, or s3rver through the AWS SDK): the
@@ -16,6 +17,7 @@ import { startExtraApi } from './support/extra-api';
  * (cluster's default), the manifest is refused and kept results stay in Redis.
  */
 let token: string;
+const made = usersAndRolesDroppedAfterAll();
 
 beforeAll(async () => {
   token = await login();
@@ -27,18 +29,26 @@ const spooled = () => e2eEnv().spool !== 'redis';
 const STATEMENT =
   'select g, md5(g::text) as h, md5((g * 7)::text) as i from generate_series(1, 3000) g';
 
-async function submitAsync(statement: string, accept = 'text/csv'): Promise<string> {
+async function submitAsync(
+  statement: string,
+  accept = 'text/csv',
+  as: string = token,
+): Promise<string> {
   const res = await execute(
     { statement, wait_timeout: 0 },
-    { token, headers: { accept, 'accept-encoding': 'identity' } },
+    { token: as, headers: { accept, 'accept-encoding': 'identity' } },
   );
   expect(res.status).toBe(202);
   return res.json.query_id as string;
 }
 
-async function finished(queryId: string): Promise<void> {
+async function finished(queryId: string, as: string = token): Promise<void> {
   await eventually(async () => {
-    const res = await request(undefined, { method: 'GET', path: `/v1/queries/${queryId}`, token });
+    const res = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${queryId}`,
+      token: as,
+    });
     const state = (res.json as { state?: string }).state;
     return state && ['succeeded', 'failed', 'cancelled'].includes(state) ? state : undefined;
   }, 20_000);
@@ -220,6 +230,24 @@ describe('a spooled kept result', () => {
     );
     expect((await fetchResult(expiring)).status).toBe(410);
   }, 40_000);
+});
+
+describe('a user deleted', () => {
+  it('takes the segments of the results they kept with them', async () => {
+    const user = await createLoggedInUser(made, { prefix: 'e2e_spool_owner' });
+    const queryId = await submitAsync(STATEMENT, 'text/csv', user.token);
+    await finished(queryId, user.token);
+    if (spooled()) expect((await store().keys(queryId)).length).toBeGreaterThanOrEqual(3);
+    const deleted = await adminCall('DELETE', `/v1/users/${user.username}`);
+    expect(deleted.status).toBe(200);
+    if (spooled()) expect(await store().keys(queryId)).toEqual([]);
+    const admin = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${queryId}`,
+      token,
+    });
+    expect(admin.status).toBe(404);
+  });
 });
 
 describe('a spool out of reach', () => {
