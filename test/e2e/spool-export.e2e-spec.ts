@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SluiceClient, SluiceClientError } from '@app/client';
-import { e2eEnv, eventually, login, request } from './support/client';
+import { e2eEnv, eventually, execute, login, request } from './support/client';
 import { ROOT } from './support/service';
 
 /**
@@ -136,6 +136,25 @@ describe('SluiceClient.export of a kept result', () => {
       expect(resultReads.length).toBe(1);
       if (e2eEnv().spool === 'redis') expect((manifest as SluiceClientError).httpStatus).toBe(404);
     }
+  });
+
+  it('reads the kept result of a query sent earlier by result(): from the store when it can, through the api with segmentDownloads 0', async () => {
+    const { client, fromStore } = watchedClient();
+    const sent = await execute(
+      { statement: STATEMENT, wait_timeout: 0 },
+      { token, headers: { accept: 'text/csv', 'accept-encoding': 'identity' } },
+    );
+    expect(sent.status).toBe(202);
+    const queryId = sent.json.query_id as string;
+    kept.push(queryId);
+    const whole = await client.result(queryId);
+    expect((await bytesOf(whole.body)).equals(await throughApi(queryId))).toBe(true);
+    expect(whole.source).toBe(presigned() ? 'segments' : 'service');
+    const stores = fromStore().length;
+    const streamed = await client.result(queryId, { segmentDownloads: 0 });
+    expect(streamed.source).toBe('service');
+    expect((await bytesOf(streamed.body)).equals(await throughApi(queryId))).toBe(true);
+    expect(fromStore().length).toBe(stores);
   });
 
   it('follows a query that still runs: segments written later are asked for and read as they come', async () => {

@@ -1,13 +1,15 @@
 import { DeleteObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { IncomingHttpHeaders, get as httpGet } from 'node:http';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ResultManifest } from '@app/contracts';
 import { S3RVER_CREDENTIALS } from '../support/s3.server';
 import { freePort } from '../support/free-port';
 import { e2eEnv, eventually, execute, login, request } from './support/client';
 import { startExtraApi } from './support/extra-api';
+import { ServiceProcess, startProcess, workerStarted } from './support/service';
 import { adminCall, createLoggedInUser, usersAndRolesDroppedAfterAll } from './support/users';
 
 /**
@@ -230,6 +232,107 @@ describe('a spooled kept result', () => {
     );
     expect((await fetchResult(expiring)).status).toBe(410);
   }, 40_000);
+});
+
+/** One sample of /metrics: the value of `name` whose labels hold `labels` (0 when absent). */
+async function metric(url: string, name: string, labels = ''): Promise<number> {
+  const text = await fetch(url).then((res) => res.text());
+  const line = new RegExp(`^${name}\\{[^}]*${labels}[^}]*\\} (\\S+)$`, 'm').exec(text);
+  return Number(line?.[1] ?? 0);
+}
+
+describe('/metrics of the spool', () => {
+  it('shows the segments spooled and their bytes, as the sweep counted them, and the reads that failed', async () => {
+    const metrics = `${e2eEnv().baseUrl}/metrics`;
+    const queryId = await submitAsync(STATEMENT);
+    await finished(queryId);
+    if (!spooled()) {
+      expect(await metric(metrics, 'sluice_spooled_objects')).toBe(0);
+      return;
+    }
+    const { json } = await manifestOf(queryId);
+    // SLUICE_SPOOL_SWEEP_SECONDS 2: the next sweep counts what the store holds, this result's too.
+    await eventually(async () => {
+      const objects = await metric(metrics, 'sluice_spooled_objects');
+      const bytes = await metric(metrics, 'sluice_spooled_bytes');
+      return objects >= json.segments.length && bytes >= json.size ? true : undefined;
+    }, 15_000);
+    const readErrors = await metric(metrics, 'sluice_spool_errors_total', 'operation="read"');
+    await store().drop((await store().keys(queryId))[0]);
+    expect((await fetchResult(queryId)).status).toBe(410);
+    expect(await metric(metrics, 'sluice_spool_errors_total', 'operation="read"')).toBe(
+      readErrors + 1,
+    );
+    await request(undefined, { method: 'DELETE', path: `/v1/queries/${queryId}`, token });
+  }, 30_000);
+
+  it('counts a kept result the spool refused to take where it was written (write), and fails its query saying so', async () => {
+    const env = e2eEnv();
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-e2e-refusing-spool-'));
+    // A process of its own (and its own worker in cluster mode) writing to a directory of ours.
+    const spoolEnv = {
+      SLUICE_SPOOL_URL: pathToFileURL(dir).href,
+      SLUICE_SPOOL_SEGMENT_BYTES: String(64 * 1024),
+      SLUICE_SPOOL_SEAL_MS: '200',
+    };
+    const keyPrefix = `${env.keyPrefix}-refusing`;
+    const api = await startExtraApi({ ...spoolEnv, SLUICE_KEY_PREFIX: keyPrefix });
+    let worker: ServiceProcess | undefined;
+    let metrics = `${api.baseUrl}/metrics`;
+    try {
+      if (env.mode === 'cluster') {
+        const port = await freePort();
+        worker = startProcess('worker', {
+          ...env.serviceEnv,
+          ...env.redisEnv,
+          ...spoolEnv,
+          SLUICE_KEY_PREFIX: keyPrefix,
+          SLUICE_WORKER_THREADS: '1',
+          SLUICE_WORKER_METRICS_PORT: String(port),
+        });
+        await eventually(() => Promise.resolve(workerStarted(worker!) || undefined), 60_000);
+        metrics = `http://127.0.0.1:${port}/metrics`;
+      }
+      expect(await metric(metrics, 'sluice_spool_errors_total', 'operation="write"')).toBe(0);
+      // About 3 s of rows, a segment written every 200 ms or so.
+      const slow = `select g, md5(g::text) as h, case when g % 100 = 0 then pg_sleep(0.1) end as s
+                      from generate_series(1, 3000) g`;
+      const res = await execute(
+        { statement: slow, wait_timeout: 0, fetch_size: 100 },
+        { token, baseUrl: api.baseUrl, headers: { accept: 'text/csv' } },
+      );
+      expect(res.status).toBe(202);
+      const queryId = res.json.query_id as string;
+      await eventually(() => {
+        try {
+          return Promise.resolve(readdirSync(join(dir, queryId)).length > 0 ? true : undefined);
+        } catch {
+          return Promise.resolve(undefined);
+        }
+      }, 20_000);
+      // The directory gives way to a file: the next segment cannot be written.
+      renameSync(dir, `${dir}.moved`);
+      writeFileSync(dir, '');
+      const info = await eventually(async () => {
+        const r = await request(undefined, {
+          method: 'GET',
+          path: `/v1/queries/${queryId}`,
+          token,
+          baseUrl: api.baseUrl,
+        });
+        const json = r.json as { state: string; status: { reason: string; sql_state: string } };
+        return ['succeeded', 'failed', 'cancelled'].includes(json.state) ? json : undefined;
+      }, 20_000);
+      expect(info.state).toBe('failed');
+      expect(info.status.reason).toContain('(SLUICE_SPOOL_URL) could not be written');
+      expect(await metric(metrics, 'sluice_spool_errors_total', 'operation="write"')).toBe(1);
+    } finally {
+      await worker?.stop();
+      await api.stop();
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(`${dir}.moved`, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
 describe('a user deleted', () => {

@@ -205,35 +205,14 @@ export class SluiceClient {
       format === 'parquet' && options.parquetCompression !== undefined
         ? `${EXPORT_FORMATS.parquet}; compression=${options.parquetCompression}`
         : EXPORT_FORMATS[format];
-    const parallel = options.segmentDownloads ?? SEGMENT_DOWNLOADS;
-    if (!Number.isInteger(parallel) || parallel < 0) {
-      throw new SluiceClientError('segmentDownloads must be a whole number, 0 or more', {
-        kind: 'protocol',
-      });
-    }
+    const parallel = segmentDownloadsOf(options);
     // Segments are the body as the server encoded it: read from the store, it must be plain.
     const bySegments = parallel > 0 && options.waitTimeout !== undefined;
     const submitted = await this.submit(sql, params, options, accept, bySegments);
     const queryId = submitted.queryId ?? '';
-    const manifest =
-      submitted.location !== undefined && bySegments
-        ? await this.segmentsToRead(queryId, options.signal)
-        : undefined;
-    if (manifest) {
-      const bytes = segmentBytes(manifest, {
-        queryId,
-        refresh: () => this.manifest(queryId, options.signal),
-        fetch: this.fetchFn,
-        parallel,
-        attempts: RESUME_ATTEMPTS,
-        signal: options.signal,
-      });
-      return {
-        queryId,
-        contentType: manifest.content_type,
-        body: bodyOf(this.guard(bytes, options.signal, { queryId })),
-        source: 'segments',
-      };
+    if (submitted.location !== undefined && bySegments) {
+      const fromStore = await this.fromStore(queryId, parallel, options.signal);
+      if (fromStore) return fromStore;
     }
     const res =
       submitted.location !== undefined
@@ -248,6 +227,59 @@ export class SluiceClient {
       contentType: res.headers.get('content-type') ?? EXPORT_FORMATS[format],
       body: bodyOf(chunks),
       source: 'service',
+    };
+  }
+
+  /**
+   * The kept result of a query sent earlier (with `waitTimeout`, or `resumable`), read as
+   * `export()` reads one: straight from the store by its segments when the server gives their
+   * URLs (`segmentDownloads` at once, default 4; 0: never), else through the service as it comes.
+   */
+  async result(
+    queryId: string,
+    options: { accept?: string; segmentDownloads?: number; signal?: AbortSignal } = {},
+  ): Promise<ExportResult> {
+    const parallel = segmentDownloadsOf(options);
+    const fromStore =
+      parallel > 0 ? await this.fromStore(queryId, parallel, options.signal) : undefined;
+    if (fromStore) return fromStore;
+    const headers: Record<string, string> = { 'accept-encoding': 'identity' };
+    if (options.accept !== undefined) headers.accept = options.accept;
+    const res = await this.authorized(`/v1/queries/${encodeURIComponent(queryId)}/result`, {
+      method: 'GET',
+      headers,
+      signal: options.signal,
+    });
+    const chunks = this.guard(byteChunks(res.body!), options.signal, { queryId });
+    return {
+      queryId,
+      contentType: res.headers.get('content-type') ?? 'application/octet-stream',
+      body: bodyOf(chunks),
+      source: 'service',
+    };
+  }
+
+  /** A kept result read from the store by its segments, or undefined when it cannot be. */
+  private async fromStore(
+    queryId: string,
+    parallel: number,
+    signal: AbortSignal | undefined,
+  ): Promise<ExportResult | undefined> {
+    const manifest = await this.segmentsToRead(queryId, signal);
+    if (!manifest) return undefined;
+    const bytes = segmentBytes(manifest, {
+      queryId,
+      refresh: () => this.manifest(queryId, signal),
+      fetch: this.fetchFn,
+      parallel,
+      attempts: RESUME_ATTEMPTS,
+      signal,
+    });
+    return {
+      queryId,
+      contentType: manifest.content_type,
+      body: bodyOf(this.guard(bytes, signal, { queryId })),
+      source: 'segments',
     };
   }
 
@@ -558,6 +590,17 @@ export class SluiceClient {
       await items.return(undefined);
     }
   }
+}
+
+/** `segmentDownloads` as given, checked, or the default. */
+function segmentDownloadsOf(options: { segmentDownloads?: number }): number {
+  const parallel = options.segmentDownloads ?? SEGMENT_DOWNLOADS;
+  if (!Number.isInteger(parallel) || parallel < 0) {
+    throw new SluiceClientError('segmentDownloads must be a whole number, 0 or more', {
+      kind: 'protocol',
+    });
+  }
+  return parallel;
 }
 
 /** A web stream of the chunks an iterator gives; cancelling it ends the iterator. */
