@@ -1,6 +1,12 @@
-import { DeleteObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  DeleteObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { randomUUID } from 'node:crypto';
 import { IncomingHttpHeaders, get as httpGet } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -74,8 +80,15 @@ function fetchResult(
   });
 }
 
-/** The store as the test reaches it, beside the service: the keys of a query's segments, and a delete. */
-function store(): { keys(queryId: string): Promise<string[]>; drop(key: string): Promise<void> } {
+/**
+ * The store as the test reaches it, beside the service: the keys of a query's segments, a delete,
+ * and a put of one segment as a worker writes it.
+ */
+function store(): {
+  keys(queryId: string): Promise<string[]>;
+  drop(key: string): Promise<void>;
+  put(queryId: string, name: string, bytes: Buffer): Promise<void>;
+} {
   const env = e2eEnv();
   if (env.spool === 's3') {
     const client = new S3Client({
@@ -98,6 +111,15 @@ function store(): { keys(queryId: string): Promise<string[]>; drop(key: string):
       drop: async (key) => {
         await client.send(new DeleteObjectCommand({ Bucket: env.s3!.bucket, Key: key }));
       },
+      put: async (queryId, name, bytes) => {
+        await client.send(
+          new PutObjectCommand({
+            Bucket: env.s3!.bucket,
+            Key: `${env.s3!.prefix}${queryId}/${name}`,
+            Body: bytes,
+          }),
+        );
+      },
     };
   }
   const dir = fileURLToPath(env.spoolEnv.SLUICE_SPOOL_URL);
@@ -114,6 +136,10 @@ function store(): { keys(queryId: string): Promise<string[]>; drop(key: string):
       }
     },
     drop: (key) => Promise.resolve(rmSync(key)),
+    put: (queryId, name, bytes) => {
+      mkdirSync(join(dir, queryId), { recursive: true });
+      return Promise.resolve(writeFileSync(join(dir, queryId, name), bytes));
+    },
   };
 }
 
@@ -240,6 +266,21 @@ async function metric(url: string, name: string, labels = ''): Promise<number> {
   const line = new RegExp(`^${name}\\{[^}]*${labels}[^}]*\\} (\\S+)$`, 'm').exec(text);
   return Number(line?.[1] ?? 0);
 }
+
+describe('segments a worker left and never listed (it died)', () => {
+  it('are deleted by the sweep once SLUICE_SPOOL_ORPHAN_SECONDS old', async () => {
+    if (!spooled()) return;
+    // A query id no record knows: what a worker that died mid-write leaves in the store.
+    const queryId = randomUUID();
+    await store().put(queryId, 'run.0', Buffer.alloc(1000, 1));
+    expect((await store().keys(queryId)).length).toBe(1);
+    // SLUICE_SPOOL_SWEEP_SECONDS 2, SLUICE_SPOOL_ORPHAN_SECONDS 3.
+    await eventually(
+      async () => ((await store().keys(queryId)).length === 0 ? true : undefined),
+      20_000,
+    );
+  }, 30_000);
+});
 
 describe('/metrics of the spool', () => {
   it('shows the segments spooled and their bytes, as the sweep counted them, and the reads that failed', async () => {
