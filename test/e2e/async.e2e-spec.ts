@@ -131,6 +131,7 @@ describe('wait_timeout', () => {
         state: 'succeeded',
         result_url: `/v1/queries/${queryId}/result`,
         result_kept_until: expect.any(String),
+        result_kept_in: e2eEnv().spool === 'redis' ? 'redis' : 'spool',
       });
       const result = await fetchResult(queryId);
       expect(result.status).toBe(200);

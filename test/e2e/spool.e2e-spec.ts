@@ -1,13 +1,22 @@
-import { DeleteObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { readdirSync, rmSync } from 'node:fs';
+import {
+  DeleteObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { randomUUID } from 'node:crypto';
 import { IncomingHttpHeaders, get as httpGet } from 'node:http';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ResultManifest } from '@app/contracts';
 import { S3RVER_CREDENTIALS } from '../support/s3.server';
 import { freePort } from '../support/free-port';
 import { e2eEnv, eventually, execute, login, request } from './support/client';
 import { startExtraApi } from './support/extra-api';
+import { ServiceProcess, startProcess, workerStarted } from './support/service';
+import { adminCall, createLoggedInUser, usersAndRolesDroppedAfterAll } from './support/users';
 
 /**
  * Kept results in the spool (SLUICE_E2E_SPOOL: a directory, or s3rver through the AWS SDK): the
@@ -16,6 +25,7 @@ import { startExtraApi } from './support/extra-api';
  * (cluster's default), the manifest is refused and kept results stay in Redis.
  */
 let token: string;
+const made = usersAndRolesDroppedAfterAll();
 
 beforeAll(async () => {
   token = await login();
@@ -27,18 +37,26 @@ const spooled = () => e2eEnv().spool !== 'redis';
 const STATEMENT =
   'select g, md5(g::text) as h, md5((g * 7)::text) as i from generate_series(1, 3000) g';
 
-async function submitAsync(statement: string, accept = 'text/csv'): Promise<string> {
+async function submitAsync(
+  statement: string,
+  accept = 'text/csv',
+  as: string = token,
+): Promise<string> {
   const res = await execute(
     { statement, wait_timeout: 0 },
-    { token, headers: { accept, 'accept-encoding': 'identity' } },
+    { token: as, headers: { accept, 'accept-encoding': 'identity' } },
   );
   expect(res.status).toBe(202);
   return res.json.query_id as string;
 }
 
-async function finished(queryId: string): Promise<void> {
+async function finished(queryId: string, as: string = token): Promise<void> {
   await eventually(async () => {
-    const res = await request(undefined, { method: 'GET', path: `/v1/queries/${queryId}`, token });
+    const res = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${queryId}`,
+      token: as,
+    });
     const state = (res.json as { state?: string }).state;
     return state && ['succeeded', 'failed', 'cancelled'].includes(state) ? state : undefined;
   }, 20_000);
@@ -62,8 +80,15 @@ function fetchResult(
   });
 }
 
-/** The store as the test reaches it, beside the service: the keys of a query's segments, and a delete. */
-function store(): { keys(queryId: string): Promise<string[]>; drop(key: string): Promise<void> } {
+/**
+ * The store as the test reaches it, beside the service: the keys of a query's segments, a delete,
+ * and a put of one segment as a worker writes it.
+ */
+function store(): {
+  keys(queryId: string): Promise<string[]>;
+  drop(key: string): Promise<void>;
+  put(queryId: string, name: string, bytes: Buffer): Promise<void>;
+} {
   const env = e2eEnv();
   if (env.spool === 's3') {
     const client = new S3Client({
@@ -86,6 +111,15 @@ function store(): { keys(queryId: string): Promise<string[]>; drop(key: string):
       drop: async (key) => {
         await client.send(new DeleteObjectCommand({ Bucket: env.s3!.bucket, Key: key }));
       },
+      put: async (queryId, name, bytes) => {
+        await client.send(
+          new PutObjectCommand({
+            Bucket: env.s3!.bucket,
+            Key: `${env.s3!.prefix}${queryId}/${name}`,
+            Body: bytes,
+          }),
+        );
+      },
     };
   }
   const dir = fileURLToPath(env.spoolEnv.SLUICE_SPOOL_URL);
@@ -102,6 +136,10 @@ function store(): { keys(queryId: string): Promise<string[]>; drop(key: string):
       }
     },
     drop: (key) => Promise.resolve(rmSync(key)),
+    put: (queryId, name, bytes) => {
+      mkdirSync(join(dir, queryId), { recursive: true });
+      return Promise.resolve(writeFileSync(join(dir, queryId, name), bytes));
+    },
   };
 }
 
@@ -220,6 +258,151 @@ describe('a spooled kept result', () => {
     );
     expect((await fetchResult(expiring)).status).toBe(410);
   }, 40_000);
+});
+
+/** One sample of /metrics: the value of `name` whose labels hold `labels` (0 when absent). */
+async function metric(url: string, name: string, labels = ''): Promise<number> {
+  const text = await fetch(url).then((res) => res.text());
+  const line = new RegExp(`^${name}\\{[^}]*${labels}[^}]*\\} (\\S+)$`, 'm').exec(text);
+  return Number(line?.[1] ?? 0);
+}
+
+describe('segments a worker left and never listed (it died)', () => {
+  it('are deleted by the sweep once SLUICE_SPOOL_ORPHAN_SECONDS old', async () => {
+    if (!spooled()) return;
+    // A query id no record knows: what a worker that died mid-write leaves in the store.
+    const queryId = randomUUID();
+    await store().put(queryId, 'run.0', Buffer.alloc(1000, 1));
+    expect((await store().keys(queryId)).length).toBe(1);
+    // SLUICE_SPOOL_SWEEP_SECONDS 2, SLUICE_SPOOL_ORPHAN_SECONDS 3.
+    await eventually(
+      async () => ((await store().keys(queryId)).length === 0 ? true : undefined),
+      20_000,
+    );
+  }, 30_000);
+});
+
+describe('/metrics of the spool', () => {
+  it('shows the segments spooled and their bytes, as the sweep counted them, and the reads that failed', async () => {
+    const metrics = `${e2eEnv().baseUrl}/metrics`;
+    const queryId = await submitAsync(STATEMENT);
+    await finished(queryId);
+    if (!spooled()) {
+      expect(await metric(metrics, 'sluice_spooled_objects')).toBe(0);
+      return;
+    }
+    const { json } = await manifestOf(queryId);
+    // SLUICE_SPOOL_SWEEP_SECONDS 2: the next sweep counts what the store holds, this result's too.
+    await eventually(async () => {
+      const objects = await metric(metrics, 'sluice_spooled_objects');
+      const bytes = await metric(metrics, 'sluice_spooled_bytes');
+      return objects >= json.segments.length && bytes >= json.size ? true : undefined;
+    }, 15_000);
+    const readErrors = await metric(metrics, 'sluice_spool_errors_total', 'operation="read"');
+    await store().drop((await store().keys(queryId))[0]);
+    expect((await fetchResult(queryId)).status).toBe(410);
+    expect(await metric(metrics, 'sluice_spool_errors_total', 'operation="read"')).toBe(
+      readErrors + 1,
+    );
+    await request(undefined, { method: 'DELETE', path: `/v1/queries/${queryId}`, token });
+  }, 30_000);
+
+  it('counts a kept result the spool refused to take where it was written (write), and fails its query saying so', async () => {
+    const env = e2eEnv();
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-e2e-refusing-spool-'));
+    // A process of its own (and its own worker in cluster mode) writing to a directory of ours.
+    const spoolEnv = {
+      SLUICE_SPOOL_URL: pathToFileURL(dir).href,
+      SLUICE_SPOOL_SEGMENT_BYTES: String(64 * 1024),
+      SLUICE_SPOOL_SEAL_MS: '200',
+    };
+    const keyPrefix = `${env.keyPrefix}-refusing`;
+    const api = await startExtraApi({ ...spoolEnv, SLUICE_KEY_PREFIX: keyPrefix });
+    let worker: ServiceProcess | undefined;
+    let metrics = `${api.baseUrl}/metrics`;
+    try {
+      if (env.mode === 'cluster') {
+        const port = await freePort();
+        worker = startProcess('worker', {
+          ...env.serviceEnv,
+          ...env.redisEnv,
+          ...spoolEnv,
+          SLUICE_KEY_PREFIX: keyPrefix,
+          SLUICE_WORKER_THREADS: '1',
+          SLUICE_WORKER_METRICS_PORT: String(port),
+        });
+        await eventually(() => Promise.resolve(workerStarted(worker!) || undefined), 60_000);
+        metrics = `http://127.0.0.1:${port}/metrics`;
+      }
+      expect(await metric(metrics, 'sluice_spool_errors_total', 'operation="write"')).toBe(0);
+      // About 3 s of rows, a segment written every 200 ms or so.
+      const slow = `select g, md5(g::text) as h, case when g % 100 = 0 then pg_sleep(0.1) end as s
+                      from generate_series(1, 3000) g`;
+      const res = await execute(
+        { statement: slow, wait_timeout: 0, fetch_size: 100 },
+        { token, baseUrl: api.baseUrl, headers: { accept: 'text/csv' } },
+      );
+      expect(res.status).toBe(202);
+      const queryId = res.json.query_id as string;
+      await eventually(() => {
+        try {
+          return Promise.resolve(readdirSync(join(dir, queryId)).length > 0 ? true : undefined);
+        } catch {
+          return Promise.resolve(undefined);
+        }
+      }, 20_000);
+      // The directory gives way to a file: the next segment cannot be written.
+      renameSync(dir, `${dir}.moved`);
+      writeFileSync(dir, '');
+      const info = await eventually(async () => {
+        const r = await request(undefined, {
+          method: 'GET',
+          path: `/v1/queries/${queryId}`,
+          token,
+          baseUrl: api.baseUrl,
+        });
+        const json = r.json as { state: string; status: { reason: string; sql_state: string } };
+        return ['succeeded', 'failed', 'cancelled'].includes(json.state) ? json : undefined;
+      }, 20_000);
+      expect(info.state).toBe('failed');
+      expect(info.status.reason).toContain('(SLUICE_SPOOL_URL) could not be written');
+      expect(await metric(metrics, 'sluice_spool_errors_total', 'operation="write"')).toBe(1);
+    } finally {
+      await worker?.stop();
+      await api.stop();
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(`${dir}.moved`, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
+describe('a user deleted', () => {
+  it('takes the segments of the results they kept with them', async () => {
+    const user = await createLoggedInUser(made, { prefix: 'e2e_spool_owner' });
+    const queryId = await submitAsync(STATEMENT, 'text/csv', user.token);
+    await finished(queryId, user.token);
+    if (spooled()) expect((await store().keys(queryId)).length).toBeGreaterThanOrEqual(3);
+    const deleted = await adminCall('DELETE', `/v1/users/${user.username}`);
+    expect(deleted.status).toBe(200);
+    // Deleted by this api, or by the other one that heard of the delete first (NOTIFY) and
+    // forgot the user's queries before this one could: then moments after the answer (a
+    // second at most here).
+    if (spooled()) {
+      const deadline = Date.now() + 1000;
+      let left = await store().keys(queryId);
+      while (left.length > 0 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        left = await store().keys(queryId);
+      }
+      expect(left).toEqual([]);
+    }
+    const admin = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${queryId}`,
+      token,
+    });
+    expect(admin.status).toBe(404);
+  });
 });
 
 describe('a spool out of reach', () => {

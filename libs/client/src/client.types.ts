@@ -104,6 +104,13 @@ export interface QueryOptions {
   resumable?: boolean;
   /** `export()` of Parquet only: the codec of the file's pages (the server's default: zstd). */
   parquetCompression?: ParquetCompression;
+  /**
+   * `export()` of a kept result (answered 202: `waitTimeout`) that the server spools to an object
+   * store giving presigned URLs: how many of its segments are downloaded at once, straight from
+   * the store (default 4). Without URLs (a directory, or no spool), or with 0, the result comes
+   * through the service as one stream. Such a download is not compressed.
+   */
+  segmentDownloads?: number;
 }
 
 /** How the client authenticates. */
@@ -127,9 +134,34 @@ export interface SluiceClientOptions {
   fetch?: typeof fetch;
 }
 
+/** One segment of a spooled kept result: where its bytes start in the body, and its URL. */
+export interface ResultSegment {
+  offset: number;
+  size: number;
+  /** Reads it straight from the store, with no other credential, until the manifest's `expires_at`. */
+  url?: string;
+}
+
+/** GET /v1/queries/{id}/result/segments: a spooled kept result's segments, in order. */
+export interface ResultManifest {
+  query_id: string;
+  /** The query ended well: the segments are the whole body. False while it runs. */
+  complete: boolean;
+  size: number;
+  content_type: string;
+  content_encoding?: string;
+  expires_at?: string;
+  segments: ResultSegment[];
+}
+
 /** What `export()` returns: the raw bytes as the server writes them. */
 export interface ExportResult {
   queryId: string;
   contentType: string;
   body: ReadableStream<Uint8Array>;
+  /**
+   * Where the bytes come from: `segments` straight from the store by presigned URLs, `service`
+   * through the service.
+   */
+  source: 'segments' | 'service';
 }

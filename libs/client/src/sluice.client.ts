@@ -8,11 +8,13 @@ import {
   type QueryOptions,
   type QueryResult,
   type QueryStatus,
+  type ResultManifest,
   type Row,
   type SluiceClientOptions,
 } from './client.types';
 import { tokenTimes } from './jwt.claims';
 import { ndjsonLines } from './ndjson.reader';
+import { segmentBytes } from './segments.reader';
 import { SluiceClientError } from './sluice-client.error';
 
 /** A stream's first line, its data lines and its last line (docs/api.md, stream+json). */
@@ -51,6 +53,8 @@ const DEFAULT_MARGIN_MS = 60_000;
  */
 /** How often `export()` resumes one cut download before it gives up. */
 const RESUME_ATTEMPTS = 3;
+/** Segments of a kept result downloaded at once from the store, unless told otherwise. */
+export const SEGMENT_DOWNLOADS = 4;
 
 export class SluiceClient {
   private readonly url: string;
@@ -201,30 +205,94 @@ export class SluiceClient {
       format === 'parquet' && options.parquetCompression !== undefined
         ? `${EXPORT_FORMATS.parquet}; compression=${options.parquetCompression}`
         : EXPORT_FORMATS[format];
-    const { res, queryId = '' } = await this.execute(sql, params, options, accept);
+    const parallel = segmentDownloadsOf(options);
+    // Segments are the body as the server encoded it: read from the store, it must be plain.
+    const bySegments = parallel > 0 && options.waitTimeout !== undefined;
+    const submitted = await this.submit(sql, params, options, accept, bySegments);
+    const queryId = submitted.queryId ?? '';
+    if (submitted.location !== undefined && bySegments) {
+      const fromStore = await this.fromStore(queryId, parallel, options.signal);
+      if (fromStore) return fromStore;
+    }
+    const res =
+      submitted.location !== undefined
+        ? await this.follow(submitted.location, accept, options.signal)
+        : submitted.res!;
     const bytes = options.resumable
       ? this.resumed(res, queryId, EXPORT_FORMATS[format], options.signal)
       : byteChunks(res.body!);
     const chunks = this.guard(bytes, options.signal, { queryId });
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        try {
-          const next = await chunks.next();
-          if (next.done) controller.close();
-          else controller.enqueue(next.value);
-        } catch (err) {
-          controller.error(err);
-        }
-      },
-      async cancel() {
-        await chunks.return(undefined);
-      },
-    });
     return {
       queryId,
       contentType: res.headers.get('content-type') ?? EXPORT_FORMATS[format],
-      body,
+      body: bodyOf(chunks),
+      source: 'service',
     };
+  }
+
+  /**
+   * The kept result of a query sent earlier (with `waitTimeout`, or `resumable`), read as
+   * `export()` reads one: straight from the store by its segments when the server gives their
+   * URLs (`segmentDownloads` at once, default 4; 0: never), else through the service as it comes.
+   */
+  async result(
+    queryId: string,
+    options: { accept?: string; segmentDownloads?: number; signal?: AbortSignal } = {},
+  ): Promise<ExportResult> {
+    const parallel = segmentDownloadsOf(options);
+    const fromStore =
+      parallel > 0 ? await this.fromStore(queryId, parallel, options.signal) : undefined;
+    if (fromStore) return fromStore;
+    const headers: Record<string, string> = { 'accept-encoding': 'identity' };
+    if (options.accept !== undefined) headers.accept = options.accept;
+    const res = await this.authorized(`/v1/queries/${encodeURIComponent(queryId)}/result`, {
+      method: 'GET',
+      headers,
+      signal: options.signal,
+    });
+    const chunks = this.guard(byteChunks(res.body!), options.signal, { queryId });
+    return {
+      queryId,
+      contentType: res.headers.get('content-type') ?? 'application/octet-stream',
+      body: bodyOf(chunks),
+      source: 'service',
+    };
+  }
+
+  /** A kept result read from the store by its segments, or undefined when it cannot be. */
+  private async fromStore(
+    queryId: string,
+    parallel: number,
+    signal: AbortSignal | undefined,
+  ): Promise<ExportResult | undefined> {
+    const manifest = await this.segmentsToRead(queryId, signal);
+    if (!manifest) return undefined;
+    const bytes = segmentBytes(manifest, {
+      queryId,
+      refresh: () => this.manifest(queryId, signal),
+      fetch: this.fetchFn,
+      parallel,
+      attempts: RESUME_ATTEMPTS,
+      signal,
+    });
+    return {
+      queryId,
+      contentType: manifest.content_type,
+      body: bodyOf(this.guard(bytes, signal, { queryId })),
+      source: 'segments',
+    };
+  }
+
+  /**
+   * The manifest of a spooled kept result (GET /v1/queries/{id}/result/segments): its segments so
+   * far, with presigned URLs when the server's store gives them.
+   */
+  async manifest(queryId: string, signal?: AbortSignal): Promise<ResultManifest> {
+    const res = await this.authorized(
+      `/v1/queries/${encodeURIComponent(queryId)}/result/segments`,
+      { method: 'GET', signal },
+    );
+    return (await this.json(res)) as ResultManifest;
   }
 
   /** Cancels a query (DELETE /v1/queries/{id}); answers its state after the request. */
@@ -258,12 +326,31 @@ export class SluiceClient {
     this.expiresAt = undefined;
   }
 
+  /** Sends the statement; a 202's result is then read as it comes from its result URL. */
   private async execute(
     sql: string,
     params: Params | undefined,
     options: QueryOptions,
     accept: string,
   ): Promise<{ res: Response; queryId?: string }> {
+    const submitted = await this.submit(sql, params, options, accept, false);
+    if (submitted.location === undefined)
+      return { res: submitted.res!, queryId: submitted.queryId };
+    const res = await this.follow(submitted.location, accept, options.signal);
+    return { res, queryId: submitted.queryId };
+  }
+
+  /**
+   * POST /v1/execute: the response, or, when answered 202 (the query runs on and keeps its
+   * result), where its result is fetched.
+   */
+  private async submit(
+    sql: string,
+    params: Params | undefined,
+    options: QueryOptions,
+    accept: string,
+    plain: boolean,
+  ): Promise<{ res?: Response; queryId?: string; location?: string }> {
     const body: Record<string, unknown> = { statement: sql };
     if (params) body.params = params;
     if (options.database !== undefined) body.database = options.database;
@@ -276,8 +363,9 @@ export class SluiceClient {
     if (options.resumable) body.resumable = true;
     const headers: Record<string, string> = { 'content-type': 'application/json', accept };
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
-    // A range counts the bytes as sent: fetch would hand over a compressed body decompressed.
-    if (options.resumable) headers['accept-encoding'] = 'identity';
+    // A range counts the bytes as sent, and segments are the body as encoded: fetch would hand
+    // over a compressed body decompressed, and a segment read from a store is not.
+    if (options.resumable || plain) headers['accept-encoding'] = 'identity';
     const res = await this.authorized('/v1/execute', {
       method: 'POST',
       headers,
@@ -289,12 +377,41 @@ export class SluiceClient {
     const accepted = (await this.json(res)) as AcceptedAnswer;
     const location =
       accepted.links?.result ?? `/v1/queries/${encodeURIComponent(accepted.query_id)}/result`;
-    const kept = await this.authorized(location.replace(/^https?:\/\/[^/]+/, ''), {
-      method: 'GET',
-      headers: { accept },
-      signal: options.signal,
-    });
-    return { res: kept, queryId: accepted.query_id };
+    return { queryId: accepted.query_id, location: location.replace(/^https?:\/\/[^/]+/, '') };
+  }
+
+  /** GET a kept result's URL: its bytes as they come. */
+  private follow(location: string, accept: string, signal: AbortSignal | undefined) {
+    return this.authorized(location, { method: 'GET', headers: { accept }, signal });
+  }
+
+  /**
+   * The manifest to read a kept result by, when its segments can be read from the store: it
+   * lists at least one, each with a URL, and a plain body. Undefined when the result is to be
+   * read through the service: not spooled here (404), a directory's segments (no URLs), an
+   * encoded body, or one that ended with no segment. While none is written yet, it asks again.
+   */
+  private async segmentsToRead(
+    queryId: string,
+    signal: AbortSignal | undefined,
+  ): Promise<ResultManifest | undefined> {
+    for (let delay = 50; ; delay = Math.min(delay * 2, 1000)) {
+      let manifest: ResultManifest;
+      try {
+        manifest = await this.manifest(queryId, signal);
+      } catch (err) {
+        if (err instanceof SluiceClientError && err.httpStatus === 404) return undefined;
+        throw err;
+      }
+      const encoded =
+        manifest.content_encoding !== undefined && manifest.content_encoding !== 'identity';
+      if (encoded) return undefined;
+      if (manifest.segments.length > 0) {
+        return manifest.segments.every((s) => s.url) ? manifest : undefined;
+      }
+      if (manifest.complete) return undefined;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
   }
 
   /** A request with credentials; a token due for renewal is refreshed first. */
@@ -473,6 +590,35 @@ export class SluiceClient {
       await items.return(undefined);
     }
   }
+}
+
+/** `segmentDownloads` as given, checked, or the default. */
+function segmentDownloadsOf(options: { segmentDownloads?: number }): number {
+  const parallel = options.segmentDownloads ?? SEGMENT_DOWNLOADS;
+  if (!Number.isInteger(parallel) || parallel < 0) {
+    throw new SluiceClientError('segmentDownloads must be a whole number, 0 or more', {
+      kind: 'protocol',
+    });
+  }
+  return parallel;
+}
+
+/** A web stream of the chunks an iterator gives; cancelling it ends the iterator. */
+function bodyOf(chunks: AsyncGenerator<Uint8Array>): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const next = await chunks.next();
+        if (next.done) controller.close();
+        else controller.enqueue(next.value);
+      } catch (err) {
+        controller.error(err);
+      }
+    },
+    async cancel() {
+      await chunks.return(undefined);
+    },
+  });
 }
 
 async function* byteChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {

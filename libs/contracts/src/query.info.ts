@@ -64,6 +64,8 @@ export interface QueryInfo {
   result_url: string | null;
   /** Until when its kept result stays, once the query ended (SLUICE_RESULT_TTL_SECONDS). */
   result_kept_until: string | null;
+  /** Where its kept result's body is: `spool` (SLUICE_SPOOL_URL) or `redis`; null: nothing kept. */
+  result_kept_in: 'spool' | 'redis' | null;
   /** Its OpenTelemetry trace's id, when tracing is on and the request was sampled. */
   trace_id: string | null;
 }

@@ -38,6 +38,8 @@ export interface QueryRecord {
   encoding?: string;
   /** Its result is kept to be fetched (GET /v1/queries/{id}/result) until its TTL ends. */
   kept?: boolean;
+  /** Its kept result's body is in the spool (SLUICE_SPOOL_URL), its channel holding the list. */
+  spooled?: boolean;
   createdAt: number;
   startedAt?: number;
   finishedAt?: number;

@@ -50,6 +50,8 @@ const SCRIPT = `
 (() => {
   'use strict';
   const FINAL = ['succeeded', 'failed', 'cancelled'];
+  // Where a kept result's body is (GET /v1/queries' result_kept_in), as the Kept result column says.
+  const KEPT_IN = { spool: 'the spool', redis: 'Redis' };
   const $ = (id) => document.getElementById(id);
   let timer;
   let statsTimer;
@@ -203,18 +205,22 @@ const SCRIPT = `
       const made = q.rows_produced ?? q.rows;
       cell(tr, made === q.rows ? String(made) : made + ' (' + q.rows + ' sent)', 'num');
       const result = cell(tr, '', 'kept');
+      // Where the body is, and until when: 'kept in the spool until 14:05:09'.
+      const keptText = q.result_url
+        ? 'kept' +
+          (KEPT_IN[q.result_kept_in] ? ' in ' + KEPT_IN[q.result_kept_in] : '') +
+          (q.result_kept_until
+            ? ' until ' + new Date(q.result_kept_until).toLocaleTimeString()
+            : '')
+        : '';
       if (q.result_url && q.owner === me) {
         const link = document.createElement('a');
         link.className = 'result';
         link.href = '/admin/api/queries/' + encodeURIComponent(q.query_id) + '/result';
-        link.textContent = q.result_kept_until
-          ? 'kept until ' + new Date(q.result_kept_until).toLocaleTimeString()
-          : 'kept';
+        link.textContent = keptText;
         result.appendChild(link);
       } else if (q.result_url) {
-        result.textContent = q.result_kept_until
-          ? 'kept until ' + new Date(q.result_kept_until).toLocaleTimeString()
-          : 'kept';
+        result.textContent = keptText;
         result.className = 'kept muted';
       }
       cell(tr, q.database || 'default');

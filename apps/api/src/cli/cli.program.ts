@@ -75,6 +75,14 @@ export function cliProgram(handlers: CliHandlers): Command {
           '--compression <codec>',
           'Parquet only: the codec of the file’s pages (default: zstd)',
         ).choices(PARQUET_COMPRESSIONS),
+      )
+      .option(
+        '--keep',
+        'the service keeps the result (wait_timeout 0) and it is downloaded from there: in segments straight from its store when it gives their URLs',
+      )
+      .option(
+        '--parallel <n>',
+        'with --keep: segments downloaded at once from the store (default 4; 0: through the service)',
       ),
   ).action((sql: string | undefined, options: Parameters<ClientCommands['export']>[1]) =>
     handlers.client().export(sql, options),

@@ -5,6 +5,7 @@ import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
   EXPORT_FORMATS,
+  SEGMENT_DOWNLOADS,
   SluiceClient,
   SluiceClientError,
   type Column,
@@ -156,6 +157,8 @@ export class ClientCommands {
       output?: string;
       format?: string;
       compression?: ParquetCompression;
+      keep?: boolean;
+      parallel?: string;
     },
   ) {
     const sql = this.statement(sqlArg, options);
@@ -171,13 +174,28 @@ export class ClientCommands {
     if (options.compression !== undefined && format !== 'parquet') {
       throw new UsageError(`--compression is for Parquet, not ${format}`);
     }
+    if (options.parallel !== undefined && !options.keep) {
+      throw new UsageError('--parallel is for a kept result: add --keep');
+    }
+    const kept: QueryOptions = options.keep
+      ? {
+          waitTimeout: 0,
+          segmentDownloads:
+            options.parallel === undefined ? undefined : integer(options.parallel, '--parallel'),
+        }
+      : {};
     const client = this.client(options);
     await this.download(
       client,
       sql,
       parseParams(options.param),
       format,
-      { ...this.queryOptions(options), lane: 'export', parquetCompression: options.compression },
+      {
+        ...this.queryOptions(options),
+        ...kept,
+        lane: 'export',
+        parquetCompression: options.compression,
+      },
       toStdout ? undefined : options.output,
     );
   }
@@ -250,6 +268,10 @@ export class ClientCommands {
       await this.interruptible(client, async (signal, started) => {
         const result = await client.export(sql, params, format, { ...options, signal });
         started(result.queryId);
+        if (result.source === 'segments') {
+          const parallel = options.segmentDownloads ?? SEGMENT_DOWNLOADS;
+          progress.update({ source: `from the store, ${parallel} at a time` });
+        }
         if (this.stderr.isTTY) {
           // Rows are counted by the server (a Parquet file cannot be counted as it arrives).
           poll = setInterval(() => {

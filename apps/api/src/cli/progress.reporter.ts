@@ -3,6 +3,8 @@ import { SingleBar } from 'cli-progress';
 interface Counts {
   rows?: number;
   bytes: number;
+  /** Where the bytes come from, when not through the service (`from the store, 4 at a time`). */
+  source?: string;
 }
 
 /**
@@ -51,7 +53,8 @@ export class ProgressReporter {
     const rows =
       this.counts.rows === undefined ? '' : `${this.counts.rows.toLocaleString('en-US')} rows  `;
     const rate = seconds > 0 ? this.counts.bytes / seconds : 0;
-    return `${rows}${size(this.counts.bytes)}  ${size(rate)}/s  ${clock(seconds)}`;
+    const source = this.counts.source === undefined ? '' : `  ${this.counts.source}`;
+    return `${rows}${size(this.counts.bytes)}  ${size(rate)}/s  ${clock(seconds)}${source}`;
   }
 }
 

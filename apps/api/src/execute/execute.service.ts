@@ -197,6 +197,7 @@ export class ExecuteService {
         format: job.format,
         encoding,
         kept: job.retain !== undefined,
+        spooled: job.retain?.spooled,
         lane: job.lane,
         statement: statement.slice(0, 200),
         boundValues: job.values.length,

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, heapGrowthGauge, isStandalone } from '@app/config';
-import { QueryPoolService, registerPoolMetrics } from '@app/execution';
+import { QueryPoolService, registerPoolMetrics, spoolWriteErrorsOf } from '@app/execution';
 import { Lane, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import { JobQueue, QueryRegistry, ResultSource } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
@@ -148,13 +148,19 @@ export class ApiMetricsService implements OnModuleDestroy {
       help: "Bytes of kept results' segments in the spool, as this api's last sweep counted them.",
       registers,
     });
+    // Standalone: this process writes kept results too.
+    const writes = this.pool ? spoolWriteErrorsOf(this.pool) : undefined;
     this.spoolErrors = new Counter({
       name: 'sluice_spool_errors_total',
-      help: 'Operations on the spool that failed in this api: read (a fetch), check (a kept query refused 503 at enqueue), sweep.',
+      help: 'Operations on the spool that failed in this api: read (a fetch), check (a kept query refused 503 at enqueue), sweep; in standalone mode also write (a kept result the spool refused; the query failed).',
       labelNames: ['operation'],
       registers,
+      collect() {
+        writes?.(this);
+      },
     });
-    for (const operation of ['read', 'check', 'sweep']) this.spoolErrors.inc({ operation }, 0);
+    const operations = ['read', 'check', 'sweep', ...(writes ? ['write'] : [])];
+    for (const operation of operations) this.spoolErrors.inc({ operation }, 0);
     new Gauge({
       name: 'sluice_revoked_tokens_cached',
       help: 'Revoked token ids this api holds in memory, read from sluice.revoked_tokens (bounded; beyond it, checks ask the database).',

@@ -207,6 +207,8 @@ export class QueriesService {
         record.kept && record.finishedAt !== undefined
           ? new Date(record.finishedAt + this.config.resultTtlSeconds * 1000).toISOString()
           : null,
+      // Standalone mode always spools: a kept result not spooled is in Redis.
+      result_kept_in: !record.kept ? null : record.spooled ? 'spool' : 'redis',
       trace_id: record.traceId ?? null,
     };
   }

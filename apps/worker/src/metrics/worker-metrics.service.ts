@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { SLUICE_CONFIG, SluiceConfig, heapGrowthGauge } from '@app/config';
 import { Lane } from '@app/contracts';
-import { QueryPoolService, registerPoolMetrics } from '@app/execution';
+import { QueryPoolService, registerPoolMetrics, spoolWriteErrorsOf } from '@app/execution';
 import { JobQueue, RedisConnector, RedisKeys } from '@app/transport';
 import { BullmqJobQueue } from '@app/queue';
 
@@ -54,6 +54,16 @@ export class WorkerMetricsService implements OnModuleDestroy {
       labelNames: ['lane'],
       registers,
     });
+    const writes = spoolWriteErrorsOf(pool);
+    new Counter({
+      name: 'sluice_spool_errors_total',
+      help: 'Operations on the spool that failed in this worker: write (a kept result the spool refused; the query failed and its segments were removed).',
+      labelNames: ['operation'],
+      registers,
+      collect() {
+        writes(this);
+      },
+    }).inc({ operation: 'write' }, 0);
     new Gauge({ ...heapGrowthGauge(), registers });
     registerPoolMetrics(this.registry, pool);
   }

@@ -50,3 +50,16 @@ export function registerPoolMetrics(registry: Registry, pool: QueryPoolService):
     },
   });
 }
+
+/**
+ * What a process running the pool adds to its sluice_spool_errors_total on each scrape: the kept
+ * results the spool refused to take since the last (`write`). Call it from the counter's collect.
+ */
+export function spoolWriteErrorsOf(pool: QueryPoolService): (errors: Counter<'operation'>) => void {
+  let seen = 0;
+  return (errors) => {
+    const now = pool.stats.spoolWriteErrors;
+    if (now > seen) errors.inc({ operation: 'write' }, now - seen);
+    seen = now;
+  };
+}

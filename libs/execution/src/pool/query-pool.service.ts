@@ -27,6 +27,8 @@ export class QueryPoolService implements OnApplicationShutdown {
   private readonly lastInteractive = new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT);
   /** Bytes all kept results hold, shared with standalone's in-process result channel. */
   readonly keptBytes = SharedKeptTotal.buffer();
+  /** Kept results whose body the spool refused to take, since start. */
+  private spoolWriteErrors = 0;
 
   constructor(@Inject(SLUICE_CONFIG) private readonly config: SluiceConfig) {
     this.threads = laneThreads({
@@ -102,7 +104,13 @@ export class QueryPoolService implements OnApplicationShutdown {
   }
 
   /** The pools' own figures, for metrics: busy share of thread time, tasks waiting, threads, tasks done. */
-  get stats(): { utilization: number; queueSize: number; threads: number; completed: number } {
+  get stats(): {
+    utilization: number;
+    queueSize: number;
+    threads: number;
+    completed: number;
+    spoolWriteErrors: number;
+  } {
     let busy = 0;
     let queueSize = 0;
     let threads = 0;
@@ -113,7 +121,13 @@ export class QueryPoolService implements OnApplicationShutdown {
       threads += pool.threads.length;
       completed += pool.completed;
     }
-    return { utilization: threads ? busy / threads : 0, queueSize, threads, completed };
+    return {
+      utilization: threads ? busy / threads : 0,
+      queueSize,
+      threads,
+      completed,
+      spoolWriteErrors: this.spoolWriteErrors,
+    };
   }
 
   /**
@@ -133,8 +147,13 @@ export class QueryPoolService implements OnApplicationShutdown {
     const pool = this.pools.get(job.lane);
     if (!pool) return Promise.reject(new Error(`this process serves no ${job.lane} lane`));
     const { port, login, ownerKept, trace } = options;
-    if (!port) return pool.run({ job, login, trace });
-    return pool.run({ job, port, login, ownerKept, trace }, { transferList: [port] as never });
+    const ran = port
+      ? pool.run({ job, port, login, ownerKept, trace }, { transferList: [port] as never })
+      : pool.run({ job, login, trace });
+    return ran.then((outcome) => {
+      if (outcome?.spoolWriteFailed) this.spoolWriteErrors++;
+      return outcome;
+    });
   }
 
   /** Start-up check: a thread of each pool answers and reaches PostgreSQL. */

@@ -46,6 +46,8 @@ export interface ExecutionOutcome {
   recorded?: boolean;
   /** When its phases happened in the thread: measured for a traced job only (StatementClock). */
   timings?: StatementTimings;
+  /** Its kept result could not be written to the spool (counted in /metrics). */
+  spoolWriteFailed?: boolean;
   /**
    * What failed, for the log (the client is told nothing more): when the status is INTERNAL, and
    * when the result stream was lost (what Redis said: a failover, or something that lasts, such
@@ -308,7 +310,8 @@ export class QueryRunner {
         : err instanceof ResultStreamLostError || err instanceof SpoolUnavailableError
           ? err.message
           : undefined;
-      return { status, rows, bytes: body.bytes, cause };
+      const spoolWriteFailed = err instanceof SpoolUnavailableError || undefined;
+      return { status, rows, bytes: body.bytes, cause, spoolWriteFailed };
     } finally {
       await statement.release();
     }

@@ -289,6 +289,7 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     boundValues: num(hash.boundValues),
     encoding: hash.encoding,
     kept: hash.kept === 'true' ? true : undefined,
+    spooled: hash.spooled === 'true' ? true : undefined,
     createdAt: Number(hash.createdAt),
     startedAt: num(hash.startedAt),
     finishedAt: num(hash.finishedAt),

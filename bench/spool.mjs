@@ -1,0 +1,376 @@
+// Kept results spooled to an S3-compatible store (issue 42): an asynchronous Parquet export of
+// BENCH_ROWS rows (5,000,000 by default) from a stored table, spooled to s3rver (the registry
+// package the e2e suite runs, started here in a process of its own), then its result read every
+// way a client may. One run, each figure printed beside its goal and its floor:
+//
+// - the export: Redis `used_memory` growth (the whole server's: other runs on a shared Redis show
+//   in it too), api and worker peak RSS, sampled every 100 ms;
+// - fetch through the api (GET …/result) against the floor of reading the same segments straight
+//   from the store by their presigned URLs, one after the other, in this process;
+// - the client's download of the finished result by its presigned segments (SluiceClient.result,
+//   the code `sluice export --keep` reads with), 4 at once against one at a time, both written to
+//   a file in order as the command writes it;
+// - a fetch cut at a byte (curl piped to `head -c N`) and resumed with `curl --continue-at -`:
+//   the file must be identical, for a byte inside a segment, at a segment's end and near the end;
+// - the result read whole from a second api process, and from the first after a restart.
+//
+//   npm run build && node bench/spool.mjs
+//
+// BENCH_ROWS: rows of the table (made in the set-up, dropped at the end unless BENCH_KEEP_TABLE=1).
+// BENCH_S3_DIR: where s3rver keeps its objects (default: a temporary directory, removed at the end).
+// Needs curl. Everything it starts (processes, Redis keys, the table, files) is removed at the end,
+// also on error, on Ctrl-C and at the hard time limit (BENCH_HARD_LIMIT_SECONDS, 1500).
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import {
+  DATABASE_URL,
+  REDIS_URL,
+  ROOT,
+  envInt,
+  freePort,
+  installGuards,
+  loadAverage,
+  mb,
+  met,
+  onCleanup,
+  redisUsedMemory,
+  reportHeader,
+  requireDist,
+  runMain,
+  sampleRss,
+  startChild,
+  startSluice,
+  unlessDied,
+} from './lib/service.mjs';
+
+const ROWS = envInt('BENCH_ROWS', 5_000_000);
+const KEEP_TABLE = process.env.BENCH_KEEP_TABLE === '1';
+const HARD_LIMIT_MS = envInt('BENCH_HARD_LIMIT_SECONDS', 1500) * 1000;
+const BUCKET = 'sluice-bench-spool';
+
+// The issue's goals.
+const GOAL_REDIS_GROWTH = 20 * 2 ** 20;
+const GOAL_API_RSS = 250 * 2 ** 20;
+const GOAL_WORKER_RSS = 300 * 2 ** 20;
+const GOAL_API_VS_STORE = 0.8;
+const GOAL_PARALLEL_VS_ONE = 1.5;
+
+/** The stored table: issue 39's mix (bench/large-result.mjs), its last column 95% NULL. */
+const TABLE = `bench_spool_${ROWS}`;
+const CREATE_TABLE =
+  `create table ${TABLE} as select g::int as i, (g::bigint * 1000003) as b, ` +
+  `(g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +
+  `timestamptz '2024-01-01' + g * interval '1 second' as ts, (g % 2 = 0) as flag, ` +
+  `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
+  `case when g % 20 = 0 then 'note ' || (g % 7) end as sparse from generate_series(1, ${ROWS}) g`;
+
+async function setUpTable() {
+  const client = new pg.Client({ connectionString: DATABASE_URL });
+  await client.connect();
+  try {
+    const exists = await client.query('select to_regclass($1) as t', [TABLE]);
+    if (exists.rows[0].t === null) {
+      console.error(`creating ${TABLE} …`);
+      await client.query(CREATE_TABLE);
+      await client.query(`vacuum analyze ${TABLE}`);
+    }
+  } finally {
+    await client.end();
+  }
+  if (!KEEP_TABLE)
+    onCleanup(async () => {
+      const c = new pg.Client({ connectionString: DATABASE_URL });
+      await c.connect();
+      await c.query(`drop table if exists ${TABLE}`).finally(() => c.end());
+    });
+}
+
+/** s3rver in a process of its own (as test/support/s3.server.ts runs it), with one bucket. */
+const S3RVER = `
+  const S3rver = require('s3rver');
+  const Store = require('s3rver/lib/stores/filesystem');
+  const deleteObject = Store.prototype.deleteObject;
+  let deletes = Promise.resolve();
+  Store.prototype.deleteObject = function (...args) {
+    const next = deletes.then(() => deleteObject.apply(this, args));
+    deletes = next.catch(() => undefined);
+    return next;
+  };
+  const [directory, bucket] = process.argv.slice(1);
+  new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory, configureBuckets: [{ name: bucket }] })
+    .run()
+    .then(({ port }) => process.stdout.write(JSON.stringify({ port }) + '\\n'));`;
+
+async function startS3() {
+  const directory =
+    process.env.BENCH_S3_DIR || fs.mkdtempSync(path.join(tmpdir(), 'sluice-bench-s3-'));
+  const child = spawn(process.execPath, ['-e', S3RVER, directory, BUCKET], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  onCleanup(async () => {
+    child.kill('SIGTERM');
+    if (!process.env.BENCH_S3_DIR) fs.rmSync(directory, { recursive: true, force: true });
+  });
+  const [line] = await once(child.stdout, 'data');
+  const { port } = JSON.parse(line.toString());
+  return { endpoint: `http://127.0.0.1:${port}`, pid: child.pid };
+}
+
+/** Reads a response body to its end: bytes, seconds, SHA-256. */
+async function drain(body) {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  const started = performance.now();
+  for await (const chunk of body) {
+    hash.update(chunk);
+    bytes += chunk.byteLength;
+  }
+  return { bytes, seconds: (performance.now() - started) / 1000, sha: hash.digest('hex') };
+}
+
+/** Writes a web stream to a file in order, as `sluice export` does; bytes, seconds, SHA-256. */
+async function toFile(body, file) {
+  const hash = createHash('sha256');
+  const out = fs.createWriteStream(file);
+  let bytes = 0;
+  const started = performance.now();
+  for await (const chunk of body) {
+    hash.update(chunk);
+    bytes += chunk.byteLength;
+    if (!out.write(chunk)) await once(out, 'drain');
+  }
+  out.end();
+  await once(out, 'finish');
+  return { bytes, seconds: (performance.now() - started) / 1000, sha: hash.digest('hex') };
+}
+
+const rate = (r) =>
+  `${(r.bytes / 2 ** 20 / r.seconds).toFixed(1)} MiB/s (${r.seconds.toFixed(2)} s)`;
+const sha256File = (file) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+
+async function main() {
+  installGuards(HARD_LIMIT_MS);
+  const loadAtStart = loadAverage();
+  const { SluiceClient } = requireDist('libs/client/src/index.js');
+  await setUpTable();
+  const s3 = await startS3();
+  const spoolPrefix = `bench-${randomBytes(4).toString('hex')}`;
+  const spoolEnv = {
+    SLUICE_SPOOL_URL: `s3://${BUCKET}/${spoolPrefix}`,
+    SLUICE_SPOOL_S3_ENDPOINT: s3.endpoint,
+    SLUICE_SPOOL_PRESIGN_SECONDS: '3600',
+    AWS_ACCESS_KEY_ID: 'S3RVER',
+    AWS_SECRET_ACCESS_KEY: 'S3RVER',
+    AWS_REGION: 'us-east-1',
+  };
+  const sluice = await startSluice({ env: spoolEnv });
+  const { baseUrl, headers } = sluice;
+  const auth = headers.authorization;
+  const work = fs.mkdtempSync(path.join(tmpdir(), 'sluice-bench-spool-'));
+  onCleanup(() => fs.rmSync(work, { recursive: true, force: true }));
+  const lines = [];
+  const print = (line) => {
+    console.log(line);
+    lines.push(line);
+  };
+
+  // 1. The export: Redis, api and worker memory while it runs.
+  const redis = new Redis(REDIS_URL);
+  onCleanup(() => redis.disconnect());
+  const redisBefore = await redisUsedMemory(redis);
+  let redisPeak = redisBefore;
+  const redisSampler = setInterval(() => {
+    redisUsedMemory(redis).then(
+      (v) => (redisPeak = Math.max(redisPeak, v)),
+      () => undefined,
+    );
+  }, 100);
+  const rss = sampleRss([sluice.api.pid, sluice.worker.pid]);
+  const started = performance.now();
+  const accepted = await unlessDied(
+    sluice,
+    fetch(`${baseUrl}/v1/execute`, {
+      method: 'POST',
+      headers: {
+        authorization: auth,
+        'content-type': 'application/json',
+        accept: 'application/parquet',
+        'accept-encoding': 'identity',
+      },
+      body: JSON.stringify({
+        statement: `select * from ${TABLE}`,
+        wait_timeout: 0,
+        lane: 'export',
+      }),
+    }),
+  );
+  if (accepted.status !== 202)
+    throw new Error(`export not accepted: ${accepted.status} ${await accepted.text()}`);
+  const { query_id: queryId } = await accepted.json();
+  let info;
+  for (;;) {
+    info = await (
+      await fetch(`${baseUrl}/v1/queries/${queryId}`, { headers: { authorization: auth } })
+    ).json();
+    if (['succeeded', 'failed', 'cancelled'].includes(info.state)) break;
+    await unlessDied(sluice, sleep(200));
+  }
+  const exportSeconds = (performance.now() - started) / 1000;
+  clearInterval(redisSampler);
+  const memory = rss.stop();
+  if (info.state !== 'succeeded')
+    throw new Error(`export ${info.state}: ${JSON.stringify(info.status)}`);
+  const manifest = await (
+    await fetch(`${baseUrl}/v1/queries/${queryId}/result/segments`, {
+      headers: { authorization: auth },
+    })
+  ).json();
+  const redisGrowth = redisPeak - redisBefore;
+  const apiPeak = memory[sluice.api.pid].peak;
+  const workerPeak = memory[sluice.worker.pid].peak;
+
+  // 2. Through the api against straight from the store, one stream each.
+  const viaApi = await drain(
+    (
+      await fetch(`${baseUrl}/v1/queries/${queryId}/result`, {
+        headers: { authorization: auth, 'accept-encoding': 'identity' },
+      })
+    ).body,
+  );
+  const storeHash = createHash('sha256');
+  let storeBytes = 0;
+  const storeStarted = performance.now();
+  for (const segment of manifest.segments) {
+    for await (const chunk of (await fetch(segment.url)).body) {
+      storeHash.update(chunk);
+      storeBytes += chunk.byteLength;
+    }
+  }
+  const fromStore = {
+    bytes: storeBytes,
+    seconds: (performance.now() - storeStarted) / 1000,
+    sha: storeHash.digest('hex'),
+  };
+  const whole = viaApi.sha;
+
+  // 3. The client's download by presigned segments: 4 at once, one at a time.
+  const client = new SluiceClient({
+    url: baseUrl,
+    credentials: { token: auth.slice('Bearer '.length) },
+  });
+  const downloads = {};
+  for (const parallel of [4, 1]) {
+    const result = await client.result(queryId, { segmentDownloads: parallel });
+    if (result.source !== 'segments') throw new Error(`result() read through the ${result.source}`);
+    downloads[parallel] = await toFile(
+      result.body,
+      path.join(work, `segments-${parallel}.parquet`),
+    );
+    fs.rmSync(path.join(work, `segments-${parallel}.parquet`));
+  }
+
+  // 4. Cut with curl at a byte, resumed with --continue-at -.
+  const url = `${baseUrl}/v1/queries/${queryId}/result`;
+  const first = manifest.segments[0].size;
+  const cuts = [Math.floor(first / 2) + 13, first, manifest.size - 1000];
+  const resumed = [];
+  for (const at of cuts) {
+    const file = path.join(work, 'cut.parquet');
+    execFileSync(
+      'sh',
+      ['-c', `curl -s -H "authorization: $AUTH" "$URL" 2>/dev/null | head -c ${at} > "$FILE"`],
+      {
+        env: { ...process.env, AUTH: auth, URL: url, FILE: file },
+      },
+    );
+    const cutAt = fs.statSync(file).size;
+    execFileSync('curl', [
+      '-sS',
+      '--fail',
+      '--continue-at',
+      '-',
+      '-H',
+      `authorization: ${auth}`,
+      '-o',
+      file,
+      url,
+    ]);
+    resumed.push({ at: cutAt, same: sha256File(file) === whole });
+    fs.rmSync(file);
+  }
+
+  // 5. Another api process, and the first after a restart.
+  const port2 = String(await freePort());
+  const api2 = startChild('api-2', 'dist/apps/api/src/main.js', { ...sluice.env, PORT: port2 });
+  onCleanup(api2.stop);
+  const other = await readWhenUp(`http://127.0.0.1:${port2}`, queryId, auth, api2);
+  await api2.stop();
+  await sluice.api.stop();
+  const restarted = startChild('api', 'dist/apps/api/src/main.js', sluice.env);
+  onCleanup(restarted.stop);
+  const again = await readWhenUp(baseUrl, queryId, auth, restarted);
+  await fetch(`${baseUrl}/v1/queries/${queryId}`, {
+    method: 'DELETE',
+    headers: { authorization: auth },
+  });
+
+  const apiVsStore = viaApi.bytes / viaApi.seconds / (fromStore.bytes / fromStore.seconds);
+  const parallelVsOne =
+    downloads[4].bytes / downloads[4].seconds / (downloads[1].bytes / downloads[1].seconds);
+  const same = (r) =>
+    r.sha === whole && r.bytes === manifest.size ? 'identical' : '**DIFFERENT**';
+  for (const line of [
+    ...reportHeader(
+      `Spooled kept results (bench/spool.mjs, ${ROWS.toLocaleString('en-US')} rows)`,
+      loadAtStart,
+    ),
+    `- Settings: defaults (SLUICE_SPOOL_SEGMENT_BYTES 16 MiB), spool s3rver at ${s3.endpoint}, presigned URLs 3600 s; Redis shared with other runs (its used_memory is the whole server's)`,
+    '',
+    `Export (Parquet, zstd, export lane): ${exportSeconds.toFixed(1)} s, ${mb(manifest.size)} MiB in ${manifest.segments.length} segments, ${info.rows_produced ?? info.rows} rows`,
+    '',
+    '| Goal | Figure | Floor / bound | |',
+    '|---|---|---|---|',
+    `| Redis used_memory growth during the export | ${mb(redisGrowth)} MiB | < 20 MiB | ${met(redisGrowth < GOAL_REDIS_GROWTH)} |`,
+    `| api peak RSS | ${mb(apiPeak)} MiB | < 250 MiB | ${met(apiPeak < GOAL_API_RSS)} |`,
+    `| worker peak RSS | ${mb(workerPeak)} MiB | < 300 MiB | ${met(workerPeak < GOAL_WORKER_RSS)} |`,
+    `| fetch through the api vs the store | ${rate(viaApi)} = ${apiVsStore.toFixed(2)}x | store, one stream: ${rate(fromStore)}; ≥ 0.8x | ${met(apiVsStore >= GOAL_API_VS_STORE)} |`,
+    `| client download by presigned segments, 4 at once vs 1 | ${rate(downloads[4])} = ${parallelVsOne.toFixed(2)}x | one at a time: ${rate(downloads[1])}; ≥ 1.5x | ${met(parallelVsOne >= GOAL_PARALLEL_VS_ONE)} |`,
+    `| cut and resumed with curl --continue-at - | ${resumed.map((r) => `at ${r.at}: ${r.same ? 'identical' : '**DIFFERENT**'}`).join(', ')} | identical | ${met(resumed.every((r) => r.same))} |`,
+    `| read from another api process | ${same(other)} | identical | ${met(other.sha === whole)} |`,
+    `| read after an api restart | ${same(again)} | identical | ${met(again.sha === whole)} |`,
+    '',
+    `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}.`,
+  ])
+    print(line);
+}
+
+/** Waits for an api to answer, then reads the result whole through it. */
+async function readWhenUp(baseUrl, queryId, auth, child) {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      const res = await fetch(`${baseUrl}/v1/info`);
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline)
+      throw new Error(`${child.name} did not start:\n${child.lines.join('\n')}`);
+    await Promise.race([sleep(200), child.died]);
+  }
+  const res = await fetch(`${baseUrl}/v1/queries/${queryId}/result`, {
+    headers: { authorization: auth, 'accept-encoding': 'identity' },
+  });
+  if (res.status !== 200) throw new Error(`${child.name}: HTTP ${res.status} ${await res.text()}`);
+  return drain(res.body);
+}
+
+await runMain(main);

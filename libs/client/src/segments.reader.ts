@@ -1,0 +1,170 @@
+import type { ResultManifest } from './client.types';
+import { SluiceClientError } from './sluice-client.error';
+
+/** What `segmentBytes` needs beside the first manifest. */
+export interface SegmentSource {
+  queryId: string;
+  /** The manifest as it is now: more segments while the query runs, fresh URLs. */
+  refresh: () => Promise<ResultManifest>;
+  /** Reads a presigned URL (no credential of the service's goes with it). */
+  fetch: typeof fetch;
+  /** Segments downloaded at once (1 or more). */
+  parallel: number;
+  /** Tries of one segment before its failure is the download's. */
+  attempts: number;
+  signal?: AbortSignal;
+}
+
+/** How long to wait before asking again for the segments of a query that still runs (ms). */
+const POLL_MS = { first: 100, most: 1000 };
+
+/**
+ * The body of a spooled kept result, read straight from the store by its segments' presigned
+ * URLs: `parallel` downloads at once, the bytes yielded in order. While the query runs the
+ * manifest is asked again for the segments written since. A download that breaks resumes with
+ * Range where it stopped, one refused (a URL expired) is tried with a fresh URL, and each
+ * segment must be the size the manifest gives, so that a short read is never taken for the whole.
+ */
+export async function* segmentBytes(
+  first: ResultManifest,
+  source: SegmentSource,
+): AsyncGenerator<Uint8Array> {
+  let manifest = first;
+  const stop = new AbortController();
+  const onAbort = () => stop.abort();
+  source.signal?.addEventListener('abort', onAbort);
+  const downloads = new Map<number, Promise<Uint8Array>>();
+  let started = 0;
+  let wait = POLL_MS.first;
+  try {
+    for (let next = 0; ;) {
+      // Only segments within `parallel` of the next one out: what waits its turn is bounded.
+      while (started < manifest.segments.length && started < next + source.parallel) {
+        const download = segment(
+          started,
+          () => manifest,
+          source,
+          stop.signal,
+          async () => {
+            manifest = await source.refresh();
+          },
+        );
+        // Awaited in its turn; a failure before then must not count as unhandled meanwhile.
+        download.catch(() => undefined);
+        downloads.set(started++, download);
+      }
+      if (next < manifest.segments.length) {
+        const bytes = await downloads.get(next)!;
+        downloads.delete(next++);
+        wait = POLL_MS.first;
+        yield bytes;
+        continue;
+      }
+      if (manifest.complete) {
+        const end = manifest.segments.at(-1);
+        const size = end ? end.offset + end.size : 0;
+        if (size !== manifest.size) {
+          throw new SluiceClientError(
+            `the result's segments hold ${size} bytes, its manifest says ${manifest.size}`,
+            { kind: 'protocol', queryId: source.queryId },
+          );
+        }
+        return;
+      }
+      await sleep(wait, source.signal);
+      wait = Math.min(wait * 2, POLL_MS.most);
+      manifest = await source.refresh();
+    }
+  } finally {
+    source.signal?.removeEventListener('abort', onAbort);
+    // Left early (a failure, the consumer stopped): the downloads under way stop too.
+    stop.abort();
+  }
+}
+
+/** One segment's bytes, whole, checked against its size. */
+async function segment(
+  index: number,
+  manifest: () => ResultManifest,
+  source: SegmentSource,
+  signal: AbortSignal,
+  refresh: () => Promise<void>,
+): Promise<Uint8Array> {
+  const { offset, size } = manifest().segments[index];
+  const parts: Uint8Array[] = [];
+  let received = 0;
+  let why = '';
+  for (let attempt = 0; attempt < source.attempts; attempt++) {
+    if (attempt > 0 && why.startsWith('HTTP 403')) {
+      // A presigned URL past its time: the manifest gives fresh ones.
+      await refresh();
+    }
+    const url = manifest().segments[index]?.url;
+    if (!url) break;
+    let res: Response;
+    try {
+      res = await source.fetch(url, {
+        signal,
+        headers: received > 0 ? { range: `bytes=${received}-` } : {},
+      });
+    } catch (cause) {
+      if (signal.aborted) throw cause;
+      why = (cause as Error)?.message ?? String(cause);
+      continue;
+    }
+    if (res.status !== (received > 0 ? 206 : 200)) {
+      why = `HTTP ${res.status} ${res.statusText}`.trim();
+      await res.body?.cancel().catch(() => undefined);
+      continue;
+    }
+    try {
+      const reader = res.body!.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        parts.push(value);
+        received += value.byteLength;
+      }
+    } catch (cause) {
+      if (signal.aborted) throw cause;
+      // Cut: the next try asks for the rest.
+      why = `connection broke after ${received} bytes`;
+      continue;
+    }
+    if (received === size) return joined(parts, size);
+    why = `${received} bytes read, the manifest says ${size}`;
+    // Not the segment listed: read it again, whole.
+    parts.length = 0;
+    received = 0;
+  }
+  throw new SluiceClientError(
+    `segment ${index + 1} of the result (bytes ${offset}-${offset + size - 1}) could not be downloaded from the store: ${why || 'it has no URL'}`,
+    { kind: 'connection', queryId: source.queryId },
+  );
+}
+
+function joined(parts: Uint8Array[], size: number): Uint8Array {
+  if (parts.length === 1) return parts[0];
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    bytes.set(part, at);
+    at += part.byteLength;
+  }
+  return bytes;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new Error('aborted'));
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(new Error('aborted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
