@@ -12,7 +12,7 @@ export interface Column {
 }
 
 /** The final status of a statement, as the server reports it. */
-export interface QueryStatus {
+export interface Status {
   reason: string;
   sql_state: string;
   vendor_code: number;
@@ -25,28 +25,48 @@ export interface QueryResult<R extends Row = Row> {
   queryId: string;
   schema: Column[];
   rows: R[];
-  status: QueryStatus;
+  status: Status;
 }
 
-/** A query as `GET /v1/queries` shows it. */
+/** Where a query is in its life. */
+export type QueryState = 'queued' | 'running' | 'streaming' | 'succeeded' | 'failed' | 'cancelled';
+
+/**
+ * A query as `GET /v1/queries` shows it: the server's own type, field for field (a spec of the
+ * server's checks the two against each other; this package copies it, as it depends on nothing).
+ */
 export interface QueryInfo {
   query_id: string;
   owner: string;
-  state: string;
+  state: QueryState;
   database: string | null;
   format: string;
-  lane: string;
+  /** The queue the query waits (or waited) in. */
+  lane: 'interactive' | 'export';
+  /** The statement's text with placeholders (parameter values are never shown). */
   statement: string;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
+  /** Milliseconds since creation, or from creation to the end. */
   elapsed_ms: number;
+  /** Queries ahead of this one while it is queued. */
   queue_position: number | null;
+  /** Rows and body bytes sent to a client so far. */
   rows: number;
   bytes: number;
-  status: QueryStatus | null;
+  /** Rows and body bytes the worker has produced so far. */
+  rows_produced: number;
+  bytes_produced: number;
+  status: Status | null;
   /** Where the kept result of a query sent with `waitTimeout` is fetched, or null. */
-  result_url?: string | null;
+  result_url: string | null;
+  /** Until when its kept result stays, once the query ended. */
+  result_kept_until: string | null;
+  /** Where its kept result's body is kept: `spool` or `redis`; null: nothing kept. */
+  result_kept_in: 'spool' | 'redis' | null;
+  /** Its OpenTelemetry trace's id, when the server traces the query. */
+  trace_id: string | null;
 }
 
 /** Byte formats of `export()`, each with its media type. */

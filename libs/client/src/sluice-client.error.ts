@@ -1,4 +1,4 @@
-import type { QueryStatus } from './client.types';
+import type { Status } from './client.types';
 
 /**
  * - `status`: the server answered with an error status (HTTP or in-band final status);
@@ -49,7 +49,7 @@ export class SluiceClientError extends Error {
 
   /** From a status object the server sent (an error envelope or a final status line). */
   static fromStatus(
-    status: QueryStatus,
+    status: Status,
     httpStatus: number,
     queryId?: string,
     retryAfterSeconds?: number,

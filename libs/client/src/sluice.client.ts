@@ -7,7 +7,7 @@ import {
   type QueryInfo,
   type QueryOptions,
   type QueryResult,
-  type QueryStatus,
+  type Status,
   type ResultManifest,
   type Row,
   type SluiceClientOptions,
@@ -22,7 +22,7 @@ interface StreamLine {
   query_id?: string;
   schema?: Column[];
   data?: Row[];
-  status?: QueryStatus;
+  status?: Status;
 }
 
 /** A 202's body: the query runs on; its result is at `links.result`. */
@@ -40,7 +40,7 @@ export interface RowStream<R extends Row = Row> extends AsyncIterable<R> {
   readonly queryId: string | undefined;
   readonly schema: Column[] | undefined;
   /** The final status, once the iteration has ended. */
-  readonly status: QueryStatus | undefined;
+  readonly status: Status | undefined;
   /** Bytes of the response body received so far (for progress). */
   readonly bytes: number;
 }
@@ -120,7 +120,7 @@ export class SluiceClient {
     params?: Params,
     options: QueryOptions = {},
   ): RowStream<R> {
-    const state: { queryId?: string; schema?: Column[]; status?: QueryStatus; bytes: number } = {
+    const state: { queryId?: string; schema?: Column[]; status?: Status; bytes: number } = {
       bytes: 0,
     };
     const rows = async function* (client: SluiceClient): AsyncGenerator<R> {
@@ -483,7 +483,7 @@ export class SluiceClient {
     const text = await res.text().catch(() => '');
     const retryAfter = Number(res.headers.get('retry-after') ?? NaN);
     const retryAfterSeconds = Number.isFinite(retryAfter) ? retryAfter : undefined;
-    let envelope: { query_id?: string; status?: QueryStatus } | undefined;
+    let envelope: { query_id?: string; status?: Status } | undefined;
     try {
       envelope = JSON.parse(text) as typeof envelope;
     } catch {
