@@ -72,15 +72,17 @@ const SCRIPT = `
   const traceUrl = document.body.dataset.traceUrl;
   const COLORS = { succeeded: '#2e9e4f', failed: '#c0392b', cancelled: '#8e6bbf', rejected: '#d98b1f', accepted: '#7a8599',
     interactive: '#4a90d9', export: '#d98b1f', p50: '#4a90d9', p99: '#c0392b' };
-  // A query's phases from the registry's times: queued until it started, then running (or
-  // streaming, its state while it sends) until it ended.
+  // A query's phases from the registry's times: queued until it started, running until its first
+  // rows came back, streaming from then until it ended (or now).
   const phases = (q, now) => {
     const created = Date.parse(q.created_at);
     const started = q.started_at ? Date.parse(q.started_at) : undefined;
+    const streaming = q.streaming_at ? Date.parse(q.streaming_at) : undefined;
     const end = q.finished_at ? Date.parse(q.finished_at) : now;
     const total = Math.max(1, end - created);
     const parts = [['queued', (started ?? end) - created]];
-    if (started !== undefined) parts.push([q.state === 'streaming' ? 'streaming' : 'running', end - started]);
+    if (started !== undefined) parts.push(['running', (streaming ?? end) - started]);
+    if (started !== undefined && streaming !== undefined) parts.push(['streaming', end - streaming]);
     const bar = document.createElement('div');
     bar.className = 'phases';
     for (const [name, ms] of parts) {
@@ -92,6 +94,7 @@ const SCRIPT = `
     }
     return bar;
   };
+  const phaseText = (q) => [...phases(q, Date.now()).children].map((part) => part.title).join(', ');
   const cell = (row, text, cls) => {
     const td = document.createElement('td');
     td.textContent = text;
@@ -236,15 +239,32 @@ const SCRIPT = `
     detail();
   }
 
-  // The query picked in the table, shown whole below it.
+  // The query picked in the table, shown whole below it: the list gives each statement's first
+  // 200 characters, so its whole statement is read once, from the query itself.
   let selected;
   let latest = [];
+  const whole = new Map();
+  async function wholeStatement(id) {
+    if (whole.has(id)) return;
+    whole.set(id, undefined);
+    try {
+      const res = await api('GET', '/admin/api/queries/' + encodeURIComponent(id));
+      if (res.ok) whole.set(id, (await res.json()).statement);
+      else whole.delete(id);
+    } catch {
+      whole.delete(id);
+    }
+    if (selected === id) detail();
+  }
   function detail() {
     const q = latest.find((x) => x.query_id === selected);
     $('detail').hidden = !q;
     if (!q) return;
     $('detail-id').textContent = q.query_id;
-    $('detail-statement').textContent = q.statement;
+    const statement = whole.get(q.query_id);
+    $('detail-statement').textContent = statement ?? q.statement;
+    $('detail-statement').dataset.whole = statement === undefined ? 'false' : 'true';
+    if (statement === undefined) wholeStatement(q.query_id);
     const facts = [
       ['state', q.state],
       ['owner', q.owner],
@@ -254,8 +274,10 @@ const SCRIPT = `
       ['created', q.created_at],
       ['queued for', duration(Math.max(0, (q.started_at ? Date.parse(q.started_at) : Date.now()) - Date.parse(q.created_at)))],
       ['started', q.started_at || '—'],
+      ['streaming', q.streaming_at || '—'],
       ['finished', q.finished_at || '—'],
       ['duration', duration(q.elapsed_ms)],
+      ['phases', phaseText(q)],
       ['rows', (q.rows_produced ?? q.rows) + ' made, ' + q.rows + ' sent'],
       ['bytes', (q.bytes_produced ?? q.bytes) + ' made, ' + q.bytes + ' sent'],
       ['status', q.status ? q.status.sql_state + ' (' + q.status.vendor_code + ') ' + q.status.reason : '—'],

@@ -44,6 +44,8 @@ export interface ExecutionOutcome {
   bytes: number;
   /** The end is in the registry already: written with the result's last entry. */
   recorded?: boolean;
+  /** When its first rows came back and went to the channel (BodyWriter.streamingAt). */
+  streamingAt?: number;
   /** When its phases happened in the thread: measured for a traced job only (StatementClock). */
   timings?: StatementTimings;
   /**
@@ -221,7 +223,8 @@ export class QueryRunner {
     let writing: Promise<void> | undefined;
     // A write awaited here may wait on a slow client: the rows made so far are reported meanwhile.
     const reporting = (waiting: Promise<void> | undefined) =>
-      waiting && progress ? progress.during(waiting, rows, () => body.bytes) : waiting;
+      waiting && progress ? progress.during(waiting, made) : waiting;
+    const made = () => ({ rows, bytes: body.bytes, streamingAt: body.streamingAt });
     try {
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
@@ -272,7 +275,7 @@ export class QueryRunner {
         // Awaited in the next round, after the loop, or before a failure is reported.
         writing.catch(() => undefined);
         const next = await prefetch;
-        progress?.tick(rows, body.bytes);
+        progress?.tick(made());
         if (capped) {
           truncated = next.length > 0;
           break;
@@ -290,7 +293,7 @@ export class QueryRunner {
       );
       // A format that writes at its end (Parquet's last row group) waits for the client here.
       await reporting(body.end(status, encoder.end(status, false) ?? Buffer.alloc(0)));
-      return { status, rows, bytes: body.bytes };
+      return { status, rows, bytes: body.bytes, streamingAt: body.streamingAt };
     } catch (err) {
       // A write still on its way lands first: nothing else is written meanwhile, and its own
       // failure is not the one reported.
@@ -308,7 +311,7 @@ export class QueryRunner {
         : err instanceof ResultStreamLostError || err instanceof SpoolUnavailableError
           ? err.message
           : undefined;
-      return { status, rows, bytes: body.bytes, cause };
+      return { status, rows, bytes: body.bytes, streamingAt: body.streamingAt, cause };
     } finally {
       await statement.release();
     }

@@ -10,6 +10,7 @@ import {
   QueryRegistry,
   RecordRetention,
   SLOT_LEASE_MS,
+  statementPreview,
 } from '../query.registry';
 
 /** The query registry of standalone mode: one process knows everything. */
@@ -74,6 +75,7 @@ export class InProcessQueryRegistry implements QueryRegistry {
     if (record && !FINAL_STATES.includes(record.state)) {
       record.rowsProduced = produced.rows;
       record.bytesProduced = produced.bytes;
+      if (produced.streamingAt !== undefined) record.streamingAt = produced.streamingAt;
     }
     return Promise.resolve();
   }
@@ -89,7 +91,9 @@ export class InProcessQueryRegistry implements QueryRegistry {
     const all = [...this.records.values()]
       .filter((r) => owner === undefined || r.owner === owner)
       .sort((a, b) => b.createdAt - a.createdAt);
-    return Promise.resolve(all.slice(0, limit).map((r) => ({ ...r })));
+    return Promise.resolve(
+      all.slice(0, limit).map((r) => ({ ...r, statement: statementPreview(r.statement) })),
+    );
   }
 
   trim(): Promise<void> {
