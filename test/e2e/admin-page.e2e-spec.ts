@@ -432,6 +432,7 @@ describe('AdminPage', () => {
     expect(facts).toMatch(/phasesqueued \d+ ms, running \d+ ms, streaming \d+ ms/);
     expect(facts).toContain('lane' + 'interactive');
     expect(facts).toContain('rows1 made, 1 sent');
+    expect(facts).toMatch(/bytes\d+ made, \d+ sent/);
     expect(facts).toContain('status00000 (0)');
     expect(facts).toMatch(/duration\d+ ms/);
     // The charts draw: each has a line with points, from this api's own counts.
@@ -448,6 +449,11 @@ describe('AdminPage', () => {
       expect(points.some((p) => p.trim().split(' ').length > 1)).toBe(true);
     }
     expect(await tab.locator('#chart-rate-legend').textContent()).toMatch(/succeeded \d/);
+    // And they refresh by themselves: the page asks for the figures again, unprompted.
+    const again = await tab.waitForResponse((r) => r.url() === `${baseUrl}/admin/api/stats`, {
+      timeout: 15_000,
+    });
+    expect(again.status()).toBe(200);
     await picture(tab, 'admin-page-time.png');
   });
 });

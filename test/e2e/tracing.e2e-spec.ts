@@ -34,6 +34,7 @@ beforeAll(async () => {
     SLUICE_TRACE_STATEMENTS: 'true',
     SLUICE_TRACE_SQLCOMMENTER: 'true',
     SLUICE_TRACE_URL: 'https://traces.example/trace/{trace_id}',
+    OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=e2e,team=sql%20ops',
   };
   const started = await deployment(otel, stops);
   baseUrl = started.api.baseUrl;
@@ -127,6 +128,13 @@ describe('tracing', () => {
     ]);
     const services = new Set(spans.map((s) => s.service));
     expect([...services].sort()).toEqual(cluster ? ['sluice-api', 'sluice-worker'] : ['sluice']);
+    // OTEL_RESOURCE_ATTRIBUTES describe every process's spans.
+    for (const span of spans) {
+      expect(span.resource).toMatchObject({
+        'deployment.environment.name': 'e2e',
+        team: 'sql ops',
+      });
+    }
     const names = spans.map((s) => s.name);
     expect(names).toEqual(
       expect.arrayContaining(['admission', 'queue wait', 'encode result', 'stream result']),
@@ -188,6 +196,34 @@ describe('tracing', () => {
     expect(await traceIdOf(res.json.query_id as string)).toBe(traceId);
     const spans = await spansOf(traceId, whole);
     expect(spans.find((s) => s.kind === SERVER)!.parentSpanId).toBe(parent);
+    // Its tracestate too, through the job's data to the worker's spans.
+    for (const kind of [SERVER, PRODUCER, CONSUMER, CLIENT]) {
+      expect([kind, spans.find((s) => s.kind === kind)!.traceState]).toEqual([kind, 'e2e=1']);
+    }
+  });
+
+  it('obeys an incoming traceparent that is not sampled: no span, no trace id', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const res = await execute(
+      { statement: 'select 1 as unsampled' },
+      {
+        token,
+        baseUrl,
+        headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-00` },
+      },
+    );
+    expect(res.status).toBe(200);
+    // A sampled query sent after it, whose spans have come: the batch of the first went too.
+    const later = await execute({ statement: 'select 2 as sampled' }, { token, baseUrl });
+    await spansOf(await traceIdOf(later.json.query_id as string), whole);
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id as string}`,
+      token,
+      baseUrl,
+    });
+    expect(info.json.trace_id).toBeNull();
+    expect(receiver.trace(traceId)).toEqual([]);
   });
 
   it('puts the statement span traceparent in the statement as a sqlcommenter comment', async () => {
