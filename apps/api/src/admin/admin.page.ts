@@ -34,7 +34,7 @@ const STYLE = `
   tr[data-query-id] { cursor: pointer; }
   tr.selected { background: #eef5ff; }
   .phases { display: flex; width: 9rem; height: .7rem; background: #eceff3; border-radius: 3px; overflow: hidden; }
-  .phase-queued { background: #f0c040; } .phase-running { background: #4a90d9; } .phase-streaming { background: #2c6fb7; }
+  .phase-queued { background: #f0c040; } .phase-running { background: #4a90d9; } .phase-streaming { background: #3aa76d; }
   #charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); gap: .75rem; margin-bottom: .75rem; }
   figure { margin: 0; background: #fff; border: 1px solid #e3e6eb; border-radius: 4px; padding: .4rem .6rem; }
   figcaption { font-weight: 600; font-size: .85rem; }
@@ -459,7 +459,7 @@ const ADMIN_PAGE_HTML = `<!doctype html>
     <span id="updated" class="muted"></span>
   </div>
   <table id="queries">
-    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Started</th><th>Duration</th><th>Phases</th><th>Rows made</th><th class="kept">Kept result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
+    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Started</th><th>Duration</th><th title="queued (yellow), running (blue), streaming (green)">Phases</th><th>Rows made</th><th class="kept">Kept result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
     <tbody></tbody>
   </table>
   <p id="empty" class="muted">No queued or running queries.</p>
