@@ -302,3 +302,49 @@ describe('tracing', () => {
     expect(encode.attributes).toMatchObject({ 'sluice.format': 'parquet', 'sluice.rows': 1000 });
   });
 });
+
+describe('tracing without SLUICE_TRACE_STATEMENTS and SLUICE_TRACE_SQLCOMMENTER (their default)', () => {
+  const plainStops: (() => Promise<unknown>)[] = [];
+  let plainUrl: string;
+
+  beforeAll(async () => {
+    const otel = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    };
+    const started = await deployment(otel, plainStops);
+    plainUrl = started.api.baseUrl;
+    if (cluster) {
+      const worker = startWorker(started.prefix, otel);
+      plainStops.push(() => worker.stop());
+    }
+    await firstAnswer(plainUrl, token);
+  });
+
+  afterAll(async () => {
+    await Promise.all(plainStops.splice(0).map((stop) => stop()));
+  });
+
+  it('names the operation but puts no statement text in the span, and no comment in the statement', async () => {
+    const marker = `m_${randomBytes(4).toString('hex')}`;
+    const res = await execute(
+      { statement: `select current_query() as ${marker}` },
+      { token, baseUrl: plainUrl },
+    );
+    expect(res.status).toBe(200);
+    const [[text]] = res.json.data as string[][];
+    expect(text).toBe(`select current_query() as ${marker}`);
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id as string}`,
+      token,
+      baseUrl: plainUrl,
+    });
+    const spans = await spansOf(info.json.trace_id as string, whole);
+    const statement = spans.find((s) => s.kind === CLIENT)!;
+    expect(statement.attributes['db.operation.name']).toBe('SELECT');
+    expect(statement.attributes).not.toHaveProperty('db.query.text');
+    for (const span of spans) expect(JSON.stringify(span)).not.toContain(marker);
+  });
+});
