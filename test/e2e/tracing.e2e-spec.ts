@@ -303,7 +303,15 @@ describe('tracing', () => {
   });
 });
 
-describe('tracing without SLUICE_TRACE_STATEMENTS and SLUICE_TRACE_SQLCOMMENTER (their default)', () => {
+/**
+ * A deployment with the statement settings at their defaults, and OTEL_SERVICE_NAME and a trace-id
+ * ratio sampler set: TraceIdRatioBasedSampler keeps a trace whose id's four 32-bit words XOR to
+ * less than the ratio of 2^32, whatever the parent says, so these ids decide it.
+ */
+const KEPT_ID = () => `${'0'.repeat(28)}${randomBytes(2).toString('hex')}`;
+const DROPPED_ID = () => `${'f'.repeat(8)}${'0'.repeat(20)}${randomBytes(2).toString('hex')}`;
+
+describe('tracing with OTEL_SERVICE_NAME, a ratio sampler, and SLUICE_TRACE_STATEMENTS and SLUICE_TRACE_SQLCOMMENTER at their default (off)', () => {
   const plainStops: (() => Promise<unknown>)[] = [];
   let plainUrl: string;
 
@@ -312,6 +320,9 @@ describe('tracing without SLUICE_TRACE_STATEMENTS and SLUICE_TRACE_SQLCOMMENTER 
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_SERVICE_NAME: 'sluice-plain',
+      OTEL_TRACES_SAMPLER: 'traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.5',
     };
     const started = await deployment(otel, plainStops);
     plainUrl = started.api.baseUrl;
@@ -328,9 +339,10 @@ describe('tracing without SLUICE_TRACE_STATEMENTS and SLUICE_TRACE_SQLCOMMENTER 
 
   it('names the operation but puts no statement text in the span, and no comment in the statement', async () => {
     const marker = `m_${randomBytes(4).toString('hex')}`;
+    const traceparent = `00-${KEPT_ID()}-${randomBytes(8).toString('hex')}-01`;
     const res = await execute(
       { statement: `select current_query() as ${marker}` },
-      { token, baseUrl: plainUrl },
+      { token, baseUrl: plainUrl, headers: { traceparent } },
     );
     expect(res.status).toBe(200);
     const [[text]] = res.json.data as string[][];
@@ -346,5 +358,40 @@ describe('tracing without SLUICE_TRACE_STATEMENTS and SLUICE_TRACE_SQLCOMMENTER 
     expect(statement.attributes['db.operation.name']).toBe('SELECT');
     expect(statement.attributes).not.toHaveProperty('db.query.text');
     for (const span of spans) expect(JSON.stringify(span)).not.toContain(marker);
+    // OTEL_SERVICE_NAME names every process.
+    expect(new Set(spans.map((span) => span.service))).toEqual(new Set(['sluice-plain']));
+  });
+
+  it('samples by OTEL_TRACES_SAMPLER: a trace id past the ratio is dropped, though its parent was sampled', async () => {
+    const traceId = DROPPED_ID();
+    const res = await execute(
+      { statement: 'select 1 as dropped' },
+      {
+        token,
+        baseUrl: plainUrl,
+        headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+      },
+    );
+    expect(res.status).toBe(200);
+    // A kept trace sent after it, whose spans have come: the batch of the first went too.
+    const kept = KEPT_ID();
+    const later = await execute(
+      { statement: 'select 2 as kept' },
+      {
+        token,
+        baseUrl: plainUrl,
+        headers: { traceparent: `00-${kept}-${randomBytes(8).toString('hex')}-01` },
+      },
+    );
+    expect(later.status).toBe(200);
+    await spansOf(kept, whole);
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id as string}`,
+      token,
+      baseUrl: plainUrl,
+    });
+    expect(info.json.trace_id).toBeNull();
+    expect(receiver.trace(traceId)).toEqual([]);
   });
 });
