@@ -39,6 +39,8 @@ export interface QueryInfo {
   statement: string;
   created_at: string;
   started_at: string | null;
+  /** When its first rows came back and began to stream (absent from servers before it). */
+  streaming_at?: string | null;
   finished_at: string | null;
   elapsed_ms: number;
   queue_position: number | null;
@@ -47,6 +49,8 @@ export interface QueryInfo {
   status: QueryStatus | null;
   /** Where the kept result of a query sent with `waitTimeout` is fetched, or null. */
   result_url?: string | null;
+  /** Its OpenTelemetry trace's id, when the server traces and sampled it. */
+  trace_id?: string | null;
 }
 
 /** Byte formats of `export()`, each with its media type. */
