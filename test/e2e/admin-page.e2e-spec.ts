@@ -347,7 +347,21 @@ describe('AdminPage', () => {
       { statement: 'select * from no_such_table_page' },
       { token: owner.token },
     );
-    expect([quick.status, slow.status, failed.status]).toEqual([200, 200, 400]);
+    // Runs 0.3 s before its first row, then streams a row every 0.1 s.
+    const streamed = await execute(
+      {
+        statement:
+          'select g, pg_sleep(case when g = 1 then 0.3 else 0.1 end) from generate_series(1, 4) g',
+        fetch_size: 1,
+      },
+      { token: owner.token },
+    );
+    // Longer than the list shows: the detail view has it whole.
+    const longStatement = `select 3 as long -- ${'a fairly long comment, '.repeat(20)}end`;
+    const long = await execute({ statement: longStatement }, { token: owner.token });
+    expect([quick.status, slow.status, failed.status, streamed.status, long.status]).toEqual([
+      200, 200, 400, 200, 200,
+    ]);
     const tab = await page();
     await tab.goto(`${baseUrl}/admin`);
     await tab.fill('#username', adminUser);
@@ -360,9 +374,14 @@ describe('AdminPage', () => {
     const slowRow = tab.locator(`tr[data-query-id="${slow.json.query_id as string}"]`);
     await quickRow.waitFor();
     // The filter applies as the table is drawn again: wait for that draw, not the first row seen.
-    await tab.waitForFunction(
-      `[...document.querySelectorAll('#queries tbody tr td:nth-child(2)')].every((td) => td.textContent === ${JSON.stringify(owner.username)})`,
-    );
+    // A function, not a string: the page's CSP allows no eval, which a string predicate needs.
+    await tab.waitForFunction((name: string) => {
+      const { document } = globalThis as unknown as {
+        document: { querySelectorAll(s: string): { textContent: string | null }[] };
+      };
+      const owners = [...document.querySelectorAll('#queries tbody tr td:nth-child(2)')];
+      return owners.length > 0 && owners.every((td) => td.textContent === name);
+    }, owner.username);
     // Only the owner's queries, each with its start, a duration a person can tell apart, and a bar.
     const owners = await tab.locator('#queries tbody tr td:nth-child(2)').allTextContents();
     expect(new Set(owners)).toEqual(new Set([owner.username]));
@@ -372,6 +391,25 @@ describe('AdminPage', () => {
     expect(slowMs).toBeGreaterThanOrEqual(300);
     expect(await quickRow.locator('.phases .phase-queued').count()).toBe(1);
     expect(await quickRow.locator('.phases .phase-running').count()).toBe(1);
+    // Queued, running until its first rows came back, streaming from then to its end.
+    const streamedRow = tab.locator(`tr[data-query-id="${streamed.json.query_id as string}"]`);
+    const phaseMs = async (row: Locator, phase: string) => {
+      const title = await row.locator(`.phases .phase-${phase}`).getAttribute('title');
+      const [, ms] = /^\w+ (\d+) ms$/.exec(title ?? '') ?? [];
+      return ms === undefined ? undefined : Number(ms);
+    };
+    expect(
+      await streamedRow
+        .locator('.phases .phase')
+        .evaluateAll((parts) =>
+          parts.map((p) => (p as unknown as { className: string }).className),
+        ),
+    ).toEqual(['phase phase-queued', 'phase phase-running', 'phase phase-streaming']);
+    expect(await phaseMs(streamedRow, 'running')).toBeGreaterThanOrEqual(250);
+    expect(await phaseMs(streamedRow, 'streaming')).toBeGreaterThanOrEqual(250);
+    // The slow one ran its 0.3 s before its row: that is running, not streaming.
+    expect(await phaseMs(slowRow, 'running')).toBeGreaterThanOrEqual(250);
+    expect(await phaseMs(slowRow, 'streaming')).toBeLessThan(250);
     // Filters by state and lane.
     await tab.selectOption('#filter-state', 'failed');
     await tab.locator(`tr[data-query-id="${failed.json.query_id as string}"]`).waitFor();
@@ -380,13 +418,23 @@ describe('AdminPage', () => {
     await tab.selectOption('#filter-lane', 'export');
     await quickRow.waitFor({ state: 'detached' });
     await tab.selectOption('#filter-lane', '');
+    // The list shows a long statement's first 200 characters; its detail view, all of it.
+    const longRow = tab.locator(`tr[data-query-id="${long.json.query_id as string}"]`);
+    expect(longStatement.length).toBeGreaterThan(400);
+    expect(await longRow.locator('td').nth(10).textContent()).toBe(longStatement.slice(0, 200));
+    await longRow.locator('td').nth(10).click();
+    await tab.waitForSelector('#detail:not([hidden]) #detail-statement[data-whole="true"]');
+    expect(await tab.textContent('#detail-statement')).toBe(longStatement);
     // One query opened: its whole statement, timings, rows, status and lane.
     await slowRow.locator('td').nth(10).click();
-    await tab.waitForSelector('#detail:not([hidden])');
+    await tab.waitForSelector('#detail:not([hidden]) #detail-statement[data-whole="true"]');
     expect(await tab.textContent('#detail-statement')).toBe('select 2 as slow from pg_sleep(0.3)');
     const facts = await tab.locator('#detail-facts').textContent();
+    expect(facts).toMatch(/streaming\d{4}-\d\d-\d\dT/);
+    expect(facts).toMatch(/phasesqueued \d+ ms, running \d+ ms, streaming \d+ ms/);
     expect(facts).toContain('lane' + 'interactive');
     expect(facts).toContain('rows1 made, 1 sent');
+    expect(facts).toMatch(/bytes\d+ made, \d+ sent/);
     expect(facts).toContain('status00000 (0)');
     expect(facts).toMatch(/duration\d+ ms/);
     // The charts draw: each has a line with points, from this api's own counts.
@@ -403,6 +451,11 @@ describe('AdminPage', () => {
       expect(points.some((p) => p.trim().split(' ').length > 1)).toBe(true);
     }
     expect(await tab.locator('#chart-rate-legend').textContent()).toMatch(/succeeded \d/);
+    // And they refresh by themselves: the page asks for the figures again, unprompted.
+    const again = await tab.waitForResponse((r) => r.url() === `${baseUrl}/admin/api/stats`, {
+      timeout: 15_000,
+    });
+    expect(again.status()).toBe(200);
     await picture(tab, 'admin-page-time.png');
   });
 });

@@ -47,7 +47,10 @@ describe('documented examples', () => {
 
   it('succeeds with the text/plain example and with the GET form filled in with its examples', async () => {
     const { text, query } = await documentedExecute();
-    const plain = await execute(undefined, { raw: text, headers: { 'content-type': 'text/plain' } });
+    const plain = await execute(undefined, {
+      raw: text,
+      headers: { 'content-type': 'text/plain' },
+    });
     expect(plain.status).toBe(200);
     expect(plain.json.status).toMatchObject({ sql_state: '00000' });
     // Try it out fills in the required fields with their examples, the rest left out.
@@ -56,7 +59,10 @@ describe('documented examples', () => {
     const search = new URLSearchParams(
       required.map((p): [string, string] => [p.name, String(p.schema?.example)]),
     );
-    const res = await execute(undefined, { method: 'GET', path: `/v1/execute?${search.toString()}` });
+    const res = await execute(undefined, {
+      method: 'GET',
+      path: `/v1/execute?${search.toString()}`,
+    });
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([[1]]);
   });
@@ -106,17 +112,23 @@ describe('documented responses', () => {
     });
   });
 
-  it('shows the first 200 characters of a statement in /v1/queries', async () => {
-    const statement = `select 1 as one -- ${'x'.repeat(300)}`;
+  it('keeps a statement up to SLUICE_RECORD_STATEMENT_BYTES for /v1/queries/{id}, cut at a character, and lists its first 200 characters', async () => {
+    // The suite runs with the default of 16384 bytes; 'é' is two of them.
+    const statement = `select 1 as one -- ${'é'.repeat(10_000)}`;
     const res = await execute({ statement });
     expect(res.status).toBe(200);
-    const info = await request(undefined, {
-      method: 'GET',
-      path: `/v1/queries/${res.json.query_id as string}`,
-      token: await login(),
-    });
+    const id = res.json.query_id as string;
+    const token = await login();
+    const info = await request(undefined, { method: 'GET', path: `/v1/queries/${id}`, token });
     expect(info.status).toBe(200);
-    expect(info.json.statement).toBe(statement.slice(0, 200));
+    const kept = info.json.statement as string;
+    expect(kept).toBe(statement.slice(0, 19 + 8182));
+    expect(Buffer.byteLength(kept)).toBe(16383);
+    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+    const listed = (list.json as { query_id: string; statement: string }[]).find(
+      (q) => q.query_id === id,
+    );
+    expect(listed?.statement).toBe(statement.slice(0, 200));
   });
 });
 

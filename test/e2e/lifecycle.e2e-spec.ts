@@ -84,6 +84,56 @@ describe('query resources', () => {
     expect((list.json as { query_id: string }[]).map((q) => q.query_id)).toContain(id);
   });
 
+  it('shows when a query began streaming: after its statement ran, before its end', async () => {
+    const { token } = await user('e2e_streaming_at');
+    // Its first row comes after 0.3 s of the statement; the rest follow, 0.1 s apart.
+    const res = await execute(
+      {
+        statement:
+          'select g, pg_sleep(case when g = 1 then 0.3 else 0.1 end) from generate_series(1, 4) g',
+        fetch_size: 1,
+      },
+      { token },
+    );
+    expect(res.status).toBe(200);
+    const id = res.json.query_id as string;
+    const info = await eventually(async () => {
+      const got = await request(undefined, { method: 'GET', path: `/v1/queries/${id}`, token });
+      return got.json?.state === 'succeeded' ? (got.json as Record<string, string>) : undefined;
+    });
+    const [started, streaming, finished] = [
+      info.started_at,
+      info.streaming_at,
+      info.finished_at,
+    ].map((at) => Date.parse(at));
+    expect(streaming - started).toBeGreaterThanOrEqual(250);
+    expect(finished - streaming).toBeGreaterThanOrEqual(250);
+    // A statement that fails before any row never streams.
+    const failed = await execute({ statement: 'select * from no_such_table_streaming' }, { token });
+    expect(failed.status).toBe(400);
+    const never = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${failed.json.query_id as string}`,
+      token,
+    });
+    expect(never.json).toMatchObject({ state: 'failed', streaming_at: null });
+  });
+
+  it('keeps a long statement whole for the query, and lists its first 200 characters', async () => {
+    const { token } = await user('e2e_whole_statement');
+    const statement = `select 1 as n -- ${'é'.repeat(300)} end`;
+    const res = await execute({ statement }, { token });
+    expect(res.status).toBe(200);
+    const id = res.json.query_id as string;
+    const one = await request(undefined, { method: 'GET', path: `/v1/queries/${id}`, token });
+    expect(one.json.statement).toBe(statement);
+    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+    const listed = (list.json as { query_id: string; statement: string }[]).find(
+      (q) => q.query_id === id,
+    );
+    expect(listed?.statement).toBe(statement.slice(0, 200));
+  });
+
   // MONITOR sees one node: the default run's single Redis (cluster mode).
   if (e2eEnv().mode === 'cluster' && e2eEnv().redisKind === 'single') {
     it("records a query's end once, in the same MULTI as its stream's last entry", async () => {
@@ -110,6 +160,9 @@ describe('query resources', () => {
         const isEnd = (e: { args: string[] }) =>
           e.args.includes(meta) && e.args.includes(',queued,running,streaming,');
         expect(seen.filter(isEnd)).toHaveLength(1);
+        // When it began streaming goes with its end, in that same call: no write of its own.
+        const scripts = seen.filter((e) => e.command.startsWith('eval') && e.args.includes(meta));
+        expect(scripts.filter((e) => e.args.includes('streamingAt'))).toEqual([seen.find(isEnd)]);
         const writer = seen.filter((e) => e.source === seen.find(isEnd)!.source);
         const entry = writer.findIndex((e) => e.command === 'xadd' && e.args[1] === out);
         const end = writer.findIndex(isEnd);

@@ -34,6 +34,7 @@ beforeAll(async () => {
     SLUICE_TRACE_STATEMENTS: 'true',
     SLUICE_TRACE_SQLCOMMENTER: 'true',
     SLUICE_TRACE_URL: 'https://traces.example/trace/{trace_id}',
+    OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=e2e,team=sql%20ops',
   };
   const started = await deployment(otel, stops);
   baseUrl = started.api.baseUrl;
@@ -127,6 +128,13 @@ describe('tracing', () => {
     ]);
     const services = new Set(spans.map((s) => s.service));
     expect([...services].sort()).toEqual(cluster ? ['sluice-api', 'sluice-worker'] : ['sluice']);
+    // OTEL_RESOURCE_ATTRIBUTES describe every process's spans.
+    for (const span of spans) {
+      expect(span.resource).toMatchObject({
+        'deployment.environment.name': 'e2e',
+        team: 'sql ops',
+      });
+    }
     const names = spans.map((s) => s.name);
     expect(names).toEqual(
       expect.arrayContaining(['admission', 'queue wait', 'encode result', 'stream result']),
@@ -188,6 +196,34 @@ describe('tracing', () => {
     expect(await traceIdOf(res.json.query_id as string)).toBe(traceId);
     const spans = await spansOf(traceId, whole);
     expect(spans.find((s) => s.kind === SERVER)!.parentSpanId).toBe(parent);
+    // Its tracestate too, through the job's data to the worker's spans.
+    for (const kind of [SERVER, PRODUCER, CONSUMER, CLIENT]) {
+      expect([kind, spans.find((s) => s.kind === kind)!.traceState]).toEqual([kind, 'e2e=1']);
+    }
+  });
+
+  it('obeys an incoming traceparent that is not sampled: no span, no trace id', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const res = await execute(
+      { statement: 'select 1 as unsampled' },
+      {
+        token,
+        baseUrl,
+        headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-00` },
+      },
+    );
+    expect(res.status).toBe(200);
+    // A sampled query sent after it, whose spans have come: the batch of the first went too.
+    const later = await execute({ statement: 'select 2 as sampled' }, { token, baseUrl });
+    await spansOf(await traceIdOf(later.json.query_id as string), whole);
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id as string}`,
+      token,
+      baseUrl,
+    });
+    expect(info.json.trace_id).toBeNull();
+    expect(receiver.trace(traceId)).toEqual([]);
   });
 
   it('puts the statement span traceparent in the statement as a sqlcommenter comment', async () => {
@@ -264,5 +300,98 @@ describe('tracing', () => {
     expect(spans.find((s) => s.kind === CONSUMER)!.name).toBe('process execute-export');
     const encode = spans.find((s) => s.name === 'encode result')!;
     expect(encode.attributes).toMatchObject({ 'sluice.format': 'parquet', 'sluice.rows': 1000 });
+  });
+});
+
+/**
+ * A deployment with the statement settings at their defaults, and OTEL_SERVICE_NAME and a trace-id
+ * ratio sampler set: TraceIdRatioBasedSampler keeps a trace whose id's four 32-bit words XOR to
+ * less than the ratio of 2^32, whatever the parent says, so these ids decide it.
+ */
+const KEPT_ID = () => `${'0'.repeat(28)}${randomBytes(2).toString('hex')}`;
+const DROPPED_ID = () => `${'f'.repeat(8)}${'0'.repeat(20)}${randomBytes(2).toString('hex')}`;
+
+describe('tracing with OTEL_SERVICE_NAME, a ratio sampler, and SLUICE_TRACE_STATEMENTS and SLUICE_TRACE_SQLCOMMENTER at their default (off)', () => {
+  const plainStops: (() => Promise<unknown>)[] = [];
+  let plainUrl: string;
+
+  beforeAll(async () => {
+    const otel = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_SERVICE_NAME: 'sluice-plain',
+      OTEL_TRACES_SAMPLER: 'traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.5',
+    };
+    const started = await deployment(otel, plainStops);
+    plainUrl = started.api.baseUrl;
+    if (cluster) {
+      const worker = startWorker(started.prefix, otel);
+      plainStops.push(() => worker.stop());
+    }
+    await firstAnswer(plainUrl, token);
+  });
+
+  afterAll(async () => {
+    await Promise.all(plainStops.splice(0).map((stop) => stop()));
+  });
+
+  it('names the operation but puts no statement text in the span, and no comment in the statement', async () => {
+    const marker = `m_${randomBytes(4).toString('hex')}`;
+    const traceparent = `00-${KEPT_ID()}-${randomBytes(8).toString('hex')}-01`;
+    const res = await execute(
+      { statement: `select current_query() as ${marker}` },
+      { token, baseUrl: plainUrl, headers: { traceparent } },
+    );
+    expect(res.status).toBe(200);
+    const [[text]] = res.json.data as string[][];
+    expect(text).toBe(`select current_query() as ${marker}`);
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id as string}`,
+      token,
+      baseUrl: plainUrl,
+    });
+    const spans = await spansOf(info.json.trace_id as string, whole);
+    const statement = spans.find((s) => s.kind === CLIENT)!;
+    expect(statement.attributes['db.operation.name']).toBe('SELECT');
+    expect(statement.attributes).not.toHaveProperty('db.query.text');
+    for (const span of spans) expect(JSON.stringify(span)).not.toContain(marker);
+    // OTEL_SERVICE_NAME names every process.
+    expect(new Set(spans.map((span) => span.service))).toEqual(new Set(['sluice-plain']));
+  });
+
+  it('samples by OTEL_TRACES_SAMPLER: a trace id past the ratio is dropped, though its parent was sampled', async () => {
+    const traceId = DROPPED_ID();
+    const res = await execute(
+      { statement: 'select 1 as dropped' },
+      {
+        token,
+        baseUrl: plainUrl,
+        headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+      },
+    );
+    expect(res.status).toBe(200);
+    // A kept trace sent after it, whose spans have come: the batch of the first went too.
+    const kept = KEPT_ID();
+    const later = await execute(
+      { statement: 'select 2 as kept' },
+      {
+        token,
+        baseUrl: plainUrl,
+        headers: { traceparent: `00-${kept}-${randomBytes(8).toString('hex')}-01` },
+      },
+    );
+    expect(later.status).toBe(200);
+    await spansOf(kept, whole);
+    const info = await request(undefined, {
+      method: 'GET',
+      path: `/v1/queries/${res.json.query_id as string}`,
+      token,
+      baseUrl: plainUrl,
+    });
+    expect(info.json.trace_id).toBeNull();
+    expect(receiver.trace(traceId)).toEqual([]);
   });
 });

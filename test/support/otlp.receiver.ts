@@ -5,6 +5,10 @@ import type { AddressInfo } from 'node:net';
 /** One span as an OTLP/HTTP JSON export carries it, flattened. */
 export interface ReceivedSpan {
   service: string;
+  /** Its process's resource attributes (service.name among them). */
+  resource: Record<string, string | number | boolean>;
+  /** The W3C tracestate it carries ('' for none). */
+  traceState: string;
   traceId: string;
   spanId: string;
   parentSpanId: string;
@@ -30,6 +34,7 @@ interface OtlpKeyValue {
 }
 interface OtlpSpan {
   traceId: string;
+  traceState?: string;
   spanId: string;
   parentSpanId?: string;
   name: string;
@@ -61,11 +66,14 @@ function attributesOf(list: OtlpKeyValue[] | undefined): Record<string, string |
 export function spansOf(body: OtlpExport): ReceivedSpan[] {
   const spans: ReceivedSpan[] = [];
   for (const resource of body.resourceSpans ?? []) {
-    const service = String(attributesOf(resource.resource?.attributes)['service.name'] ?? '');
+    const attributes = attributesOf(resource.resource?.attributes);
+    const service = String(attributes['service.name'] ?? '');
     for (const scope of resource.scopeSpans ?? []) {
       for (const span of scope.spans ?? []) {
         spans.push({
           service,
+          resource: attributes,
+          traceState: span.traceState ?? '',
           traceId: span.traceId,
           spanId: span.spanId,
           parentSpanId: span.parentSpanId ?? '',

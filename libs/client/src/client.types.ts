@@ -47,6 +47,8 @@ export interface QueryInfo {
   statement: string;
   created_at: string;
   started_at: string | null;
+  /** When its first rows came back and began to stream. */
+  streaming_at: string | null;
   finished_at: string | null;
   /** Milliseconds since creation, or from creation to the end. */
   elapsed_ms: number;

@@ -124,6 +124,7 @@ const FEEDS: Record<
   SLUICE_JOB_RETENTION_COUNT: { setting: 'jobRetentionCount', value: '10' },
   SLUICE_QUERY_RETENTION_COUNT: { setting: 'queryRetentionCount', value: '100' },
   SLUICE_RESULT_RETENTION_COUNT: { setting: 'resultRetentionCount', value: '100' },
+  SLUICE_RECORD_STATEMENT_BYTES: { setting: 'recordStatementBytes', value: '65536' },
   SLUICE_RETENTION_TRIM_INTERVAL_MS: { setting: 'retentionTrimIntervalMs', value: '500' },
   SLUICE_IDEMPOTENCY_KEYS_PER_USER: { setting: 'idempotencyKeysPerUser', value: '100' },
   LOG_LEVEL: { setting: 'logLevel', value: 'debug' },

@@ -162,6 +162,12 @@ export interface SluiceConfig {
    */
   resultRetentionCount: number;
   /**
+   * Bytes of its statement (UTF-8) a query's record holds at most, for GET /v1/queries/{id} and
+   * the admin page's detail view: a longer statement is kept cut at a character's end. Lists show
+   * its first 200 characters whatever this is.
+   */
+  recordStatementBytes: number;
+  /**
    * How often (ms) one api caps the index of everyone's queries and trims the kept results past
    * resultRetentionCount (Redis; the in-process registry trims as queries end).
    */
@@ -777,6 +783,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     jobRetentionCount: int(env, 'SLUICE_JOB_RETENTION_COUNT', 1000, 0, 1_000_000),
     queryRetentionCount: int(env, 'SLUICE_QUERY_RETENTION_COUNT', 1000, 0, 10_000_000),
     resultRetentionCount: int(env, 'SLUICE_RESULT_RETENTION_COUNT', 10_000, 1, 10_000_000),
+    recordStatementBytes: int(env, 'SLUICE_RECORD_STATEMENT_BYTES', 16 * 1024, 1024, 1024 * 1024),
     retentionTrimIntervalMs: int(env, 'SLUICE_RETENTION_TRIM_INTERVAL_MS', 10_000, 100, 3_600_000),
     idempotencyKeysPerUser: int(env, 'SLUICE_IDEMPOTENCY_KEYS_PER_USER', 100_000, 1, 10_000_000),
     jwtRefreshWindowSeconds: int(env, 'SLUICE_JWT_REFRESH_WINDOW_SECONDS', 86400, 60, 365 * 86400),

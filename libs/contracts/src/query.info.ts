@@ -44,10 +44,16 @@ export interface QueryInfo {
   format: string;
   /** The queue the query waits (or waited) in. */
   lane: Lane;
-  /** The statement's text with placeholders, first 200 characters (parameter values are never shown). */
+  /**
+   * The statement's text with placeholders (parameter values are never shown): as its record
+   * holds it (up to SLUICE_RECORD_STATEMENT_BYTES) for one query, its first 200 characters in a
+   * list.
+   */
   statement: string;
   created_at: string;
   started_at: string | null;
+  /** When its first rows came back from PostgreSQL and began to stream (null: not yet, or never). */
+  streaming_at: string | null;
   finished_at: string | null;
   /** Milliseconds since creation, or from creation to the end. */
   elapsed_ms: number;

@@ -24,6 +24,9 @@ export interface SpooledSegment {
  * `segment` on a `data` record (whose `bytes` are then empty): the body's bytes it stands for are
  * in the spool, as that segment.
  *
+ * `startedAt` and `streamingAt` on a terminal record: when its statement began, and when its first
+ * rows came back from it and went to the channel (the query's streaming phase), for the registry.
+ *
  * `recorded` on a terminal record: its producer recorded the query's end in the registry in the
  * same step as it wrote this record, so nobody who reads it need record the end again.
  */
@@ -37,6 +40,7 @@ export type ResultRecord =
       abort?: boolean;
       rows?: number;
       startedAt?: number;
+      streamingAt?: number;
       recorded?: boolean;
     }
   | { kind: 'error'; status: Status; startedAt?: number; recorded?: boolean };

@@ -112,11 +112,11 @@ describe(JobLifecycle.name, () => {
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel, 50);
     const before = Date.now();
     expect(await lifecycle.start(job)).toBe(true);
-    await lifecycle.finish(job, { status: okStatus(), rows: 3, bytes: 40 });
+    await lifecycle.finish(job, { status: okStatus(), rows: 3, bytes: 40, streamingAt: before });
     await elapse(100);
     expect(transition).toHaveBeenCalledTimes(1);
     const record = await registry.get('q1');
-    expect(record).toMatchObject({ state: 'succeeded', rows: 3, bytes: 40 });
+    expect(record).toMatchObject({ state: 'succeeded', rows: 3, bytes: 40, streamingAt: before });
     expect(record?.startedAt).toBeGreaterThanOrEqual(before);
     expect(record?.finishedAt).toBeGreaterThanOrEqual(record?.startedAt ?? Infinity);
   });

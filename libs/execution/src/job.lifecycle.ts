@@ -106,6 +106,7 @@ export class JobLifecycle {
       bytes: outcome.bytes,
       rowsProduced: outcome.rows,
       bytesProduced: outcome.bytes,
+      streamingAt: outcome.streamingAt,
     });
   }
 

@@ -2,7 +2,13 @@ import Redis from 'ioredis';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { QueryState, okStatus, statusOf } from '@app/contracts';
 import { InProcessQueryRegistry } from './in-process/in-process-query.registry';
-import { IdempotencyClaim, QueryRecord, QueryRegistry } from './query.registry';
+import {
+  IdempotencyClaim,
+  QueryRecord,
+  QueryRegistry,
+  STATEMENT_PREVIEW_CHARS,
+  recordedStatement,
+} from './query.registry';
 import { RedisKeys } from './redis.keys';
 import { RedisKeptLedger } from './redis/redis-kept.ledger';
 import { RedisQueryRegistry } from './redis/redis-query.registry';
@@ -152,6 +158,99 @@ describe.each(adapters)('%s registry transitions', (_name, make) => {
   it('knows no query it was never told of', async () => {
     expect(await registry.transition(queryId, 'running')).toBeUndefined();
     expect(await registry.get(queryId)).toBeUndefined();
+  });
+
+  it('records when a query began streaming from its progress, and from its end', async () => {
+    await queued();
+    await registry.transition(queryId, 'running', { startedAt: 7 });
+    await registry.progress(queryId, { rows: 1, bytes: 10 });
+    expect((await registry.get(queryId))?.streamingAt).toBeUndefined();
+    await registry.progress(queryId, { rows: 5, bytes: 50, streamingAt: 20 });
+    expect(await registry.get(queryId)).toMatchObject({ streamingAt: 20, rowsProduced: 5 });
+    // A report that does not say (none does before the rows come) leaves it.
+    await registry.progress(queryId, { rows: 6, bytes: 60 });
+    await registry.transition(queryId, 'streaming', { rows: 6, bytes: 60 });
+    expect((await registry.get(queryId))?.streamingAt).toBe(20);
+    const ended = await registry.transition(queryId, 'succeeded', {
+      status: okStatus('SELECT 6'),
+      streamingAt: 20,
+    });
+    expect(ended).toMatchObject({ startedAt: 7, streamingAt: 20 });
+    // A late report changes no ended query.
+    await registry.progress(queryId, { rows: 7, bytes: 70, streamingAt: 99 });
+    expect((await registry.get(queryId))?.streamingAt).toBe(20);
+  });
+
+  it("records the streaming time of a query that ends straight from queued (its producer's end)", async () => {
+    await queued();
+    const ended = await registry.transition(queryId, 'succeeded', {
+      status: okStatus('SELECT 1'),
+      startedAt: 7,
+      streamingAt: 9,
+    });
+    expect(ended).toMatchObject({ state: 'succeeded', startedAt: 7, streamingAt: 9 });
+  });
+
+  it('keeps a long statement whole for get, and lists its first 200 characters', async () => {
+    const long = `select '${'é'.repeat(300)}' as x -- ${'🙂'.repeat(50)}`;
+    const short = 'x'.repeat(STATEMENT_PREVIEW_CHARS);
+    const shortId = randomUUID();
+    await registry.create({ ...queuedRecord(queryId), statement: long });
+    await registry.create({ ...queuedRecord(shortId), statement: short });
+    await registry.transition(queryId, 'running', { startedAt: 7 });
+    await registry.transition(queryId, 'succeeded', { status: okStatus('SELECT 1') });
+    expect((await registry.get(queryId))?.statement).toBe(long);
+    expect((await registry.get(shortId))?.statement).toBe(short);
+    const listed = await registry.list(1000);
+    const of = (id: string) => listed.find((record) => record.queryId === id);
+    expect(of(queryId)?.statement).toBe(long.slice(0, STATEMENT_PREVIEW_CHARS));
+    expect(of(shortId)?.statement).toBe(short);
+  });
+
+  it('lists a query with every fact that get gives of it', async () => {
+    const record: QueryRecord = {
+      ...queuedRecord(queryId),
+      ownerId: 'u-1',
+      role: 'analyst',
+      database: 'test',
+      lane: 'export',
+      statement: 'select {a}',
+      boundValues: 1,
+      encoding: 'gzip',
+      kept: true,
+      traceId: '0af7651916cd43dd8448eb211c80319c',
+    };
+    await registry.create(record);
+    await registry.transition(queryId, 'running', { startedAt: 7 });
+    await registry.progress(queryId, { rows: 2, bytes: 20, streamingAt: 8 });
+    await registry.transition(queryId, 'failed', { status: statusOf('INTERNAL'), rows: 1 });
+    const listed = (await registry.list(1000)).find((r) => r.queryId === queryId);
+    const got = await registry.get(queryId);
+    expect(got).toMatchObject({
+      ...record,
+      rows: 1,
+      streamingAt: 8,
+      rowsProduced: 2,
+      state: 'failed',
+    });
+    expect(listed).toEqual(got);
+  });
+});
+
+describe(recordedStatement.name, () => {
+  it('keeps a statement that fits whole', () => {
+    expect(recordedStatement('select 1', 1024)).toBe('select 1');
+    const fits = 'é'.repeat(512);
+    expect(recordedStatement(fits, 1024)).toBe(fits);
+  });
+
+  it('cuts a longer one to its first bytes, at the end of a character', () => {
+    // 'é' is two bytes, '🙂' four (two UTF-16 units): no character is ever cut in two.
+    expect(recordedStatement('a'.repeat(2000), 1024)).toBe('a'.repeat(1024));
+    expect(recordedStatement('aé'.repeat(400) + 'é', 1025)).toBe('aé'.repeat(341) + 'a');
+    const emoji = recordedStatement('ab' + '🙂'.repeat(300), 1024);
+    expect(emoji).toBe('ab' + '🙂'.repeat(255));
+    expect(Buffer.byteLength(emoji)).toBeLessThanOrEqual(1024);
   });
 });
 

@@ -8,6 +8,29 @@ import { Lane, QueryState, Status } from '@app/contracts';
  */
 export const SLOT_LEASE_MS = 15_000;
 
+/** Characters of a statement that a list of queries shows (QueryRegistry.list). */
+export const STATEMENT_PREVIEW_CHARS = 200;
+
+/** What a list shows of a statement: its first STATEMENT_PREVIEW_CHARS characters. */
+export function statementPreview(statement: string): string {
+  return statement.length <= STATEMENT_PREVIEW_CHARS
+    ? statement
+    : statement.slice(0, STATEMENT_PREVIEW_CHARS);
+}
+
+/**
+ * What a query's record holds of its statement: all of it, or its first `maxBytes` bytes of
+ * UTF-8 cut at the end of a character (SLUICE_RECORD_STATEMENT_BYTES), so that no user can make
+ * the registry hold megabytes a record.
+ */
+export function recordedStatement(statement: string, maxBytes: number): string {
+  if (statement.length * 3 <= maxBytes) return statement;
+  const bytes = new Uint8Array(maxBytes);
+  // encodeInto writes whole characters only, and says how much of the text they are.
+  const { read } = new TextEncoder().encodeInto(statement, bytes);
+  return read === statement.length ? statement : statement.slice(0, read);
+}
+
 /** What the registry keeps of a query; times in epoch ms. */
 export interface QueryRecord {
   queryId: string;
@@ -27,6 +50,10 @@ export interface QueryRecord {
   format: string;
   /** Absent in records written before lanes: those waited in today's interactive queue. */
   lane?: Lane;
+  /**
+   * Its statement's text, placeholders as written (never a parameter's value), as recorded
+   * (recordedStatement); lists give its first STATEMENT_PREVIEW_CHARS characters.
+   */
   statement: string;
   /**
    * How many parameter values were bound to its statement: with any, its failure's reason is
@@ -42,6 +69,11 @@ export interface QueryRecord {
   spooled?: boolean;
   createdAt: number;
   startedAt?: number;
+  /**
+   * When its statement's first rows came back and went to the result channel: from then on it
+   * streams. Its producer says so in its progress reports and with its end.
+   */
+  streamingAt?: number;
   finishedAt?: number;
   /** Rows and body bytes sent to a client. */
   rows: number;
@@ -54,10 +86,11 @@ export interface QueryRecord {
   traceId?: string;
 }
 
-/** What a producer has made of a query's result so far. */
+/** What a producer has made of a query's result so far, and since when it streams (if it does). */
 export interface Produced {
   rows: number;
   bytes: number;
+  streamingAt?: number;
 }
 
 /** Which query an idempotency key stands for, and a digest of the request that claimed it. */
@@ -91,7 +124,10 @@ export interface UserQueries {
 
 /** What a transition may record besides the state. */
 export type QueryFacts = Partial<
-  Pick<QueryRecord, 'startedAt' | 'rows' | 'bytes' | 'rowsProduced' | 'bytesProduced' | 'status'>
+  Pick<
+    QueryRecord,
+    'startedAt' | 'streamingAt' | 'rows' | 'bytes' | 'rowsProduced' | 'bytesProduced' | 'status'
+  >
 >;
 
 /**
@@ -138,12 +174,16 @@ export interface QueryRecords {
     readBack?: boolean,
   ): Promise<QueryRecord | undefined>;
   /**
-   * Records what the producer of a running query has made so far; nothing once the query ended
-   * (or when there is no record). Not a transition: the state stays as it is.
+   * Records what the producer of a running query has made so far (and when it began streaming,
+   * when it says); nothing once the query ended (or when there is no record). Not a transition:
+   * the state stays as it is.
    */
   progress(queryId: string, produced: Produced): Promise<void>;
   get(queryId: string): Promise<QueryRecord | undefined>;
-  /** The newest `limit` queries of `owner`, or of everyone; most recent first. */
+  /**
+   * The newest `limit` queries of `owner`, or of everyone; most recent first. Each statement is
+   * its preview (statementPreview): a list need not carry every statement whole.
+   */
   list(limit: number, owner?: string): Promise<QueryRecord[]>;
   /**
    * Users who may have results kept: each who made a query whose result is kept, in the last day

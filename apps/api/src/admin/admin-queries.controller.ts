@@ -27,6 +27,12 @@ export class AdminQueriesController {
     return this.queries.list(user);
   }
 
+  /** One query, its statement whole (as its record holds it): the page's detail view. */
+  @Get(':queryId')
+  get(@Param('queryId') queryId: string, @CurrentUser() user: AuthUser): Promise<QueryInfo> {
+    return this.queries.get(queryId, user);
+  }
+
   /** A kept result, for its owner only (an administrator sees others' queries, not their data). */
   @Get(':queryId/result')
   async result(

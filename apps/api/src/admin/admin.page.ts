@@ -34,7 +34,7 @@ const STYLE = `
   tr[data-query-id] { cursor: pointer; }
   tr.selected { background: #eef5ff; }
   .phases { display: flex; width: 9rem; height: .7rem; background: #eceff3; border-radius: 3px; overflow: hidden; }
-  .phase-queued { background: #f0c040; } .phase-running { background: #4a90d9; } .phase-streaming { background: #2c6fb7; }
+  .phase-queued { background: #f0c040; } .phase-running { background: #4a90d9; } .phase-streaming { background: #3aa76d; }
   #charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); gap: .75rem; margin-bottom: .75rem; }
   figure { margin: 0; background: #fff; border: 1px solid #e3e6eb; border-radius: 4px; padding: .4rem .6rem; }
   figcaption { font-weight: 600; font-size: .85rem; }
@@ -74,15 +74,17 @@ const SCRIPT = `
   const traceUrl = document.body.dataset.traceUrl;
   const COLORS = { succeeded: '#2e9e4f', failed: '#c0392b', cancelled: '#8e6bbf', rejected: '#d98b1f', accepted: '#7a8599',
     interactive: '#4a90d9', export: '#d98b1f', p50: '#4a90d9', p99: '#c0392b' };
-  // A query's phases from the registry's times: queued until it started, then running (or
-  // streaming, its state while it sends) until it ended.
+  // A query's phases from the registry's times: queued until it started, running until its first
+  // rows came back, streaming from then until it ended (or now).
   const phases = (q, now) => {
     const created = Date.parse(q.created_at);
     const started = q.started_at ? Date.parse(q.started_at) : undefined;
+    const streaming = q.streaming_at ? Date.parse(q.streaming_at) : undefined;
     const end = q.finished_at ? Date.parse(q.finished_at) : now;
     const total = Math.max(1, end - created);
     const parts = [['queued', (started ?? end) - created]];
-    if (started !== undefined) parts.push([q.state === 'streaming' ? 'streaming' : 'running', end - started]);
+    if (started !== undefined) parts.push(['running', (streaming ?? end) - started]);
+    if (started !== undefined && streaming !== undefined) parts.push(['streaming', end - streaming]);
     const bar = document.createElement('div');
     bar.className = 'phases';
     for (const [name, ms] of parts) {
@@ -94,6 +96,7 @@ const SCRIPT = `
     }
     return bar;
   };
+  const phaseText = (q) => [...phases(q, Date.now()).children].map((part) => part.title).join(', ');
   const cell = (row, text, cls) => {
     const td = document.createElement('td');
     td.textContent = text;
@@ -242,15 +245,32 @@ const SCRIPT = `
     detail();
   }
 
-  // The query picked in the table, shown whole below it.
+  // The query picked in the table, shown whole below it: the list gives each statement's first
+  // 200 characters, so its whole statement is read once, from the query itself.
   let selected;
   let latest = [];
+  const whole = new Map();
+  async function wholeStatement(id) {
+    if (whole.has(id)) return;
+    whole.set(id, undefined);
+    try {
+      const res = await api('GET', '/admin/api/queries/' + encodeURIComponent(id));
+      if (res.ok) whole.set(id, (await res.json()).statement);
+      else whole.delete(id);
+    } catch {
+      whole.delete(id);
+    }
+    if (selected === id) detail();
+  }
   function detail() {
     const q = latest.find((x) => x.query_id === selected);
     $('detail').hidden = !q;
     if (!q) return;
     $('detail-id').textContent = q.query_id;
-    $('detail-statement').textContent = q.statement;
+    const statement = whole.get(q.query_id);
+    $('detail-statement').textContent = statement ?? q.statement;
+    $('detail-statement').dataset.whole = statement === undefined ? 'false' : 'true';
+    if (statement === undefined) wholeStatement(q.query_id);
     const facts = [
       ['state', q.state],
       ['owner', q.owner],
@@ -260,8 +280,10 @@ const SCRIPT = `
       ['created', q.created_at],
       ['queued for', duration(Math.max(0, (q.started_at ? Date.parse(q.started_at) : Date.now()) - Date.parse(q.created_at)))],
       ['started', q.started_at || '—'],
+      ['streaming', q.streaming_at || '—'],
       ['finished', q.finished_at || '—'],
       ['duration', duration(q.elapsed_ms)],
+      ['phases', phaseText(q)],
       ['rows', (q.rows_produced ?? q.rows) + ' made, ' + q.rows + ' sent'],
       ['bytes', (q.bytes_produced ?? q.bytes) + ' made, ' + q.bytes + ' sent'],
       ['status', q.status ? q.status.sql_state + ' (' + q.status.vendor_code + ') ' + q.status.reason : '—'],
@@ -443,7 +465,7 @@ const ADMIN_PAGE_HTML = `<!doctype html>
     <span id="updated" class="muted"></span>
   </div>
   <table id="queries">
-    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Started</th><th>Duration</th><th>Phases</th><th>Rows made</th><th class="kept">Kept result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
+    <thead><tr><th>Query</th><th>Owner</th><th>State</th><th>Lane</th><th>Started</th><th>Duration</th><th title="queued (yellow), running (blue), streaming (green)">Phases</th><th>Rows made</th><th class="kept">Kept result</th><th>Database</th><th>Statement</th><th></th></tr></thead>
     <tbody></tbody>
   </table>
   <p id="empty" class="muted">No queued or running queries.</p>

@@ -12,7 +12,14 @@ import {
 import { ExecuteRequestDto } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
 import { QueryLifecycle } from '@app/execution';
-import { JobQueue, QueryRegistry, ResultSource, ResultSpool, readingSpool } from '@app/transport';
+import {
+  JobQueue,
+  QueryRegistry,
+  ResultSource,
+  ResultSpool,
+  readingSpool,
+  recordedStatement,
+} from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { ExecutionFailedError } from '../http/execution-failed.error';
@@ -199,7 +206,7 @@ export class ExecuteService {
         kept: job.retain !== undefined,
         spooled: job.retain?.spooled,
         lane: job.lane,
-        statement: statement.slice(0, 200),
+        statement: recordedStatement(statement, this.config.recordStatementBytes),
         boundValues: job.values.length,
         createdAt: job.enqueuedAt,
         rows: 0,

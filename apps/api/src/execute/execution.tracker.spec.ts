@@ -66,6 +66,7 @@ describe(ExecutionTracker.name, () => {
       bytes: Buffer.alloc(12),
       rows: 2,
       startedAt: 30,
+      streamingAt: 35,
       recorded: true,
     });
     const transition = jest.spyOn(registry, 'transition');
@@ -86,6 +87,7 @@ describe(ExecutionTracker.name, () => {
       rowsProduced: 2,
       bytesProduced: 12,
       startedAt: 30,
+      streamingAt: 35,
       finishedAt: 40,
     });
   });
@@ -134,10 +136,20 @@ describe(ExecutionTracker.name, () => {
     expect(updates).toHaveLength(6);
   });
 
-  it('records when the statement began, as its final record tells, with the end', async () => {
-    tracker.sent({ kind: 'end', status: okStatus(), bytes: Buffer.alloc(2), startedAt: 42 });
+  it('records when the statement began and began streaming, as its final record tells, with the end', async () => {
+    tracker.sent({
+      kind: 'end',
+      status: okStatus(),
+      bytes: Buffer.alloc(2),
+      startedAt: 42,
+      streamingAt: 45,
+    });
     await tracker.end(okStatus());
-    expect(await registry.get('q1')).toMatchObject({ state: 'succeeded', startedAt: 42 });
+    expect(await registry.get('q1')).toMatchObject({
+      state: 'succeeded',
+      startedAt: 42,
+      streamingAt: 45,
+    });
   });
 
   it('records when a statement that failed began, from its error record', async () => {

@@ -28,6 +28,8 @@ export class ExecutionTracker {
   private renewFailed = false;
   /** When the statement began, as its final record tells (the worker may record it later). */
   private startedAt: number | undefined;
+  /** When its first rows went out from the worker, as its final record tells. */
+  private streamingAt: number | undefined;
   /** The final record said its producer recorded the query's end with it. */
   private endRecorded = false;
 
@@ -44,6 +46,7 @@ export class ExecutionTracker {
 
   /** Counts a record handed to the client; the registry hears of it soon after, not each time. */
   sent(record: ResultRecord): void {
+    if (record.kind === 'end') this.streamingAt ??= record.streamingAt;
     if (record.kind === 'end' || record.kind === 'error') {
       this.startedAt ??= record.startedAt;
       this.endRecorded ||= record.recorded === true;
@@ -119,6 +122,7 @@ export class ExecutionTracker {
         rowsProduced: this.rows,
         bytesProduced: this.bytes,
         startedAt: this.startedAt,
+        streamingAt: this.streamingAt,
         finishedAt: Date.now(),
       });
       return;
@@ -128,6 +132,7 @@ export class ExecutionTracker {
       rows: this.rows,
       bytes: this.bytes,
       startedAt: this.startedAt,
+      streamingAt: this.streamingAt,
     });
   }
 

@@ -95,10 +95,17 @@ const SCHEMAS: Record<string, Schema> = {
       },
       statement: {
         type: 'string',
-        description: 'First 200 characters, placeholders as written; values never.',
+        description:
+          'Placeholders as written, values never: the whole statement (up to SLUICE_RECORD_STATEMENT_BYTES) for one query, its first 200 characters in a list.',
       },
       created_at: { type: 'string', format: 'date-time' },
       started_at: { type: 'string', format: 'date-time', nullable: true },
+      streaming_at: {
+        type: 'string',
+        format: 'date-time',
+        nullable: true,
+        description: 'When its first rows came back and began to stream.',
+      },
       finished_at: { type: 'string', format: 'date-time', nullable: true },
       elapsed_ms: { type: 'integer' },
       queue_position: {
@@ -118,6 +125,17 @@ const SCHEMAS: Record<string, Schema> = {
         description: 'Body bytes the worker has produced so far (as rows_produced).',
       },
       status: { allOf: [ref('Status')], nullable: true },
+      result_url: {
+        type: 'string',
+        nullable: true,
+        description: 'Where its kept result is fetched; null: nothing kept.',
+      },
+      result_kept_until: { type: 'string', format: 'date-time', nullable: true },
+      trace_id: {
+        type: 'string',
+        nullable: true,
+        description: 'Its OpenTelemetry trace id, when tracing is on and the request was sampled.',
+      },
     },
   },
   ReadinessReport: {

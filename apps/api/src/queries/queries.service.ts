@@ -16,6 +16,7 @@ import {
   ResultSink,
   ResultSource,
   UserQueries,
+  statementPreview,
 } from '@app/transport';
 import { AuthUser } from '../auth/auth-user';
 import { JOB_QUEUE, QUERY_REGISTRY, RESULT_SINK, RESULT_SOURCE } from '../infra/tokens';
@@ -54,7 +55,10 @@ export class QueriesService {
     // The index is by name: a deleted user's of the same name may linger there until purged.
     const mine = user.isAdmin ? all : all.filter((r) => ownsQuery(user, r));
     mine.sort((a, b) => b.createdAt - a.createdAt);
-    return Promise.all(mine.map((r) => this.info(r, user)));
+    // A list shows each statement's preview (records read one by one hold it whole).
+    return Promise.all(
+      mine.map((r) => this.info({ ...r, statement: statementPreview(r.statement) }, user)),
+    );
   }
 
   async get(queryId: string, user: AuthUser): Promise<QueryInfo> {
@@ -195,6 +199,7 @@ export class QueriesService {
       statement: record.statement,
       created_at: new Date(record.createdAt).toISOString(),
       started_at: iso(record.startedAt),
+      streaming_at: iso(record.streamingAt),
       finished_at: iso(record.finishedAt),
       elapsed_ms: (record.finishedAt ?? Date.now()) - record.createdAt,
       queue_position: position ?? null,

@@ -65,7 +65,40 @@ describe(BodyWriter.name, () => {
         bytes: Buffer.from('{[1]}'),
         rows: 1,
         startedAt: expect.any(Number),
+        streamingAt: expect.any(Number),
       },
+    ]);
+  });
+
+  it('tells in its end when the first of the result came to be written, fixed then', async () => {
+    jest.useFakeTimers({ now: 1_000 });
+    try {
+      const out = new RecordingWriter();
+      const body = new BodyWriter(out, job(), 1024);
+      jest.setSystemTime(1_250);
+      await body.head([{ name: 'a', type: 'text' }], Buffer.from('{'));
+      jest.setSystemTime(1_400);
+      await body.data(1, Buffer.from('[1]'));
+      expect(body.streamingAt).toBe(1_250);
+      jest.setSystemTime(1_900);
+      await body.end(okStatus(), Buffer.from('}'));
+      expect(out.records.at(-1)).toMatchObject({
+        kind: 'end',
+        startedAt: 1_000,
+        streamingAt: 1_250,
+      });
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it('tells no streaming time when nothing of the result was written', async () => {
+    const out = new RecordingWriter();
+    const body = new BodyWriter(out, job(), 1024);
+    await body.fail(statusOf('SYNTAX_ERROR'));
+    expect(body.streamingAt).toBeUndefined();
+    expect(out.records).toEqual([
+      { kind: 'error', status: statusOf('SYNTAX_ERROR'), startedAt: expect.any(Number) },
     ]);
   });
 

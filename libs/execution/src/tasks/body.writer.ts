@@ -22,7 +22,8 @@ function wholeBody(
   parts.push(end.bytes);
   const bytes = Buffer.concat(parts);
   if (bytes.length > maxEntryBytes) return undefined;
-  return { kind: 'end', status: end.status, bytes, rows, startedAt: end.startedAt };
+  const { status, startedAt, streamingAt } = end;
+  return { kind: 'end', status, bytes, rows, startedAt, streamingAt };
 }
 
 /**
@@ -39,6 +40,11 @@ export class BodyWriter {
   private held: ResultRecord[] | undefined;
   /** When the statement began (ms): its final record carries it for the registry. */
   private readonly startedAt = Date.now();
+  /**
+   * When the statement's first rows (or its head: a statement without rows has only that) came
+   * to be written (ms): the query streams from then. Its final record carries it for the registry.
+   */
+  streamingAt: number | undefined;
   /**
    * The bytes of a chunk that a refused write (a stop) left unsent. The encoder's and the
    * compressor's state count them as sent, so the body's end sends them first: without them a
@@ -85,6 +91,7 @@ export class BodyWriter {
   }
 
   async head(columns: Column[], chunk: Buffer): Promise<void> {
+    this.streamingAt ??= Date.now();
     // The compressor picks its setting on the first rows, so it holds the head until they come.
     const bytes = await this.compress(chunk, true);
     const max = this.maxEntryBytes;
@@ -100,6 +107,7 @@ export class BodyWriter {
   }
 
   async data(rows: number, chunk: Buffer): Promise<void> {
+    this.streamingAt ??= Date.now();
     const bytes = await this.compress(chunk);
     this.bytes += bytes.length;
     const max = this.maxEntryBytes;
@@ -139,6 +147,7 @@ export class BodyWriter {
         bytes: Buffer.alloc(0),
         abort: true,
         startedAt: this.startedAt,
+        streamingAt: this.streamingAt,
       });
       return;
     }
@@ -158,6 +167,7 @@ export class BodyWriter {
         bytes: fits ? bytes : Buffer.alloc(0),
         ...(fits ? {} : { abort: true }),
         startedAt: this.startedAt,
+        streamingAt: this.streamingAt,
       });
       return;
     }
@@ -171,6 +181,7 @@ export class BodyWriter {
       status,
       bytes: bytes.subarray(at),
       startedAt: this.startedAt,
+      streamingAt: this.streamingAt,
     });
   }
 

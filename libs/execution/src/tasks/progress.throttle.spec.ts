@@ -4,14 +4,14 @@ describe(ProgressThrottle.name, () => {
   it('reports nothing in the first second, then at most once a second, with the totals', () => {
     const reports: unknown[] = [];
     const throttle = new ProgressThrottle((p) => reports.push(p), 1000, 0);
-    for (let at = 0; at < 1000; at += 10) throttle.tick(at, at * 10, at);
+    for (let at = 0; at < 1000; at += 10) throttle.tick({ rows: at, bytes: at * 10 }, at);
     expect(reports).toEqual([]);
-    throttle.tick(100, 1000, 1000);
-    throttle.tick(200, 2000, 1500);
-    throttle.tick(300, 3000, 2100);
+    throttle.tick({ rows: 100, bytes: 1000, streamingAt: 900 }, 1000);
+    throttle.tick({ rows: 200, bytes: 2000, streamingAt: 900 }, 1500);
+    throttle.tick({ rows: 300, bytes: 3000, streamingAt: 900 }, 2100);
     expect(reports).toEqual([
-      { rows: 100, bytes: 1000 },
-      { rows: 300, bytes: 3000 },
+      { rows: 100, bytes: 1000, streamingAt: 900 },
+      { rows: 300, bytes: 3000, streamingAt: 900 },
     ]);
   });
 
@@ -25,7 +25,7 @@ describe(ProgressThrottle.name, () => {
       let release!: () => void;
       const write = new Promise<void>((resolve) => (release = resolve));
       let bytes = 100;
-      const waited = throttle.during(write, 2000, () => bytes);
+      const waited = throttle.during(write, () => ({ rows: 2000, bytes }));
       await jest.advanceTimersByTimeAsync(999);
       expect(reports).toEqual([]);
       bytes = 150;
@@ -42,7 +42,7 @@ describe(ProgressThrottle.name, () => {
       const reports: unknown[] = [];
       const throttle = new ProgressThrottle((p) => reports.push(p), 1000, 0);
       await jest.advanceTimersByTimeAsync(300);
-      await throttle.during(Promise.resolve(), 10, () => 1);
+      await throttle.during(Promise.resolve(), () => ({ rows: 10, bytes: 1 }));
       await jest.advanceTimersByTimeAsync(5000);
       expect(reports).toEqual([]);
     });

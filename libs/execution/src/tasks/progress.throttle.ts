@@ -23,13 +23,13 @@ export class ProgressThrottle {
    * Awaits `waiting` — a write held up by a slow client, or the end of the result — and reports
    * the totals if it is still waiting when a report is due: rows made sat unreported there for as
    * long as the client took ("0 rows made" for seconds of a result made at once). A wait that ends
-   * sooner costs a timer, no report.
+   * sooner costs a timer, no report. `made` gives the totals when the report is due.
    */
-  async during<T>(waiting: Promise<T>, rows: number, bytes: () => number): Promise<T> {
+  async during<T>(waiting: Promise<T>, made: () => Produced): Promise<T> {
     const due = Math.max(0, this.everyMs - (Date.now() - this.last));
     const timer = setTimeout(() => {
       this.last = Date.now();
-      this.report({ rows, bytes: bytes() });
+      this.report(made());
     }, due);
     try {
       return await waiting;
@@ -39,9 +39,9 @@ export class ProgressThrottle {
   }
 
   /** Called after each chunk with the totals so far. */
-  tick(rows: number, bytes: number, now = Date.now()): void {
+  tick(made: Produced, now = Date.now()): void {
     if (now - this.last < this.everyMs) return;
     this.last = now;
-    this.report({ rows, bytes });
+    this.report(made);
   }
 }

@@ -9,6 +9,7 @@ import {
   FlowWindow,
   InProcessResultChannel,
   PortResultWriter,
+  Produced,
   RESULT_STREAM_LOST,
   ResultReader,
   ResultStreamLostError,
@@ -19,6 +20,7 @@ import { connectTestDatabase, testDatabaseUrl } from '@test/settings';
 import { TcpProxy, endSessionsBehind, proxyToTestDatabase } from '@test/support/tcp.proxy';
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
+import { ProgressThrottle } from './progress.throttle';
 import { ExecutionOutcome, Pace, QueryRunner, failureStatus } from './query.runner';
 import { StatementLife } from './statement.life';
 
@@ -254,6 +256,44 @@ describe(QueryRunner.name, () => {
     expect(outcome).toMatchObject({ rows: 250, status: { reason: 'OK', row_count: 250 } });
     expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'data', 'data', 'end']);
     expect(statusOfLast(records)).toEqual(outcome.status);
+    await reader.close();
+  });
+
+  it('tells when its first rows came back: in its outcome, its end and its progress reports', async () => {
+    const job = jobOf('SELECT g FROM (SELECT pg_sleep(0.3)) s, generate_series(1, 250) g', {
+      fetchSize: 100,
+    });
+    const reports: Produced[] = [];
+    // Every chunk reports: a throttle of no interval.
+    const progress = new ProgressThrottle((made) => reports.push(made), 0);
+    const reader = channel.open(job.queryId, { onSilence: () => Promise.resolve(undefined) });
+    const { port1, port2 } = new MessageChannel();
+    channel.attach(job.queryId, port1);
+    const writer = new PortResultWriter(port2, {
+      chunks: 4,
+      bytes: 1 << 20,
+      idleTimeoutMs: 10_000,
+    });
+    const began = Date.now();
+    const running = runner.run(job, writer, { login, progress });
+    const records = await drain(reader);
+    const outcome = await running;
+    const end = records.at(-1);
+    if (end?.kind !== 'end') throw new Error(`ends with ${end?.kind}`);
+    expect(end.startedAt).toBeGreaterThanOrEqual(began);
+    // The statement ran its 0.3 s before any row came: that is running, not streaming.
+    expect(outcome.streamingAt).toBeGreaterThanOrEqual(end.startedAt! + 250);
+    expect(end.streamingAt).toBe(outcome.streamingAt);
+    expect(reports.length).toBeGreaterThan(0);
+    expect(reports.every((made) => made.streamingAt === outcome.streamingAt)).toBe(true);
+    await reader.close();
+  });
+
+  it('tells no streaming time for a statement that failed before any row', async () => {
+    const { reader, running } = start(jobOf('SELECT * FROM no_such_table_of_runner_spec'));
+    const records = await drain(reader);
+    expect((await running).streamingAt).toBeUndefined();
+    expect(records.map((r) => r.kind)).toEqual(['error']);
     await reader.close();
   });
 

@@ -44,6 +44,8 @@ export interface ExecutionOutcome {
   bytes: number;
   /** The end is in the registry already: written with the result's last entry. */
   recorded?: boolean;
+  /** When its first rows came back and went to the channel (BodyWriter.streamingAt). */
+  streamingAt?: number;
   /** When its phases happened in the thread: measured for a traced job only (StatementClock). */
   timings?: StatementTimings;
   /** Its kept result could not be written to the spool (counted in /metrics). */
@@ -223,7 +225,8 @@ export class QueryRunner {
     let writing: Promise<void> | undefined;
     // A write awaited here may wait on a slow client: the rows made so far are reported meanwhile.
     const reporting = (waiting: Promise<void> | undefined) =>
-      waiting && progress ? progress.during(waiting, rows, () => body.bytes) : waiting;
+      waiting && progress ? progress.during(waiting, made) : waiting;
+    const made = () => ({ rows, bytes: body.bytes, streamingAt: body.streamingAt });
     try {
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
@@ -274,7 +277,7 @@ export class QueryRunner {
         // Awaited in the next round, after the loop, or before a failure is reported.
         writing.catch(() => undefined);
         const next = await prefetch;
-        progress?.tick(rows, body.bytes);
+        progress?.tick(made());
         if (capped) {
           truncated = next.length > 0;
           break;
@@ -292,7 +295,7 @@ export class QueryRunner {
       );
       // A format that writes at its end (Parquet's last row group) waits for the client here.
       await reporting(body.end(status, encoder.end(status, false) ?? Buffer.alloc(0)));
-      return { status, rows, bytes: body.bytes };
+      return { status, rows, bytes: body.bytes, streamingAt: body.streamingAt };
     } catch (err) {
       // A write still on its way lands first: nothing else is written meanwhile, and its own
       // failure is not the one reported.
@@ -311,7 +314,14 @@ export class QueryRunner {
           ? err.message
           : undefined;
       const spoolWriteFailed = err instanceof SpoolUnavailableError || undefined;
-      return { status, rows, bytes: body.bytes, cause, spoolWriteFailed };
+      return {
+        status,
+        rows,
+        bytes: body.bytes,
+        streamingAt: body.streamingAt,
+        cause,
+        spoolWriteFailed,
+      };
     } finally {
       await statement.release();
     }

@@ -13,6 +13,7 @@ import {
   QuerySlots,
   RecordRetention,
   SLOT_LEASE_MS,
+  statementPreview,
 } from '../query.registry';
 
 /** Standalone mode's query records, in memory: trimmed as they are read and written. */
@@ -69,6 +70,7 @@ export class InProcessQueryRecords implements QueryRecords {
     if (record && !FINAL_STATES.includes(record.state)) {
       record.rowsProduced = produced.rows;
       record.bytesProduced = produced.bytes;
+      if (produced.streamingAt !== undefined) record.streamingAt = produced.streamingAt;
     }
     return Promise.resolve();
   }
@@ -84,7 +86,9 @@ export class InProcessQueryRecords implements QueryRecords {
     const all = [...this.records.values()]
       .filter((r) => owner === undefined || r.owner === owner)
       .sort((a, b) => b.createdAt - a.createdAt);
-    return Promise.resolve(all.slice(0, limit).map((r) => ({ ...r })));
+    return Promise.resolve(
+      all.slice(0, limit).map((r) => ({ ...r, statement: statementPreview(r.statement) })),
+    );
   }
 
   trim(): Promise<void> {

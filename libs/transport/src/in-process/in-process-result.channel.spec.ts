@@ -5,7 +5,8 @@ import { TimerTracker, trackTimers } from '@test/support/active-timers';
 import { ReaderClosedError } from '../result.channel';
 import { InProcessResultChannel } from './in-process-result.channel';
 import { SharedKeptTotal } from './shared-kept.total';
-import { RecordMessage } from './port.messages';
+import { ProgressMessage, RecordMessage } from './port.messages';
+import type { Produced } from '../query.registry';
 
 /** The in-process reader's one way out: the same promises as the Redis reader's. */
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -45,6 +46,26 @@ describe('InProcessResultChannel readers', () => {
     port2.close();
     expect(channel.stats).toEqual({ open: 0, gone: 0 });
     expect(tracker.pending()).toBe(0);
+  });
+
+  it('passes on what the producer says it made, and since when it streams', async () => {
+    const reports: Produced[] = [];
+    const { port1, port2 } = new MessageChannel();
+    channel.attach('q5', port1, (produced) => reports.push(produced));
+    port2.postMessage({ type: 'progress', rows: 3, bytes: 30 } satisfies ProgressMessage);
+    port2.postMessage({
+      type: 'progress',
+      rows: 5,
+      bytes: 50,
+      streamingAt: 1_234,
+    } satisfies ProgressMessage);
+    while (reports.length < 2) await sleep(5);
+    expect(reports).toEqual([
+      { rows: 3, bytes: 30 },
+      { rows: 5, bytes: 50, streamingAt: 1_234 },
+    ]);
+    port1.close();
+    port2.close();
   });
 
   it('stops a waiting next() at once, clears its silence timer and closes the producer port', async () => {

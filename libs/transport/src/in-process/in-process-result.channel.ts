@@ -8,6 +8,7 @@ import {
   ResultSource,
 } from '../result.channel';
 import { ControlMessage, ProgressMessage, RecordMessage, reviveRecord } from './port.messages';
+import type { Produced } from '../query.registry';
 import { SharedKeptTotal } from './shared-kept.total';
 
 interface Channel {
@@ -264,7 +265,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   attach(
     queryId: string,
     port: MessagePort,
-    onProgress?: (produced: { rows: number; bytes: number }) => void,
+    onProgress?: (produced: Produced) => void,
     owner?: string,
   ): void {
     const gone = this.gone.get(queryId);
@@ -278,8 +279,10 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     channel.port = port;
     if (owner !== undefined) channel.owner = this.ownerTotal(owner);
     port.on('message', (message: RecordMessage | ProgressMessage) => {
-      if (message.type === 'progress') onProgress?.({ rows: message.rows, bytes: message.bytes });
-      else this.push(queryId, reviveRecord(message.record));
+      if (message.type === 'progress') {
+        const { rows, bytes, streamingAt } = message;
+        onProgress?.({ rows, bytes, streamingAt });
+      } else this.push(queryId, reviveRecord(message.record));
     });
     if (channel.cancelled) port.postMessage({ type: 'cancel' } satisfies ControlMessage);
   }

@@ -11,6 +11,7 @@ export interface ProgressMessage {
   type: 'progress';
   rows: number;
   bytes: number;
+  streamingAt?: number;
 }
 
 /** Consumer → producer: how many records it has taken so far, or a request to stop. */

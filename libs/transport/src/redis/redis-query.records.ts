@@ -1,6 +1,12 @@
 import type { ChainableCommander } from 'ioredis';
 import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
-import { Produced, QueryFacts, QueryRecord, QueryRecords } from '../query.registry';
+import {
+  Produced,
+  QueryFacts,
+  QueryRecord,
+  QueryRecords,
+  statementPreview,
+} from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScripts } from './lua.script';
 import type { RedisClient } from './redis.connector';
@@ -23,13 +29,15 @@ return redis.call('HGETALL', KEYS[1])`;
 
 
 /**
- * Records a running query's progress (KEYS[1] = meta; ARGV = rows, bytes produced): only while it
- * runs, so that a late report never changes an ended query, nor makes a record out of nothing.
+ * Records a running query's progress (KEYS[1] = meta; ARGV = rows, bytes produced, and when it
+ * began streaming or ''): only while it runs, so that a late report never changes an ended query,
+ * nor makes a record out of nothing.
  */
 const PROGRESS = `
 local state = redis.call('HGET', KEYS[1], 'state')
 if state == 'running' or state == 'streaming' then
   redis.call('HSET', KEYS[1], 'rowsProduced', ARGV[1], 'bytesProduced', ARGV[2])
+  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'streamingAt', ARGV[3]) end
 end`;
 
 /**
@@ -149,6 +157,7 @@ export class RedisQueryRecords implements QueryRecords {
       this.endIn(multi, queryId, finalState(end.status), {
         status: end.status,
         startedAt: end.startedAt,
+        streamingAt: end.kind === 'end' ? end.streamingAt : undefined,
         rows: produced.rows,
         bytes: produced.bytes,
         rowsProduced: produced.rows,
@@ -188,6 +197,7 @@ export class RedisQueryRecords implements QueryRecords {
       this.keys.meta(queryId),
       String(produced.rows),
       String(produced.bytes),
+      produced.streamingAt === undefined ? '' : String(produced.streamingAt),
     );
   }
 
@@ -211,10 +221,11 @@ export class RedisQueryRecords implements QueryRecords {
     if (ids.length === 0) return [];
     // One command per query, not one pipeline: each query's hash is in a hash slot of its own,
     // and a Redis Cluster pipeline must stay in one (auto-pipelining still sends them together).
+    // Every field but the whole statement: a list shows its preview.
     const replies = await Promise.all(
       ids.map((id) =>
-        this.redis.hgetall(this.keys.meta(id)).then(
-          (hash) => [null, hash] as const,
+        this.redis.hmget(this.keys.meta(id), ...HASH_FIELDS).then(
+          (values) => [null, listedHash(values)] as const,
           (err: Error) => [err, undefined] as const,
         ),
       ),
@@ -264,11 +275,63 @@ export class RedisQueryRecords implements QueryRecords {
   }
 }
 
+/**
+ * A record's hash fields: each of QueryRecord's, where `statement` holds its preview and
+ * `wholeStatement` the statement as recorded when that is longer, so that a list reads the
+ * preview alone and a short statement costs no field more.
+ */
+const HASH_FIELDS = [
+  'queryId',
+  'owner',
+  'ownerId',
+  'role',
+  'state',
+  'database',
+  'format',
+  'lane',
+  'statement',
+  'boundValues',
+  'encoding',
+  'kept',
+  'spooled',
+  'createdAt',
+  'startedAt',
+  'streamingAt',
+  'finishedAt',
+  'rows',
+  'bytes',
+  'rowsProduced',
+  'bytesProduced',
+  'status',
+  'traceId',
+] as const satisfies readonly (keyof QueryRecord)[];
+
+// Fails to compile when QueryRecord gains a field that HASH_FIELDS (so a list) does not read.
+const everyField: Exclude<keyof QueryRecord, (typeof HASH_FIELDS)[number]> extends never
+  ? true
+  : never = true;
+void everyField;
+
+/** The hash a list reads (HMGET of HASH_FIELDS): every field but the whole statement. */
+function listedHash(values: (string | null)[]): Record<string, string> {
+  const hash: Record<string, string> = {};
+  HASH_FIELDS.forEach((field, i) => {
+    const value = values[i];
+    if (value !== null && value !== undefined) hash[field] = value;
+  });
+  return hash;
+}
+
 function toHash(record: Partial<QueryRecord>): Record<string, string> {
   const hash: Record<string, string> = {};
   for (const [field, value] of Object.entries(record)) {
     if (value === undefined) continue;
     hash[field] = typeof value === 'object' ? JSON.stringify(value) : String(value);
+  }
+  const { statement } = record;
+  if (statement !== undefined && statementPreview(statement) !== statement) {
+    hash.statement = statementPreview(statement);
+    hash.wholeStatement = statement;
   }
   return hash;
 }
@@ -285,13 +348,14 @@ function fromHash(hash: Record<string, string>): QueryRecord | undefined {
     database: hash.database,
     format: hash.format,
     lane: hash.lane as Lane | undefined,
-    statement: hash.statement ?? '',
+    statement: hash.wholeStatement ?? hash.statement ?? '',
     boundValues: num(hash.boundValues),
     encoding: hash.encoding,
     kept: hash.kept === 'true' ? true : undefined,
     spooled: hash.spooled === 'true' ? true : undefined,
     createdAt: Number(hash.createdAt),
     startedAt: num(hash.startedAt),
+    streamingAt: num(hash.streamingAt),
     finishedAt: num(hash.finishedAt),
     rows: Number(hash.rows ?? 0),
     bytes: Number(hash.bytes ?? 0),

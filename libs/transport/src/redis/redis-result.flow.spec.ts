@@ -270,11 +270,16 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     expect((await registry.get(queryId))?.state).toBe('queued');
     await writer.writeFinal([
       data(2, 5),
-      { kind: 'end', status: okStatus(), bytes: Buffer.from('e'), startedAt: 7 },
+      { kind: 'end', status: okStatus(), bytes: Buffer.from('e'), startedAt: 7, streamingAt: 8 },
     ]);
     expect(writer.endRecorded).toBe(true);
     const written = await entries(queryId);
-    expect(written.at(-1)).toMatchObject({ kind: 'end', recorded: true, startedAt: 7 });
+    expect(written.at(-1)).toMatchObject({
+      kind: 'end',
+      recorded: true,
+      startedAt: 7,
+      streamingAt: 8,
+    });
     // Only the last entry says so: a reader that sees it need not record the end again.
     expect(written.slice(0, -1).some((e) => 'recorded' in e)).toBe(false);
     const record = await registry.get(queryId);
@@ -283,6 +288,7 @@ describe('RedisResultWriter recording the end with the last entry', () => {
       rows: 5,
       bytes: 1 + 10 + 5 + 1,
       startedAt: 7,
+      streamingAt: 8,
     });
     expect(record?.status?.sql_state).toBe('00000');
     // Kept for the retention from its end, not the day an open record gets.

@@ -12,6 +12,7 @@ const WHOLE: ResultRecord = {
   abort: false,
   rows: 1,
   startedAt: 5,
+  streamingAt: 6,
 };
 
 describe('stream codec', () => {

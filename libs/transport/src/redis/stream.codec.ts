@@ -29,6 +29,7 @@ export function recordFields(record: ResultRecord): (string | Buffer)[] {
           abort: record.abort === true,
           rows: record.rows,
           startedAt: record.startedAt,
+          streamingAt: record.streamingAt,
           recorded: record.recorded || undefined,
         }),
         'b',
@@ -73,11 +74,13 @@ export function parseRecord(fields: Buffer[]): ResultRecord {
         abort: boolean;
         rows?: number;
         startedAt?: number;
+        streamingAt?: number;
         recorded?: boolean;
       };
       const record: ResultRecord = { kind, status: m.status, bytes, abort: m.abort };
       if (m.rows !== undefined) record.rows = m.rows;
       if (m.startedAt !== undefined) record.startedAt = m.startedAt;
+      if (m.streamingAt !== undefined) record.streamingAt = m.streamingAt;
       if (m.recorded === true) record.recorded = true;
       return record;
     }
