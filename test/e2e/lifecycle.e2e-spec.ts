@@ -10,8 +10,7 @@ import {
   slotFillers,
   usersDroppedAfterAll,
 } from './support/client';
-import { connectTestRedis } from './support/redis';
-import type Redis from 'ioredis';
+import { monitorRedis } from './support/redis';
 
 const users = usersDroppedAfterAll();
 
@@ -138,12 +137,7 @@ describe('query resources', () => {
   if (e2eEnv().mode === 'cluster' && e2eEnv().redisKind === 'single') {
     it("records a query's end once, in the same MULTI as its stream's last entry", async () => {
       const token = await login();
-      const redis = connectTestRedis() as Redis;
-      const monitor = await redis.monitor();
-      const seen: { command: string; args: string[]; source: string }[] = [];
-      monitor.on('monitor', (_time: string, args: string[], source: string) =>
-        seen.push({ command: args[0].toLowerCase(), args, source }),
-      );
+      const { seen, stop } = await monitorRedis();
       try {
         const res = await execute(
           { statement: 'select g from generate_series(1, 3) g' },
@@ -172,8 +166,7 @@ describe('query resources', () => {
         expect(end).toBeGreaterThan(entry);
         expect(end).toBeLessThan(exec);
       } finally {
-        monitor.disconnect();
-        redis.disconnect();
+        await stop();
       }
     });
   }
