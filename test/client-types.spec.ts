@@ -4,7 +4,7 @@ import ts from 'typescript';
 
 /**
  * libs/client is published on its own and depends on nothing, so it copies the server's types of
- * what it reads (`GET /v1/queries`, the status object) rather than importing them. The copies are
+ * what it reads (`GET /v1/queries`, the status object, a spooled result's manifest) rather than importing them. The copies are
  * checked here against the server's: the same fields, each of a type that fits both ways, compiled
  * with the project's own settings.
  */
@@ -38,13 +38,18 @@ function errorsOf(source: string): string[] {
 }
 
 describe("the client's copies of the server's types", () => {
-  it('are the same as QueryInfo and Status', () => {
+  it('are the same as QueryInfo, Status and ResultManifest', () => {
     const errors = errorsOf(`
-      import type { QueryInfo as ServerInfo, Status as ServerStatus } from '@app/contracts';
-      import type { QueryInfo, Status } from '@app/client';
+      import type {
+        QueryInfo as ServerInfo,
+        ResultManifest as ServerManifest,
+        Status as ServerStatus,
+      } from '@app/contracts';
+      import type { QueryInfo, ResultManifest, Status } from '@app/client';
       ${SAME}
       export const info: Same<ServerInfo, QueryInfo> = true;
       export const status: Same<ServerStatus, Status> = true;
+      export const manifest: Same<ServerManifest, ResultManifest> = true;
     `);
     expect(errors).toEqual([]);
   }, 60_000);

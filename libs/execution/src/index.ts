@@ -4,6 +4,7 @@ export { ExecutionOutcome, failureStatus } from './tasks/query.runner';
 export { ThreadSettings } from './tasks/thread.settings';
 export * from './job.lifecycle';
 export * from './query.lifecycle';
+export * from './query.ends';
 export * from './pool/pool.metrics';
 export * from './session-login.resolver';
 export * from './job.trace';

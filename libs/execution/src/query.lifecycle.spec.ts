@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { okStatus, statusOf } from '@app/contracts';
 import { InProcessQueryRegistry, QueryRecord } from '@app/transport';
+import { QueryEnds } from './query.ends';
 import { QueryLifecycle } from './query.lifecycle';
 import { queuedRecord } from '@test/support/query-record';
 
@@ -31,6 +32,13 @@ async function queued(lifecycle: QueryLifecycle, registry: InProcessQueryRegistr
   expect(await registry.admit('ann', 'q1', 1)).toBe(0);
 }
 
+/** The ends `lifecycle` tells, kept for whoever asks (as the api's request log keeps them). */
+function heard(lifecycle: QueryLifecycle): QueryEnds {
+  const ends = new QueryEnds();
+  lifecycle.onEnd((queryId, record) => ends.told(queryId, record));
+  return ends;
+}
+
 describe(QueryLifecycle.name, () => {
   afterEach(() => jest.restoreAllMocks());
 
@@ -54,11 +62,12 @@ describe(QueryLifecycle.name, () => {
     expect(await registry.get('q1')).toEqual(ended);
   });
 
-  it('reads the record back only where ends are told', async () => {
+  it('reads the record back only where someone listens for ends', async () => {
     for (const tellEnds of [false, true]) {
       const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
       const transition = jest.spyOn(registry, 'transition');
-      const lifecycle = new QueryLifecycle(registry, tellEnds);
+      const lifecycle = new QueryLifecycle(registry);
+      if (tellEnds) lifecycle.onEnd(() => undefined);
       await queued(lifecycle, registry);
       await lifecycle.transition(query, 'running');
       await lifecycle.transition(query, 'succeeded', { status: ok });
@@ -78,9 +87,10 @@ describe(QueryLifecycle.name, () => {
 
   it('tells a waiter the end as it is recorded, and one who asks later at once', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
-    const lifecycle = new QueryLifecycle(registry, true);
+    const lifecycle = new QueryLifecycle(registry);
+    const ends = heard(lifecycle);
     await queued(lifecycle, registry);
-    const waiting = lifecycle.ended('q1', 60_000);
+    const waiting = ends.ended('q1', 60_000);
     await lifecycle.transition(query, 'succeeded', { status: ok });
     expect(await waiting).toMatchObject({ queryId: 'q1', state: 'succeeded' });
 
@@ -88,26 +98,30 @@ describe(QueryLifecycle.name, () => {
     await lifecycle.transition({ queryId: 'q2', owner: 'ann' }, 'failed', {
       status: statusOf('INTERNAL'),
     });
-    expect(await lifecycle.ended('q2', 0)).toMatchObject({ queryId: 'q2', state: 'failed' });
+    expect(await ends.ended('q2', 0)).toMatchObject({ queryId: 'q2', state: 'failed' });
     // Told once: a second ask waits, and gives up.
-    expect(await lifecycle.ended('q2', 10)).toBeUndefined();
+    expect(await ends.ended('q2', 10)).toBeUndefined();
   });
 
-  it('keeps no ends where nobody asks for them', async () => {
+  it('tells no end to a listener that stopped listening', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
     const lifecycle = new QueryLifecycle(registry);
+    const ends = new QueryEnds();
+    const stop = lifecycle.onEnd((id, record) => ends.told(id, record));
+    stop();
     await queued(lifecycle, registry);
     await lifecycle.transition(query, 'succeeded', { status: ok });
-    expect(await lifecycle.ended('q1', 10)).toBeUndefined();
+    expect(await ends.ended('q1', 10)).toBeUndefined();
   });
 
   it('tells no end for a step on the way', async () => {
     const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
-    const lifecycle = new QueryLifecycle(registry, true);
+    const lifecycle = new QueryLifecycle(registry);
+    const ends = heard(lifecycle);
     await queued(lifecycle, registry);
     await lifecycle.transition(query, 'running');
     await lifecycle.transition(query, 'streaming', { rows: 1 });
-    expect(await lifecycle.ended('q1', 10)).toBeUndefined();
+    expect(await ends.ended('q1', 10)).toBeUndefined();
   });
 
   it("records the end and frees the owner's slot through a registry that fails twice", async () => {
@@ -124,12 +138,13 @@ describe(QueryLifecycle.name, () => {
     const error = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const registry = new FlakyRegistry(0);
-    const lifecycle = new QueryLifecycle(registry, true);
+    const lifecycle = new QueryLifecycle(registry);
+    const ends = heard(lifecycle);
     await queued(lifecycle, registry);
     Object.assign(registry, { failures: Number.POSITIVE_INFINITY });
     await expect(lifecycle.transition(query, 'running')).resolves.toBeUndefined();
     expect(warn).toHaveBeenCalledWith(expect.stringContaining('query q1: could not record it'));
-    const ending = lifecycle.ended('q1', 60_000);
+    const ending = ends.ended('q1', 60_000);
     await expect(lifecycle.transition(query, 'succeeded', { status: ok })).resolves.toBeUndefined();
     expect(error).toHaveBeenCalledWith(expect.stringContaining('query q1: cannot record'));
     expect(error).toHaveBeenCalledWith(

@@ -4,10 +4,9 @@ import { QueryFacts, QueryRecord, QueryRecords, QuerySlots } from '@app/transpor
 
 /** Tries to write a query's end to the registry before giving up (0.5 s, then 1 s apart). */
 const END_ATTEMPTS = 3;
-/** How long an end this process recorded waits to be asked for (by the request log). */
-const ENDING_KEPT_MS = 10_000;
-/** Most ends kept waiting to be asked for: the oldest go first. */
-const ENDINGS_KEPT = 10_000;
+
+/** Hears a query's end as the registry holds it after this process recorded it. */
+export type EndListener = (queryId: string, record: QueryRecord | undefined) => void;
 
 /** The query a transition is about: its id, and whose slot it holds. */
 export interface QueryRef {
@@ -19,24 +18,33 @@ export interface QueryRef {
  * The one writer of a query's state, in every process (api, worker, standalone): each path —
  * the worker starting and ending a job, the api streaming and ending a response, a cancel of a
  * queued query — moves the query through `transition`, which the registry applies only along
- * QUERY_TRANSITIONS. Ending a query also frees its owner's slot, and is told to whoever in this
- * process waits for it (`ended`), so nobody polls the registry for it.
+ * QUERY_TRANSITIONS. Ending a query also frees its owner's slot, and is told to this process's
+ * listeners (onEnd: the api's request log), so nobody polls the registry for it.
+ *
+ * Who else writes a query's record, and why that is safe: the worker's thread records the end
+ * of a result it streams with the result's last entry (RedisQueryRecords.endRecorder: the same
+ * transition, in the entry's MULTI), and reports progress (rows and bytes made, never the state);
+ * the retention trim and a user's deletion forget records. Every state change goes through the
+ * registry's transition, which refuses any move QUERY_TRANSITIONS does not allow, so of two
+ * writers the first final state wins whoever writes it.
  */
 export class QueryLifecycle {
   private readonly logger = new Logger(QueryLifecycle.name);
-  /** Ends recorded here, by query id, oldest first; each kept until asked for or stale. */
-  private readonly endings = new Map<string, { at: number; record: QueryRecord | undefined }>();
-  private readonly waiting = new Map<string, (record: QueryRecord | undefined) => void>();
+  private readonly listeners = new Set<EndListener>();
 
-  /**
-   * `tellEnds`: this process asks for its ends (the api's request log does); a worker does not,
-   * and keeps none.
-   */
   constructor(
     /** Records and slots: a query's end frees its owner's slot. */
     private readonly registry: QueryRecords & QuerySlots,
-    private readonly tellEnds = false,
   ) {}
+
+  /**
+   * Tells `listener` of every end this process records, as the registry then holds it (read back
+   * for it: a process nobody listens in, a worker, spares the read). Returns how to stop.
+   */
+  onEnd(listener: EndListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
 
   /** How long an owner's slot is held past its last renewal (ms). */
   get slotLeaseMs(): number {
@@ -68,8 +76,8 @@ export class QueryLifecycle {
     // waits for the other.
     const [record] = await Promise.all([
       this.retried(query, 'record its final state', () =>
-        // Read back only where ends are told (the api's request log); a worker does not look.
-        this.registry.transition(query.queryId, to, facts, this.tellEnds),
+        // Read back only where someone listens (the api's request log); a worker does not look.
+        this.registry.transition(query.queryId, to, facts, this.listeners.size > 0),
       ),
       this.retried(query, "free its owner's slot", () =>
         this.registry.release(query.owner, query.queryId),
@@ -80,7 +88,7 @@ export class QueryLifecycle {
 
   /**
    * The query's end is in the registry already, recorded by its producer with the result's last
-   * entry: what is left is to free its owner's slot and, where ends are told, to tell `record`
+   * entry: what is left is to free its owner's slot and to tell the listeners `record`
    * (the end as this process knows it: the same facts as the registry's). Never throws.
    */
   async endedWithResult(query: QueryRef, record?: QueryRecord): Promise<void> {
@@ -91,6 +99,19 @@ export class QueryLifecycle {
   }
 
   /**
+   * Takes back a query admitted but never queued (refused after admission, or the repeat of an
+   * Idempotency-Key's): its owner's slot and its record go; it never was a query. Throws what
+   * the registry threw: the caller says why it is safe to leave (the slot lapses with its lease,
+   * the record with its TTL).
+   */
+  async withdraw(query: QueryRef): Promise<void> {
+    await Promise.all([
+      this.registry.release(query.owner, query.queryId),
+      this.registry.discard(query.queryId, query.owner),
+    ]);
+  }
+
+  /**
    * Keeps the owner's slot while the query lives (a lease where the registry is shared), for one
    * lease or `leaseMs` from now.
    */
@@ -98,40 +119,8 @@ export class QueryLifecycle {
     return this.registry.renew(query.owner, query.queryId, leaseMs);
   }
 
-  /**
-   * The record of a query as this process ended it, once it has (at once if it already did);
-   * undefined after `waitMs`, or if the registry could not be read.
-   */
-  ended(queryId: string, waitMs: number): Promise<QueryRecord | undefined> {
-    const ending = this.endings.get(queryId);
-    if (ending) {
-      this.endings.delete(queryId);
-      return Promise.resolve(ending.record);
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(queryId);
-        resolve(undefined);
-      }, waitMs);
-      this.waiting.set(queryId, (record) => {
-        clearTimeout(timer);
-        this.waiting.delete(queryId);
-        resolve(record);
-      });
-    });
-  }
-
   private told(queryId: string, record: QueryRecord | undefined): void {
-    if (!this.tellEnds) return;
-    const waiter = this.waiting.get(queryId);
-    if (waiter) return waiter(record);
-    const now = Date.now();
-    // Ends nobody asks for (a cancel of another api's query) go once stale.
-    for (const [id, { at }] of this.endings) {
-      if (now - at < ENDING_KEPT_MS && this.endings.size < ENDINGS_KEPT) break;
-      this.endings.delete(id);
-    }
-    this.endings.set(queryId, { at: now, record });
+    for (const listener of this.listeners) listener(queryId, record);
   }
 
   private async retried<T>(

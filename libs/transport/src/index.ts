@@ -16,6 +16,7 @@ export * from './in-process/in-process-result.channel';
 export * from './in-process/shared-kept.total';
 export * from './in-process/in-process-job.queue';
 export * from './query.registry';
+export * from './composed.registry';
 export * from './in-process/in-process-query.registry';
 export * from './redis/redis-query.registry';
 export * from './redis/redis-query.records';

@@ -48,7 +48,8 @@ function redisAdapter(): Adapter & { redis: Redis; keys: RedisKeys } {
     keys,
     sink: new RedisResultSink(redis, keys, 60),
     source,
-    writer: (queryId) => new RedisResultWriter(redis, keys, queryId, { window, ttlSeconds: 60, pollMs: 20 }),
+    writer: (queryId) =>
+      new RedisResultWriter(redis, keys, queryId, { window, ttlSeconds: 60, pollMs: 20 }),
     close: async () => {
       await source.close();
       await redis.quit();

@@ -241,8 +241,7 @@ export class ExecuteService {
   private async withdraw(job: ExecuteJobData, execution?: Execution): Promise<void> {
     const { queryId, username } = job;
     await Promise.all([
-      this.registry.release(username, queryId),
-      this.registry.discard(queryId, username),
+      this.lifecycle.withdraw({ queryId, owner: username }),
       execution?.detach(),
     ]).catch((err: Error) =>
       this.logger.warn(`query ${queryId}: could not withdraw it: ${err.message}`),

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { ResultRecord, okStatus, statusOf } from '@app/contracts';
-import { QueryLifecycle } from '@app/execution';
+import { QueryEnds, QueryLifecycle } from '@app/execution';
 import { InProcessQueryRegistry } from '@app/transport';
 import { ExecutionTracker } from './execution.tracker';
 
@@ -56,7 +56,9 @@ describe(ExecutionTracker.name, () => {
   });
 
   it('does not write an end its producer recorded with the last record: frees the slot, tells it', async () => {
-    const lifecycle = new QueryLifecycle(registry, true);
+    const lifecycle = new QueryLifecycle(registry);
+    const ends = new QueryEnds();
+    lifecycle.onEnd((queryId, record) => ends.told(queryId, record));
     const about = { format: 'json', lane: 'interactive' as const, createdAt: 0 };
     tracker = new ExecutionTracker(lifecycle, 'q1', 'ann', about);
     await jest.advanceTimersByTimeAsync(40);
@@ -75,7 +77,7 @@ describe(ExecutionTracker.name, () => {
     // The producer's record stands (here: as created); the owner's slot is free again.
     expect((await registry.get('q1'))?.state).toBe('running');
     expect(await registry.admit('ann', 'q2', 1)).toBe(0);
-    expect(await lifecycle.ended('q1', 0)).toEqual({
+    expect(await ends.ended('q1', 0)).toEqual({
       ...about,
       queryId: 'q1',
       owner: 'ann',

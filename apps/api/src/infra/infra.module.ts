@@ -193,11 +193,14 @@ const resultSpool: Provider = {
     config.spool ? openSpool(config.spool) : null,
 };
 
-/** The api's writer of query states; the request log asks it for each query's end. */
+/**
+ * The process's writer of query states (in standalone mode its pool's too); the request log hears
+ * each query's end from it.
+ */
 const queryLifecycle: Provider = {
   provide: QueryLifecycle,
   inject: [QUERY_REGISTRY],
-  useFactory: (registry: QueryRegistry) => new QueryLifecycle(registry, true),
+  useFactory: (registry: QueryRegistry) => new QueryLifecycle(registry),
 };
 
 /** The api's connections: metadata PostgreSQL, the job queue, the result source and sink. */

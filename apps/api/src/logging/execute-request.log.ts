@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger as Pino } from 'pino';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { ERROR_CATALOGUE, ErrorEnvelope, FINAL_STATES, QueryState } from '@app/contracts';
-import { QueryLifecycle } from '@app/execution';
+import { QueryEnds, QueryLifecycle } from '@app/execution';
 import { AuthUser } from '../auth/auth-user';
 import { ApiMetricsService } from '../metrics/api-metrics.service';
 import { requestTrace } from '../tracing/request.trace';
@@ -55,14 +55,17 @@ export class ExecuteRequestLog implements OnModuleInit {
   private readonly pending = new WeakMap<FastifyRequest, Pending>();
   private readonly defaultDatabase: string | undefined;
   private readonly log: Pino;
+  /** The ends of queries this api recorded: a request's line waits for its query's. */
+  private readonly ends = new QueryEnds();
 
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     @Inject(SLUICE_CONFIG) config: SluiceConfig,
-    private readonly lifecycle: QueryLifecycle,
+    lifecycle: QueryLifecycle,
     private readonly metrics: ApiMetricsService,
   ) {
     this.log = executeLineLogger(config);
+    lifecycle.onEnd((queryId, record) => this.ends.told(queryId, record));
     const url = config.databaseUrl ? new URL(config.databaseUrl) : undefined;
     this.defaultDatabase = url ? decodeURIComponent(url.pathname.slice(1)) || undefined : undefined;
   }
@@ -124,7 +127,7 @@ export class ExecuteRequestLog implements OnModuleInit {
     // Answered before its result: the query runs on, and its worker records its end.
     if (base.httpStatus === 202) return { ...base, outcome: 'accepted' };
     // The end this api recorded, as the registry holds it (whoever ended the query first).
-    const record = await this.lifecycle.ended(queryId, SETTLE_MS);
+    const record = await this.ends.ended(queryId, SETTLE_MS);
     if (!record || !isFinal(record.state)) {
       return { ...base, outcome: outcomeOfStatus(base.httpStatus, base.vendorCode) };
     }

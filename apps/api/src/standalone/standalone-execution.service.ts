@@ -35,9 +35,10 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
     private readonly logins: SessionLoginResolver,
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
+    queries: QueryLifecycle,
   ) {
-    // Its own writer: the ends the api's request log waits for are the api's.
-    this.lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel);
+    // The process's one writer of query states: the api's and its pool's ends alike.
+    this.lifecycle = new JobLifecycle(queries, channel);
   }
 
   async onApplicationBootstrap(): Promise<void> {

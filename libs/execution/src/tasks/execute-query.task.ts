@@ -110,20 +110,15 @@ function writerFor(task: ExecuteTask): ResultWriter {
   };
   const writer = task.port
     ? new PortResultWriter(task.port, window)
-    : new RedisResultWriter(
-        connection(),
-        keys,
-        queryId,
-        {
-          window,
-          ttlSeconds: retain ? retain.ttlSeconds : settings.streamTtlSeconds,
-          pollMs: settings.cancelPollMs,
-          kept: retain !== undefined,
-          // A kept result's end stays with the worker's job lifecycle (its size and ledger rules).
-          // The end with the last entry: no end without its entry, nor entry without its end.
-          recordEnd: retain ? undefined : recordsOf().endRecorder(queryId),
-        },
-      );
+    : new RedisResultWriter(connection(), keys, queryId, {
+        window,
+        ttlSeconds: retain ? retain.ttlSeconds : settings.streamTtlSeconds,
+        pollMs: settings.cancelPollMs,
+        kept: retain !== undefined,
+        // A kept result's end stays with the worker's job lifecycle (its size and ledger rules).
+        // The end with the last entry: no end without its entry, nor entry without its end.
+        recordEnd: retain ? undefined : recordsOf().endRecorder(queryId),
+      });
   if (!retain) return writer;
   const kept = retain.spooled
     ? new SpoolingResultWriter(writer, spoolOf(), queryId, {

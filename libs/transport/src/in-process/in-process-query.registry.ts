@@ -1,23 +1,25 @@
 import { FINAL_STATES, QUERY_TRANSITIONS, QueryState } from '@app/contracts';
 import {
-  UserQueries,
+  ComposedQueryRegistry,
+  OwnedKeys,
+  OwnedRecords,
+  OwnedSlots,
+  RecordTrim,
+} from '../composed.registry';
+import {
   IdempotencyClaim,
-  IdempotencyKeys,
   KeyClaim,
   KeyLimits,
   Produced,
   QueryFacts,
   QueryRecord,
-  QueryRecords,
-  QueryRegistry,
-  QuerySlots,
   RecordRetention,
   SLOT_LEASE_MS,
   statementPreview,
 } from '../query.registry';
 
 /** Standalone mode's query records, in memory: trimmed as they are read and written. */
-export class InProcessQueryRecords implements QueryRecords {
+export class InProcessQueryRecords implements OwnedRecords {
   private readonly records = new Map<string, QueryRecord>();
   /**
    * Each owner's finished queries by the time they ended, oldest first: each owner's go by count,
@@ -36,6 +38,12 @@ export class InProcessQueryRecords implements QueryRecords {
     this.records.set(record.queryId, { ...record });
     this.forgetOld();
     return Promise.resolve();
+  }
+
+  /** As create(): each owner's count is kept by forgetOld() as records come, not by a trim. */
+  async createIndexed(record: QueryRecord): Promise<undefined> {
+    await this.create(record);
+    return undefined;
   }
 
   discard(queryId: string, _owner: string): Promise<void> {
@@ -145,25 +153,27 @@ export class InProcessQueryRecords implements QueryRecords {
     return Promise.resolve([...new Set(owners)]);
   }
 
-  /** The queries of `owner`'s whose results are kept. */
-  keptOf(owner: string): string[] {
+  keptOf(owner: string): Promise<string[]> {
+    return Promise.resolve(this.keptNow(owner));
+  }
+
+  forgetOwner(owner: string): Promise<string[]> {
+    const kept = this.keptNow(owner);
+    for (const record of [...this.records.values()]) {
+      if (record.owner === owner) this.forget(record.queryId);
+    }
+    return Promise.resolve(kept);
+  }
+
+  private keptNow(owner: string): string[] {
     this.forgetOld();
     const kept = [...this.records.values()].filter((r) => r.owner === owner && r.kept);
     return kept.map((r) => r.queryId);
   }
-
-  /** Forgets every record of `owner`'s; returns the kept ones, whose results the caller drops. */
-  forgetOwner(owner: string): string[] {
-    const kept = this.keptOf(owner);
-    for (const record of [...this.records.values()]) {
-      if (record.owner === owner) this.forget(record.queryId);
-    }
-    return kept;
-  }
 }
 
 /** Standalone mode's slots, in memory: released, never lapsed. */
-export class InProcessQuerySlots implements QuerySlots {
+export class InProcessQuerySlots implements OwnedSlots {
   /** The lease only paces renewals that do nothing here. */
   readonly slotLeaseMs = SLOT_LEASE_MS;
   private readonly active = new Map<string, Set<string>>();
@@ -189,21 +199,19 @@ export class InProcessQuerySlots implements QuerySlots {
     return Promise.resolve();
   }
 
-  /** The queries of `owner`'s that hold a slot. */
-  openOf(owner: string): string[] {
-    return [...(this.active.get(owner) ?? [])];
+  openOf(owner: string): Promise<string[]> {
+    return Promise.resolve([...(this.active.get(owner) ?? [])]);
   }
 
-  /** Drops every slot of `owner`'s; returns the queries that held one. */
-  forgetOwner(owner: string): string[] {
-    const open = this.openOf(owner);
+  forgetOwner(owner: string): Promise<string[]> {
+    const open = [...(this.active.get(owner) ?? [])];
     this.active.delete(owner);
-    return open;
+    return Promise.resolve(open);
   }
 }
 
 /** Standalone mode's Idempotency-Key claims, in memory. */
-export class InProcessIdempotencyKeys implements IdempotencyKeys {
+export class InProcessIdempotencyKeys implements OwnedKeys {
   /** Each owner's idempotency keys' claims, by claim order: the TTL is one setting, so by expiry. */
   private readonly claims = new Map<
     string,
@@ -244,107 +252,43 @@ export class InProcessIdempotencyKeys implements IdempotencyKeys {
     return Promise.resolve();
   }
 
-  /** Drops every claim of `owner`'s. */
-  forgetOwner(owner: string): void {
+  forgetOwner(owner: string): Promise<void> {
     this.claims.delete(owner);
+    return Promise.resolve();
   }
 }
 
-/** The query registry of standalone mode: one process knows everything. */
-export class InProcessQueryRegistry implements QueryRegistry {
-  readonly records: InProcessQueryRecords;
-  readonly slots = new InProcessQuerySlots();
-  readonly idempotencyKeys = new InProcessIdempotencyKeys();
+/** Standalone mode's trim: records are trimmed as they are read and written. */
+class InProcessRecordTrim implements RecordTrim {
+  constructor(private readonly records: InProcessQueryRecords) {}
 
-  constructor(
-    retention: RecordRetention,
-    /** Drops the kept result of a query forgotten by `retention.keptCount`. */
-    dropResult: (queryId: string) => void = () => undefined,
-  ) {
-    this.records = new InProcessQueryRecords(retention, dropResult);
-  }
-
-  get slotLeaseMs(): number {
-    return this.slots.slotLeaseMs;
-  }
-
-  create(record: QueryRecord): Promise<void> {
-    return this.records.create(record);
-  }
-
-  discard(queryId: string, owner: string): Promise<void> {
-    return this.records.discard(queryId, owner);
-  }
-
-  transition(
-    queryId: string,
-    to: QueryState,
-    facts?: QueryFacts,
-    readBack?: boolean,
-  ): Promise<QueryRecord | undefined> {
-    return this.records.transition(queryId, to, facts, readBack);
-  }
-
-  progress(queryId: string, produced: Produced): Promise<void> {
-    return this.records.progress(queryId, produced);
-  }
-
-  get(queryId: string): Promise<QueryRecord | undefined> {
-    return this.records.get(queryId);
-  }
-
-  list(limit: number, owner?: string): Promise<QueryRecord[]> {
-    return this.records.list(limit, owner);
-  }
-
-  keptOwners(): Promise<string[]> {
-    return this.records.keptOwners();
-  }
-
-  admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
-    return this.slots.admit(owner, queryId, cap);
-  }
-
-  renew(): Promise<void> {
-    return this.slots.renew();
-  }
-
-  release(owner: string, queryId: string): Promise<void> {
-    return this.slots.release(owner, queryId);
-  }
-
-  claimKey(
-    owner: string,
-    key: string,
-    claim: IdempotencyClaim,
-    limits: KeyLimits,
-  ): Promise<KeyClaim> {
-    return this.idempotencyKeys.claimKey(owner, key, claim, limits);
-  }
-
-  releaseKey(owner: string, key: string): Promise<void> {
-    return this.idempotencyKeys.releaseKey(owner, key);
-  }
+  told(): void {}
 
   trim(): Promise<void> {
     return this.records.trim();
   }
 
-  /** Nothing to start: records are trimmed as they are read and written. */
-  startTrimming(): void {}
-
-  forgetUser(owner: string): Promise<UserQueries> {
-    const open = this.slots.forgetOwner(owner);
-    this.idempotencyKeys.forgetOwner(owner);
-    const kept = this.records.forgetOwner(owner);
-    return Promise.resolve({ open, kept });
-  }
-
-  queriesOf(owner: string): Promise<UserQueries> {
-    return Promise.resolve({ open: this.slots.openOf(owner), kept: this.records.keptOf(owner) });
-  }
+  /** Nothing to start. */
+  start(): void {}
 
   close(): Promise<void> {
     return Promise.resolve();
+  }
+}
+
+/** The query registry of standalone mode: one process knows everything. */
+export class InProcessQueryRegistry extends ComposedQueryRegistry {
+  constructor(
+    retention: RecordRetention,
+    /** Drops the kept result of a query forgotten by `retention.keptCount`. */
+    dropResult: (queryId: string) => void = () => undefined,
+  ) {
+    const records = new InProcessQueryRecords(retention, dropResult);
+    super(
+      records,
+      new InProcessQuerySlots(),
+      new InProcessIdempotencyKeys(),
+      new InProcessRecordTrim(records),
+    );
   }
 }

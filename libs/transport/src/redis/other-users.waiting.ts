@@ -59,6 +59,8 @@ export class OtherUsersWaiting {
 
   async check(user: string): Promise<boolean> {
     const { wait, prioritized, delayed, jobPrefix } = this.keys;
-    return (await this.script(wait, prioritized, delayed, jobPrefix, user, String(PEEK_JOBS))) === 1;
+    return (
+      (await this.script(wait, prioritized, delayed, jobPrefix, user, String(PEEK_JOBS))) === 1
+    );
   }
 }

@@ -1,5 +1,6 @@
+import type { OwnedKeys } from '../composed.registry';
 import { createHash } from 'node:crypto';
-import { IdempotencyClaim, IdempotencyKeys, KeyClaim, KeyLimits } from '../query.registry';
+import { IdempotencyClaim, KeyClaim, KeyLimits } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScript } from './lua.script';
 import type { RedisClient } from './redis.connector';
@@ -26,7 +27,7 @@ return {'claimed'}`;
  * Idempotency-Key claims in Redis: a key per claim, named by the digest of the key's text, and a
  * sorted set per user of the user's live ones, scored by expiry (both carry the user's hash tag).
  */
-export class RedisIdempotencyKeys implements IdempotencyKeys {
+export class RedisIdempotencyKeys implements OwnedKeys {
   private readonly claim: Script;
 
   constructor(
@@ -76,7 +77,10 @@ export class RedisIdempotencyKeys implements IdempotencyKeys {
   async forgetOwner(owner: string): Promise<void> {
     const index = this.keys.idempotencyKeys(owner);
     const digests = await this.redis.zrange(index, 0, -1);
-    await this.redis.unlink(index, ...digests.map((digest) => this.keys.idempotency(owner, digest)));
+    await this.redis.unlink(
+      index,
+      ...digests.map((digest) => this.keys.idempotency(owner, digest)),
+    );
   }
 }
 

@@ -1,12 +1,7 @@
+import type { OwnedRecords } from '../composed.registry';
 import type { ChainableCommander } from 'ioredis';
 import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
-import {
-  Produced,
-  QueryFacts,
-  QueryRecord,
-  QueryRecords,
-  statementPreview,
-} from '../query.registry';
+import { Produced, QueryFacts, QueryRecord, statementPreview } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScripts } from './lua.script';
 import type { RedisClient } from './redis.connector';
@@ -26,7 +21,6 @@ if string.find(ARGV[1], ',' .. state .. ',', 1, true) then
 end
 if ARGV[3] == '0' then return {} end
 return redis.call('HGETALL', KEYS[1])`;
-
 
 /**
  * Records a running query's progress (KEYS[1] = meta; ARGV = rows, bytes produced, and when it
@@ -72,7 +66,7 @@ export const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
  * Queries' records in Redis: one hash per query (its keys share the query's hash tag), an index
  * of everyone's recent queries, and each user's index of theirs (its kept results apart).
  */
-export class RedisQueryRecords implements QueryRecords {
+export class RedisQueryRecords implements OwnedRecords {
   private readonly scripts: Record<keyof typeof SCRIPTS, Script>;
 
   constructor(

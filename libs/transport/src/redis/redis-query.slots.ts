@@ -1,4 +1,5 @@
-import { QuerySlots, SLOT_LEASE_MS } from '../query.registry';
+import type { OwnedSlots } from '../composed.registry';
+import { SLOT_LEASE_MS } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScripts } from './lua.script';
 import type { RedisClient } from './redis.connector';
@@ -34,7 +35,7 @@ return 1`;
  * Each user's slots in Redis: a sorted set per user (its key carries the user's hash tag) of the
  * queries that hold one, scored by each slot's deadline.
  */
-export class RedisQuerySlots implements QuerySlots {
+export class RedisQuerySlots implements OwnedSlots {
   private readonly scripts: Record<'admit' | 'renew', Script>;
 
   constructor(

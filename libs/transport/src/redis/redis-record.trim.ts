@@ -1,3 +1,4 @@
+import type { RecordTrim } from '../composed.registry';
 import { RecordRetention } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScripts } from './lua.script';
@@ -106,8 +107,11 @@ function trimSlack(count: number): number {
  * count (as soon as a query is seen past it, by told()), and on a timer of its own (start()) the
  * index of everyone's queries and each user's kept results, by one process at a time.
  */
-export class RedisRecordTrim {
-  private readonly scripts: Record<'forget' | 'forgetMany' | 'forgetKept' | 'forgetKeptMany', Script>;
+export class RedisRecordTrim implements RecordTrim {
+  private readonly scripts: Record<
+    'forget' | 'forgetMany' | 'forgetKept' | 'forgetKeptMany',
+    Script
+  >;
   /** Where a kept result's bytes are counted: given back when the trim drops the result. */
   private keptLedger: RedisKeptLedger | undefined;
   private readonly trimEveryMs: number;
@@ -367,5 +371,4 @@ export class RedisRecordTrim {
     ]);
     return { gone, open: left.filter((n) => n === 0).length };
   }
-
 }

@@ -52,16 +52,11 @@ function open(window: Partial<FlowWindow> = {}): {
 } {
   const queryId = randomUUID();
   const reader = source.open(queryId, { onSilence: () => Promise.resolve(undefined) });
-  const writer = new RedisResultWriter(
-    redis,
-    keys,
-    queryId,
-    {
-      window: { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000, ...window },
-      ttlSeconds: 60,
-      pollMs: 20,
-    },
-  );
+  const writer = new RedisResultWriter(redis, keys, queryId, {
+    window: { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000, ...window },
+    ttlSeconds: 60,
+    pollMs: 20,
+  });
   return { queryId, reader, writer };
 }
 
@@ -200,8 +195,16 @@ describe('RedisResultWriter flow control', () => {
     // The worker's side of a failover: it must end the query unavailable, never as internal.
     const gone = new Redis(testRedisUrl, { maxRetriesPerRequest: 0 });
     const window = { chunks: 1, bytes: 1_000_000, idleTimeoutMs: 5_000 };
-    const writer = new RedisResultWriter(gone, keys, randomUUID(), { window, ttlSeconds: 60, pollMs: 20 });
-    const another = new RedisResultWriter(gone, keys, randomUUID(), { window, ttlSeconds: 60, pollMs: 20 });
+    const writer = new RedisResultWriter(gone, keys, randomUUID(), {
+      window,
+      ttlSeconds: 60,
+      pollMs: 20,
+    });
+    const another = new RedisResultWriter(gone, keys, randomUUID(), {
+      window,
+      ttlSeconds: 60,
+      pollMs: 20,
+    });
     await writer.write(data(1));
     gone.disconnect();
     await expect(writer.write(data(2))).rejects.toBeInstanceOf(ResultStreamLostError);
