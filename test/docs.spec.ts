@@ -471,7 +471,7 @@ describe('docs/architecture.md', () => {
         built.push(String((keys as unknown as Record<string, unknown>)[name]));
       } else if (typeof proto[name] === 'function') {
         const args: Record<string, string[]> = {
-          userActive: ['<username>'],
+          userSlots: ['<username>'],
           userQueries: ['<username>'],
           userKept: ['<username>'],
           idempotency: ['<username>', '<sha256 of the key>'],

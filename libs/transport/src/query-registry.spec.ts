@@ -42,7 +42,7 @@ afterAll(async () => {
     await redis.del(
       keys.userKept(user),
       keys.userQueries(user),
-      keys.userActive(user),
+      keys.userSlots(user),
       keys.idempotencyKeys(user),
     );
   }

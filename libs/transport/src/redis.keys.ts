@@ -56,8 +56,12 @@ export class RedisKeys {
     return `${this.prefix}:queries:trim-lock`;
   }
 
-  /** Queued and running queries of one user (sorted set: query id by admission time). */
-  userActive(username: string): string {
+  /**
+   * One user's slots: the queries that hold one, queued or running (sorted set: query id by the
+   * deadline of its lease). The key keeps its first name, `active`, so that a deployment upgraded
+   * in place keeps counting the slots its users hold.
+   */
+  userSlots(username: string): string {
     return `${this.prefix}:user:{${username}}:active`;
   }
 

@@ -267,7 +267,7 @@ describe(`${ExecuteService.name} admission over Redis`, () => {
     const left = (await probe.keys(`${keys.prefix}*`)).filter(
       (key) => key !== keys.queriesTrimLock,
     );
-    expect(left).toEqual([keys.userActive(user.username)]);
-    expect(await probe.zrange(keys.userActive(user.username), 0, -1)).toEqual(['held-1', 'held-2']);
+    expect(left).toEqual([keys.userSlots(user.username)]);
+    expect(await probe.zrange(keys.userSlots(user.username), 0, -1)).toEqual(['held-1', 'held-2']);
   });
 });

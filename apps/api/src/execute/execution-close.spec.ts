@@ -207,7 +207,7 @@ async function expectReleased(queryId: string): Promise<void> {
     state: 'cancelled',
     status: { reason: 'client went away' },
   });
-  expect(await redis.zscore(keys.userActive(user.username), queryId)).toBeNull();
+  expect(await redis.zscore(keys.userSlots(user.username), queryId)).toBeNull();
   expect(tracker.stacks()).toEqual([]);
 }
 
@@ -272,7 +272,7 @@ describe('an execution whose response ends early', () => {
     await until(() => source.stats.open === 0, 2000);
     expect(await readers()).toEqual({ all: source.stats.connections, blocked: 0 });
     expect(await registry.get(queryId)).toMatchObject({ state: 'succeeded' });
-    expect(await redis.zscore(keys.userActive(user.username), queryId)).toBeNull();
+    expect(await redis.zscore(keys.userSlots(user.username), queryId)).toBeNull();
     expect(await redis.exists(keys.cancel(queryId))).toBe(0);
     expect(tracker.stacks()).toEqual([]);
   });

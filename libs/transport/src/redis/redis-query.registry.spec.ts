@@ -22,7 +22,7 @@ beforeEach(() => {
 });
 
 afterEach(async () => {
-  await redis.del(keys.userActive('alice'));
+  await redis.del(keys.userSlots('alice'));
   await redis.quit();
 });
 
@@ -53,7 +53,7 @@ describe('RedisQueryRegistry slots', () => {
     }
     expect(await registry.admit('alice', randomUUID(), 1)).toBeUndefined();
     // The key itself lives as long as its latest slot.
-    expect(await redis.pttl(keys.userActive('alice'))).toBeGreaterThan(LEASE_MS / 2);
+    expect(await redis.pttl(keys.userSlots('alice'))).toBeGreaterThan(LEASE_MS / 2);
   });
 
   it('does not bring a released slot back with a late renewal', async () => {
@@ -61,7 +61,7 @@ describe('RedisQueryRegistry slots', () => {
     expect(await registry.admit('alice', done, 1)).toBe(0);
     await registry.release('alice', done);
     await registry.renew('alice', done);
-    expect(await redis.zscore(keys.userActive('alice'), done)).toBeNull();
+    expect(await redis.zscore(keys.userSlots('alice'), done)).toBeNull();
     expect(await registry.admit('alice', randomUUID(), 1)).toBe(0);
   });
 });
@@ -76,8 +76,8 @@ describe('RedisQueryRegistry held slots', () => {
     await sleep(LEASE_MS * 1.5);
     // The short lease lapsed; the long one is still counted (the set did not expire with it).
     expect(await registry.admit('alice', randomUUID(), 1)).toBeUndefined();
-    expect(await redis.zscore(keys.userActive('alice'), held)).not.toBeNull();
-    expect(await redis.zscore(keys.userActive('alice'), other)).toBeNull();
+    expect(await redis.zscore(keys.userSlots('alice'), held)).not.toBeNull();
+    expect(await redis.zscore(keys.userSlots('alice'), other)).toBeNull();
   });
 });
 

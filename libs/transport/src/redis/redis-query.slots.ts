@@ -49,7 +49,7 @@ export class RedisQuerySlots implements OwnedSlots {
   async admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {
     const now = Date.now();
     const before = (await this.scripts.admit(
-      this.keys.userActive(owner),
+      this.keys.userSlots(owner),
       String(now),
       String(cap),
       String(now + this.slotLeaseMs),
@@ -61,7 +61,7 @@ export class RedisQuerySlots implements OwnedSlots {
 
   async renew(owner: string, queryId: string, leaseMs = this.slotLeaseMs): Promise<void> {
     await this.scripts.renew(
-      this.keys.userActive(owner),
+      this.keys.userSlots(owner),
       String(Date.now() + leaseMs),
       queryId,
       String(leaseMs),
@@ -69,17 +69,17 @@ export class RedisQuerySlots implements OwnedSlots {
   }
 
   async release(owner: string, queryId: string): Promise<void> {
-    await this.redis.zrem(this.keys.userActive(owner), queryId);
+    await this.redis.zrem(this.keys.userSlots(owner), queryId);
   }
 
   /** The queries of `owner`'s whose slots are held now. */
   openOf(owner: string): Promise<string[]> {
-    return this.redis.zrangebyscore(this.keys.userActive(owner), Date.now(), '+inf');
+    return this.redis.zrangebyscore(this.keys.userSlots(owner), Date.now(), '+inf');
   }
 
   /** Drops every slot of `owner`'s; returns the queries that held one (their lease may have lapsed). */
   async forgetOwner(owner: string): Promise<string[]> {
-    const index = this.keys.userActive(owner);
+    const index = this.keys.userSlots(owner);
     const [open] = await Promise.all([this.redis.zrange(index, 0, -1), this.redis.unlink(index)]);
     return open;
   }
