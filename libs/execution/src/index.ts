@@ -3,6 +3,7 @@ export * from './pool/query-pool.service';
 export { ExecutionOutcome, failureStatus } from './tasks/query.runner';
 export { ThreadSettings } from './tasks/thread.settings';
 export * from './job.lifecycle';
+export * from './job.runner';
 export * from './query.lifecycle';
 export * from './query.ends';
 export * from './pool/pool.metrics';

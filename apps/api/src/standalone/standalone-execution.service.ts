@@ -10,10 +10,11 @@ import { ExecuteJobData } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 import {
   JobLifecycle,
-  JobTrace,
+  JobRunner,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
+  drainWithin,
 } from '@app/execution';
 import { InProcessJobQueue, InProcessResultChannel, QueryRegistry } from '@app/transport';
 import { QUERY_REGISTRY } from '../infra/tokens';
@@ -26,6 +27,7 @@ import { QUERY_REGISTRY } from '../infra/tokens';
 export class StandaloneExecutionService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger(StandaloneExecutionService.name);
   private readonly lifecycle: JobLifecycle;
+  private readonly runner: JobRunner;
   private readonly running = new Map<string, Promise<void>>();
 
   constructor(
@@ -39,6 +41,15 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   ) {
     // The process's one writer of query states: the api's and its pool's ends alike.
     this.lifecycle = new JobLifecycle(queries, channel);
+    this.runner = new JobRunner(this.lifecycle, {
+      resolve: (job) => logins.resolve(job),
+      tracing: {
+        system: 'sluice_in_process',
+        settings: config.tracing,
+        database: defaultDatabase(config),
+      },
+      logger: this.logger,
+    });
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -58,39 +69,19 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   }
 
   private async run(job: ExecuteJobData): Promise<void> {
-    if (!(await this.lifecycle.start(job))) return;
-    const { login, refused } = await this.logins.resolve(job);
-    if (refused) {
-      // The user's session ended while the query waited: it never runs.
-      await this.lifecycle.refused(job, refused);
-      return;
-    }
-    const { port1, port2 } = new MessageChannel();
-    this.channel.attach(
-      job.queryId,
-      port1,
-      (produced) =>
-        // Shown, not relied on: in memory, it cannot fail.
-        void this.registry.progress(job.queryId, produced),
-      job.username,
-    );
-    const ownerKept = this.channel.ownerKept(job.username);
-    const traced = JobTrace.taken(job, {
-      system: 'sluice_in_process',
-      settings: this.config.tracing,
-      database: defaultDatabase(this.config),
+    await this.runner.run(job, (login, trace) => {
+      const { port1, port2 } = new MessageChannel();
+      this.channel.attach(
+        job.queryId,
+        port1,
+        (produced) =>
+          // Shown, not relied on: in memory, it cannot fail.
+          void this.registry.progress(job.queryId, produced),
+        job.username,
+      );
+      const ownerKept = this.channel.ownerKept(job.username);
+      return this.pool.run(job, { port: port2, login, ownerKept, trace });
     });
-    try {
-      const trace = traced?.statement();
-      const outcome = await this.pool.run(job, { port: port2, login, ownerKept, trace });
-      traced?.finished(outcome);
-      await this.lifecycle.finish(job, outcome);
-    } catch (err) {
-      traced?.finished(undefined);
-      this.logger.error(`query ${job.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(job, err);
-      throw err;
-    }
   }
 
   /** Queries running in the pool now: what a shutdown waits for. */
@@ -101,14 +92,11 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   /** Shutdown: no new jobs; running ones get the grace period, then are cancelled. */
   async onModuleDestroy(): Promise<void> {
     await this.queue.close();
-    const all = Promise.allSettled([...this.running.values()]);
-    const grace = new Promise<'timeout'>((resolve) =>
-      setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref(),
+    await drainWithin(
+      Promise.allSettled([...this.running.values()]),
+      this.config.shutdownGraceMs,
+      () => Promise.all([...this.running.keys()].map((id) => this.channel.cancel(id))),
     );
-    if ((await Promise.race([all, grace])) === 'timeout') {
-      await Promise.all([...this.running.keys()].map((id) => this.channel.cancel(id)));
-      await all;
-    }
     this.lifecycle.close();
   }
 }

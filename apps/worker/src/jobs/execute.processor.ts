@@ -11,10 +11,11 @@ import { SLUICE_CONFIG, SluiceConfig, defaultDatabase } from '@app/config';
 import {
   ExecutionOutcome,
   JobLifecycle,
-  JobTrace,
+  JobRunner,
   QueryLifecycle,
   QueryPoolService,
   SessionLoginResolver,
+  drainWithin,
 } from '@app/execution';
 import {
   OtherUsersWaiting,
@@ -45,6 +46,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   private readonly commands: RedisClient;
   private readonly sink: ResultSink;
   private readonly lifecycle: JobLifecycle;
+  private readonly runner: JobRunner;
   private readonly running = new Set<string>();
   private readonly workers = new Map<Lane, Worker<ExecuteJobData, ExecutionOutcome | undefined>>();
 
@@ -87,6 +89,15 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
       ),
       this.sink,
     );
+    this.runner = new JobRunner(this.lifecycle, {
+      resolve: (job) => logins.resolve(job),
+      tracing: {
+        system: 'bullmq',
+        settings: config.tracing,
+        database: defaultDatabase(config),
+      },
+      logger: this.logger,
+    });
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -142,30 +153,13 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
     data: ExecuteJobData,
     takenBefore: boolean,
   ): Promise<ExecutionOutcome | undefined> {
-    if (!(await this.lifecycle.start(data, takenBefore))) return undefined;
     this.running.add(data.queryId);
-    const traced = JobTrace.taken(data, {
-      system: 'bullmq',
-      settings: this.config.tracing,
-      database: defaultDatabase(this.config),
-    });
     try {
-      const { login, refused } = await this.logins.resolve(data);
-      // The user's session ended while the query waited: it never runs.
-      if (refused) {
-        const outcome = await this.lifecycle.refused(data, refused);
-        traced?.finished(outcome);
-        return outcome;
-      }
-      const outcome = await this.pool.run(data, { login, trace: traced?.statement() });
-      traced?.finished(outcome);
-      await this.lifecycle.finish(data, outcome);
-      return outcome;
-    } catch (err) {
-      traced?.finished(undefined);
-      this.logger.error(`query ${data.queryId} failed in the pool: ${(err as Error).message}`);
-      await this.lifecycle.crashed(data, err);
-      throw err;
+      return await this.runner.run(
+        data,
+        (login, trace) => this.pool.run(data, { login, trace }),
+        takenBefore,
+      );
     } finally {
       this.running.delete(data.queryId);
     }
@@ -184,16 +178,13 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
   /** SIGTERM: take no new jobs, let running ones finish within the grace period, cancel the rest. */
   async onModuleDestroy(): Promise<void> {
     const closing = Promise.all([...this.workers.values()].map((worker) => worker.close()));
-    const grace = new Promise<'timeout'>((resolve) =>
-      setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs).unref(),
-    );
-    if ((await Promise.race([closing, grace])) === 'timeout' && this.running.size > 0) {
+    await drainWithin(closing, this.config.shutdownGraceMs, async () => {
+      if (this.running.size === 0) return;
       this.logger.warn(
         `cancelling ${this.running.size} queries still running after the grace period`,
       );
       await Promise.all([...this.running].map((id) => this.sink.cancel(id)));
-      await closing;
-    }
+    });
     this.lifecycle.close();
     // Shutdown: a connection already closed or down has nothing left to flush.
     await this.connection.quit().catch(() => undefined);
