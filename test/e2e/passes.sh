@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the e2e passes (package.json's test:e2e* scripts), up to SLUICE_E2E_PASSES_AT_ONCE at a time
-# (default 3), longest first. Each pass has a deployment of its own (processes on free ports, a key
+# (default 2), longest first. Each pass has a deployment of its own (processes on free ports, a key
 # prefix, roles and users of random names, its own Redis Cluster, Sentinels or S3 server) and
 # spends most of its time waiting on it, so passes can overlap; but a pass's deadlines (start-ups,
 # timeouts, lockouts) are missed once the CPU is oversubscribed. So another pass starts only while
@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-at_once=${SLUICE_E2E_PASSES_AT_ONCE:-3}
+at_once=${SLUICE_E2E_PASSES_AT_ONCE:-2}
 if ! [[ $at_once =~ ^[1-9][0-9]*$ ]]; then
   echo "SLUICE_E2E_PASSES_AT_ONCE: a whole number from 1, not '$at_once'" >&2
   exit 2
