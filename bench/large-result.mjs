@@ -51,6 +51,7 @@ import {
   startSluice,
   unlessDied,
   executeRequest,
+  storedTable,
 } from './lib/service.mjs';
 
 const ROWS = envInt('BENCH_ROWS', 1_000_000);
@@ -107,24 +108,7 @@ const COPY_SOURCE = SOURCE === 'table' ? TABLE : `(${SQL})`;
 /** Makes the table unless it is there with its rows; drops it at the end unless kept. */
 async function setUpTable() {
   if (SOURCE !== 'table') return;
-  const client = new pg.Client({ connectionString: DATABASE_URL });
-  await client.connect();
-  try {
-    const exists = await client.query('select to_regclass($1) as t', [TABLE]);
-    if (exists.rows[0].t === null) {
-      console.error(`creating ${TABLE} …`);
-      await client.query(CREATE_TABLE);
-      await client.query(`vacuum analyze ${TABLE}`);
-    }
-  } finally {
-    await client.end();
-  }
-  if (!KEEP_TABLE)
-    onCleanup(async () => {
-      const c = new pg.Client({ connectionString: DATABASE_URL });
-      await c.connect();
-      await c.query(`drop table if exists ${TABLE}`).finally(() => c.end());
-    });
+  await storedTable(TABLE, CREATE_TABLE, { keep: KEEP_TABLE });
 }
 
 const FORMATS = [

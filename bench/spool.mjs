@@ -48,6 +48,7 @@ import {
   startChild,
   startSluice,
   unlessDied,
+  storedTable,
 } from './lib/service.mjs';
 
 const ROWS = envInt('BENCH_ROWS', 5_000_000);
@@ -72,24 +73,7 @@ const CREATE_TABLE =
   `case when g % 20 = 0 then 'note ' || (g % 7) end as sparse from generate_series(1, ${ROWS}) g`;
 
 async function setUpTable() {
-  const client = new pg.Client({ connectionString: DATABASE_URL });
-  await client.connect();
-  try {
-    const exists = await client.query('select to_regclass($1) as t', [TABLE]);
-    if (exists.rows[0].t === null) {
-      console.error(`creating ${TABLE} …`);
-      await client.query(CREATE_TABLE);
-      await client.query(`vacuum analyze ${TABLE}`);
-    }
-  } finally {
-    await client.end();
-  }
-  if (!KEEP_TABLE)
-    onCleanup(async () => {
-      const c = new pg.Client({ connectionString: DATABASE_URL });
-      await c.connect();
-      await c.query(`drop table if exists ${TABLE}`).finally(() => c.end());
-    });
+  await storedTable(TABLE, CREATE_TABLE, { keep: KEEP_TABLE });
 }
 
 /** s3rver in a process of its own (as test/support/s3.server.ts runs it), with one bucket. */

@@ -690,3 +690,32 @@ export async function startCountingProxy(databaseUrl = DATABASE_URL) {
   onCleanup(stop);
   return { url: url.toString(), sent: () => bursts, stop };
 }
+
+/**
+ * Makes `table` with `createStatement` (then VACUUM ANALYZE) unless it is there, a stored table a
+ * bench reads its rows from; drops it at the cleanup unless `keep` (a later run reuses it).
+ */
+export async function storedTable(
+  table,
+  createStatement,
+  { keep = false, databaseUrl = DATABASE_URL } = {},
+) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('select to_regclass($1) as t', [table]);
+    if (exists.rows[0].t === null) {
+      console.error(`creating ${table} …`);
+      await client.query(createStatement);
+      await client.query(`vacuum analyze ${table}`);
+    }
+  } finally {
+    await client.end();
+  }
+  if (!keep)
+    onCleanup(async () => {
+      const c = new pg.Client({ connectionString: databaseUrl });
+      await c.connect();
+      await c.query(`drop table if exists ${table}`).finally(() => c.end());
+    });
+}
