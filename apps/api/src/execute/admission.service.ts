@@ -7,8 +7,6 @@ import { JOB_QUEUE, QUERY_REGISTRY } from '../infra/tokens';
 
 /** How long a reading of the queue's depth is used again: the global cap need not be exact. */
 const QUEUE_DEPTH_TTL_MS = 100;
-/** How long a reading of the workers' heartbeats is used again (beats come a second apart). */
-const ROSTER_TTL_MS = 250;
 /** When to try again after a 429: slots and queue places free up as queries end. */
 const RETRY_AFTER: Readonly<Record<string, string>> = Object.freeze({ 'Retry-After': '1' });
 
@@ -34,7 +32,7 @@ export class AdmissionService {
    * Both readings are cached briefly, so this seldom waits for Redis.
    */
   async check(lane: Lane): Promise<void> {
-    if (!(await this.workerAlive(lane))) throw this.noWorker(lane);
+    if (!(await this.workers.serving(lane))) throw this.workers.noWorker(lane);
     if ((await this.waiting()) >= this.config.maxQueued) {
       throw new SluiceError(
         'QUEUE_FULL',
@@ -58,25 +56,6 @@ export class AdmissionService {
     }
     // Per-user fairness: a user's n-th concurrent query waits behind everyone's first.
     return before + 1;
-  }
-
-  /** Whether a worker serving `lane` has beaten lately. */
-  async workerAlive(lane: Lane): Promise<boolean> {
-    return (await this.workers.alive(lane, ROSTER_TTL_MS)).length > 0;
-  }
-
-  noWorker(lane: Lane): SluiceError {
-    return new SluiceError(
-      'UNAVAILABLE',
-      `no worker is available to run the query in the ${lane} lane (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
-      undefined,
-      this.retryAfter(),
-    );
-  }
-
-  /** When to try again after a 503: about when a new worker's first heartbeat would show. */
-  retryAfter(): Record<string, string> {
-    return { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) };
   }
 
   /**

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { ExecuteJobData } from '@app/contracts';
@@ -27,6 +28,7 @@ import { AuthUser } from '../auth/auth-user';
 import { ExecutePolicyService } from '../auth/execute-policy.service';
 import { WorkerRosterService } from '../health/worker-roster.service';
 import { KeptResultService } from '../queries/kept-result.service';
+import { ProducerWatch } from '../queries/producer.watch';
 import { AdmissionService } from './admission.service';
 import { ExecuteService } from './execute.service';
 
@@ -113,6 +115,7 @@ function serviceOver(
   sink: ResultSink,
 ): ExecuteService {
   const lifecycle = new QueryLifecycle(registry);
+  const watch = new ProducerWatch(queue, roster, new Logger(ProducerWatch.name));
   return new ExecuteService(
     queue,
     source,
@@ -120,8 +123,10 @@ function serviceOver(
     config,
     policy,
     new AdmissionService(queue, registry, config, roster),
+    roster,
+    watch,
     registry,
-    new KeptResultService(registry, source, queue, sink, lifecycle, roster, config, null),
+    new KeptResultService(registry, source, queue, sink, lifecycle, watch, config, null),
     null,
   );
 }

@@ -32,7 +32,8 @@ import { ExecutionResponse } from './execution.response';
 import { contentTypeOf } from './media.negotiator';
 import { executionBody, lateFailureTail } from './execution.stream';
 import { ClientGoneError, readToFirstBytes, readWithin } from './first-record';
-import { ProducerWatch } from './producer.watch';
+import { ProducerWatch } from '../queries/producer.watch';
+import { WorkerRosterService } from '../health/worker-roster.service';
 import { KeptResultService } from '../queries/kept-result.service';
 import { ownsQuery } from '../queries/query.owner';
 import {
@@ -80,7 +81,6 @@ const SPOOL_CHECK_HOLDS_MS = 5000;
 @Injectable()
 export class ExecuteService {
   private readonly logger = new Logger(ExecuteService.name);
-  private readonly watch: ProducerWatch;
   /** messaging.system of the enqueue spans: BullMQ, or standalone mode's in-process queue. */
   private readonly queueSystem: string;
   private readonly reading: ResultSource;
@@ -94,6 +94,8 @@ export class ExecuteService {
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     private readonly policy: ExecutePolicyService,
     private readonly admission: AdmissionService,
+    private readonly workers: WorkerRosterService,
+    private readonly watch: ProducerWatch,
     @Inject(QUERY_REGISTRY) private readonly registry: QueryRegistry,
     private readonly kept: KeptResultService,
     @Inject(RESULT_SPOOL) private readonly spool: ResultSpool | null,
@@ -102,9 +104,6 @@ export class ExecuteService {
     this.queueSystem = isStandalone(config) ? 'sluice_in_process' : 'bullmq';
     // A kept result waited for is read from its start, its spooled segments as its bytes.
     this.reading = readingSpool(results, spool);
-    this.watch = new ProducerWatch(queue, admission, this.logger, (queryId, status) =>
-      kept.failKept(queryId, status),
-    );
   }
 
   async execute(
@@ -118,7 +117,7 @@ export class ExecuteService {
     await this.policy.check(request, user).catch((err: unknown) => {
       // A 503 of the checks (PostgreSQL out of reach for CONNECT) says when to retry, as all do.
       if (err instanceof SluiceError && err.http === 503 && !Object.keys(err.headers).length) {
-        throw new SluiceError(err.code, err.message, err.sqlState, this.admission.retryAfter());
+        throw new SluiceError(err.code, err.message, err.sqlState, this.workers.retryAfter());
       }
       throw err;
     });
@@ -214,7 +213,7 @@ export class ExecuteService {
         traceId: trace?.traceId,
       }),
     ]);
-    const open = () => Execution.open(this.reading, this.lifecycle, job, this.watch.of(job));
+    const open = () => Execution.open(this.reading, this.lifecycle, job, this.watch.of(job, (queryId, status) => this.kept.failKept(queryId, status)));
     // A kept result's reader writes no alive key (its query runs on without a reader) and reads
     // over a connection of its own: it is opened once the query is admitted, not for a refusal.
     const early = job.retain ? undefined : open();
@@ -410,7 +409,7 @@ export class ExecuteService {
     await execution.fail(status);
     const http = httpStatusOf(status);
     // Every 503 says when to try again.
-    const headers: Record<string, string> = http === 503 ? this.admission.retryAfter() : {};
+    const headers: Record<string, string> = http === 503 ? this.workers.retryAfter() : {};
     throw new ExecutionFailedError(execution.queryId, http, status, headers);
   }
 }

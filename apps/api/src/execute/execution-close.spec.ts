@@ -1,5 +1,7 @@
+import { Logger } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import { KeptResultService } from '../queries/kept-result.service';
+import { ProducerWatch } from '../queries/producer.watch';
 import Fastify, { FastifyInstance, FastifyReply } from 'fastify';
 import Redis from 'ioredis';
 import { randomBytes } from 'node:crypto';
@@ -135,24 +137,19 @@ beforeAll(async () => {
   sink = new RedisResultSink(redis, keys, 60);
   const policy = { check: () => Promise.resolve() } as unknown as ExecutePolicyService;
   const roster = new WorkerRosterService(config, redis);
+  const watch = new ProducerWatch(queue, roster, new Logger(ProducerWatch.name));
+  const lifecycle = new QueryLifecycle(registry);
   service = new ExecuteService(
     queue,
     source,
-    new QueryLifecycle(registry),
+    lifecycle,
     config,
     policy,
     new AdmissionService(queue, registry, config, roster),
+    roster,
+    watch,
     registry,
-    new KeptResultService(
-      registry,
-      source,
-      queue,
-      sink,
-      new QueryLifecycle(registry),
-      roster,
-      config,
-      null,
-    ),
+    new KeptResultService(registry, source, queue, sink, lifecycle, watch, config, null),
     null,
   );
   const controller = new ExecuteController(service);

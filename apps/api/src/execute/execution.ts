@@ -3,7 +3,7 @@ import { ExecuteJobData, ResultRecord, Status, statusOf } from '@app/contracts';
 import { QueryLifecycle } from '@app/execution';
 import { ResultReader, ResultSource } from '@app/transport';
 import { ExecutionTracker } from './execution.tracker';
-import { SilenceCheck } from './producer.watch';
+import { SilenceCheck } from '../queries/producer.watch';
 
 const logger = new Logger('Execution');
 

@@ -1,11 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { SLUICE_CONFIG, SluiceConfig, isStandalone } from '@app/config';
-import { Lane } from '@app/contracts';
+import { Lane, SluiceError } from '@app/contracts';
 import { RedisClient, RedisKeys, readWorkerBeat } from '@app/transport';
 import { REDIS } from '../infra/tokens';
 
 /** A worker counts as alive while its last heartbeat is younger than this many beats. */
 const BEATS_BEFORE_LOST = 3;
+/** How long a reading of the heartbeats is used again by `serving` (beats come a second apart). */
+const SERVING_TTL_MS = 250;
 
 /** Which workers are alive: their heartbeats in Redis (cluster), or the in-process pool (standalone). */
 @Injectable()
@@ -40,6 +42,29 @@ export class WorkerRosterService {
       .filter(({ beat }) => now - beat.at <= this.staleAfterMs)
       .filter(({ beat }) => lane === undefined || beat.lanes.includes(lane))
       .map(({ id }) => id);
+  }
+
+  /**
+   * Whether a worker serving `lane` has beaten lately. Asked on every request (admission) and by
+   * every quiet result: a reading SERVING_TTL_MS old is used again.
+   */
+  async serving(lane: Lane): Promise<boolean> {
+    return (await this.alive(lane, SERVING_TTL_MS)).length > 0;
+  }
+
+  /** What a query of `lane` is told when no worker serves it: 503, retry after a heartbeat. */
+  noWorker(lane: Lane): SluiceError {
+    return new SluiceError(
+      'UNAVAILABLE',
+      `no worker is available to run the query in the ${lane} lane (none seen in the last ${this.staleAfterMs} ms); retry later`,
+      undefined,
+      this.retryAfter(),
+    );
+  }
+
+  /** When to try again after a 503: about when a new worker's first heartbeat would show. */
+  retryAfter(): Record<string, string> {
+    return { 'Retry-After': String(Math.ceil(this.config.workerHeartbeatMs / 1000)) };
   }
 
   private read(redis: RedisClient, maxAgeMs: number): Promise<Record<string, string>> {

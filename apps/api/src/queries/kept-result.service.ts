@@ -33,7 +33,7 @@ import { contentTypeOf } from '../execute/media.negotiator';
 import { ApiMetricsService } from '../metrics/api-metrics.service';
 import { ClientGoneError, nextUnlessGone } from '../execute/first-record';
 import { ExecutionFailedError } from '../http/execution-failed.error';
-import { WorkerRosterService } from '../health/worker-roster.service';
+import { ProducerWatch } from './producer.watch';
 import {
   JOB_QUEUE,
   QUERY_REGISTRY,
@@ -75,7 +75,7 @@ export class KeptResultService {
     @Inject(JOB_QUEUE) private readonly queue: JobQueue,
     @Inject(RESULT_SINK) private readonly sink: ResultSink,
     private readonly lifecycle: QueryLifecycle,
-    private readonly workers: WorkerRosterService,
+    private readonly watch: ProducerWatch,
     @Inject(SLUICE_CONFIG) private readonly config: SluiceConfig,
     @Inject(RESULT_SPOOL) private readonly spool: ResultSpool | null,
     @Optional() private readonly metrics?: ApiMetricsService,
@@ -300,32 +300,6 @@ export class KeptResultService {
   }
 
   /**
-   * A queued kept query past its queue-wait limit, or with no worker of its lane alive, will not
-   * run: it is taken off the queue and ended as the synchronous path ends it (504 TIME_LIMIT, 503
-   * no worker), its result keeping that error for later fetches. Undefined while it may still run
-   * (or a worker took it meanwhile).
-   */
-  private async neverStarts(record: QueryRecord): Promise<ResultRecord | undefined> {
-    const { queryId } = record;
-    const lane = record.lane ?? 'interactive';
-    // Its job's latest start: the api that queued it set it this long after the record's creation.
-    const late = Date.now() > record.createdAt + this.config.maxQueueWaitMs;
-    if (!late && (await this.workers.alive(lane)).length > 0) return undefined;
-    if (!(await this.queue.removeQueued(queryId))) return undefined;
-    const status = late
-      ? statusOf('TIME_LIMIT', 'query waited too long in the queue')
-      : statusOf(
-          'UNAVAILABLE',
-          `no worker is available to run the query in the ${lane} lane (none seen in the last ${this.workers.staleAfterMs} ms); retry later`,
-        );
-    await this.sink.end(queryId, { kind: 'error', status });
-    await this.lifecycle.transition({ queryId, owner: record.owner }, finalState(status), {
-      status,
-    });
-    return { kind: 'error', status };
-  }
-
-  /**
    * A kept result whose worker died, as any kept result that fails: it keeps only its error, and
    * its bytes are given back.
    */
@@ -343,31 +317,43 @@ export class KeptResultService {
   /**
    * Asked when the result is quiet. A query that ended without a last record ends the body; one
    * whose worker died (its job active, its lock gone) is recorded as failed and ends it too, and
-   * so does one still queued that will not run (neverStarts), so that no fetch waits for a
-   * producer that is gone or never comes.
+   * so does one still queued that will not run (ProducerWatch judges all three, as for the
+   * execute response), so that no fetch waits for a producer that is gone or never comes.
    */
   private silenceCheck(record: QueryRecord): () => Promise<ResultRecord | undefined> {
-    const { queryId } = record;
-    let endedOnce = false;
+    const { queryId, owner } = record;
+    const producer = this.watch.producerOf({
+      queryId,
+      lane: record.lane ?? 'interactive',
+      // Its job's latest start: the api that queued it set it this long after the record's creation.
+      late: () => Date.now() > record.createdAt + this.config.maxQueueWaitMs,
+    });
     return async () => {
       const now = await this.registry.get(queryId);
       if (!now || FINAL_STATES.includes(now.state)) {
         const status = now?.status ?? statusOf('RESULT_GONE', 'the result is no longer kept');
         return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
       }
-      const state = await this.queue.state(queryId);
-      if (state === 'queued') return this.neverStarts(record);
-      if (state === 'active') return undefined;
-      // Ended: its last record may have come just after the read. Lost: its worker died.
-      if (state !== 'lost' && !endedOnce) {
-        endedOnce = true;
-        return undefined;
+      const fate = await producer();
+      switch (fate.kind) {
+        case 'alive':
+          return undefined;
+        case 'unqueued': {
+          // Ended as the synchronous path ends it (504 TIME_LIMIT, 503 no worker); its result
+          // keeps that error for later fetches.
+          const { status } = fate;
+          await this.sink.end(queryId, { kind: 'error', status });
+          await this.lifecycle.transition({ queryId, owner }, finalState(status), { status });
+          return { kind: 'error', status };
+        }
+        default: {
+          // Its worker died, or its job ended without a last record: failed, its bytes given back.
+          const { status } = fate;
+          await this.lifecycle.transition({ queryId, owner }, 'failed', { status });
+          await this.failKept(queryId, status);
+          return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
+        }
       }
-      this.logger.warn(`query ${queryId}: its job is ${state} and its kept result has no end`);
-      const status = statusOf('WORKER_LOST', 'the worker running the query stopped');
-      await this.lifecycle.transition({ queryId, owner: record.owner }, 'failed', { status });
-      await this.failKept(queryId, status);
-      return { kind: 'end', status, bytes: Buffer.alloc(0), abort: true };
     };
   }
 }

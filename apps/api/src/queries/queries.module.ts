@@ -1,4 +1,5 @@
-import { Module } from '@nestjs/common';
+import { Logger, Module } from '@nestjs/common';
+import { JobQueue } from '@app/transport';
 import { AuthModule } from '../auth/auth.module';
 import { HealthModule } from '../health/health.module';
 import { QueriesController } from './queries.controller';
@@ -7,11 +8,26 @@ import { KeptResultService } from './kept-result.service';
 import { UserChangeWatcher } from './user-change.watcher';
 import { SpoolSweepService } from './spool-sweep.service';
 import { MetricsModule } from '../metrics/metrics.module';
+import { WorkerRosterService } from '../health/worker-roster.service';
+import { JOB_QUEUE } from '../infra/tokens';
+import { ProducerWatch } from './producer.watch';
 
 @Module({
   imports: [AuthModule, HealthModule, MetricsModule],
   controllers: [QueriesController],
-  providers: [QueriesService, KeptResultService, UserChangeWatcher, SpoolSweepService],
-  exports: [QueriesService, KeptResultService],
+  providers: [
+    QueriesService,
+    KeptResultService,
+    UserChangeWatcher,
+    SpoolSweepService,
+    {
+      // The one judge of quiet result streams, for the execute response and kept results alike.
+      provide: ProducerWatch,
+      useFactory: (queue: JobQueue, workers: WorkerRosterService) =>
+        new ProducerWatch(queue, workers, new Logger(ProducerWatch.name)),
+      inject: [JOB_QUEUE, WorkerRosterService],
+    },
+  ],
+  exports: [QueriesService, KeptResultService, ProducerWatch],
 })
 export class QueriesModule {}

@@ -1,7 +1,7 @@
 import { LoggerService } from '@nestjs/common';
 import { ExecuteJobData, SluiceError, statusOf } from '@app/contracts';
 import { InProcessJobQueue, JobState } from '@app/transport';
-import { ProducerWatch } from './producer.watch';
+import { ProducerWatch, WORKER_LOST_REASON } from './producer.watch';
 
 /**
  * What a quiet result stream is told, job state by job state, over the in-process queue of
@@ -15,14 +15,14 @@ let queue: InProcessJobQueue;
 let alive: boolean;
 let warnings: string[];
 let watch: ProducerWatch;
-const admission = { workerAlive: () => Promise.resolve(alive), noWorker: () => noWorker };
+const workers = { serving: () => Promise.resolve(alive), noWorker: () => noWorker };
 const logger = { warn: (message: string) => warnings.push(message) } as LoggerService;
 
 beforeEach(() => {
   queue = new InProcessJobQueue({ seconds: 60, count: 1000 });
   alive = true;
   warnings = [];
-  watch = new ProducerWatch(queue, admission, logger);
+  watch = new ProducerWatch(queue, workers, logger);
 });
 
 afterEach(() => queue.close());
@@ -66,7 +66,10 @@ describe(ProducerWatch.name, () => {
     expect(await queue.state('done')).toBe('completed');
     const check = watch.of(job('done'));
     expect(await check()).toBeUndefined();
-    expect(await check()).toEqual({ kind: 'error', status: statusOf('WORKER_LOST') });
+    expect(await check()).toEqual({
+      kind: 'error',
+      status: statusOf('WORKER_LOST', WORKER_LOST_REASON),
+    });
     expect(warnings).toEqual([
       'query done: job is completed but its stream ended without a status',
     ]);
@@ -76,7 +79,7 @@ describe(ProducerWatch.name, () => {
     const losing = Object.assign(new InProcessJobQueue({ seconds: 60, count: 1000 }), {
       state: (): Promise<JobState> => Promise.resolve('lost'),
     });
-    const record = await new ProducerWatch(losing, admission, logger).of(job('gone'))();
+    const record = await new ProducerWatch(losing, workers, logger).of(job('gone'))();
     expect(record).toEqual({
       kind: 'error',
       status: statusOf(
