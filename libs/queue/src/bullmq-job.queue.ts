@@ -49,8 +49,9 @@ export class BullmqJobQueue implements JobQueue {
   }
 
   async enqueue(job: ExecuteJobData): Promise<void> {
-    const name = LANE_QUEUES[job.lane];
-    await this.queues[job.lane].add(name, job, {
+    // The job's name is its user's: what the fairness check reads (OtherUsersWaiting) without
+    // decoding the job's data, which carries the statement; the dashboard shows it too.
+    await this.queues[job.lane].add(job.username, job, {
       jobId: job.queryId,
       // A statement must never run twice.
       attempts: 1,

@@ -343,6 +343,31 @@ describe.each([
   });
 });
 
+describe(OtherUsersWaiting.name, () => {
+  it("tells another user's waiting job by its name alone: a job's data, whose statement may be megabytes, is never decoded", async () => {
+    const redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
+    const keys = new RedisKeys(`test-waiting-${randomBytes(4).toString('hex')}`);
+    const queue = new BullmqJobQueue(redis.duplicate(), keys, { seconds: 60, count: 1000 });
+    try {
+      const bull = new QueueKeys(keys.bullPrefix);
+      const { wait, prioritized, delayed } = bull.getKeys(EXECUTE_QUEUE);
+      const jobPrefix = bull.toKey(EXECUTE_QUEUE, '');
+      const waiting = new OtherUsersWaiting(redis, { wait, prioritized, delayed, jobPrefix });
+      expect(await waiting.check('alice')).toBe(false);
+      const bobs = job(2, 'interactive', 'bob');
+      await queue.enqueue(bobs);
+      // Data no JSON decoder reads: the check goes by the job's name, its user's.
+      await redis.hset(`${jobPrefix}${bobs.queryId}`, 'data', '{"username":"alice"');
+      expect(await waiting.check('alice')).toBe(true);
+      expect(await waiting.check('bob')).toBe(false);
+    } finally {
+      await queue.queues.interactive.obliterate({ force: true });
+      await queue.close();
+      await redis.quit();
+    }
+  });
+});
+
 describe(retainedJobData.name, () => {
   it('keeps a small statement and its values as they were sent', () => {
     const small = { ...job(1), text: 'select $1', values: ['x'.repeat(100)], types: [25] };

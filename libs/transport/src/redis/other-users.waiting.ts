@@ -23,8 +23,10 @@ export const PEEK_JOBS = 8;
 /**
  * KEYS: wait list, prioritized set, delayed set. ARGV: job key prefix, user name, how many to
  * read. 1 when a job of another user is among the next ones a worker would take, or the next ones
- * put off (a user past its share, who waits for a slot as much), else 0. A job's hash may be gone
- * (taken and removed meanwhile): it waits no more.
+ * put off (a user past its share, who waits for a slot as much), else 0. A job's name is its
+ * user's (BullmqJobQueue.enqueue): the check never decodes a job's data, whose statement may be
+ * megabytes, and Redis runs nothing else meanwhile. A job's hash may be gone (taken and removed
+ * meanwhile): it waits no more.
  */
 const OTHERS_WAITING = `
 local n = tonumber(ARGV[3])
@@ -33,11 +35,8 @@ for k = 2, 3 do
   for _, id in ipairs(redis.call('ZRANGE', KEYS[k], 0, n - 1)) do ids[#ids + 1] = id end
 end
 for _, id in ipairs(ids) do
-  local data = redis.call('HGET', ARGV[1] .. id, 'data')
-  if data then
-    local ok, job = pcall(cjson.decode, data)
-    if ok and type(job) == 'table' and job.username ~= ARGV[2] then return 1 end
-  end
+  local user = redis.call('HGET', ARGV[1] .. id, 'name')
+  if user and user ~= ARGV[2] then return 1 end
 end
 return 0
 `;
