@@ -1,5 +1,7 @@
 import {
   createUser,
+  db,
+  dropUser,
   e2eEnv,
   eventually,
   execute,
@@ -9,6 +11,8 @@ import {
   usersDroppedAfterAll,
 } from './support/client';
 import { ExtraApi, startExtraApi } from './support/extra-api';
+import { grantToControl } from './support/roles';
+import { dropRole } from './support/users';
 
 /**
  * Behaviour docs/api.md and docs/architecture.md describe that no other spec asserts: media-type
@@ -72,6 +76,96 @@ describe('documented examples', () => {
     const doc = (await request(undefined, { method: 'GET', path: '/openapi.json' })).json;
     const fields = Object.keys(doc.components.schemas.ExecuteRequestDto.properties);
     expect(query.map((p) => p.name).sort()).toEqual(fields.sort());
+  });
+});
+
+/** An operation of /openapi.json whose JSON request body has named examples. */
+interface DocumentedRequest {
+  method: string;
+  path: string;
+  parameters?: { name: string; in: string; example?: unknown; schema?: { example?: unknown } }[];
+  examples: Record<string, { summary: string; value: unknown }>;
+}
+
+/** Every operation whose request body /docs offers examples of, as /openapi.json gives them. */
+async function documentedRequests(): Promise<DocumentedRequest[]> {
+  const doc = (await request(undefined, { method: 'GET', path: '/openapi.json' })).json as {
+    paths: Record<string, Record<string, Record<string, any>>>;
+  };
+  const found: DocumentedRequest[] = [];
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      const examples = operation.requestBody?.content?.['application/json']?.examples;
+      if (examples) found.push({ method, path, parameters: operation.parameters, examples });
+    }
+  }
+  return found;
+}
+
+describe('documented request examples', () => {
+  // The examples' user and role (libs/http-contracts): made and removed here, as a reader of the
+  // docs would make the role in PostgreSQL before sending them.
+  const EXAMPLE_USER = 'alice';
+  const EXAMPLE_ROLE = 'analyst';
+
+  beforeAll(async () => {
+    await dropUser(EXAMPLE_USER);
+    const client = await db().connect();
+    try {
+      await client.query(
+        `DO $$ BEGIN
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${EXAMPLE_ROLE}') THEN
+             CREATE ROLE ${EXAMPLE_ROLE} NOLOGIN;
+           END IF;
+         END $$`,
+      );
+      await grantToControl(client, EXAMPLE_ROLE, e2eEnv().controlRole);
+    } finally {
+      client.release();
+    }
+  });
+
+  afterAll(async () => {
+    await dropUser(EXAMPLE_USER);
+    await dropRole(EXAMPLE_ROLE);
+  });
+
+  it('succeeds with every request example of every operation, sent as /docs shows it, in the order a reader would', async () => {
+    const documented = await documentedRequests();
+    // Make the user, log in as it, change it; run statements. An operation that documents an
+    // example must be in this list, so that its example is sent.
+    const order = [
+      'post /v1/users',
+      'post /v1/login',
+      'patch /v1/users/{name}',
+      'post /v1/execute',
+      'post /v1/execute/{database}',
+    ];
+    expect(documented.map((d) => `${d.method} ${d.path}`).sort()).toEqual([...order].sort());
+    documented.sort(
+      (a, b) => order.indexOf(`${a.method} ${a.path}`) - order.indexOf(`${b.method} ${b.path}`),
+    );
+    const token = await login();
+    for (const operation of documented) {
+      // Path parameters as documented; the database has no example: the deployment's own.
+      const path = operation.path.replace(/\{(\w+)\}/g, (_, name: string) => {
+        if (name === 'database') return e2eEnv().defaultDatabase;
+        const parameter = operation.parameters?.find((p) => p.name === name);
+        const example = parameter?.example ?? parameter?.schema?.example;
+        expect({ name, example }).toEqual({ name, example: expect.any(String) });
+        return encodeURIComponent(String(example));
+      });
+      for (const [name, example] of Object.entries(operation.examples)) {
+        const res = await request(example.value, {
+          method: operation.method.toUpperCase(),
+          path,
+          token: operation.path === '/v1/login' ? undefined : token,
+        });
+        const sent = `${operation.method} ${operation.path} ${name}`;
+        if (res.status >= 300) throw new Error(`${sent}: answered ${res.status} ${res.text}`);
+        expect(res.json.status).toMatchObject({ sql_state: '00000', vendor_code: 0 });
+      }
+    }
   });
 });
 

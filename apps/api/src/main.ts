@@ -14,19 +14,17 @@ import {
 } from '@app/config';
 import { startTracing, stopTracing, tracingOn } from '@app/tracing';
 import { AppModule } from './app.module';
-import { textBodyRequest } from './execute/query-options';
 import { installCrossSiteCheck } from './http/cross-site.check';
 import { installDocsPageHeaders } from './http/docs-page.headers';
 import { allowedHostsWarning, installHostCheck } from './http/host.check';
-import { jsonTextError } from './http/json-text.check';
 import { describeWire } from './http/openapi.document';
 import {
   clientErrorHandler,
   frameworkErrorHandler,
   installHeaderChecks,
   installQueryStringCheck,
-  installRequestChecks,
 } from './http/request.checks';
+import { installRequestInput } from './http/request.input';
 import { apiLogger, flushLogs } from './logging/log.options';
 import { StandaloneExecutionService } from './standalone/standalone-execution.service';
 import { banner, prepareStandalone, stoppingLine } from './standalone/standalone.bootstrap';
@@ -85,47 +83,18 @@ async function bootstrap(): Promise<void> {
   installHostCheck(adapter.getInstance(), settings.allowedHosts);
   installQueryStringCheck(adapter.getInstance());
   installCrossSiteCheck(adapter.getInstance());
+  // Every body parser and check of raw input, in one place (request.input.ts): Nest adds none.
+  installRequestInput(adapter.getInstance(), settings);
   const app = await NestFactory.create<NestFastifyApplication>(
     AppModule.forRoot(settings),
     adapter,
     // JSON lines (pino) at LOG_LEVEL, secrets redacted.
-    { logger: apiLogger(settings) },
+    { logger: apiLogger(settings), bodyParser: false },
   );
   const hostWarning = allowedHostsWarning(settings.allowedHosts);
   if (hostWarning !== undefined) new Logger('Api').warn(hostWarning);
-  // Nest registers its body parsers in init(): replace them after.
   await app.init();
   const fastify = app.getHttpAdapter().getInstance();
-  // Bodies must be UTF-8, checked as they arrive.
-  installRequestChecks(fastify, settings);
-  // JSON: as Nest parses it, but nested no deeper than SLUICE_MAX_JSON_DEPTH, and a number a
-  // double would round (a bigint id past 2^53, a numeric with 20 digits) is refused rather than
-  // bound as a value nobody sent, and so is a key given twice (see json-text.check.ts).
-  const jsonParser = fastify.getDefaultJsonParser('error', 'error');
-  fastify.removeContentTypeParser('application/json');
-  fastify.addContentTypeParser(
-    'application/json',
-    { parseAs: 'string', bodyLimit: settings.maxBodyBytes },
-    (request, body, done) => {
-      const text = typeof body === 'string' ? body : body.toString('utf8');
-      const problem = jsonTextError(text, settings.maxJsonDepth);
-      if (problem !== undefined) {
-        done(problem, undefined);
-        return;
-      }
-      void jsonParser(request, text, done);
-    },
-  );
-  // text/plain: the body is the statement, the options come in the query string.
-  fastify.removeContentTypeParser(['text/plain', 'application/x-www-form-urlencoded']);
-  fastify.addContentTypeParser('text/plain', { parseAs: 'string' }, (request, body, done) => {
-    try {
-      const query = (request.query ?? {}) as Record<string, unknown>;
-      done(null, textBodyRequest(query, typeof body === 'string' ? body : body.toString('utf8')));
-    } catch (err) {
-      done(err as Error, undefined);
-    }
-  });
   // Errors Fastify raises before a route runs (bad JSON, size, media type) reach the same
   // EnvelopeFilter: Nest installs Fastify's error handler and passes them through its filters.
 

@@ -1,17 +1,5 @@
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import {
-  IsBoolean,
-  IsIn,
-  IsInt,
-  IsNotEmpty,
-  IsObject,
-  IsOptional,
-  IsString,
-  Max,
-  MaxLength,
-  Min,
-} from 'class-validator';
 import { LANES, Lane, ResultLayout } from '@app/contracts';
+import { ChoiceField, FlagField, IntegerField, ObjectField, TextField } from './request.fields';
 
 /** What a query whose wait ended without a result does: go on (fetched later) or stop. */
 export const ON_WAIT_TIMEOUT = ['continue', 'cancel'] as const;
@@ -19,117 +7,99 @@ export type OnWaitTimeout = (typeof ON_WAIT_TIMEOUT)[number];
 
 /** Body of POST /v1/execute (also built from the query string for GET and text/plain). */
 export class ExecuteRequestDto {
-  @ApiProperty({
+  @TextField({
     description: 'The SQL statement to execute; `{name}` parts are bound from `params`.',
     example: 'select 1 as one',
+    notEmpty: true,
   })
-  @IsString()
-  @IsNotEmpty()
   statement!: string;
 
-  @ApiPropertyOptional({ description: 'Target database (default: the one in DATABASE_URL).' })
-  @IsOptional()
-  @IsString()
-  @IsNotEmpty()
-  @MaxLength(63)
+  @TextField({
+    presence: 'absent-or-null',
+    description: 'Target database (default: the one in DATABASE_URL).',
+    notEmpty: true,
+    maxLength: 63,
+  })
   database?: string;
 
-  @ApiPropertyOptional({ enum: ['array', 'collection'], default: 'array' })
-  @IsOptional()
-  @IsIn(['array', 'collection'])
+  @ChoiceField(['array', 'collection'], { presence: 'absent-or-null', default: 'array' })
   format?: ResultLayout;
 
-  @ApiPropertyOptional({
+  @ObjectField({
+    presence: 'absent-or-null',
     description: 'Values for the `{name}` placeholders, keyed by name.',
-    type: 'object',
-    additionalProperties: true,
   })
-  @IsOptional()
-  @IsObject()
   params?: Record<string, unknown>;
 
-  @ApiPropertyOptional({
+  @IntegerField({
+    presence: 'absent-or-null',
     description: 'Rows per chunk in streamed responses; 0: server default.',
-    minimum: 0,
     default: 0,
+    min: 0,
+    max: 1_000_000,
   })
-  @IsOptional()
-  @IsInt()
-  @Min(0)
-  @Max(1_000_000)
   fetch_size?: number;
 
-  @ApiPropertyOptional({
+  @IntegerField({
+    presence: 'absent-or-null',
     description: 'Maximum number of rows returned (default: unlimited).',
-    minimum: 0,
+    min: 0,
+    max: Number.MAX_SAFE_INTEGER,
   })
-  @IsOptional()
-  @IsInt()
-  @Min(0)
-  @Max(Number.MAX_SAFE_INTEGER)
   max_rows?: number;
 
-  @ApiPropertyOptional({
+  @IntegerField({
+    presence: 'absent-or-null',
     description: 'Time limit for the statement in ms (default and maximum set by the server).',
-    minimum: 1,
+    min: 1,
+    max: 86_400_000,
   })
-  @IsOptional()
-  @IsInt()
-  @Min(1)
-  @Max(86_400_000)
   timeout?: number;
 
-  @ApiPropertyOptional({ description: 'Schema put first on the search_path for the statement.' })
-  @IsOptional()
-  @IsString()
-  @IsNotEmpty()
-  @MaxLength(63)
+  @TextField({
+    presence: 'absent-or-null',
+    description: 'Schema put first on the search_path for the statement.',
+    notEmpty: true,
+    maxLength: 63,
+  })
   schema?: string;
 
-  @ApiPropertyOptional({
-    enum: [...LANES],
+  @ChoiceField(LANES, {
+    presence: 'absent-or-null',
     description:
       'Queue the query waits in (default: `export` for Parquet and Arrow answers, `interactive` otherwise).',
   })
-  @IsOptional()
-  @IsIn(LANES)
   lane?: Lane;
 
-  @ApiPropertyOptional({
+  @IntegerField({
+    presence: 'absent-or-null',
     description:
       'Wait at most this long (ms) for the first result bytes; if none are ready by then, answer ' +
       "202 with the query's URL (0: at once). The result is then kept for " +
       '`GET /v1/queries/{id}/result`. Absent: the response waits for the result. ' +
       '`Prefer: respond-async` and `Prefer: wait=<seconds>` (RFC 7240) ask the same.',
-    minimum: 0,
-    maximum: 3_600_000,
+    min: 0,
+    max: 3_600_000,
   })
-  @IsOptional()
-  @IsInt()
-  @Min(0)
-  @Max(3_600_000)
   wait_timeout?: number;
 
-  @ApiPropertyOptional({
-    enum: ON_WAIT_TIMEOUT,
+  @ChoiceField(ON_WAIT_TIMEOUT, {
+    presence: 'absent-or-null',
     default: 'continue',
     description:
       'When `wait_timeout` ends with no result: `continue` (202, fetch it later) or `cancel` ' +
       '(the query is cancelled; answered 409, -900).',
   })
-  @IsOptional()
-  @IsIn(ON_WAIT_TIMEOUT)
   on_wait_timeout?: OnWaitTimeout;
 
-  @ApiPropertyOptional({
+  @FlagField({
+    presence: 'absent-or-null',
     description:
       'Keep the result, as `wait_timeout` does, for `GET /v1/queries/{id}/result` (with ' +
       '`Range: bytes=N-`): a client that loses the connection does not cancel the query and ' +
       'resumes the download where it was cut.',
     default: false,
   })
-  @IsOptional()
-  @IsBoolean()
   resumable?: boolean;
 }
 

@@ -1,14 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import {
-  IsBoolean,
-  IsNotEmpty,
-  IsString,
-  Matches,
-  MaxLength,
-  MinLength,
-  ValidateIf,
-} from 'class-validator';
 import { Status } from '@app/contracts';
+import { FlagField, TextField } from './request.fields';
 
 /** User names: no `@` (login takes `user@database`), nothing that needs quoting anywhere. */
 export const USER_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
@@ -16,79 +8,88 @@ export const USER_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,128}$/;
 /** No NUL: it would cut the protocol message a role name travels in. */
 const NO_NUL = /^[^\u0000]+$/; // eslint-disable-line no-control-regex
 
-/** Optional, but not null: a field is either left out or holds a value of its type. */
-const Optional = () => ValidateIf((_: object, value: unknown) => value !== undefined);
+const ROLE = {
+  description: 'PostgreSQL role the statements run as; it must exist.',
+  notEmpty: true,
+  maxLength: 63,
+  pattern: { regex: NO_NUL, message: 'role must not contain NUL' },
+};
 
 /** Body of POST /v1/users. */
 export class CreateUserDto {
-  @ApiProperty({ description: 'Letters, digits, `_`, `.` and `-`; at most 128.' })
-  @IsString()
-  @Matches(USER_NAME_PATTERN, {
-    message: 'username may hold only letters, digits, _ . - (1 to 128)',
+  @TextField({
+    description: 'Letters, digits, `_`, `.` and `-`; at most 128.',
+    pattern: {
+      regex: USER_NAME_PATTERN,
+      message: 'username may hold only letters, digits, _ . - (1 to 128)',
+    },
   })
   username!: string;
 
-  @ApiProperty({ description: 'At least 8 characters.', minLength: 8 })
-  @IsString()
-  @MinLength(8)
-  @MaxLength(1024)
+  @TextField({ description: 'At least 8 characters.', minLength: 8, maxLength: 1024 })
   password!: string;
 
-  @ApiProperty({ description: 'PostgreSQL role the statements run as; it must exist.' })
-  @IsString()
-  @IsNotEmpty()
-  @MaxLength(63)
-  @Matches(NO_NUL, { message: 'role must not contain NUL' })
+  @TextField(ROLE)
   role!: string;
 
-  @ApiPropertyOptional({ default: false, description: 'May manage users.' })
-  @Optional()
-  @IsBoolean()
+  @FlagField({ presence: 'absent', default: false, description: 'May manage users.' })
   admin?: boolean;
 
-  @ApiPropertyOptional({ default: false, description: 'Statements run in read-only transactions.' })
-  @Optional()
-  @IsBoolean()
+  @FlagField({
+    presence: 'absent',
+    default: false,
+    description: 'Statements run in read-only transactions.',
+  })
   read_only?: boolean;
 
-  @ApiPropertyOptional({ default: true })
-  @Optional()
-  @IsBoolean()
+  @FlagField({ presence: 'absent', default: true })
   enabled?: boolean;
 }
 
 /** Body of PATCH /v1/users/{name}: the fields to change. */
 export class UpdateUserDto {
-  @ApiPropertyOptional({ description: 'New password; ends every session of the user.' })
-  @Optional()
-  @IsString()
-  @MinLength(8)
-  @MaxLength(1024)
+  @TextField({
+    presence: 'absent',
+    description: 'New password; ends every session of the user.',
+    minLength: 8,
+    maxLength: 1024,
+  })
   password?: string;
 
-  @ApiPropertyOptional()
-  @Optional()
-  @IsString()
-  @IsNotEmpty()
-  @MaxLength(63)
-  @Matches(NO_NUL, { message: 'role must not contain NUL' })
+  @TextField({ ...ROLE, presence: 'absent' })
   role?: string;
 
-  @ApiPropertyOptional()
-  @Optional()
-  @IsBoolean()
+  @FlagField({ presence: 'absent' })
   admin?: boolean;
 
-  @ApiPropertyOptional()
-  @Optional()
-  @IsBoolean()
+  @FlagField({ presence: 'absent' })
   read_only?: boolean;
 
-  @ApiPropertyOptional()
-  @Optional()
-  @IsBoolean()
+  @FlagField({ presence: 'absent' })
   enabled?: boolean;
 }
+
+/**
+ * The requests /docs offers to send to POST /v1/users and PATCH /v1/users/{name} as they are:
+ * one user, `alice`, of a role `analyst` that must exist in PostgreSQL (as any user's role must).
+ * docs.e2e-spec makes the role, sends each and expects a success.
+ */
+export const CREATE_USER_EXAMPLES = {
+  analyst: {
+    summary: 'A user whose statements run as the PostgreSQL role analyst',
+    value: { username: 'alice', password: 'correct-horse-battery', role: 'analyst' },
+  },
+} as const satisfies Record<string, { summary: string; value: CreateUserDto }>;
+
+/** The user the examples change (the path parameter of PATCH /v1/users/{name}). */
+export const EXAMPLE_USER_NAME = CREATE_USER_EXAMPLES.analyst.value.username;
+
+export const UPDATE_USER_EXAMPLES = {
+  readOnly: {
+    summary: 'Read-only from now on',
+    value: { read_only: true },
+  },
+} as const satisfies Record<string, { summary: string; value: UpdateUserDto }>;
 
 /** A user as the api shows it: never the password or its hash. */
 export class UserDto {

@@ -1,12 +1,18 @@
 import { Body, Controller, HttpCode, Ip, Post, UseGuards } from '@nestjs/common';
 import {
   ApiBearerAuth,
+  ApiBody,
   ApiOkResponse,
   ApiTags,
   ApiTooManyRequestsResponse,
   ApiUnauthorizedResponse,
 } from '@nestjs/swagger';
-import { LoginRequestDto, LoginResponseDto, StatusResponseDto } from '@app/http-contracts';
+import {
+  LOGIN_REQUEST_EXAMPLES,
+  LoginRequestDto,
+  LoginResponseDto,
+  StatusResponseDto,
+} from '@app/http-contracts';
 import { AuthUser } from './auth-user';
 import { AuthService } from './auth.service';
 import { CredentialsGuard } from './credentials.guard';
@@ -19,6 +25,7 @@ export class AuthController {
 
   @Post('login')
   @HttpCode(200)
+  @ApiBody({ type: LoginRequestDto, examples: LOGIN_REQUEST_EXAMPLES })
   @ApiOkResponse({ type: LoginResponseDto })
   @ApiUnauthorizedResponse({ description: 'Bad credentials (vendor_code -304).' })
   @ApiTooManyRequestsResponse({ description: 'Too many failed logins (-305), with Retry-After.' })

@@ -1,7 +1,6 @@
 import { getMetadataStorage } from 'class-validator';
 import { SluiceError } from '@app/contracts';
 import { ExecuteRequestDto } from '@app/http-contracts';
-import { jsonTextProblem } from '../http/json-text.check';
 
 /** The fields of ExecuteRequestDto that its validation checks with `constraint` (`isInt`, …). */
 function fieldsCheckedBy(constraint: string): Set<string> {
@@ -35,8 +34,7 @@ export function optionsFromQuery(query: Record<string, unknown>): Record<string,
     } else if (BOOLEAN_FIELDS.has(key) && (value === 'true' || value === 'false')) {
       out[key] = value === 'true';
     } else if (key === 'params' && typeof value === 'string') {
-      const problem = jsonTextProblem(value);
-      if (problem !== undefined) throw new SluiceError('INVALID_REQUEST', problem);
+      // Its text has had the checks of a JSON body before any parser ran (request.input.ts).
       try {
         out[key] = JSON.parse(value) as unknown;
       } catch {

@@ -1,5 +1,4 @@
 import Fastify from 'fastify';
-import { AddressInfo, connect } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import { SluiceError } from '@app/contracts';
 import {
@@ -9,7 +8,6 @@ import {
   authorizationProblem,
   headerAmbiguity,
   installHeaderChecks,
-  installRequestChecks,
   installQueryStringCheck,
   queryEncodingProblem,
 } from './request.checks';
@@ -86,59 +84,6 @@ describe(ReceivingBudget.name, () => {
     expect(whole.length).toBe(UNCOUNTED_BYTES + 1000);
     expect(budget.take(1000)).toBe(true);
   });
-});
-
-describe(installRequestChecks.name, () => {
-  /** Sends `head` and `body` on a connection of its own; the status line of the answer. */
-  function send(port: number, head: string, body: Buffer): Promise<string> {
-    return new Promise((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      let answer = '';
-      socket.on('data', (data) => {
-        answer += data.toString('latin1');
-        if (answer.includes('\r\n')) socket.destroy();
-      });
-      socket.on('error', () => undefined);
-      socket.on('close', () => resolve(answer.split('\r\n')[0]));
-      socket.write(head);
-      socket.end(body);
-    });
-  }
-
-  const json = (bytes: number) => Buffer.from(`{"a":"${'b'.repeat(bytes - 8)}"}`);
-  const headOf = (method: string, body: Buffer) =>
-    `${method} /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
-    `Content-Length: ${body.length}\r\n\r\n`;
-
-  it.each(['GET', 'PROPFIND'])(
-    'gives back the budget of bodies that %s requests send and no parser reads, and never fails on their errors',
-    async (method) => {
-      const app = Fastify({ bodyLimit: 100_000 });
-      installRequestChecks(app, { maxJsonDepth: 8, maxReceivingBytes: 100_000 });
-      app.get('/echo', () => ({ ok: true }));
-      app.post('/echo', (request) => ({ length: JSON.stringify(request.body).length }));
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = app.server.address() as AddressInfo;
-      try {
-        // Each body arrives whole into a check nobody reads: bigger than its buffer, smaller
-        // than its buffer and the pipe's together.
-        for (let i = 0; i < 10; i++) {
-          expect(await send(port, headOf(method, json(24_000)), json(24_000))).toMatch(
-            / (200|404) /,
-          );
-        }
-        const bad = Buffer.concat([json(30_000), Buffer.from([0xff, 0xfe])]);
-        expect(await send(port, headOf(method, bad), bad)).toMatch(/ (200|404) /);
-        const deep = Buffer.from(`${'['.repeat(30_000)}`);
-        expect(await send(port, headOf(method, deep), deep)).toMatch(/ (200|404) /);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        // Still up, and the whole budget free for one large body.
-        expect(await send(port, headOf('POST', json(90_000)), json(90_000))).toMatch(/ 200 /);
-      } finally {
-        await app.close();
-      }
-    },
-  );
 });
 
 describe(authorizationProblem.name, () => {

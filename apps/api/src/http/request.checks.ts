@@ -3,8 +3,6 @@ import type { Socket } from 'node:net';
 import { Transform, TransformCallback } from 'node:stream';
 import { ERROR_CATALOGUE, ErrorCode, SluiceError } from '@app/contracts';
 import { toEnvelope } from './error.envelope';
-import { jsonTextError } from './json-text.check';
-
 
 /**
  * Bytes of each body that the budget does not count: most statements fit, so that clients
@@ -49,7 +47,7 @@ const receivingFull = () =>
  * Checks a request body as it streams in, before any parser sees it: it must be valid UTF-8
  * (a decoder would otherwise swap bad bytes for U+FFFD and run a statement nobody sent). What has
  * arrived past its first UNCOUNTED_BYTES counts against `budget` until the body has all arrived
- * or failed. The JSON text itself is checked whole, before parsing (json-text.check.ts).
+ * or failed. The JSON text itself is checked whole, before parsing (request.input.ts).
  */
 export class BodyCheck extends Transform {
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
@@ -101,73 +99,6 @@ export class BodyCheck extends Transform {
     this.budget?.give(this.taken);
     this.taken = 0;
   }
-}
-
-/** The media type and charset of a Content-Type header, lower-cased. */
-function contentType(request: FastifyRequest): { type: string; charset?: string } {
-  const header = request.headers['content-type'];
-  const [type, ...parameters] = (typeof header === 'string' ? header : '').split(';');
-  const charset = parameters
-    .map((p) => p.trim().toLowerCase())
-    .find((p) => p.startsWith('charset='))
-    ?.slice('charset='.length)
-    .replace(/^"|"$/g, '');
-  return { type: type.trim().toLowerCase(), charset };
-}
-
-/** Methods whose body Fastify never parses (its `bodyless` methods). */
-const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE']);
-
-/**
- * Checks every request before its body is parsed: bodies of JSON and text/plain must be UTF-8
- * (415 for another charset, 400 for bad bytes); the `params` JSON of the query string gets the
- * checks of a JSON body (json-text.check.ts: at most `maxJsonDepth` levels deep, 413). Errors go
- * to the envelope error handler.
- */
-export function installRequestChecks(
-  fastify: FastifyInstance,
-  limits: { maxJsonDepth: number; maxReceivingBytes: number },
-): void {
-  const budget = new ReceivingBudget(limits.maxReceivingBytes);
-  fastify.addHook('onRequest', (request, _reply, done) => {
-    const params = (request.query as Record<string, unknown> | undefined)?.params;
-    done(typeof params === 'string' ? jsonTextError(params, limits.maxJsonDepth) : undefined);
-  });
-  fastify.addHook('preParsing', (request, reply, payload, done) => {
-    // Fastify reads no body of these: Node discards it once the response is sent.
-    if (BODYLESS_METHODS.has(request.method)) {
-      done(null, payload);
-      return;
-    }
-    const { type, charset } = contentType(request);
-    if (type !== 'application/json' && type !== 'text/plain') {
-      done(null, payload);
-      return;
-    }
-    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-      done(new SluiceError('UNSUPPORTED_MEDIA_TYPE', 'the request body must be UTF-8'), payload);
-      return;
-    }
-    const check = new BodyCheck(budget);
-    // The parser reads every error from the check stream: a client that goes away mid-body
-    // fails it too. pipe() and two listeners rather than pipeline(), whose AbortController and
-    // the DOMException its end creates cost ≈2% of the api's CPU on small queries.
-    // on, not once: an 'error' with no listener left would take the process down.
-    payload.on('error', (err) => check.destroy(err));
-    payload.once('close', () => {
-      if (!payload.readableEnded) check.destroy(new Error('request body ended early'));
-    });
-    // The parser may never read the check (a 404, a method Fastify routes without parsing) or
-    // stop reading it (past the body limit): once the response is done, what the check still
-    // holds is nobody's, and its bytes go back to the budget (a body that had all arrived into
-    // a check nobody read kept them for good). Its errors then have no listener but this one:
-    // an 'error' with none would take the process down.
-    check.on('error', () => undefined);
-    reply.raw.once('close', () => {
-      if (!check.writableFinished) check.destroy();
-    });
-    done(null, payload.pipe(check));
-  });
 }
 
 /**

@@ -12,15 +12,20 @@ import {
 import {
   ApiBasicAuth,
   ApiBearerAuth,
+  ApiBody,
   ApiCreatedResponse,
   ApiOkResponse,
+  ApiParam,
   ApiResponse,
   ApiTags,
 } from '@nestjs/swagger';
 import { okStatus } from '@app/contracts';
 import {
+  CREATE_USER_EXAMPLES,
   CreateUserDto,
+  EXAMPLE_USER_NAME,
   StatusResponseDto,
+  UPDATE_USER_EXAMPLES,
   UpdateUserDto,
   UserListDto,
   UserResponseDto,
@@ -55,6 +60,7 @@ export class UsersController {
 
   @Post()
   @HttpCode(201)
+  @ApiBody({ type: CreateUserDto, examples: CREATE_USER_EXAMPLES })
   @ApiCreatedResponse({ type: UserResponseDto })
   @ApiResponse({ status: 409, description: 'A user of that name exists (-311).' })
   async create(@Body() body: CreateUserDto): Promise<UserResponseDto> {
@@ -74,6 +80,8 @@ export class UsersController {
   }
 
   @Patch(':name')
+  @ApiParam({ name: 'name', example: EXAMPLE_USER_NAME })
+  @ApiBody({ type: UpdateUserDto, examples: UPDATE_USER_EXAMPLES })
   @ApiOkResponse({ type: UserResponseDto })
   async update(
     @Param('name') name: string,
