@@ -52,8 +52,9 @@ export default tseslint.config(
   {
     ignores: [
       'dist/',
-      // What npm pack of libs/client builds.
+      // What npm pack of libs/client and of apps/cli builds.
       'libs/client/dist/',
+      'apps/cli/dist/',
       '.dist-*/',
       'node_modules/',
       'coverage/',

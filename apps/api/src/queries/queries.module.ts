@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { QUERIES_OF_USER } from '@app/users';
 import { AuthModule } from '../auth/auth.module';
 import { HealthModule } from '../health/health.module';
 import { QueriesController } from './queries.controller';
@@ -11,7 +12,14 @@ import { MetricsModule } from '../metrics/metrics.module';
 @Module({
   imports: [AuthModule, HealthModule, MetricsModule],
   controllers: [QueriesController],
-  providers: [QueriesService, KeptResultService, UserChangeWatcher, SpoolSweepService],
-  exports: [QueriesService, KeptResultService],
+  providers: [
+    QueriesService,
+    KeptResultService,
+    UserChangeWatcher,
+    SpoolSweepService,
+    // What UserAdminService ends of a user it deletes or moves (UserAdminModule).
+    { provide: QUERIES_OF_USER, useExisting: QueriesService },
+  ],
+  exports: [QueriesService, KeptResultService, QUERIES_OF_USER],
 })
 export class QueriesModule {}

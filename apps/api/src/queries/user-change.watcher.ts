@@ -1,11 +1,6 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleInit } from '@nestjs/common';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import {
-  MetadataEvent,
-  MetadataEventListener,
-  MetadataEventsService,
-} from '../auth/metadata-events.service';
-import { UsersService } from '../auth/users.service';
+import { MetadataEvent, MetadataEventListener, MetadataEventsService, UsersService } from '@app/users';
 import { QueriesService } from './queries.service';
 
 /** Users checked at once: each check is a few Redis commands, and a read of the users table. */
