@@ -208,7 +208,14 @@ describe('the @sluice/cli package', () => {
     };
     expect(sluice(['--version']).stdout.trim()).toBe(version.version);
 
-    const query = sluice(['query', 'select {n}::int + 1 as answer', '-p', 'n=41', '--format', 'json']);
+    const query = sluice([
+      'query',
+      'select {n}::int + 1 as answer',
+      '-p',
+      'n=41',
+      '--format',
+      'json',
+    ]);
     expect(query.stderr).toBe('');
     expect(query.status).toBe(0);
     expect(JSON.parse(query.stdout)).toEqual([{ answer: 42 }]);

@@ -1,6 +1,12 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Pool } from 'pg';
-import { METADATA_EVENTS_CHANNEL, MetadataEvent, MetadataEventListener, MetadataEventsService, MetadataSchema } from '@app/users';
+import {
+  METADATA_EVENTS_CHANNEL,
+  MetadataEvent,
+  MetadataEventListener,
+  MetadataEventsService,
+  MetadataSchema,
+} from '@app/users';
 import { METADATA_POOL } from '../infra/tokens';
 
 const PRUNE_MS = 60_000;

@@ -1,6 +1,11 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleInit } from '@nestjs/common';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { MetadataEvent, MetadataEventListener, MetadataEventsService, UsersService } from '@app/users';
+import {
+  MetadataEvent,
+  MetadataEventListener,
+  MetadataEventsService,
+  UsersService,
+} from '@app/users';
 import { QueriesService } from './queries.service';
 
 /** Users checked at once: each check is a few Redis commands, and a read of the users table. */
