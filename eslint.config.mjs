@@ -25,35 +25,80 @@ const maxDepth = Math.max(
     depthBelow(join(d, 'src')),
   ),
 );
-const boundaries = Array.from({ length: maxDepth + 1 }, (_, depth) => ({
-  files: UNITS.map((u) => `${u}/*/src/${'*/'.repeat(depth)}*.ts`),
-  rules: {
-    'no-restricted-imports': [
-      'error',
+/** What may not be imported from a file `depth` folders below a `src/`, and `extra` besides. */
+const restrictions = (depth, extra = []) => ({
+  'no-restricted-imports': [
+    'error',
+    {
+      patterns: [
+        {
+          regex: `^(\\.\\./){${depth + 1}}`,
+          message:
+            'leaves this app or lib: import a lib by its name (@app/…); apps never import each other.',
+        },
+        {
+          regex: '^@app/[^/]+/',
+          message: 'import a lib by its name (@app/…), not a file inside it.',
+        },
+        { regex: '^(apps|libs|test|bench)/', message: 'no paths from the repository root.' },
+        ...extra,
+      ],
+    },
+  ],
+});
+/**
+ * apps/cli is the @sluice/cli package, installed without the service: it imports @sluice/client
+ * by its published name and no @app lib. apps/api's `sluice` imports it as @sluice/cli; a lib
+ * imports no app, by that name either.
+ */
+const PACKAGE_RULES = [
+  {
+    files: 'apps/cli/src',
+    extra: [
       {
-        patterns: [
-          {
-            regex: `^(\\.\\./){${depth + 1}}`,
-            message:
-              'leaves this app or lib: import a lib by its name (@app/…); apps never import each other.',
-          },
-          {
-            regex: '^@app/[^/]+/',
-            message: 'import a lib by its name (@app/…), not a file inside it.',
-          },
-          { regex: '^(apps|libs|test|bench)/', message: 'no paths from the repository root.' },
-        ],
+        regex: '^@app/',
+        message: '@sluice/cli installs without the service: import @sluice/client, no @app lib.',
       },
     ],
   },
-}));
+  {
+    files: 'libs/*/src',
+    extra: [{ regex: '^@sluice/cli$', message: 'a lib imports no app.' }],
+  },
+];
+const boundaries = Array.from({ length: maxDepth + 1 }, (_, depth) => [
+  {
+    files: UNITS.map((u) => `${u}/*/src/${'*/'.repeat(depth)}*.ts`),
+    rules: restrictions(depth),
+  },
+  ...PACKAGE_RULES.map(({ files, extra }) => ({
+    files: [`${files}/${'*/'.repeat(depth)}*.ts`],
+    rules: restrictions(depth, extra),
+  })),
+]).flat();
+
+/** Every Redis connection follows the configured mode (one node, Cluster, Sentinel). */
+const REDIS_CONNECTIONS = {
+  selector:
+    'NewExpression[callee.name=/^(Redis|IORedis|Cluster)$/], NewExpression[callee.property.name=/^(Redis|Cluster)$/]',
+  message:
+    'make Redis connections with RedisConnector (@app/transport), so that each follows the configured mode.',
+};
+
+/** process.exit(1) and the like: the command's exit codes come from EXIT_CODES (exit.codes.ts). */
+const LITERAL_EXIT = {
+  selector:
+    "CallExpression[callee.object.name='process'][callee.property.name='exit'] > Literal, AssignmentExpression[left.object.name='process'][left.property.name='exitCode'] > Literal.right",
+  message: 'exit with a code of EXIT_CODES (exit.codes.ts), not a number.',
+};
 
 export default tseslint.config(
   {
     ignores: [
       'dist/',
-      // What npm pack of libs/client builds.
+      // What npm pack of libs/client and of apps/cli builds.
       'libs/client/dist/',
+      'apps/cli/dist/',
       '.dist-*/',
       'node_modules/',
       'coverage/',
@@ -107,17 +152,13 @@ export default tseslint.config(
     // RedisConnector makes them.
     files: ['apps/**/*.ts', 'libs/**/*.ts'],
     ignores: ['**/*.spec.ts', 'libs/transport/src/redis/redis.connector.ts'],
-    rules: {
-      'no-restricted-syntax': [
-        'error',
-        {
-          selector:
-            'NewExpression[callee.name=/^(Redis|IORedis|Cluster)$/], NewExpression[callee.property.name=/^(Redis|Cluster)$/]',
-          message:
-            'make Redis connections with RedisConnector (@app/transport), so that each follows the configured mode.',
-        },
-      ],
-    },
+    rules: { 'no-restricted-syntax': ['error', REDIS_CONNECTIONS] },
+  },
+  {
+    // The command line's exit codes, as docs/cli.md lists them.
+    files: ['apps/cli/src/**/*.ts', 'apps/api/src/cli/**/*.ts'],
+    ignores: ['**/*.spec.ts'],
+    rules: { 'no-restricted-syntax': ['error', REDIS_CONNECTIONS, LITERAL_EXIT] },
   },
   ...boundaries,
 );

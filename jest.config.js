@@ -13,6 +13,9 @@ const transform = {
 };
 const moduleNameMapper = {
   '^@app/(.*)$': '<rootDir>/libs/$1/src',
+  // The packages by their published names (apps/cli is built over @sluice/client).
+  '^@sluice/client$': '<rootDir>/libs/client/src',
+  '^@sluice/cli$': '<rootDir>/apps/cli/src',
   // Where the tests find PostgreSQL and Redis, for unit specs beside the code as well.
   '^@test/settings$': '<rootDir>/test/settings',
   // Helpers of the tests themselves, for specs beside the code (which may not climb out with ../).

@@ -54,7 +54,7 @@ const A_SLOTS = Math.max(1, Math.ceil((8 * Number(SHARE ?? 50)) / 100));
 installGuards((SECONDS + JOB_SECONDS + 120) * 1000);
 
 async function createUsers(db) {
-  const { hashPassword } = requireDist('apps/api/src/auth/password.hasher.js');
+  const { hashPassword } = requireDist('libs/users/src/password.hasher.js');
   // Not the login of DATABASE_URL (it may create roles, so Sluice refuses it to users): the
   // bench's own NOLOGIN role.
   const role = await benchAdminRole(DATABASE_URL);

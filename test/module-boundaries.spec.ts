@@ -48,6 +48,11 @@ describe('module boundaries', () => {
     expect(lint('import-x/no-cycle', user, 'libs/contracts/src/status.ts')).toEqual([
       [1, 'import-x/no-cycle'],
     ]);
+    // The users lib imports @app/access: an access file importing @app/users closes another.
+    const users = "import { UsersService } from '@app/users';\nexport const z = UsersService;";
+    expect(lint('import-x/no-cycle', users, 'libs/access/src/pg.login.ts')).toEqual([
+      [1, 'import-x/no-cycle'],
+    ]);
     // The same files without the import back: no error.
     expect(
       lint('import-x/no-cycle', 'export const x = 1;', 'libs/sql/src/json-value.encoder.ts'),
@@ -73,6 +78,43 @@ describe('module boundaries', () => {
       [3, 'no-restricted-imports'],
       [4, 'no-restricted-imports'],
     ]);
+  });
+
+  it('lints as errors an @app lib imported by apps/cli (an npm package of its own), and a lib importing it', () => {
+    const code = [
+      "import { SluiceClient } from '@app/client';", // 1: the service's name of the lib
+      "import { loadConfig } from '@app/config';", // 2: the service's settings
+      "import { SluiceClientError } from '@sluice/client';", // 3: its published name
+      "import { Command } from 'commander';", // 4
+      "import { UsageError } from './usage.error';", // 5
+      'export { SluiceClient, loadConfig, SluiceClientError, Command, UsageError };',
+    ].join('\n');
+    expect(lint('no-restricted-imports', code, 'apps/cli/src/client.commands.ts')).toEqual([
+      [1, 'no-restricted-imports'],
+      [2, 'no-restricted-imports'],
+    ]);
+    // apps/api's sluice takes it by its package name; a lib never does.
+    const user = "import { runSluice } from '@sluice/cli';\nexport const r = runSluice;";
+    expect(lint('no-restricted-imports', user, 'apps/api/src/cli/main.ts')).toEqual([]);
+    expect(lint('no-restricted-imports', user, 'libs/users/src/users.service.ts')).toEqual([
+      [1, 'no-restricted-imports'],
+    ]);
+  });
+
+  it('lints an exit code of the sluice command given as a number, not from EXIT_CODES', () => {
+    const code = [
+      "import { EXIT_CODES } from './exit.codes';",
+      'process.exit(1);', // 2
+      'process.exitCode = 2;', // 3
+      'process.exit(EXIT_CODES.failed);',
+      'process.exitCode = EXIT_CODES.usage;',
+    ].join('\n');
+    for (const file of ['apps/cli/src/sluice.ts', 'apps/api/src/cli/main.ts']) {
+      expect(lint('no-restricted-syntax', code, file)).toEqual([
+        [2, 'no-restricted-syntax'],
+        [3, 'no-restricted-syntax'],
+      ]);
+    }
   });
 
   it('lints a Redis connection made anywhere but in RedisConnector', () => {

@@ -161,7 +161,7 @@ describe('errors of POST /v1/execute', () => {
     const client = await db().connect();
     await grantToControl(client, role, e2eEnv().controlRole).finally(() => client.release());
     await db().query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
-    const { hashPassword } = await import('../../apps/api/src/auth/password.hasher');
+    const { hashPassword } = await import('@app/users');
     const password = 'pw-' + role;
     await db().query(
       'INSERT INTO sluice.users (username, password_hash, role) VALUES ($1, $2, $3)',

@@ -1,12 +1,17 @@
-import { backendsOf, closeDb, db, eventually, execute, request } from './support/client';
+import { randomUUID } from 'node:crypto';
+import { RedisKeys, RedisQueryRegistry } from '@app/transport';
+import { queuedRecord } from '../support/query-record';
+import { backendsOf, closeDb, db, e2eEnv, eventually, execute, request } from './support/client';
 import { startExtraApi } from './support/extra-api';
-import { createRole, createUser, dropRole, freshLogin } from './support/users';
+import { connectTestRedis, keysMatching } from './support/redis';
+import { randomName } from './support/service';
+import { cli, createRole, createUser, dropRole, freshLogin } from './support/users';
 
 /**
  * A user changed while no api listened (the `sluice users` command's notice went unheard): an api
  * that starts checks the users of every query under way and of every kept result, and ends what
- * is no longer theirs. Redis only: in standalone mode no other api shares the queue, so it runs
- * in the first pass only.
+ * is no longer theirs; and `sluice users remove` forgets the user's queries itself. Redis only: in
+ * standalone mode no other api shares the queue, so it runs in the first pass only.
  */
 afterAll(() => closeDb());
 
@@ -71,3 +76,52 @@ it('drops the kept result of a user given another role while no api heard of it,
     await dropRole(other);
   }
 }, 90_000);
+
+it('forgets the records, slots and Idempotency-Keys of a user removed with sluice users, heard of or not', async () => {
+  // Under a key prefix no api of the suite reads: an api that hears the command's notice forgets
+  // the user under its own prefix, so only the command itself can forget what is here.
+  const prefix = randomName('e2e_clirm');
+  const redis = connectTestRedis();
+  const registry = new RedisQueryRegistry(
+    redis,
+    new RedisKeys(prefix),
+    { seconds: 600, count: 1000 },
+    e2eEnv().slotLeaseMs,
+  );
+  const limits = { ttlSeconds: 60, most: 1000 };
+  const user = await createUser({ prefix: 'e2e_clirm' });
+  try {
+    const ended = { ...queuedRecord(randomUUID(), user.username), kept: true };
+    await registry.create(ended);
+    await registry.transition(ended.queryId, 'succeeded');
+    const claim = { queryId: ended.queryId, fingerprint: 'a' };
+    expect(await registry.claimKey(user.username, 'the-key', claim, limits)).toEqual({
+      outcome: 'claimed',
+    });
+    // Their one slot taken: a second query would wait.
+    expect(await registry.admit(user.username, randomUUID(), 1)).toBe(0);
+    expect(await registry.admit(user.username, randomUUID(), 1)).toBeUndefined();
+
+    // With the api's settings: its Redis too.
+    const removed = await cli(['users', 'remove', user.username], '', {
+      ...e2eEnv().redisEnv,
+      SLUICE_KEY_PREFIX: prefix,
+    });
+    expect(removed).toMatchObject({ code: 0, stdout: `removed user ${user.username}\n` });
+
+    // Gone by the time the command ends, as DELETE /v1/users leaves them.
+    expect(await registry.get(ended.queryId)).toBeUndefined();
+    expect(await registry.list(100, user.username)).toEqual([]);
+    expect(await registry.claimKey(user.username, 'the-key', claim, limits)).toEqual({
+      outcome: 'claimed',
+    });
+    expect(await registry.admit(user.username, randomUUID(), 1)).toBe(0);
+  } finally {
+    await registry.close();
+    const keys = await keysMatching(redis, `${prefix}*`);
+    for (const key of keys) await redis.del(key);
+    redis.disconnect();
+    await db().query('DELETE FROM sluice.users WHERE username = $1', [user.username]);
+    await dropRole(user.role);
+  }
+}, 60_000);

@@ -13,7 +13,7 @@ import { LandingController } from './landing/landing.controller';
 import { LoggingModule } from './logging/logging.module';
 import { MetricsModule } from './metrics/metrics.module';
 import { QueriesModule } from './queries/queries.module';
-import { UsersModule } from './users/users.module';
+import { UsersHttpModule } from './users/users-http.module';
 
 /** The HTTP api: authenticates, validates, queues, and streams results back. */
 @Module({})
@@ -27,7 +27,7 @@ export class AppModule {
         AuthModule,
         ExecuteModule,
         QueriesModule,
-        UsersModule,
+        UsersHttpModule,
         LoggingModule.forRoot(config),
         HealthModule,
         MetricsModule,

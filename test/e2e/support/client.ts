@@ -116,7 +116,7 @@ export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-
 
 /** Adds a user straight into Sluice's table (mapped to the admin's role) and logs in as it. */
 export async function createUser(prefix: string): Promise<{ username: string; token: string }> {
-  const { hashPassword } = await import('../../../apps/api/src/auth/password.hasher');
+  const { hashPassword } = await import('@app/users');
   const username = `${prefix}_${Math.random().toString(16).slice(2, 10)}`;
   const password = `pw-${username}`;
   await db().query('INSERT INTO sluice.users (username, password_hash, role) VALUES ($1, $2, $3)', [

@@ -3,6 +3,7 @@ import { ModuleRef } from '@nestjs/core';
 import { JwtModule } from '@nestjs/jwt';
 import { PassportModule } from '@nestjs/passport';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { AdminBootstrapService, UsersModule } from '@app/users';
 import { AdminGuard } from './admin.guard';
 import { AuthController } from './auth.controller';
 import { AuthService } from './auth.service';
@@ -16,18 +17,15 @@ import { ExecutePolicyService } from './execute-policy.service';
 import { jwtKey } from './jwt.key';
 import { LoginRoleSweepService } from './login-role-sweep.service';
 import { LoginThrottleService } from './login-throttle.service';
-import { MetadataEventsService } from './metadata-events.service';
-import { MetadataSchema } from './metadata.schema';
 import { RevocationService } from './revocation.service';
-import { RoleCatalogService } from './role-catalog.service';
 import { RoleIsolationService } from './role-isolation.service';
 import { ServiceUsersAuthService } from './service-users-auth.service';
 import { TokenVerifier } from './token.verifier';
-import { UsersService } from './users.service';
 import { VerifiedTokens } from './verified.tokens';
 
 @Module({
   imports: [
+    UsersModule,
     PassportModule.register({ session: false }),
     JwtModule.registerAsync({
       inject: [SLUICE_CONFIG],
@@ -41,14 +39,11 @@ import { VerifiedTokens } from './verified.tokens';
   ],
   controllers: [AuthController],
   providers: [
-    MetadataSchema,
-    MetadataEventsService,
     RevocationService,
-    RoleCatalogService,
     RoleIsolationService,
     LoginRoleSweepService,
     LoginThrottleService,
-    UsersService,
+    AdminBootstrapService,
     DatabaseLoginService,
     DatabaseSessionsService,
     {
@@ -72,13 +67,10 @@ import { VerifiedTokens } from './verified.tokens';
     TokenVerifier,
     VerifiedTokens,
     AuthService,
-    UsersService,
+    UsersModule,
     CredentialsGuard,
     AdminGuard,
     ExecutePolicyService,
-    RoleCatalogService,
-    MetadataEventsService,
-    MetadataSchema,
     RevocationService,
   ],
 })

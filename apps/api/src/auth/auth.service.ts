@@ -3,11 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { SluiceError, okStatus } from '@app/contracts';
 import { LoginRequestDto, LoginResponseDto, StatusResponseDto } from '@app/http-contracts';
 import { SluiceConfig } from '@app/config';
+import { RoleCatalogService } from '@app/users';
 import { challenge } from './auth.challenge';
 import { AuthUser, PresentedToken } from './auth-user';
 import { checkName } from './request.limits';
 import { RevocationService } from './revocation.service';
-import { RoleCatalogService } from './role-catalog.service';
 
 /** Claims of a Sluice access token. */
 export interface TokenClaims {

@@ -3,8 +3,8 @@ import { Client, Pool } from 'pg';
 import { loginUrl, ownLoginUrl, passwordChecked, watchPasswordRequest } from '@app/access';
 import { SluiceError } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { RoleCatalogService } from '@app/users';
 import { METADATA_POOL } from '../infra/tokens';
-import { RoleCatalogService } from './role-catalog.service';
 
 /**
  * A login PostgreSQL accepted: the role's id, `pg-role:<oid>`, which a role dropped and created

@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { credentialSealKey, sealCredential } from '@app/access';
 import { ConfigError, SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { MetadataSchema } from '@app/users';
 import { METADATA_POOL } from '../infra/tokens';
-import { MetadataSchema } from './metadata.schema';
 
 const PURGE_MS = 60_000;
 /** Slack for clocks and hand-over between the api that queued a job and the worker taking it. */

@@ -3,6 +3,7 @@ import { JwtService } from '@nestjs/jwt';
 import { SluiceError } from '@app/contracts';
 import { LoginRequestDto } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { RoleCatalogService } from '@app/users';
 import { AuthUser } from './auth-user';
 import {
   AuthService,
@@ -21,7 +22,6 @@ import { DatabaseSessionsService } from './database-sessions.service';
 import { LoginThrottleService } from './login-throttle.service';
 import { checkName } from './request.limits';
 import { RevocationService } from './revocation.service';
-import { RoleCatalogService } from './role-catalog.service';
 
 /** A name PostgreSQL takes as it is: 1 to 63 bytes (longer ones it would cut), no NUL. */
 function isDatabaseUserName(name: string): boolean {

@@ -1,8 +1,8 @@
 import { loadConfig } from '@app/config';
 import { testDatabaseUrl } from '@test/settings';
+import { RoleCatalogService } from '@app/users';
 import { AuthUser } from './auth-user';
 import { ExecutePolicyService } from './execute-policy.service';
-import { RoleCatalogService } from './role-catalog.service';
 
 /** What is checked of an execute request before it is queued, against the test database. */
 describe(ExecutePolicyService.name, () => {

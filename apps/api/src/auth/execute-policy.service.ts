@@ -3,9 +3,9 @@ import { SluiceError } from '@app/contracts';
 import { ExecuteRequestDto } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
 import { roleChangeOf } from '@app/sql';
+import { RoleCatalogService } from '@app/users';
 import { challenge } from './auth.challenge';
 import { AuthUser } from './auth-user';
-import { RoleCatalogService } from './role-catalog.service';
 import { enforceRequestLimits } from './request.limits';
 
 /**

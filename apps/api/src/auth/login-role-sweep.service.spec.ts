@@ -1,8 +1,7 @@
 import type { Pool } from 'pg';
 import type { SluiceConfig } from '@app/config';
+import type { MetadataSchema, RoleCatalogService } from '@app/users';
 import { LoginRoleSweepService } from './login-role-sweep.service';
-import type { MetadataSchema } from './metadata.schema';
-import type { RoleCatalogService } from './role-catalog.service';
 
 /** The service's wiring only; the sweep itself runs over PostgreSQL in LoginRoleSweeper's spec. */
 function service(config: Partial<SluiceConfig>) {

@@ -8,9 +8,8 @@ import {
 import type { Pool } from 'pg';
 import type { LoginRoleSweep } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { MetadataSchema, RoleCatalogService } from '@app/users';
 import { METADATA_POOL } from '../infra/tokens';
-import { MetadataSchema } from './metadata.schema';
-import { RoleCatalogService } from './role-catalog.service';
 
 /**
  * Service users: after a change of SLUICE_CREDENTIAL_KEY, the login roles made under the earlier

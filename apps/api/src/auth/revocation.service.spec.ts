@@ -2,8 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { loadConfig } from '@app/config';
 import { testDatabaseUrl } from '@test/settings';
-import { MetadataEventsService } from './metadata-events.service';
-import { MetadataSchema } from './metadata.schema';
+import { MetadataEventsService, MetadataSchema } from '@app/users';
 import { RevocationService } from './revocation.service';
 
 /** Revocations held in memory, on the metadata tables of the test database. */

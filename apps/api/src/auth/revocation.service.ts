@@ -1,13 +1,13 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type { Pool } from 'pg';
-import { METADATA_POOL } from '../infra/tokens';
 import {
   METADATA_EVENTS_CHANNEL,
   MetadataEvent,
   MetadataEventListener,
   MetadataEventsService,
-} from './metadata-events.service';
-import { MetadataSchema } from './metadata.schema';
+  MetadataSchema,
+} from '@app/users';
+import { METADATA_POOL } from '../infra/tokens';
 
 const PRUNE_MS = 60_000;
 const PURGE_EVERY = 10;

@@ -2,9 +2,8 @@ import { Inject, Injectable, Logger, OnApplicationBootstrap } from '@nestjs/comm
 import type { Pool } from 'pg';
 import { LoginRoleError } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { MetadataSchema, RoleCatalogService } from '@app/users';
 import { METADATA_POOL } from '../infra/tokens';
-import { MetadataSchema } from './metadata.schema';
-import { RoleCatalogService } from './role-catalog.service';
 
 /** How statements are kept to their user's rights: what /v1/info and the start-up log say. */
 export const ROLE_ISOLATION = {

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
 import { LoginRequestDto, USER_NAME_PATTERN } from '@app/http-contracts';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
+import { RoleCatalogService, UserRecord, UsersService } from '@app/users';
 import { AuthUser } from './auth-user';
 import {
   AuthService,
@@ -16,8 +17,6 @@ import {
 } from './auth.service';
 import { LoginThrottleService } from './login-throttle.service';
 import { RevocationService } from './revocation.service';
-import { RoleCatalogService } from './role-catalog.service';
-import { UserRecord, UsersService } from './users.service';
 
 /**
  * SLUICE_AUTH=service: users are Sluice's own (`sluice.users`, scrypt password hashes, a

@@ -1,30 +1,23 @@
 import 'reflect-metadata';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Logger } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import Table from 'cli-table3';
-import { Pool } from 'pg';
-import { connectingWithin, ownLoginUrl } from '@app/access';
 import { ConfigError, SluiceConfig, loadConfig } from '@app/config';
 import { SluiceError } from '@app/contracts';
 import { CreateUserDto, UpdateUserDto, UserDto } from '@app/http-contracts';
-import { MetadataEventsService } from '../auth/metadata-events.service';
-import { MetadataSchema } from '../auth/metadata.schema';
-import { RoleCatalogService } from '../auth/role-catalog.service';
-import { UsersService } from '../auth/users.service';
+import { UserAdminService } from '@app/users';
+import { EXIT_CODES, UsersCommand, readPassword } from '@sluice/cli';
 import { validateAs } from '../http/validation';
 import { embeddedUrls } from '../standalone/embedded.database';
 import { loadStandaloneState } from '../standalone/standalone.state';
-import { UserAdminService } from '../users/user-admin.service';
-import { EXIT_CODES } from './exit.codes';
-import { readPassword } from './terminal.prompt';
-import { UsersCommand } from './users.program';
+import { UsersCommandModule } from './users-command.module';
 
 /**
  * `sluice users …`: user management straight on the metadata database, for operators (no running
- * api or admin token needed). Passwords come from stdin, never from argv. Loaded only for this
- * command, so that the client commands never load Nest or the service's configuration. A user
- * removed here is forgotten (records, Idempotency-Keys) by the apis that hear its NOTIFY.
+ * api or admin token needed). Passwords come from stdin, never from argv. UserAdminService is
+ * built as the api builds it (UsersCommandModule), so a user removed here is forgotten (records,
+ * slots, Idempotency-Keys, kept results) as DELETE /v1/users forgets them.
  */
 export async function runUsers(command: UsersCommand): Promise<number> {
   try {
@@ -42,27 +35,16 @@ export async function runUsers(command: UsersCommand): Promise<number> {
 
 async function usersMain(command: UsersCommand): Promise<void> {
   const config = connections(loadConfig());
-  // stdout carries the command's answer: only warnings and errors are logged (to stderr).
-  Logger.overrideLogger(['warn', 'error']);
-  const pool = new Pool({
-    // Never a user's function or operator in place of pg_catalog's: see ownLoginUrl.
-    connectionString: config.metadataDatabaseUrl && ownLoginUrl(config.metadataDatabaseUrl),
-    max: 2,
-    Client: connectingWithin(config.pgConnectTimeoutMs),
+  const app = await NestFactory.createApplicationContext(UsersCommandModule.forRoot(config), {
+    // stdout carries the command's answer: only warnings and errors are logged (to stderr).
+    logger: ['warn', 'error'],
+    // A failure to start is thrown, and reported as the command's (not a process.exit of Nest's).
+    abortOnError: false,
   });
-  // An idle connection that dies is replaced on the next query, whose failure is the one reported.
-  pool.on('error', () => undefined);
-  const schema = new MetadataSchema(pool);
-  const events = new MetadataEventsService(pool, config);
-  const roles = new RoleCatalogService(config);
-  const users = new UsersService(pool, config, schema, events, roles);
-  const admin = new UserAdminService(pool, schema, roles, events, users);
   try {
-    await run(command, admin);
+    await run(command, app.get(UserAdminService));
   } finally {
-    await roles.close();
-    // Fails only when already ended.
-    await pool.end().catch(() => undefined);
+    await app.close();
   }
 }
 

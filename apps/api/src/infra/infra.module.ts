@@ -43,7 +43,8 @@ import {
   RESULT_SPOOL,
 } from './tokens';
 
-const metadataPool: Provider = {
+/** The pool on the metadata database; `sluice users` of standalone mode makes it alone. */
+export const metadataPool: Provider = {
   provide: METADATA_POOL,
   inject: [SLUICE_CONFIG],
   useFactory: (config: SluiceConfig) => {

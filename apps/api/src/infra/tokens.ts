@@ -1,5 +1,6 @@
 /** Injection tokens of the api's outside connections. */
-export const METADATA_POOL = Symbol('METADATA_POOL');
+// The users lib's, which needs the pool too: one token, made there.
+export { METADATA_POOL } from '@app/users';
 export const REDIS = Symbol('REDIS');
 export const JOB_QUEUE = Symbol('JOB_QUEUE');
 export const RESULT_SOURCE = Symbol('RESULT_SOURCE');

@@ -1,5 +1,6 @@
 import { Logger, Module } from '@nestjs/common';
 import { JobQueue } from '@app/transport';
+import { QUERIES_OF_USER } from '@app/users';
 import { AuthModule } from '../auth/auth.module';
 import { HealthModule } from '../health/health.module';
 import { QueriesController } from './queries.controller';
@@ -27,7 +28,9 @@ import { ProducerWatch } from './producer.watch';
         new ProducerWatch(queue, workers, new Logger(ProducerWatch.name)),
       inject: [JOB_QUEUE, WorkerRosterService],
     },
+    // What UserAdminService ends of a user it deletes or moves (UserAdminModule).
+    { provide: QUERIES_OF_USER, useExisting: QueriesService },
   ],
-  exports: [QueriesService, KeptResultService, ProducerWatch],
+  exports: [QueriesService, KeptResultService, ProducerWatch, QUERIES_OF_USER],
 })
 export class QueriesModule {}

@@ -1,6 +1,5 @@
 import type { SluiceConfig } from '@app/config';
-import type { MetadataEventsService } from '../auth/metadata-events.service';
-import type { UsersService } from '../auth/users.service';
+import type { MetadataEventsService, UsersService } from '@app/users';
 import type { QueriesService } from './queries.service';
 import { captureLogs } from '@test/support/captured-logs';
 import { CHECKS_AT_ONCE, MOST_WAITING, UserChangeWatcher } from './user-change.watcher';

@@ -4,8 +4,8 @@ import {
   MetadataEvent,
   MetadataEventListener,
   MetadataEventsService,
-} from '../auth/metadata-events.service';
-import { UsersService } from '../auth/users.service';
+  UsersService,
+} from '@app/users';
 import { QueriesService } from './queries.service';
 
 /** Users checked at once: each check is a few Redis commands, and a read of the users table. */

@@ -30,12 +30,12 @@ import {
   UserListDto,
   UserResponseDto,
 } from '@app/http-contracts';
+import { UserAdminService } from '@app/users';
 import { AdminGuard } from '../auth/admin.guard';
 import { AuthUser } from '../auth/auth-user';
 import { CredentialsGuard } from '../auth/credentials.guard';
 import { CurrentUser } from '../auth/current-user.decorator';
 import { ServiceUsersGuard } from './service-users.guard';
-import { UserAdminService } from './user-admin.service';
 
 const ENVELOPE = {
   description: 'Error envelope `{status:{reason, sql_state, vendor_code}}`.',

@@ -15,7 +15,7 @@ import {
   type ParquetCompression,
   type QueryOptions,
   type Row,
-} from '@app/client';
+} from '@sluice/client';
 import { UsageError } from './usage.error';
 import { CliEnvironment } from './cli.environment';
 import { CredentialsStore } from './credentials.store';

@@ -1,8 +1,8 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Client, Pool } from 'pg';
-import { ownLoginUrl } from '@app/access';
+import { connectingWithin, ownLoginUrl } from '@app/access';
 import { SLUICE_CONFIG, SluiceConfig } from '@app/config';
-import { METADATA_POOL } from '../infra/tokens';
+import { METADATA_POOL } from './users.tokens';
 
 /**
  * A change to Sluice's own tables that every api process must learn about at once. Anyone who
@@ -74,7 +74,9 @@ export class MetadataEventsService implements OnModuleInit, OnModuleDestroy {
 
   private async connect(): Promise<void> {
     const url = this.config.metadataDatabaseUrl;
-    const client = new Client({ connectionString: url && ownLoginUrl(url) });
+    // Within SLUICE_PG_CONNECT_TIMEOUT_MS, as the pool's: a database that never answers is retried.
+    const Connecting = connectingWithin(this.config.pgConnectTimeoutMs);
+    const client: Client = new Connecting({ connectionString: url && ownLoginUrl(url) });
     client.on('error', () => this.lost(client));
     client.on('end', () => this.lost(client));
     client.on('notification', (message) => this.dispatch(message.payload));

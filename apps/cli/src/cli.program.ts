@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander';
-import { EXPORT_FORMATS, PARQUET_COMPRESSIONS } from '@app/client';
-import { VERSION } from '../version';
+import { EXPORT_FORMATS, PARQUET_COMPRESSIONS } from '@sluice/client';
+import { VERSION } from './version';
 import { ClientCommands, QUERY_FORMATS } from './client.commands';
 import { UsersCommand, usersCommands } from './users.program';
 

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { Pool } from 'pg';
-import { METADATA_POOL } from '../infra/tokens';
+import { METADATA_POOL } from './users.tokens';
 
 const MIGRATION_LOCK = 0x5_1c1ce;
 

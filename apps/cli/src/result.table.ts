@@ -1,5 +1,5 @@
 import Table, { type HorizontalAlignment } from 'cli-table3';
-import type { Column, JsonValue, Row } from '@app/client';
+import type { Column, JsonValue, Row } from '@sluice/client';
 
 /** PostgreSQL's names (format_type) of the types whose values are numbers. */
 const NUMERIC_TYPE = /^(smallint|integer|bigint|numeric|decimal|real|double precision|oid|money)\b/;

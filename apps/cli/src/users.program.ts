@@ -83,8 +83,10 @@ export function refusePasswordArguments(argv: readonly string[]): void {
 }
 
 const CONNECTS =
-  '\nConnects like the api: DATABASE_URL and SLUICE_METADATA_DATABASE_URL, or without them the\n' +
-  'embedded PostgreSQL of standalone mode (which must be running: npm start).\n' +
+  '\nRuns where Sluice itself is installed (its checkout or its image), not from @sluice/cli alone.\n' +
+  'Connects like the api: DATABASE_URL and SLUICE_METADATA_DATABASE_URL, or without them the\n' +
+  'embedded PostgreSQL of standalone mode (which must be running: npm start); and REDIS_URL,\n' +
+  "where it ends a removed or moved user's queries as the api does.\n" +
   'Passwords are never taken from the command line: pipe them in, or type them when asked.\n';
 
 /**

@@ -1,16 +1,16 @@
-import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { SluiceError } from '@app/contracts';
 import { CreateUserDto, USER_NAME_PATTERN, UpdateUserDto, UserDto } from '@app/http-contracts';
 import { LoginRoleError } from '@app/access';
-import { MetadataEventsService } from '../auth/metadata-events.service';
-import { MetadataSchema } from '../auth/metadata.schema';
-import { hashPassword } from '../auth/password.hasher';
-import { RoleCatalogService } from '../auth/role-catalog.service';
-import { UsersService } from '../auth/users.service';
-import { METADATA_POOL } from '../infra/tokens';
-import { QueriesService } from '../queries/queries.service';
+import { MetadataEventsService } from './metadata-events.service';
+import { MetadataSchema } from './metadata.schema';
+import { hashPassword } from './password.hasher';
+import { RoleCatalogService } from './role-catalog.service';
+import { UsersService } from './users.service';
+import { QueriesOfUser } from './queries-of.user';
+import { METADATA_POOL, QUERIES_OF_USER } from './users.tokens';
 
 interface UserRow {
   username: string;
@@ -59,9 +59,11 @@ const notFound = (name: string) =>
   new SluiceError('NOT_FOUND', `no user named ${JSON.stringify(name.slice(0, 128))}`);
 
 /**
- * Manages the users in `sluice.users` for the api and the CLI alike. A user's role must exist
- * and get a login role of its own (see RoleCatalogService.provision). Every change is
- * announced to all api processes, so a disabled user is locked out everywhere at once.
+ * Manages the users in `sluice.users` for the api and `sluice users` alike, both built by
+ * UserAdminModule. A user's role must exist and get a login role of its own (see
+ * RoleCatalogService.provision). Every change is announced to all api processes, so a disabled
+ * user is locked out everywhere at once; a deleted user's queries are forgotten, and a moved
+ * user's ended, by the one making the change (QueriesOfUser).
  */
 @Injectable()
 export class UserAdminService {
@@ -73,8 +75,7 @@ export class UserAdminService {
     private readonly roles: RoleCatalogService,
     private readonly events: MetadataEventsService,
     private readonly users: UsersService,
-    // Absent in the CLI, which reaches no queue: a deleted user's data lapses, tied to their id.
-    @Optional() private readonly queries?: QueriesService,
+    @Inject(QUERIES_OF_USER) private readonly queries: QueriesOfUser,
   ) {}
 
   async list(): Promise<UserDto[]> {
@@ -176,7 +177,7 @@ export class UserAdminService {
     }
     if (rows[0].role !== rows[0].role_before) {
       // After the change: a query admitted from now on runs as the new role.
-      await this.queries?.roleChanged(username).catch((err: Error) => {
+      await this.queries.roleChanged(username).catch((err: Error) => {
         // The role is changed all the same: what the old one kept lapses by its TTL.
         this.logger.warn(
           `user ${username}: role changed; could not end their queries: ${err.message}`,
@@ -200,7 +201,7 @@ export class UserAdminService {
     await this.changed(username);
     await this.retakeLogin(username, rows[0].role);
     // After the row is gone: no new query of theirs is admitted while their data is forgotten.
-    await this.queries?.forgetUser(username).catch((err: Error) => {
+    await this.queries.forgetUser(username).catch((err: Error) => {
       // Tied to the deleted user's id, what is left is nobody else's: it lapses by its TTL.
       this.logger.warn(`user ${username} deleted; could not forget their queries: ${err.message}`);
     });
