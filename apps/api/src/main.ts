@@ -14,16 +14,11 @@ import {
 } from '@app/config';
 import { startTracing, stopTracing, tracingOn } from '@app/tracing';
 import { AppModule } from './app.module';
-import { installCrossSiteCheck } from './http/cross-site.check';
 import { installDocsPageHeaders } from './http/docs-page.headers';
-import { allowedHostsWarning, installHostCheck } from './http/host.check';
+import { allowedHostsWarning } from './http/host.check';
 import { describeWire } from './http/openapi.document';
-import {
-  clientErrorHandler,
-  frameworkErrorHandler,
-  installHeaderChecks,
-  installQueryStringCheck,
-} from './http/request.checks';
+import { clientErrorHandler, frameworkErrorHandler } from './http/request.checks';
+import { installRequestGates } from './http/request.gate';
 import { installRequestInput } from './http/request.input';
 import { apiLogger, flushLogs } from './logging/log.options';
 import { StandaloneExecutionService } from './standalone/standalone-execution.service';
@@ -79,10 +74,7 @@ async function bootstrap(): Promise<void> {
   // First of all: an execute request's server span covers every check after it.
   if (tracingOn()) installRequestTracing(adapter.getInstance());
   // Before Nest and its plugins register anything: ahead of authentication on every route.
-  installHeaderChecks(adapter.getInstance());
-  installHostCheck(adapter.getInstance(), settings.allowedHosts);
-  installQueryStringCheck(adapter.getInstance());
-  installCrossSiteCheck(adapter.getInstance());
+  installRequestGates(adapter.getInstance(), settings);
   // Every body parser and check of raw input, in one place (request.input.ts): Nest adds none.
   installRequestInput(adapter.getInstance(), settings);
   const app = await NestFactory.create<NestFastifyApplication>(

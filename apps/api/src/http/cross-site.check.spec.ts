@@ -1,5 +1,6 @@
 import Fastify, { FastifyInstance } from 'fastify';
-import { CrossSiteRequest, crossSiteRefusal, installCrossSiteCheck } from './cross-site.check';
+import { CrossSiteRequest, crossSite, crossSiteRefusal } from './cross-site.check';
+import { installRequestGates } from './request.gate';
 
 const OWN = 'http://127.0.0.1:8080';
 
@@ -112,14 +113,14 @@ describe(crossSiteRefusal.name, () => {
   );
 });
 
-describe(installCrossSiteCheck.name, () => {
+describe(`${crossSite.name}, as a gate`, () => {
   let app: FastifyInstance;
   const parsed: string[] = [];
   const handled: string[] = [];
 
   beforeAll(async () => {
     app = Fastify();
-    installCrossSiteCheck(app);
+    installRequestGates(app, { allowedHosts: 'every' });
     app.addContentTypeParser('text/plain', { parseAs: 'string' }, (_request, body, done) => {
       parsed.push(body as string);
       done(null, body);

@@ -1,6 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { SluiceError } from '@app/contracts';
-import { toEnvelope } from './error.envelope';
 
 /** Methods that neither run nor change anything, except on the routes below. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -116,23 +115,14 @@ export function crossSiteRequestOf(request: FastifyRequest): CrossSiteRequest {
   };
 }
 
-function refuse(reply: FastifyReply, reason: string): void {
-  const { httpStatus, body } = toEnvelope(new SluiceError('CROSS_SITE', reason));
-  void reply.code(httpStatus).type('application/json; charset=utf-8').send(body);
-}
-
 /**
- * Refuses cross-site requests that run or change anything (403, CROSS_SITE) in an onRequest
- * hook: before authentication is looked at (a refused login is no failed attempt), before any
- * body is read and before anything is queued. A browser may send Basic credentials it holds for
- * the api, and a text/plain POST or a GET needs no CORS preflight, so without this a page on any
- * site could make an administrator's browser run SQL. Install it on the root instance before any
- * plugin is registered: encapsulated plugins (the queue dashboard) copy the root hooks they find.
+ * Gate (request.gate.ts): a cross-site request that runs or changes anything is refused (403,
+ * CROSS_SITE), before authentication is looked at (a refused login is no failed attempt), before
+ * any body is read and before anything is queued. A browser may send Basic credentials it holds
+ * for the api, and a text/plain POST or a GET needs no CORS preflight, so without this a page on
+ * any site could make an administrator's browser run SQL.
  */
-export function installCrossSiteCheck(fastify: FastifyInstance): void {
-  fastify.addHook('onRequest', (request, reply, done) => {
-    const reason = crossSiteRefusal(crossSiteRequestOf(request));
-    if (reason === undefined) done();
-    else refuse(reply, reason);
-  });
+export function crossSite(request: FastifyRequest): SluiceError | undefined {
+  const reason = crossSiteRefusal(crossSiteRequestOf(request));
+  return reason === undefined ? undefined : new SluiceError('CROSS_SITE', reason);
 }

@@ -1,7 +1,8 @@
 import { AllowedHosts, LOOPBACK_HOSTS } from '@app/config';
 import { ERROR_CATALOGUE } from '@app/contracts';
 import Fastify from 'fastify';
-import { HostRequest, allowedHostsWarning, hostRefusal, installHostCheck } from './host.check';
+import { HostRequest, allowedHostsWarning, hostRefusal, unlistedHost } from './host.check';
+import { installRequestGates } from './request.gate';
 
 const LISTED: AllowedHosts = [{ host: 'sluice.example.com' }, { host: '10.0.0.5', port: 8080 }];
 
@@ -113,10 +114,10 @@ describe(allowedHostsWarning.name, () => {
   });
 });
 
-describe(installHostCheck.name, () => {
+describe(`${unlistedHost.name}, as a gate`, () => {
   async function app(allowed: AllowedHosts) {
     const fastify = Fastify();
-    installHostCheck(fastify, allowed);
+    installRequestGates(fastify, { allowedHosts: allowed });
     fastify.get('/v1/info', () => ({ ok: true }));
     fastify.get('/health/live', () => ({ live: true }));
     await fastify.ready();

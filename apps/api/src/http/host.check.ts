@@ -1,7 +1,6 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { AllowedHosts, hostMatches, parseHostAndPort } from '@app/config';
 import { SluiceError } from '@app/contracts';
-import { toEnvelope } from './error.envelope';
 
 /**
  * Routes answered whatever the Host: load balancers, orchestrators and scrapers reach a process
@@ -81,21 +80,18 @@ function header(request: FastifyRequest, name: string): string | undefined {
   return Array.isArray(value) ? value.join(',') : value;
 }
 
-function refuse(reply: FastifyReply, reason: string): void {
-  const { httpStatus, body } = toEnvelope(new SluiceError('HOST_NOT_ALLOWED', reason));
-  void reply.code(httpStatus).type('application/json; charset=utf-8').send(body);
-}
-
 /**
- * Refuses (421, HOST_NOT_ALLOWED) requests sent to a name SLUICE_ALLOWED_HOSTS does not list, in
- * an onRequest hook before the cross-site check and authentication: to a browser, a page on a
- * name rebound to the api's address is the origin of its requests there, so Sec-Fetch-Site and
- * Origin pass, and only the name they were sent to tells them apart. Install it on the root instance before any
- * plugin is registered, like the cross-site check, so that the queue dashboard has it too.
+ * Gate (request.gate.ts), before the cross-site check and authentication: a request sent to a
+ * name SLUICE_ALLOWED_HOSTS does not list is refused (421, HOST_NOT_ALLOWED). To a browser, a page
+ * on a name rebound to the api's address is the origin of its requests there, so Sec-Fetch-Site
+ * and Origin pass, and only the name they were sent to tells them apart. None when every name is
+ * allowed.
  */
-export function installHostCheck(fastify: FastifyInstance, allowed: AllowedHosts): void {
-  if (allowed === 'every' || allowed === 'unset') return;
-  fastify.addHook('onRequest', (request, reply, done) => {
+export function unlistedHost(
+  allowed: AllowedHosts,
+): ((request: FastifyRequest) => SluiceError | undefined) | undefined {
+  if (allowed === 'every' || allowed === 'unset') return undefined;
+  return (request) => {
     const reason = hostRefusal(
       {
         method: request.method,
@@ -105,7 +101,6 @@ export function installHostCheck(fastify: FastifyInstance, allowed: AllowedHosts
       },
       allowed,
     );
-    if (reason === undefined) done();
-    else refuse(reply, reason);
-  });
+    return reason === undefined ? undefined : new SluiceError('HOST_NOT_ALLOWED', reason);
+  };
 }

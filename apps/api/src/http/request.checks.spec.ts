@@ -7,10 +7,11 @@ import {
   UNCOUNTED_BYTES,
   authorizationProblem,
   headerAmbiguity,
-  installHeaderChecks,
-  installQueryStringCheck,
+  ambiguousHeaders,
+  undecodableQueryString,
   queryEncodingProblem,
 } from './request.checks';
+import { installRequestGates } from './request.gate';
 
 async function run(chunks: Buffer[], budget?: ReceivingBudget): Promise<Buffer> {
   const out: Buffer[] = [];
@@ -164,10 +165,10 @@ describe(headerAmbiguity.name, () => {
   });
 });
 
-describe(installHeaderChecks.name, () => {
+describe(`${ambiguousHeaders.name}, as a gate`, () => {
   it('answers an ambiguous request with 400 in the envelope before the route runs', async () => {
     const app = Fastify();
-    installHeaderChecks(app);
+    installRequestGates(app, { allowedHosts: 'every' });
     let ran = 0;
     app.get('/v1/info', () => ({ ran: ++ran }));
     try {
@@ -214,10 +215,10 @@ describe(queryEncodingProblem.name, () => {
   });
 });
 
-describe(installQueryStringCheck.name, () => {
+describe(`${undecodableQueryString.name}, as a gate`, () => {
   it('answers a query string that does not decode with 400 in the envelope, the route not run', async () => {
     const app = Fastify();
-    installQueryStringCheck(app);
+    installRequestGates(app, { allowedHosts: 'every' });
     const seen: unknown[] = [];
     app.get('/v1/execute', (request) => {
       seen.push(request.query);

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Socket } from 'node:net';
 import { Transform, TransformCallback } from 'node:stream';
 import { ERROR_CATALOGUE, ErrorCode, SluiceError } from '@app/contracts';
@@ -165,23 +165,14 @@ export function headerAmbiguity(rawHeaders: readonly string[]): string | undefin
   return undefined;
 }
 
-function refuse(reply: FastifyReply, err: SluiceError): void {
-  const { httpStatus, headers, body } = toEnvelope(err);
-  void reply.code(httpStatus).headers(headers).type('application/json; charset=utf-8').send(body);
-}
-
 /**
- * Refuses (400) every request whose headers are ambiguous, in an onRequest hook before any other:
- * two credentials, two media types or two hosts, one of them picked silently, is how a request
- * gets judged on one value and acted on by another. Install it on the root instance before any
- * plugin is registered, like the cross-site check, so that the queue dashboard has it too.
+ * Gate (request.gate.ts): a request whose headers are ambiguous is refused (400), before any
+ * other check: two credentials, two media types or two hosts, one of them picked silently, is
+ * how a request gets judged on one value and acted on by another.
  */
-export function installHeaderChecks(fastify: FastifyInstance): void {
-  fastify.addHook('onRequest', (request, reply, done) => {
-    const problem = headerAmbiguity(request.raw.rawHeaders);
-    if (problem === undefined) done();
-    else refuse(reply, new SluiceError('INVALID_REQUEST', problem));
-  });
+export function ambiguousHeaders(request: FastifyRequest): SluiceError | undefined {
+  const problem = headerAmbiguity(request.raw.rawHeaders);
+  return problem === undefined ? undefined : new SluiceError('INVALID_REQUEST', problem);
 }
 
 /**
@@ -202,16 +193,13 @@ export function queryEncodingProblem(url: string): string | undefined {
 }
 
 /**
- * Refuses (400) every request whose query string does not decode, before any route or parser
- * reads it: the GET form of execute and the options of text/plain bodies would otherwise take
- * the undecoded text. Install it on the root instance, like the header checks.
+ * Gate (request.gate.ts): a request whose query string does not decode is refused (400), before
+ * any route or parser reads it: the GET form of execute and the options of text/plain bodies
+ * would otherwise take the undecoded text.
  */
-export function installQueryStringCheck(fastify: FastifyInstance): void {
-  fastify.addHook('onRequest', (request, reply, done) => {
-    const problem = queryEncodingProblem(request.raw.url ?? '');
-    if (problem === undefined) done();
-    else refuse(reply, new SluiceError('INVALID_REQUEST', problem));
-  });
+export function undecodableQueryString(request: FastifyRequest): SluiceError | undefined {
+  const problem = queryEncodingProblem(request.raw.url ?? '');
+  return problem === undefined ? undefined : new SluiceError('INVALID_REQUEST', problem);
 }
 
 /**
