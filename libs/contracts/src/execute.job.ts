@@ -62,7 +62,7 @@ export interface ExecuteJobData {
    * spool (SLUICE_SPOOL_URL) in segments, its channel holding only their list, and the caps are
    * the spool's. Absent: read as it is produced, and gone once read.
    */
-  retain?: {
+  kept?: {
     ttlSeconds: number;
     maxBytes: number;
     totalMaxBytes?: number;

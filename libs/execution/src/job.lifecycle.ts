@@ -66,7 +66,7 @@ export class JobLifecycle {
       : takenBefore && (await this.sink.cancelAsked(job.queryId))
         ? statusOf('CANCELLED')
         : // A statement nobody waits for would still run (and commit) before its first poll.
-          job.retain === undefined &&
+          job.kept === undefined &&
             Date.now() - job.enqueuedAt >= READER_CHECK_AFTER_MS &&
             (await this.sink.readerGone(job.queryId))
           ? statusOf('CANCELLED', 'nobody waits for the result: the api reading it stopped')

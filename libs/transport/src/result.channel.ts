@@ -117,7 +117,7 @@ export interface ResultSource {
   /** Opens the reader of a query; `hooks.onSilence` decides whether a quiet producer is gone. */
   open(queryId: string, hooks: ReaderHooks): ResultReader;
   /**
-   * Opens a reader of a kept result (a job with `retain`) from its first record: it deletes
+   * Opens a reader of a kept result (a job with `kept`) from its first record: it deletes
    * nothing, so the result can be read again until its TTL ends it; closing it leaves the query
    * running.
    */

@@ -50,12 +50,12 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     lane: parts.lane,
     enqueuedAt: now,
     // A query that may be answered before its result, or repeated, keeps it for a later fetch.
-    retain: parts.wait || parts.idempotencyKey || request.resumable ? retainOf(config) : undefined,
+    kept: parts.wait || parts.idempotencyKey || request.resumable ? keptOf(config) : undefined,
   };
 }
 
 /** How a kept result is kept: in the spool, with its caps, when there is one; else in Redis. */
-function retainOf(config: JobLimits): NonNullable<ExecuteJobData['retain']> {
+function keptOf(config: JobLimits): NonNullable<ExecuteJobData['kept']> {
   const { spool } = config;
   if (spool) {
     return {

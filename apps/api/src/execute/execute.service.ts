@@ -124,7 +124,7 @@ export class ExecuteService {
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
     const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
-    if (job.retain?.spooled) await this.spoolReady();
+    if (job.kept?.spooled) await this.spoolReady();
     const { trace } = options;
     const execution = await this.admit(job, user, request.statement, {
       encoding: encoding?.name,
@@ -202,8 +202,8 @@ export class ExecuteService {
         database: job.database,
         format: job.format,
         encoding,
-        kept: job.retain !== undefined,
-        spooled: job.retain?.spooled,
+        kept: job.kept !== undefined,
+        spooled: job.kept?.spooled,
         lane: job.lane,
         statement: recordedStatement(statement, this.config.recordStatementBytes),
         boundValues: job.values.length,
@@ -216,7 +216,7 @@ export class ExecuteService {
     const open = () => Execution.open(this.reading, this.lifecycle, job, this.watch.of(job, (queryId, status) => this.kept.failKept(queryId, status)));
     // A kept result's reader writes no alive key (its query runs on without a reader) and reads
     // over a connection of its own: it is opened once the query is admitted, not for a refusal.
-    const early = job.retain ? undefined : open();
+    const early = job.kept ? undefined : open();
     const [slot, record] = await asked;
     if (slot.status === 'fulfilled' && record.status === 'fulfilled') {
       job.priority = slot.value;

@@ -37,11 +37,11 @@ export class Execution {
       database: job.database,
       format: job.format,
       lane: job.lane,
-      kept: job.retain !== undefined || undefined,
+      kept: job.kept !== undefined || undefined,
       createdAt: job.enqueuedAt,
     });
     // A kept result (an asynchronous query's) is read without being taken away.
-    const reader = job.retain
+    const reader = job.kept
       ? results.openKept(job.queryId, { onSilence })
       : results.open(job.queryId, {
           onSilence,
@@ -49,7 +49,7 @@ export class Execution {
           // release).
           onBeat: () => tracker.keepSlot(),
         });
-    return new Execution(job.queryId, reader, tracker, job.retain !== undefined);
+    return new Execution(job.queryId, reader, tracker, job.kept !== undefined);
   }
 
   /**

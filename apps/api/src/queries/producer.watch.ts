@@ -105,7 +105,7 @@ export class ProducerWatch {
     return async () => {
       const now = await producer();
       if (now.kind === 'alive') return undefined;
-      if (now.kind === 'lost' && job.retain) {
+      if (now.kind === 'lost' && job.kept) {
         // Best effort: the client is told either way; what is left lapses with its TTL.
         await failKept(job.queryId, now.status).catch((err: Error) => {
           this.logger.warn(`query ${job.queryId}: its kept result stays: ${err.message}`);

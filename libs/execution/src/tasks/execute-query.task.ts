@@ -102,32 +102,32 @@ export interface TaskTrace {
 const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 
 function writerFor(task: ExecuteTask): ResultWriter {
-  const { retain, queryId } = task.job;
+  const { kept, queryId } = task.job;
   const window: FlowWindow = {
-    chunks: retain ? UNBOUNDED : settings.windowChunks,
-    bytes: retain ? UNBOUNDED : settings.windowBytes,
+    chunks: kept ? UNBOUNDED : settings.windowChunks,
+    bytes: kept ? UNBOUNDED : settings.windowBytes,
     idleTimeoutMs: settings.clientIdleTimeoutMs,
   };
   const writer = task.port
     ? new PortResultWriter(task.port, window)
     : new RedisResultWriter(connection(), keys, queryId, {
         window,
-        ttlSeconds: retain ? retain.ttlSeconds : settings.streamTtlSeconds,
+        ttlSeconds: kept ? kept.ttlSeconds : settings.streamTtlSeconds,
         pollMs: settings.cancelPollMs,
-        kept: retain !== undefined,
+        kept: kept !== undefined,
         // A kept result's end stays with the worker's job lifecycle (its size and ledger rules).
         // The end with the last entry: no end without its entry, nor entry without its end.
-        recordEnd: retain ? undefined : recordsOf().endRecorder(queryId),
+        recordEnd: kept ? undefined : recordsOf().endRecorder(queryId),
       });
-  if (!retain) return writer;
-  const kept = retain.spooled
+  if (!kept) return writer;
+  const keeping = kept.spooled
     ? new SpoolingResultWriter(writer, spoolOf(), queryId, {
         segmentBytes: settings.spool?.segmentBytes ?? 0,
         sealMs: settings.spool?.sealMs ?? 0,
       })
     : writer;
-  const cap = retain.totalMaxBytes;
-  const caps = cap === undefined ? undefined : { total: cap, user: retain.userMaxBytes ?? cap };
+  const cap = kept.totalMaxBytes;
+  const caps = cap === undefined ? undefined : { total: cap, user: kept.userMaxBytes ?? cap };
   const budget =
     caps === undefined
       ? undefined
@@ -137,9 +137,9 @@ function writerFor(task: ExecuteTask): ResultWriter {
             queryId,
             task.job.username,
             caps,
-            retain.ttlSeconds,
+            kept.ttlSeconds,
           );
-  return new CappedResultWriter(kept, retain.maxBytes, budget);
+  return new CappedResultWriter(keeping, kept.maxBytes, budget);
 }
 
 /**
