@@ -40,10 +40,9 @@ describe(installRequestGates.name, () => {
         const res = await fastify.inject(request);
         const entry = ERROR_CATALOGUE[expected as keyof typeof ERROR_CATALOGUE];
         expect(res.statusCode).toBe(entry.http);
-        expect((res.json() as { status: { vendor_code: number } }).status.vendor_code).toBe(
-          entry.vendorCode,
-        );
-        codes.push(res.json<{ status: { reason: string } }>().status.reason);
+        const { status } = res.json<{ status: { reason: string; vendor_code: number } }>();
+        expect(status.vendor_code).toBe(entry.vendorCode);
+        codes.push(status.reason);
         // Take away what was refused: the next gate answers.
         if (codes.length === 1) request.headers.authorization = 'Basic YWxpY2U6cHc=';
         if (codes.length === 2) request.headers.host = '127.0.0.1';
