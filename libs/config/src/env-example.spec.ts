@@ -92,6 +92,7 @@ const FEEDS: Record<
   SLUICE_EXPORT_WORKER_NICE: { setting: 'exportWorkerNice', value: '5' },
   SLUICE_EXPORT_YIELD_MS: { setting: 'exportYieldMs', value: '20' },
   SLUICE_HEAP_GROWING_PERCENT: { setting: 'heapGrowingPercent', value: '0' },
+  SLUICE_THREAD_YOUNG_GENERATION_MB: { setting: 'threadYoungGenerationMb', value: '0' },
   SLUICE_PG_POOL_SIZE: { setting: 'pgPoolSize', value: '2' },
   SLUICE_PG_CONNECT_TIMEOUT_MS: { setting: 'pgConnectTimeoutMs', value: '2000' },
   SLUICE_PG_MAX_CONNECTIONS: { setting: 'pgMaxConnections', value: '5000' },

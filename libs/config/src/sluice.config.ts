@@ -85,6 +85,11 @@ export interface SluiceConfig {
    * one, in percent (0: V8 decides). Each process sets it for itself and its threads at start.
    */
   heapGrowingPercent: number;
+  /**
+   * The young generation of each pool thread's V8 heap (MB; 0: V8 decides, up to 48 MB on 64-bit,
+   * which a thread's export grew to). Bounds what a thread holds between scavenges.
+   */
+  threadYoungGenerationMb: number;
   pgPoolSize: number;
   /** Longest a new connection to PostgreSQL may take (any pool, any database): then 503. */
   pgConnectTimeoutMs: number;
@@ -741,6 +746,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     exportWorkerNice,
     exportYieldMs,
     heapGrowingPercent: int(env, 'SLUICE_HEAP_GROWING_PERCENT', 200, 0, 1_000),
+    threadYoungGenerationMb: int(env, 'SLUICE_THREAD_YOUNG_GENERATION_MB', 12, 0, 1_024),
     pgPoolSize: int(env, 'SLUICE_PG_POOL_SIZE', 4, 1, 256),
     pgConnectTimeoutMs: int(env, 'SLUICE_PG_CONNECT_TIMEOUT_MS', 10_000, 100, 600_000),
     pgMaxConnections,

@@ -12,8 +12,9 @@ export interface PageCompression {
   zstdLevel: number;
 }
 
-// One zstd context per level and thread: calls are synchronous, so the tasks of a thread never
-// interleave on one, and a context per column chunk would cost a few MB each.
+// One Encoder per level and thread. It holds only the level: each encodeSync makes and frees a
+// zstd context of its own, and its output is freed once a collection finds it unreachable (from
+// an immediate, so a loop that never yields holds every output: see bench/PARQUET.md).
 const zstdEncoders = new Map<number, ZstdEncoder>();
 
 function zstdEncoder(level: number): ZstdEncoder {

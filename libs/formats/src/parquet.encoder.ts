@@ -25,11 +25,15 @@ export interface ParquetEncoderSettings {
   dictionaryBytes: number;
 }
 
-/** 8 MB row groups: a query's worker stays well under 200 MB (bench/PARQUET.md). */
+/**
+ * 8 MB row groups and 256 KB pages: each column holds its open page, in a buffer that doubles
+ * past the page's size, so the page size bounds what a row group's encoding holds beside its
+ * compressed pages (bench/PARQUET.md).
+ */
 export const PARQUET_ENCODER_DEFAULTS: Readonly<ParquetEncoderSettings> = {
   rowGroupBytes: 8 << 20,
   rowGroupRows: 1_000_000,
-  pageBytes: 1 << 20,
+  pageBytes: 256 << 10,
   codec: 'ZSTD',
   gzipLevel: 1,
   zstdLevel: 3,

@@ -28,7 +28,6 @@ export * from './user.slots';
 export * from './redis/other-users.waiting';
 export * from './spool/result.spool';
 export * from './spool/file-result.spool';
-export * from './spool/s3-result.spool';
 export * from './spool/spool.factory';
 export * from './spool/spooling-result.writer';
 export * from './spool/spooled-result.reader';

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/commo
 import { randomFill } from 'node:crypto';
 import { join } from 'node:path';
 import { Piscina } from 'piscina';
-import type { MessagePort } from 'node:worker_threads';
+import type { MessagePort, ResourceLimits } from 'node:worker_threads';
 import { ExecuteJobData, LANES, Lane } from '@app/contracts';
 import { SLUICE_CONFIG, SluiceConfig, laneThreads, poolLanes } from '@app/config';
 import type { PgLogin } from '@app/access';
@@ -10,6 +10,14 @@ import { SharedKeptTotal } from '@app/transport';
 import type { ExecuteTask, TaskTrace } from '../tasks/execute-query.task';
 import { ExecutionOutcome } from '../tasks/query.runner';
 import { ThreadSettings } from '../tasks/thread.settings';
+
+/**
+ * A pool thread's heap limits: its young generation at `youngGenerationMb` (0: V8's own, which
+ * let the thread of one large export hold 32 MB of it, all resident).
+ */
+export function threadResourceLimits(youngGenerationMb: number): ResourceLimits {
+  return youngGenerationMb > 0 ? { maxYoungGenerationSizeMb: youngGenerationMb } : {};
+}
 
 /**
  * The piscina pools of threads that run statements and encode their results: one per lane the
@@ -74,6 +82,7 @@ export class QueryPoolService implements OnApplicationShutdown {
           maxThreads: threads,
           concurrentTasksPerWorker: config.tasksPerThread,
           idleTimeout: Number.POSITIVE_INFINITY,
+          resourceLimits: threadResourceLimits(config.threadYoungGenerationMb),
           // Tasks wait on timers and sockets between chunks: a thread must never block in
           // Atomics.wait ('sync', the default) while its tasks are in flight.
           atomics: 'async',

@@ -8,12 +8,13 @@ import { testDatabaseUrl } from '@test/settings';
 const ROOT = join(__dirname, '..', '..', '..', '..');
 
 /** Packages a piscina thread must not load: each thread would hold them in its own heap. */
-const HEAVY = /^(@nestjs\/|class-validator$|class-transformer$|bullmq$|apache-arrow$)/;
+const HEAVY =
+  /^(@nestjs\/|class-validator$|class-transformer$|bullmq$|apache-arrow$|@aws-sdk\/|@smithy\/)/;
 
 /**
  * A piscina task file that loads the TypeScript sources as the build would (SWC, `@app/<lib>` to
  * `libs/<lib>/src`), in the thread's own module cache. Each task requires one module, or calls
- * createEncoder, and returns the npm packages the thread has loaded so far.
+ * createEncoder, or opens a spool, and returns the npm packages the thread has loaded so far.
  */
 function probeSource(): string {
   return `
@@ -46,9 +47,10 @@ function probeSource(): string {
       const parts = file.slice(at + marker.length).split(sep);
       return parts[0].startsWith('@') ? parts[0] + '/' + parts[1] : parts[0];
     };
-    module.exports = ({ load, encode }) => {
+    module.exports = ({ load, encode, spool }) => {
       if (load) require(join(root, load));
       if (encode) require(join(root, 'libs/formats/src')).createEncoder(encode, { queryId: 'q', layout: 'array', columns: [] });
+      if (spool) require(join(root, 'libs/transport/src')).openSpool({ url: spool, s3Endpoint: 'http://127.0.0.1:9', s3Region: 'us-east-1' }).close();
       return [...new Set(Object.keys(require.cache).map(packageOf).filter(Boolean))].sort();
     };`;
 }
@@ -98,9 +100,10 @@ describe('execute-query.task', () => {
 
   afterAll(() => rmSync(filename, { force: true }));
 
-  const loaded = (task: { load?: string; encode?: string }) => pool.run(task) as Promise<string[]>;
+  const loaded = (task: { load?: string; encode?: string; spool?: string }) =>
+    pool.run(task) as Promise<string[]>;
 
-  it('loads no NestJS, class-validator, class-transformer, BullMQ or Arrow into a piscina thread', async () => {
+  it('loads no NestJS, class-validator, class-transformer, BullMQ, Arrow or AWS SDK into a piscina thread', async () => {
     const packages = await loaded({ load: 'libs/execution/src/tasks/execute-query.task.ts' });
     // The task's own drivers are there: the probe sees the thread's module graph.
     expect(packages).toEqual(expect.arrayContaining(['ioredis', 'pg', 'pg-cursor', 'piscina']));
@@ -110,6 +113,12 @@ describe('execute-query.task', () => {
   it('loads Arrow in a thread once an Arrow result is asked for', async () => {
     await loaded({ load: 'libs/execution/src/tasks/execute-query.task.ts' });
     expect(await loaded({ encode: 'arrow' })).toContain('apache-arrow');
+  }, 60_000);
+
+  it('loads the AWS SDK in a thread once an S3 spool is opened', async () => {
+    await loaded({ load: 'libs/execution/src/tasks/execute-query.task.ts' });
+    const packages = await loaded({ spool: 's3://bucket/prefix' });
+    expect(packages).toEqual(expect.arrayContaining(['@aws-sdk/client-s3']));
   }, 60_000);
 
   it('sees the packages a module that needs them loads (NestJS, BullMQ, the DTOs)', async () => {

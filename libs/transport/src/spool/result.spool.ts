@@ -40,7 +40,7 @@ export class SpoolUnavailableError extends Error {
  */
 export interface ResultSpool {
   readonly kind: SpoolKind;
-  /** Stores one segment, its parts in order. */
+  /** Stores one segment, its parts in order; they are reused once the returned promise settles. */
   put(key: string, parts: Buffer[]): Promise<void>;
   /** The segment's bytes from `start` on (default 0); SpoolMissingError when it is not there. */
   read(key: string, start?: number): Promise<Readable>;

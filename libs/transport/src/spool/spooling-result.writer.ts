@@ -4,6 +4,8 @@ import { ProducerStoppedError, ResultWriter, StopReason } from '../result.channe
 import { ResultSpool, segmentPrefix } from './result.spool';
 
 const EMPTY = Buffer.alloc(0);
+/** What a segment's buffer starts at: a small kept result holds little. */
+const FIRST_BUFFER_BYTES = 64 * 1024;
 
 /** When a segment is written: at a size, or once it has held bytes a while (a running fetch sees them). */
 export interface SegmentPolicy {
@@ -17,11 +19,14 @@ export interface SegmentPolicy {
  * Writes a kept result's body to the spool, in segments, and only their list to the channel
  * behind (`inner`): each record goes on with its bytes taken out, and each segment, once written,
  * as a `data` record that names it (its key, offset and size) and carries the rows it holds. At
- * most one segment's bytes are held in memory. A result that fails keeps only its error: the
+ * most one segment's bytes are held in memory: copied into one buffer, reused segment after
+ * segment, that the spool writes as it is (records' own buffers are not kept, nor joined into
+ * another copy for the write). A result that fails keeps only its error: the
  * segments written are deleted (a sweep deletes any that a store gone away kept).
  */
 export class SpoolingResultWriter implements ResultWriter {
-  private parts: Buffer[] = [];
+  /** The segment being filled: its first `held` bytes. */
+  private buffer = EMPTY;
   private held = 0;
   private rows = 0;
   private openedAt = 0;
@@ -85,8 +90,20 @@ export class SpoolingResultWriter implements ResultWriter {
     if (record.kind === 'data') this.rows += record.rows;
     if (record.bytes.length === 0) return;
     if (this.held === 0) this.openedAt = this.now();
-    this.parts.push(record.bytes);
+    this.reserve(record.bytes.length);
+    record.bytes.copy(this.buffer, this.held);
     this.held += record.bytes.length;
+  }
+
+  /** Room for `bytes` more: the buffer doubles, up to a segment's size unless a record needs more. */
+  private reserve(bytes: number): void {
+    const need = this.held + bytes;
+    if (need <= this.buffer.length) return;
+    const doubled = Math.max(FIRST_BUFFER_BYTES, 2 * this.buffer.length);
+    const size = Math.max(need, Math.min(doubled, this.policy.segmentBytes));
+    const next = Buffer.allocUnsafe(size);
+    this.buffer.copy(next, 0, 0, this.held);
+    this.buffer = next;
   }
 
   /** Writes the segment being filled; the record that names it. */
@@ -95,10 +112,10 @@ export class SpoolingResultWriter implements ResultWriter {
     const segment: SpooledSegment = { key, offset: this.offset, size: this.held };
     // Counted before the write: one that fails may have left an object behind.
     this.written.push(key);
-    await this.spool.put(key, this.parts);
+    // The buffer is filled again only once the spool has written it.
+    await this.spool.put(key, [this.buffer.subarray(0, this.held)]);
     const record = { kind: 'data' as const, rows: this.rows, bytes: EMPTY, segment };
     this.offset += this.held;
-    this.parts = [];
     this.held = 0;
     this.rows = 0;
     return record;
@@ -106,7 +123,7 @@ export class SpoolingResultWriter implements ResultWriter {
 
   /** Deletes what this result wrote to the spool; a store that refuses leaves it to the sweep. */
   private async discard(): Promise<void> {
-    this.parts = [];
+    this.buffer = EMPTY;
     this.held = 0;
     // The sweep deletes them by age once the result is gone: a failed result's error matters more.
     await this.spool.remove(this.written).catch(() => undefined);
