@@ -17,6 +17,7 @@ import {
   eventually,
   execute,
   grantSchema,
+  holdLock,
   login,
   request,
   slotFillers,
@@ -107,16 +108,19 @@ describe('wait_timeout', () => {
     const target = new URL(e2eEnv().baseUrl);
     const proxy = new TcpProxy(await freePort(), Number(target.port), 3000);
     await proxy.start();
+    // The statements run until the test lets go of this lock: past the proxy's 3 s, and no longer.
+    const lock = await holdLock();
     try {
       const viaProxy = `http://127.0.0.1:${proxy.port}`;
-      // Without a wait, the 6 s statement sends nothing for longer than the proxy allows.
+      // Without a wait, the statement sends nothing for longer than the proxy allows.
       await expect(
-        execute({ statement: 'select pg_sleep(6), 1 as n' }, { token, baseUrl: viaProxy }),
+        execute({ statement: `select ${lock.waitOn}, 1 as n` }, { token, baseUrl: viaProxy }),
       ).rejects.toThrow();
       const res = await execute(
-        { statement: 'select pg_sleep(6), 42 as n', wait_timeout: 1000 },
+        { statement: `select ${lock.waitOn}, 42 as n`, wait_timeout: 1000 },
         { token, baseUrl: viaProxy, headers: { 'accept-encoding': 'identity' } },
       );
+      await lock.release();
       expect(res.status).toBe(202);
       const queryId = res.json.query_id as string;
       expect(queryId).toMatch(QUERY_ID);
@@ -142,6 +146,7 @@ describe('wait_timeout', () => {
         status: { sql_state: '00000', vendor_code: 0 },
       });
     } finally {
+      await lock.release();
       await proxy.stop();
     }
   });
@@ -320,8 +325,12 @@ describe('GET /v1/queries/{id}/result', () => {
     const queryId = await submitAsync({ statement: 'select 1 as n' });
     await finished(queryId);
     expect((await fetchResult(queryId)).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 9_000));
-    const gone = await fetchResult(queryId);
+    // Asked again until the TTL (8 s in the suite) has passed, not slept past it.
+    const gone = await eventually(async () => {
+      const res = await fetchResult(queryId);
+      if (res.status === 200) await new Promise((resolve) => setTimeout(resolve, 250));
+      return res.status === 200 ? undefined : res;
+    }, 15_000);
     expect(gone.status).toBe(410);
     expect(JSON.parse(gone.bytes.toString()).status.vendor_code).toBe(-113);
     if (e2eEnv().mode === 'cluster') {

@@ -17,14 +17,7 @@ import { join } from 'node:path';
 import { duckdb } from '@test/support/duckdb.reader';
 import { applicationNameOf, closeDb, db, e2eEnv, eventually, request } from './support/client';
 import { claimsOf, executeAs, signToken } from './support/users';
-import { ROOT, freePort, randomName } from './support/service';
-
-/** The built binary, as `npx sluice` runs it from a checkout. */
-const BIN = join(
-  ROOT,
-  (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: { sluice: string } }).bin
-    .sluice,
-);
+import { ROOT, SLUICE_BIN, freePort, randomName } from './support/service';
 
 let home: string;
 let work: string;
@@ -48,7 +41,10 @@ interface Run {
 
 /** Runs `sluice …` piped (no terminal), to its end. */
 async function sluice(args: string[], env = userEnv(), input = ''): Promise<Run> {
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   return finished(child, input);
 }
 
@@ -64,7 +60,7 @@ async function finished(child: ChildProcess, input = ''): Promise<Run> {
 
 /** Runs `sluice …` in a pseudo-terminal (util-linux script): what a terminal would show. */
 async function inTerminal(args: string, env = userEnv()): Promise<Run> {
-  const command = `${process.execPath} ${BIN} ${args}`;
+  const command = `${process.execPath} ${SLUICE_BIN} ${args}`;
   const child = spawn('script', ['-qfec', command, '/dev/null'], {
     env: { ...env, TERM: 'xterm', COLUMNS: '120' },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -128,7 +124,7 @@ describe('sluice (the command line)', () => {
       'script',
       [
         '-qfec',
-        `${process.execPath} ${BIN} login --url ${env.baseUrl} --user ${env.adminUser}`,
+        `${process.execPath} ${SLUICE_BIN} login --url ${env.baseUrl} --user ${env.adminUser}`,
         '/dev/null',
       ],
       {
@@ -449,7 +445,7 @@ describe('sluice (the command line)', () => {
     const child = spawn(
       process.execPath,
       [
-        BIN,
+        SLUICE_BIN,
         'export',
         `select g, pg_sleep(0.0005), '${marker}' as m from generate_series(1, 1000000) g`,
         '-o',

@@ -1,10 +1,12 @@
 import {
+  HttpResult,
   createUser,
   db,
   dropUser,
   e2eEnv,
   eventually,
   execute,
+  holdLock,
   login,
   request,
   slotFillers,
@@ -302,17 +304,26 @@ describe('an api with a queue cap of one and a superuser control login', () => {
       }
       return n;
     };
-    const sleepers = Array.from({ length: running }, (_, i) => send('select pg_sleep(2)', i));
-    await eventually(async () => ((await inState('running')) === running ? true : undefined));
-    const waiting = send('select 1 as waited');
-    await eventually(async () => ((await inState('queued')) === 1 ? true : undefined));
-    // The api reads the queue's length at most every 100 ms.
-    await new Promise((r) => setTimeout(r, 200));
-    const refused = await send('select 1 as refused');
-    expect(refused.status).toBe(429);
-    expect(refused.headers.get('retry-after')).toBe('1');
-    expect(refused.json.status).toMatchObject({ sql_state: '53000', vendor_code: -108 });
-    expect(refused.json.status.reason).toMatch(/queue is full/);
-    for (const res of await Promise.all([...sleepers, waiting])) expect(res.status).toBe(200);
+    // Every slot held until the refusal came: the statements wait on a lock the test holds.
+    const lock = await holdLock();
+    const sleepers = Array.from({ length: running }, (_, i) =>
+      send(`select 1 from ${lock.waitOn}`, i),
+    );
+    let waiting: Promise<HttpResult> | undefined;
+    try {
+      await eventually(async () => ((await inState('running')) === running ? true : undefined));
+      waiting = send('select 1 as waited');
+      await eventually(async () => ((await inState('queued')) === 1 ? true : undefined));
+      // The api reads the queue's length at most every 100 ms.
+      await new Promise((r) => setTimeout(r, 200));
+      const refused = await send('select 1 as refused');
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.json.status).toMatchObject({ sql_state: '53000', vendor_code: -108 });
+      expect(refused.json.status.reason).toMatch(/queue is full/);
+    } finally {
+      await lock.release();
+    }
+    for (const res of await Promise.all([...sleepers, waiting])) expect(res?.status).toBe(200);
   }, 60_000);
 });

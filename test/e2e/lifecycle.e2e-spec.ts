@@ -5,6 +5,7 @@ import {
   e2eEnv,
   eventually,
   execute,
+  holdLock,
   login,
   request,
   slotFillers,
@@ -249,27 +250,33 @@ describe('query resources', () => {
     const busy = await fillers('e2e_busy');
     const waiter = await user('e2e_waiter');
     const { capacity } = e2eEnv();
+    // Every slot held until the waiter's query is cancelled: they wait on a lock the test holds.
+    const lock = await holdLock();
     const sleepers = Array.from({ length: capacity }, (_, i) =>
-      start({ statement: 'select pg_sleep(2.5)' }, busy.tokenFor(i)),
+      start({ statement: `select 1 from ${lock.waitOn}` }, busy.tokenFor(i)),
     );
-    await eventually(async () =>
-      (await fillersIn(busy, 'running')) === capacity ? true : undefined,
-    );
-    const pending = start({ statement: 'select 1 as never_run' }, waiter.token);
-    const [queued] = await eventually(async () => {
-      const list = await queriesIn(waiter.token, 'queued');
-      return list.length > 0 ? list : undefined;
-    });
-    expect(queued.queue_position).toBe(0);
-    const del = await request(undefined, {
-      method: 'DELETE',
-      path: `/v1/queries/${queued.query_id}`,
-      token: waiter.token,
-    });
-    expect(del.json.state).toBe('cancelled');
-    const res = await pending;
-    expect(res.status).toBe(409);
-    expect(res.json.status.vendor_code).toBe(-900);
+    try {
+      await eventually(async () =>
+        (await fillersIn(busy, 'running')) === capacity ? true : undefined,
+      );
+      const pending = start({ statement: 'select 1 as never_run' }, waiter.token);
+      const [queued] = await eventually(async () => {
+        const list = await queriesIn(waiter.token, 'queued');
+        return list.length > 0 ? list : undefined;
+      });
+      expect(queued.queue_position).toBe(0);
+      const del = await request(undefined, {
+        method: 'DELETE',
+        path: `/v1/queries/${queued.query_id}`,
+        token: waiter.token,
+      });
+      expect(del.json.state).toBe('cancelled');
+      const res = await pending;
+      expect(res.status).toBe(409);
+      expect(res.json.status.vendor_code).toBe(-900);
+    } finally {
+      await lock.release();
+    }
     for (const s of await Promise.all(sleepers)) expect(s.status).toBe(200);
   });
 });
@@ -325,19 +332,25 @@ describe('time limits', () => {
     const busy = await fillers('e2e_hog');
     const late = await user('e2e_late');
     const { capacity } = e2eEnv();
-    // The e2e service runs with SLUICE_MAX_QUEUE_WAIT_MS=4000. The slots stay taken 10 s, so that
-    // the late query waits past 4 s however long all of them took to start (CI once saw 200 with
-    // 6 s: a slow start left the late query less than 4 s to wait).
+    // The e2e service runs with SLUICE_MAX_QUEUE_WAIT_MS=4000. The slots stay taken until the late
+    // query is answered (they wait on a lock the test holds), so that it waits past 4 s however
+    // long all of them took to start (CI once saw 200 with 6 s sleeps: a slow start left the late
+    // query less than 4 s to wait).
+    const lock = await holdLock();
     const sleepers = Array.from({ length: capacity }, (_, i) =>
-      start({ statement: 'select pg_sleep(10)' }, busy.tokenFor(i)),
+      start({ statement: `select 1 from ${lock.waitOn}` }, busy.tokenFor(i)),
     );
-    await eventually(async () =>
-      (await fillersIn(busy, 'running')) === capacity ? true : undefined,
-    );
-    const res = await execute({ statement: 'select 1' }, { token: late.token });
-    expect(res.status).toBe(504);
-    expect(res.json.status).toMatchObject({ sql_state: '57014', vendor_code: -1122 });
-    expect(res.json.status.reason).toMatch(/queue/);
+    try {
+      await eventually(async () =>
+        (await fillersIn(busy, 'running')) === capacity ? true : undefined,
+      );
+      const res = await execute({ statement: 'select 1' }, { token: late.token });
+      expect(res.status).toBe(504);
+      expect(res.json.status).toMatchObject({ sql_state: '57014', vendor_code: -1122 });
+      expect(res.json.status.reason).toMatch(/queue/);
+    } finally {
+      await lock.release();
+    }
     await Promise.all(sleepers);
   });
 });
@@ -345,26 +358,31 @@ describe('time limits', () => {
 describe('admission', () => {
   it('answers 429 with Retry-After past the per-user cap of queued and running queries', async () => {
     const { token } = await user('e2e_greedy');
-    // The e2e service runs with SLUICE_MAX_ACTIVE_PER_USER=6. Long enough that all six are open
-    // at once even when the first statements of a new user's login role start slowly.
-    const sleepers = Array.from({ length: 6 }, () =>
-      start({ statement: 'select pg_sleep(5)' }, token),
-    );
-    await eventually(async () => {
+    // The e2e service runs with SLUICE_MAX_ACTIVE_PER_USER=6. The six wait on a lock the test
+    // holds, so all six are open at once even when the first statements of a new user's login
+    // role start slowly.
+    const lock = await holdLock();
+    const statement = `select 1 from ${lock.waitOn}`;
+    const sleepers = Array.from({ length: 6 }, () => start({ statement }, token));
+    try {
+      await eventually(async () => {
+        const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+        const open = (list.json as { state: string }[]).filter((q) =>
+          ['queued', 'running', 'streaming'].includes(q.state),
+        );
+        return open.length === 6 ? true : undefined;
+      });
+      const res = await execute({ statement: 'select 1 as refused' }, { token });
+      expect(res.status).toBe(429);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect(res.json.status).toMatchObject({ sql_state: '53000', vendor_code: -108 });
+      // The refused query left no record behind: only the six are listed.
       const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
-      const open = (list.json as { state: string }[]).filter((q) =>
-        ['queued', 'running', 'streaming'].includes(q.state),
-      );
-      return open.length === 6 ? true : undefined;
-    });
-    const res = await execute({ statement: 'select 1 as refused' }, { token });
-    expect(res.status).toBe(429);
-    expect(res.headers.get('retry-after')).toBe('1');
-    expect(res.json.status).toMatchObject({ sql_state: '53000', vendor_code: -108 });
-    // The refused query left no record behind: only the six are listed.
-    const list = await request(undefined, { method: 'GET', path: '/v1/queries', token });
-    const statements = (list.json as { statement: string }[]).map((q) => q.statement);
-    expect(statements).toEqual(Array(6).fill('select pg_sleep(5)'));
+      const statements = (list.json as { statement: string }[]).map((q) => q.statement);
+      expect(statements).toEqual(Array(6).fill(statement));
+    } finally {
+      await lock.release();
+    }
     await Promise.all(sleepers);
     const after = await execute({ statement: 'select 1 as ok' }, { token });
     expect(after.status).toBe(200);

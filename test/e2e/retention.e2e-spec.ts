@@ -62,8 +62,12 @@ async function deployed(env: Record<string, string>) {
 }
 
 describe('SLUICE_QUERY_RETENTION_COUNT', () => {
+  // One deployment for both cases: the count is each user's, and each case has users of its own.
+  let shared: ReturnType<typeof deployed> | undefined;
+  const countOfThree = () => (shared ??= deployed({ SLUICE_QUERY_RETENTION_COUNT: '3' }));
+
   it('forgets finished queries past the count; the newest and a kept result stay', async () => {
-    const { run, known } = await deployed({ SLUICE_QUERY_RETENTION_COUNT: '3' });
+    const { run, known } = await countOfThree();
     const kept = await run({ 'idempotency-key': randomUUID() });
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push(await run());
@@ -83,7 +87,7 @@ describe('SLUICE_QUERY_RETENTION_COUNT', () => {
   });
 
   it("counts each user's apart: another user's flood pushes none of mine out", async () => {
-    const { run, known, baseUrl } = await deployed({ SLUICE_QUERY_RETENTION_COUNT: '3' });
+    const { run, known, baseUrl } = await countOfThree();
     const me = await createUser('records_mine');
     const flood = await createUser('records_flood');
     try {

@@ -140,6 +140,36 @@ export async function slotFillers(
   return { users, tokenFor: (i) => users[Math.floor(i / userSlots)].token };
 }
 
+/** A lock a test holds in PostgreSQL, that statements of the test's may wait on. */
+export interface HeldLock {
+  /** A call to put in a statement (`select 1 from ${waitOn}`): it waits until the release. */
+  waitOn: string;
+  release(): Promise<void>;
+}
+
+/**
+ * Takes a lock in PostgreSQL that statements wait on until `release()`: they run for as long as
+ * the test needs them running, however slow the machine, and not a fixed time longer.
+ */
+export async function holdLock(): Promise<HeldLock> {
+  const key = Math.floor(Math.random() * 2 ** 31);
+  const holder = await db().connect();
+  await holder.query('select pg_advisory_lock($1)', [key]);
+  let held = true;
+  return {
+    waitOn: `pg_advisory_xact_lock_shared(${key})`,
+    release: async () => {
+      if (!held) return;
+      held = false;
+      try {
+        await holder.query('select pg_advisory_unlock($1)', [key]);
+      } finally {
+        holder.release();
+      }
+    },
+  };
+}
+
 export async function dropUser(username: string): Promise<void> {
   await db().query('DELETE FROM sluice.users WHERE username = $1', [username]);
 }

@@ -2,6 +2,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { freePort } from '../../support/free-port';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServiceDatabase } from './roles';
 
@@ -66,6 +67,16 @@ export interface E2eEnvironment {
 export { freePort };
 
 export const ROOT = join(__dirname, '..', '..', '..');
+
+/**
+ * The built `sluice` binary (package.json's bin), as `npx sluice` runs it from a checkout. Specs run
+ * it with node themselves: npx costs seconds of CPU a call before the binary starts.
+ */
+export const SLUICE_BIN = join(
+  ROOT,
+  (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: { sluice: string } }).bin
+    .sluice,
+);
 
 export function randomName(prefix: string): string {
   return `${prefix}_${randomBytes(4).toString('hex')}`;

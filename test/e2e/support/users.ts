@@ -3,7 +3,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { loginRoleName } from '@app/access';
 import { HttpResult, closeDb, db, e2eEnv, login, request } from './client';
 import { dropRoleAndLogins, grantToControl } from './roles';
-import { ROOT, randomName } from './service';
+import { ROOT, SLUICE_BIN, randomName } from './service';
 
 /** A user made through POST /v1/users, with its password and (after first use) a token. */
 export interface TestUser {
@@ -216,7 +216,7 @@ export function expectEnvelope(res: HttpResult, sqlState?: string, vendorCode?: 
   expect(res.text).not.toMatch(/at .*\.(js|ts):\d+/);
 }
 
-/** `npx sluice …` (the checkout's bin) against the suite's database, with `input` on stdin. */
+/** `sluice …` (the checkout's bin) against the suite's database, with `input` on stdin. */
 export function cli(
   args: string[],
   input = '',
@@ -224,7 +224,7 @@ export function cli(
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env = e2eEnv();
   return new Promise((resolve, reject) => {
-    const child = spawn('npx', ['sluice', ...args], {
+    const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH ?? '',
