@@ -181,7 +181,13 @@ async function main() {
   // One user sends everything, at default settings: alone, its exports borrow every export slot
   // but one past its share (SLUICE_WORKER_USER_SHARE_PERCENT), as any user alone does.
   const sluice = await startSluice({
-    env: SPLIT_LANES ? { SLUICE_WORKER_LANES: 'interactive' } : {},
+    env: {
+      // One user sends every small query and export: its admission cap (default 16) is lifted
+      // above the load, as small-queries.mjs does, so that none is refused. Every other setting
+      // is the default.
+      SLUICE_MAX_ACTIVE_PER_USER: String(Math.max(16, 2 * (CLIENTS + EXPORTS))),
+      ...(SPLIT_LANES ? { SLUICE_WORKER_LANES: 'interactive' } : {}),
+    },
   });
   let exportWorker;
   if (SPLIT_LANES) {
