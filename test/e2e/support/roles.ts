@@ -87,7 +87,24 @@ export async function dropRoleAndLogins(client: ClientBase, role: string): Promi
   );
   for (const name of [...rows.map((r) => r.login), role]) {
     await client.query(`DROP OWNED BY "${name}"`).catch(() => undefined); // gone already
-    await client.query(`DROP ROLE IF EXISTS "${name}"`);
+    await whileConcurrentlyUpdated(() => client.query(`DROP ROLE IF EXISTS "${name}"`));
+  }
+}
+
+/**
+ * Runs a change of the role catalogue again while PostgreSQL answers "tuple concurrently
+ * updated": the deployment under test may grant or revoke the same role's memberships at that
+ * moment (a worker provisioning its login role), and the catalogue takes one change of a row at
+ * a time. Any other error is thrown at once.
+ */
+async function whileConcurrentlyUpdated<T>(change: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await change();
+    } catch (err) {
+      if (attempt >= 10 || !/tuple concurrently updated/.test((err as Error).message)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    }
   }
 }
 
