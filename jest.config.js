@@ -23,6 +23,8 @@ const moduleNameMapper = {
 };
 
 module.exports = {
+  // Shards of an e2e pass (jest --shard) by how long their files take, not by a hash of the path.
+  testSequencer: '<rootDir>/test/e2e/sequencer.js',
   projects: [
     {
       displayName: 'unit',

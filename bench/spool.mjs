@@ -33,6 +33,9 @@ import {
   DATABASE_URL,
   REDIS_URL,
   ROOT,
+  cpuLine,
+  cpuPercent,
+  cpuSnapshot,
   envInt,
   freePort,
   installGuards,
@@ -221,7 +224,11 @@ async function main() {
   const apiPeak = memory[sluice.api.pid].peak;
   const workerPeak = memory[sluice.worker.pid].peak;
 
-  // 2. Through the api against straight from the store, one stream each.
+  // 2. Through the api against straight from the store, one stream each. Where the CPU goes in
+  // each (a 2-core machine: the store, the api and this client share it).
+  const cpuGroups = { 'bench client': [process.pid], api: [sluice.api.pid], s3rver: [s3.pid] };
+  const cpu = {};
+  let cpuBefore = cpuSnapshot(cpuGroups);
   const viaApi = await drain(
     (
       await fetch(`${baseUrl}/v1/queries/${queryId}/result`, {
@@ -229,6 +236,8 @@ async function main() {
       })
     ).body,
   );
+  cpu.viaApi = cpuPercent(cpuBefore, cpuSnapshot(cpuGroups));
+  cpuBefore = cpuSnapshot(cpuGroups);
   const storeHash = createHash('sha256');
   let storeBytes = 0;
   const storeStarted = performance.now();
@@ -243,6 +252,7 @@ async function main() {
     seconds: (performance.now() - storeStarted) / 1000,
     sha: storeHash.digest('hex'),
   };
+  cpu.fromStore = cpuPercent(cpuBefore, cpuSnapshot(cpuGroups));
   const whole = viaApi.sha;
 
   // 3. The client's download by presigned segments: 4 at once, one at a time.
@@ -252,12 +262,14 @@ async function main() {
   });
   const downloads = {};
   for (const parallel of [4, 1]) {
+    cpuBefore = cpuSnapshot(cpuGroups);
     const result = await client.result(queryId, { segmentDownloads: parallel });
     if (result.source !== 'segments') throw new Error(`result() read through the ${result.source}`);
     downloads[parallel] = await toFile(
       result.body,
       path.join(work, `segments-${parallel}.parquet`),
     );
+    cpu[`segments${parallel}`] = cpuPercent(cpuBefore, cpuSnapshot(cpuGroups));
     fs.rmSync(path.join(work, `segments-${parallel}.parquet`));
   }
 
@@ -332,6 +344,12 @@ async function main() {
     `| read after an api restart | ${same(again)} | identical | ${met(again.sha === whole)} |`,
     '',
     `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}.`,
+    '',
+    'CPU while each was read (100% = one core):',
+    `- through the api: ${cpuLine(cpu.viaApi)}`,
+    `- from the store, one stream: ${cpuLine(cpu.fromStore)}`,
+    `- presigned segments, 4 at once: ${cpuLine(cpu.segments4)}`,
+    `- presigned segments, one at a time: ${cpuLine(cpu.segments1)}`,
   ])
     print(line);
 }

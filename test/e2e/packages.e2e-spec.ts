@@ -50,10 +50,25 @@ function installOffline(dir: string, tarballs: string[]): string {
   const project = join(dir, 'project');
   mkdirSync(project, { recursive: true });
   writeFileSync(join(project, 'package.json'), '{"name":"uses-sluice","private":true}');
-  execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', ...tarballs], {
-    cwd: project,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  try {
+    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', ...tarballs], {
+      cwd: project,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (err) {
+    // What npm said, wherever it said it (a failure once came with nothing on stderr).
+    const { status, signal, stdout, stderr } = err as {
+      status: number | null;
+      signal: string | null;
+      stdout?: string;
+      stderr?: string;
+    };
+    throw new Error(
+      `npm install --offline failed (exit ${status}, signal ${signal}):\n${stdout ?? ''}\n${stderr ?? ''}`,
+      { cause: err },
+    );
+  }
   return project;
 }
 
