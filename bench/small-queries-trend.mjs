@@ -6,7 +6,9 @@
 //   npm run build && node bench/small-queries-trend.mjs
 //
 // BENCH_IDEMPOTENCY_KEYS=1 sends every request with an Idempotency-Key of its own (every result
-// kept). Needs PostgreSQL and Redis on loopback. Bounded in time; stops its processes and removes its
+// kept). BENCH_RATE=<n> starts at most n requests a second, all clients together: below what the
+// service can serve, two builds then serve the same load, and their CPU per request compares
+// without the throughput (which a shared machine's other work moves) changing it. Needs PostgreSQL and Redis on loopback. Bounded in time; stops its processes and removes its
 // Redis keys at the end, also on error.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -34,6 +36,8 @@ const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
 // 1: every request sends an Idempotency-Key of its own, so that every result is kept.
 const KEPT = envInt('BENCH_IDEMPOTENCY_KEYS', 0) === 1;
 const PROCESSES = ['api', 'worker', 'postgres', 'redis'];
+// 0: each client sends its next request as soon as its last one is answered.
+const RATE = process.env.BENCH_RATE ? envInt('BENCH_RATE', 0) : 0;
 
 installGuards((WINDOWS * WINDOW_SECONDS + 120) * 1000);
 
@@ -61,8 +65,17 @@ await runMain(async () => {
   let done = 0;
   let errors = 0;
   let stop = false;
+  let next = performance.now();
+  /** Waits for the next request's turn at BENCH_RATE (no burst to catch up more than 100 ms). */
+  const turn = async () => {
+    if (!RATE) return;
+    const now = performance.now();
+    next = Math.max(next + 1000 / RATE, now - 100);
+    if (next > now) await new Promise((resolve) => setTimeout(resolve, next - now));
+  };
   const client = async () => {
     while (!stop) {
+      await turn();
       const sent = KEPT
         ? { ...options, headers: { ...options.headers, 'idempotency-key': randomUUID() } }
         : options;
@@ -74,7 +87,8 @@ await runMain(async () => {
   const groups = sluiceCpuGroups(sluice);
 
   console.log(
-    `${CONCURRENCY} clients, \`${STATEMENT}\`, ${WINDOWS} windows of ${WINDOW_SECONDS} s\n`,
+    `${CONCURRENCY} clients${RATE ? `, at most ${RATE} requests a second` : ''}, ` +
+      `\`${STATEMENT}\`, ${WINDOWS} windows of ${WINDOW_SECONDS} s\n`,
   );
   console.log(
     `| window | req/s | ${PROCESSES.map((p) => `${p} CPU ms/req`).join(' | ')} | ` +

@@ -519,7 +519,7 @@ export async function deleteRedisKeys(prefix, redisUrl = REDIS_URL) {
  */
 export async function startSluice({
   env: extraEnv = {},
-  adminUser = 'bench',
+  adminUser = process.env.BENCH_ADMIN_USER || 'bench',
   databaseUrl = DATABASE_URL,
   redisUrl = REDIS_URL,
   firstStatement = 'select g, md5(g::text) from generate_series(1,10) g',

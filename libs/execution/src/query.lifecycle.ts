@@ -23,7 +23,7 @@ export interface QueryRef {
  *
  * Who else writes a query's record, and why that is safe: the worker's thread records the end
  * of a result it streams with the result's last entry (RedisQueryRecords.endRecorder: the same
- * transition, in the entry's MULTI), and reports progress (rows and bytes made, never the state);
+ * transition, in the script that appends the entry), and reports progress (rows and bytes made, never the state);
  * the retention trim and a user's deletion forget records. Every state change goes through the
  * registry's transition, which refuses any move QUERY_TRANSITIONS does not allow, so of two
  * writers the first final state wins whoever writes it.

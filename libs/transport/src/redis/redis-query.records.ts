@@ -1,26 +1,15 @@
 import type { OwnedRecords } from '../composed.registry';
-import type { ChainableCommander } from 'ioredis';
 import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
 import { Produced, QueryFacts, QueryRecord, statementPreview } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScripts } from './lua.script';
-import type { RedisClient } from './redis.connector';
+import { type RedisClient, isClusterClient } from './redis.connector';
 import type { EndRecorder } from './redis-result.writer';
+import { MOVE_QUERY_FUNCTION } from './query-move.script';
 
-/**
- * Moves a query if its state is one it may move from (KEYS[1] = meta; ARGV = the states it may be
- * in, as `,a,b,`; the retention in seconds, 0 to keep the TTL; '1' to read the hash back, '0' not
- * to; field, value, …), and returns the hash as it is then (or nothing).
- */
-const TRANSITION = `
-local state = redis.call('HGET', KEYS[1], 'state')
-if not state then return {} end
-if string.find(ARGV[1], ',' .. state .. ',', 1, true) then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-  if ARGV[2] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-end
-if ARGV[3] == '0' then return {} end
-return redis.call('HGETALL', KEYS[1])`;
+/** Moves a query's record (KEYS[1] = meta; ARGV as moveQuery's, from 1). */
+const TRANSITION = `${MOVE_QUERY_FUNCTION}
+return moveQuery(KEYS[1], 1)`;
 
 /**
  * Records a running query's progress (KEYS[1] = meta; ARGV = rows, bytes produced, and when it
@@ -48,9 +37,23 @@ const CREATE = `
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('EXPIRE', KEYS[1], ARGV[1])`;
 
+/**
+ * CREATE and INDEX with the index of everyone's queries, in one script, where Redis is one node
+ * (KEYS = meta, everyone's index, the owner's index; ARGV = TTL seconds, creation ms, query id,
+ * the owner index's TTL ms, field, value, …): returns how many entries the owner's index holds.
+ */
+const CREATE_INDEXED = `
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+return redis.call('ZCARD', KEYS[3])`;
+
 /** The records' scripts. */
 const SCRIPTS = {
   create: [CREATE],
+  createIndexed: [CREATE_INDEXED, 3],
   index: [INDEX],
   transition: [TRANSITION],
   progress: [PROGRESS],
@@ -68,6 +71,8 @@ export const FINAL_LIST = `,${FINAL_STATES.join(',')},`;
  */
 export class RedisQueryRecords implements OwnedRecords {
   private readonly scripts: Record<keyof typeof SCRIPTS, Script>;
+  /** Redis Cluster: each key of a record's in its own command (they are in other hash slots). */
+  private readonly cluster: boolean;
 
   constructor(
     private readonly redis: RedisClient,
@@ -76,13 +81,15 @@ export class RedisQueryRecords implements OwnedRecords {
     private readonly retentionSeconds: number,
   ) {
     this.scripts = luaScripts(redis, SCRIPTS);
+    this.cluster = isClusterClient(redis);
   }
 
   /**
    * The hash (with its TTL, in one script), its entry in the index of everyone's queries and in
    * its owner's — the owner's kept index for a kept result, and the owner's entry among those
-   * who keep results: a command each, not one MULTI, since each is in another hash slot; sent in
-   * one write on an auto-pipelined connection.
+   * who keep results: in Redis Cluster a command each, not one MULTI, since each is in another
+   * hash slot, sent in one write on an auto-pipelined connection; on one node, a query's in one
+   * script (CREATE_INDEXED).
    */
   async create(record: QueryRecord): Promise<void> {
     await this.createIndexed(record);
@@ -94,6 +101,19 @@ export class RedisQueryRecords implements OwnedRecords {
    */
   async createIndexed(record: QueryRecord): Promise<number | undefined> {
     const { queryId, owner, createdAt } = record;
+    // One node: one script instead of three commands (a kept result's indexes are others).
+    if (!record.kept && !this.cluster) {
+      return (await this.scripts.createIndexed(
+        this.keys.meta(queryId),
+        this.keys.queries,
+        this.keys.userQueries(owner),
+        String(OPEN_TTL_SECONDS),
+        String(createdAt),
+        queryId,
+        String(OPEN_TTL_SECONDS * 1000),
+        ...Object.entries(toHash(record)).flat(),
+      )) as number;
+    }
     const [, , indexed] = await Promise.all([
       this.scripts.create(
         this.keys.meta(queryId),
@@ -141,32 +161,29 @@ export class RedisQueryRecords implements OwnedRecords {
   }
 
   /**
-   * What records a query's end in the MULTI that writes its stream's last entry (whose key carries
-   * the same hash tag), as transition() writes it, not read back: a producer's, so that the end is
-   * recorded exactly when that entry is written.
+   * What records a query's end with its stream's last entry (whose key carries the same hash
+   * tag), as transition() writes it, not read back: a producer's, so that the end is recorded
+   * exactly when that entry is written (RedisResultWriter runs both in one script).
    */
   endRecorder(queryId: string): EndRecorder {
-    return (multi, end, produced) => {
-      if (end.kind !== 'end' && end.kind !== 'error') return;
-      this.endIn(multi, queryId, finalState(end.status), {
-        status: end.status,
-        startedAt: end.startedAt,
-        streamingAt: end.kind === 'end' ? end.streamingAt : undefined,
-        rows: produced.rows,
-        bytes: produced.bytes,
-        rowsProduced: produced.rows,
-        bytesProduced: produced.bytes,
-      });
+    return (end, produced) => {
+      if (end.kind !== 'end' && end.kind !== 'error') return undefined;
+      const [meta, ...args] = this.transitionArgs(
+        queryId,
+        finalState(end.status),
+        {
+          status: end.status,
+          startedAt: end.startedAt,
+          streamingAt: end.kind === 'end' ? end.streamingAt : undefined,
+          rows: produced.rows,
+          bytes: produced.bytes,
+          rowsProduced: produced.rows,
+          bytesProduced: produced.bytes,
+        },
+        false,
+      );
+      return { meta, args };
     };
-  }
-
-  /**
-   * Adds a final transition to `multi` (any MULTI on a connection to the same Redis), as the
-   * script's text: EVAL, not EVALSHA, since a MULTI cannot load a script Redis lacks (after a
-   * restart or a failover) and run the rest only if it did.
-   */
-  endIn(multi: ChainableCommander, queryId: string, to: QueryState, facts: QueryFacts): void {
-    multi.eval(TRANSITION, 1, ...this.transitionArgs(queryId, to, facts, false));
   }
 
   private transitionArgs(

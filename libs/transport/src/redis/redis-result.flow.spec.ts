@@ -316,22 +316,48 @@ describe('RedisResultWriter recording the end with the last entry', () => {
     expect((await registry.get(queryId))?.state).toBe('cancelled');
   });
 
-  it('records an end in a MULTI made before the records, on a Redis that lacks every script', async () => {
+  it('records the end with the last entry on a Redis that lacks every script (sent whole)', async () => {
     const fresh = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
     try {
       const queryId = randomUUID();
-      const multi = fresh.multi();
       const records = new RedisQueryRecords(fresh, keys, RETENTION_SECONDS);
       await records.create(queuedRecord(queryId));
-      // As after a restart or a failover: the MULTI cannot load a script, so it sends its text.
+      const writer = new RedisResultWriter(fresh, keys, queryId, {
+        window: { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000 },
+        ttlSeconds: 60,
+        pollMs: 20,
+        recordEnd: records.endRecorder(queryId),
+      });
+      // As after a restart or a failover: Redis has forgotten the scripts it ran.
       await fresh.script('FLUSH');
-      records.endIn(multi, queryId, 'succeeded', { rows: 3 });
-      const replies = await multi.exec();
-      expect(replies?.every(([err]) => err === null)).toBe(true);
+      await writer.writeFinal([data(3, 4), end()]);
       expect(await records.get(queryId)).toMatchObject({ state: 'succeeded', rows: 3 });
+      expect((await entries(queryId)).map((e) => e.kind)).toEqual(['data', 'end']);
     } finally {
       await fresh.quit();
     }
+  });
+
+  it('takes an append that the stream already holds as written, once (the same one sent again)', async () => {
+    const { queryId, registry, writer } = await recording();
+    await writer.writeFinal([data(2, 5), end()]);
+    // A writer at the same place in the stream sends the same ids: what a resent append does.
+    const again = new RedisResultWriter(redis, keys, queryId, {
+      window: { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000 },
+      ttlSeconds: 60,
+      pollMs: 20,
+      recordEnd: registry.records.endRecorder(queryId),
+    });
+    await again.writeFinal([data(2, 5), end()]);
+    expect((await entries(queryId)).map((e) => e.kind)).toEqual(['data', 'end']);
+    // An id the stream has passed but is not its last is not the same append: the stream is lost.
+    const other = new RedisResultWriter(redis, keys, queryId, {
+      window: { chunks: 4, bytes: 1_000_000, idleTimeoutMs: 5_000 },
+      ttlSeconds: 60,
+      pollMs: 20,
+    });
+    await expect(other.write(data(1, 1))).rejects.toBeInstanceOf(ResultStreamLostError);
+    expect(await registry.get(queryId)).toMatchObject({ state: 'succeeded', rows: 2 });
   });
 
   it('records nothing, and says nothing of it, without a recorder', async () => {

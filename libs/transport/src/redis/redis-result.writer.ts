@@ -1,5 +1,7 @@
 import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './redis.connector';
+import { Script, luaScript } from './lua.script';
+import { MOVE_QUERY_FUNCTION, QueryMove } from './query-move.script';
 import { ResultRecord, isTerminal } from '@app/contracts';
 import { Produced } from '../query.registry';
 import {
@@ -19,15 +21,37 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const NOT_PAST_TOP = /equal or smaller than the target stream top item/;
 
 /**
- * Runs `multi`; any failure of it (Redis gone or failing over) is ResultStreamLostError, except
- * the refusal of an append (at `appends`) whose id the stream has already passed: `resent` says
- * whether that id is the stream's last, the append of a MULTI that ran once already.
+ * Appends a query's entries to its stream, in one step with what goes with them (KEYS[1] =
+ * stream, KEYS[2] = the query's cancel key, KEYS[3] = its record, only when the entries end the
+ * query and record its end. ARGV[1] = the stream's TTL in seconds; ARGV[2] = the id to trim the
+ * stream to (MINID), or ''; ARGV[3] = '1' to read back what flow control needs, '0' not to;
+ * ARGV[4] = how many entries; then each entry's id, its number of fields and its fields; then,
+ * with KEYS[3], the record's move as moveQuery takes it). Returns the stream's length and whether
+ * the query is cancelled (1 or 0), when asked. An id the stream has passed fails the script at
+ * that XADD: the same append sent again (ioredis resends a command whose connection dropped
+ * before its reply) stops at its first entry and changes nothing.
  */
-async function execOrLost(
-  multi: ChainableCommander,
-  appends: number[] = [],
-  resent: () => Promise<boolean> = () => Promise.resolve(false),
-): Promise<[Error | null, unknown][]> {
+const APPEND = `${MOVE_QUERY_FUNCTION}
+local at = 5
+for _ = 1, tonumber(ARGV[4]) do
+  local n = tonumber(ARGV[at + 1])
+  redis.call('XADD', KEYS[1], ARGV[at], unpack(ARGV, at + 2, at + 1 + n))
+  at = at + 2 + n
+end
+if ARGV[2] ~= '' then redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+if KEYS[3] then moveQuery(KEYS[3], at) end
+if ARGV[3] == '0' then return {} end
+return {redis.call('XLEN', KEYS[1]), redis.call('EXISTS', KEYS[2])}`;
+
+/** What an append found: the stream's length and whether a cancel is there. */
+interface Appended {
+  length: number;
+  cancelled: boolean;
+}
+
+/** Runs `multi` (a poll); any failure of it (Redis gone or failing over) is ResultStreamLostError. */
+async function execOrLost(multi: ChainableCommander): Promise<[Error | null, unknown][]> {
   let result: [Error | null, unknown][] | null;
   try {
     result = await multi.exec();
@@ -35,28 +59,17 @@ async function execOrLost(
     throw new ResultStreamLostError(err);
   }
   if (!result) throw new ResultStreamLostError(new Error('the transaction was aborted'));
-  let refused: Error | undefined;
-  for (const [i, [err]] of result.entries()) {
-    if (!err) continue;
-    if (!appends.includes(i) || !NOT_PAST_TOP.test(err.message)) {
-      throw new ResultStreamLostError(err);
-    }
-    refused = err;
-  }
-  if (refused && !(await resent().catch(() => false))) throw new ResultStreamLostError(refused);
+  for (const [err] of result) if (err) throw new ResultStreamLostError(err);
   return result;
 }
 
 /**
- * Adds the query's end to the MULTI that writes its stream's last entry (`end`: that entry;
- * `produced`: the rows and body bytes of every entry written, that one included), so that the
- * end is recorded if and only if the entry is written.
+ * What records the query's end with its stream's last entry (`end`: that entry; `produced`: the
+ * rows and body bytes of every entry written, that one included): the move of its record, run
+ * in the same script as the entry's append, so that the end is recorded if and only if the
+ * entry is written.
  */
-export type EndRecorder = (
-  multi: ChainableCommander,
-  end: ResultRecord,
-  produced: Produced,
-) => void;
+export type EndRecorder = (end: ResultRecord, produced: Produced) => QueryMove | undefined;
 
 /** How a RedisResultWriter writes one query's stream. */
 export interface RedisWriterOptions {
@@ -93,8 +106,8 @@ export class RedisResultWriter implements ResultWriter {
   private recordedEnd = false;
   /**
    * Entries appended so far. Each entry's id is `0-<its number>`, not Redis's `*`: ioredis sends a
-   * command again when its connection dropped before the reply, and a MULTI that had run would
-   * then append its chunk twice; an id of its own makes Redis refuse the second.
+   * command again when its connection dropped before the reply, and an append that had run would
+   * then add its chunk twice; an id of its own makes Redis refuse the second.
    */
   private appended = 0;
 
@@ -103,6 +116,7 @@ export class RedisResultWriter implements ResultWriter {
   private readonly pollMs: number;
   private readonly needsConsumer: boolean;
   private readonly recordEnd: EndRecorder | undefined;
+  private readonly appendScript: Script;
 
   constructor(
     private readonly redis: RedisClient,
@@ -118,6 +132,7 @@ export class RedisResultWriter implements ResultWriter {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
     this.aliveKey = keys.alive(queryId);
+    this.appendScript = luaScript(redis, [APPEND, 0]);
   }
 
   watch(onStop: (reason: StopReason) => void): () => void {
@@ -159,44 +174,75 @@ export class RedisResultWriter implements ResultWriter {
       await this.waitForRoom();
     }
     const size = recordSize(record);
-    const id = this.idOf(1);
-    const multi = this.redis
-      .multi()
-      .xadd(this.key, id, ...recordFields(this.withEnd(record)))
-      .expire(this.key, this.ttlSeconds)
-      .xlen(this.key)
-      .exists(this.cancelKey);
-    const written = this.addEnd(multi, [record]);
-    const result = await execOrLost(multi, [0], () => this.isLast(id));
-    this.appended += 1;
-    written();
+    const appended = await this.append([record], { readBack: true });
     this.inFlight.push(size);
     this.inFlightBytes += size;
-    this.settle(Number(result[2][1]));
+    if (!appended) return;
+    this.settle(appended.length);
     // Cancelled meanwhile: this record is in the stream, so the next write is the one refused
     // (a refusal always means "not written": the body's end sends what it left; BodyWriter).
-    if (!terminal && Number(result[3][1]) > 0) this.interrupted ??= 'cancelled';
+    if (!terminal && appended.cancelled) this.interrupted ??= 'cancelled';
   }
 
   async writeFinal(records: ResultRecord[]): Promise<void> {
     if (records.length === 0) return;
-    const multi = this.redis.multi();
-    const appends = records.map((record, i) => {
-      multi.xadd(this.key, this.idOf(i + 1), ...recordFields(this.withEnd(record)));
-      return i;
-    });
     // A kept result that failed keeps only its error (CappedResultWriter): what came before goes.
     // XTRIM, not DEL: the stream keeps its last id, so a reader part-way through reads the error
-    // next; by id, so that the MULTI sent again drops nothing it wrote.
-    if (!this.needsConsumer && records[records.length - 1].kind === 'error') {
-      multi.xtrim(this.key, 'MINID', this.idOf(1));
+    // next; by id, so that the append sent again drops nothing it wrote.
+    const trim = !this.needsConsumer && records[records.length - 1].kind === 'error';
+    await this.append(records, { readBack: false, trimTo: trim ? this.idOf(1) : undefined });
+  }
+
+  /**
+   * Appends `records` in one script, with the query's end when they end it (and the recorder
+   * records it), trimmed to `trimTo` when given. Returns what flow control needs when `readBack`;
+   * undefined when not asked, or when the stream already held them (the same append, sent again,
+   * ran once already). Any other failure is ResultStreamLostError.
+   */
+  private async append(
+    records: ResultRecord[],
+    { readBack, trimTo }: { readBack: boolean; trimTo?: string },
+  ): Promise<Appended | undefined> {
+    const produced = { ...this.produced };
+    for (const record of records) {
+      if (record.kind === 'error') continue;
+      produced.bytes += record.bytes.length;
+      if (record.kind !== 'head') produced.rows += record.rows ?? 0;
     }
-    multi.expire(this.key, this.ttlSeconds);
-    const written = this.addEnd(multi, records);
-    const last = this.idOf(records.length);
-    await execOrLost(multi, appends, () => this.isLast(last));
+    const end = records.at(-1);
+    const recorder = this.recordedEnd ? undefined : this.recordEnd;
+    const recorded = recorder !== undefined && end !== undefined && isTerminal(end);
+    const move = recorded ? recorder(end, produced) : undefined;
+    const keys = move ? [this.key, this.cancelKey, move.meta] : [this.key, this.cancelKey];
+    const args: (string | Buffer)[] = [
+      String(keys.length),
+      ...keys,
+      String(this.ttlSeconds),
+      trimTo ?? '',
+      readBack ? '1' : '0',
+      String(records.length),
+    ];
+    records.forEach((record, i) => {
+      const fields = recordFields(this.withEnd(record));
+      args.push(this.idOf(i + 1), String(fields.length), ...fields);
+    });
+    if (move) args.push(...move.args);
+    let appended: Appended | undefined;
+    try {
+      const [length, cancelled] = (await this.appendScript(...args)) as number[];
+      if (readBack) appended = { length, cancelled: cancelled > 0 };
+    } catch (err) {
+      const last = this.idOf(records.length);
+      const resent =
+        err instanceof Error &&
+        NOT_PAST_TOP.test(err.message) &&
+        (await this.isLast(last).catch(() => false));
+      if (!resent) throw new ResultStreamLostError(err);
+    }
     this.appended += records.length;
-    written();
+    Object.assign(this.produced, produced);
+    this.recordedEnd ||= recorded;
+    return appended;
   }
 
   /** The id of the `n`-th entry from now (1: the next). */
@@ -222,28 +268,6 @@ export class RedisResultWriter implements ResultWriter {
     return record.kind === 'end' || record.kind === 'error'
       ? { ...record, recorded: true }
       : record;
-  }
-
-  /**
-   * Adds the query's end to `multi` when `records` end the query, with what they make the result
-   * come to; returns what to count once `multi` succeeds (a second terminal record, reporting a
-   * failure after an end that did not arrive, finds the end not recorded and records it then).
-   */
-  private addEnd(multi: ChainableCommander, records: ResultRecord[]): () => void {
-    const produced = { ...this.produced };
-    for (const record of records) {
-      if (record.kind === 'error') continue;
-      produced.bytes += record.bytes.length;
-      if (record.kind !== 'head') produced.rows += record.rows ?? 0;
-    }
-    const end = records.at(-1);
-    const recorder = this.recordedEnd ? undefined : this.recordEnd;
-    const recorded = recorder !== undefined && end !== undefined && isTerminal(end);
-    if (recorded) recorder(multi, end, produced);
-    return () => {
-      Object.assign(this.produced, produced);
-      this.recordedEnd ||= recorded;
-    };
   }
 
   /** Drops the entries the consumer has taken, given the stream's current length. */
