@@ -1,6 +1,7 @@
 import { Status } from '@app/contracts';
 import { builtins, type builtinsTypes } from 'pg-types';
-import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { EncoderOptions, ResultEncoder } from './result.encoder';
+import { RowBatch } from './row.batch';
 import { Utf8Builder } from './utf8.builder';
 
 // PostgreSQL's built-in type OIDs, as plain numbers (pg-types types them as an enum).
@@ -48,7 +49,8 @@ export class CsvEncoder implements ResultEncoder {
     return Buffer.from(this.options.columns.map((c) => field(c.name)).join(',') + CRLF);
   }
 
-  rows(rows: TextRow[]): Buffer {
+  rows(batch: RowBatch): Buffer {
+    const rows = batch.text();
     const bool = this.bool;
     const n = bool.length;
     const out = this.out;

@@ -1,5 +1,6 @@
 import { Status } from '@app/contracts';
-import { ResultEncoder, TextRow } from './result.encoder';
+import { ResultEncoder } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const EMPTY: Buffer = Buffer.alloc(0);
 
@@ -18,7 +19,7 @@ export class DeferredHeadEncoder implements ResultEncoder {
     return EMPTY;
   }
 
-  rows(rows: TextRow[]): Buffer {
+  rows(rows: RowBatch): Buffer {
     return this.withHead(this.inner.rows(rows));
   }
 

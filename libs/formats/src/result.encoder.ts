@@ -1,13 +1,16 @@
 import { Column, ResultFormat, ResultLayout, Status } from '@app/contracts';
+import type { JsonValueForm } from '@app/sql';
+import { RowBatch } from './row.batch';
 
-/** A text value as PostgreSQL sent it, or null. */
-export type TextRow = (string | null)[];
+export type { TextRow } from './row.batch';
 
 /** One column as an encoder sees it. */
 export interface EncoderColumn extends Column {
   oid: number;
   /** Turns a non-null text value into JSON text (to_json-exact). */
   json: (text: string) => string;
+  /** How `json` treats the value's bytes, so that the JSON formats can copy them (JsonValueForm). */
+  jsonForm?: JsonValueForm;
   /**
    * Set when to_json() makes an object of the column's values, or of its elements for an array
    * (composites, hstore): the columnar formats then carry them as JSON, made by `element` from
@@ -29,7 +32,7 @@ export interface EncoderOptions {
  */
 export interface ResultEncoder {
   head(): Buffer;
-  rows(rows: TextRow[]): Buffer;
+  rows(rows: RowBatch): Buffer;
   end(status: Status, failed: boolean): Buffer | null;
 }
 

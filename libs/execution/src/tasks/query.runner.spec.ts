@@ -4,7 +4,7 @@ import net from 'node:net';
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData, ResultRecord, Status, httpStatusOf } from '@app/contracts';
 import { ApplicationNames, LoginRoleProvisioner, PgLogin } from '@app/access';
-import { NdjsonEncoder } from '@app/formats';
+import { NdjsonEncoder, RowBatch } from '@app/formats';
 import {
   FlowWindow,
   InProcessResultChannel,
@@ -328,7 +328,7 @@ describe(QueryRunner.name, () => {
 
   describe('with max_rows 0', () => {
     // PostgreSQL reads an Execute of 0 rows as "every row": the whole result in one batch.
-    let reads: jest.SpyInstance<Promise<unknown[]>, [number]>;
+    let reads: jest.SpyInstance<Promise<RowBatch>, [number]>;
 
     beforeEach(() => {
       reads = jest.spyOn(StatementLife.prototype, 'read');

@@ -17,7 +17,7 @@ import {
   pgErrorStatus,
   statusOf,
 } from '@app/contracts';
-import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
+import { EncoderColumn, ResultEncoder, RowBatch, createEncoder } from '@app/formats';
 import { withSqlComment } from '@app/tracing';
 import {
   ProducerStoppedError,
@@ -241,7 +241,7 @@ export class QueryRunner {
       let truncated = false;
       if (limit === 0) {
         truncated = batch.length > 0;
-        batch = [];
+        batch = RowBatch.EMPTY;
       }
       const fields = cursor.fields;
       const columns = await this.columnsOf(db, fields);
@@ -342,7 +342,7 @@ export class QueryRunner {
       rows: number;
       traceparent: string | undefined;
     },
-  ): Promise<{ cursor: TextCursor; batch: TextRow[] }> {
+  ): Promise<{ cursor: TextCursor; batch: RowBatch }> {
     const { job, db, login, rows, traceparent } = opening;
     // The traceparent is the service's own: the statement's text is otherwise the user's.
     const text = traceparent ? withSqlComment(job.text, { traceparent }) : job.text;
@@ -371,6 +371,7 @@ export class QueryRunner {
       type: db.catalog.name(f.dataTypeID),
       oid: f.dataTypeID,
       json: db.catalog.jsonEncoder(f.dataTypeID),
+      jsonForm: db.catalog.jsonForm(f.dataTypeID),
       objectJson: db.catalog.objectJson(f.dataTypeID),
     }));
   }

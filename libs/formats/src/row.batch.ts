@@ -1,0 +1,107 @@
+import { isAscii, isUtf8 } from 'node:buffer';
+
+/** A text value as PostgreSQL sent it, or null. */
+export type TextRow = (string | null)[];
+
+type RawSlice = (this: Buffer, start: number, end: number) => string;
+// Buffer#utf8Slice skips toString()'s argument parsing, a value at a time.
+const utf8Slice: RawSlice =
+  (Buffer.prototype as unknown as Record<string, RawSlice | undefined>).utf8Slice ??
+  function (this: Buffer, start: number, end: number) {
+    return this.toString('utf8', start, end);
+  };
+
+/** The text of the UTF-8 `bytes[start, end)`. */
+export function utf8Text(bytes: Buffer, start: number, end: number): string {
+  return utf8Slice.call(bytes, start, end);
+}
+
+/** Between two values in `bytes`: ASCII, so that the values' own bytes decide isAscii/isUtf8. */
+export const VALUE_GAP = 0x20;
+
+/**
+ * The rows of one read, as PostgreSQL sent their text values: every value's UTF-8 bytes in one
+ * buffer, with where each starts and ends. The JSON encoders copy values from it byte for byte;
+ * the others take each value's text (`text()`), decoded once for the whole batch. Value `c` of
+ * row `r` is at index `r * columns + c` of `starts` and `ends`; a NULL ends at -1. Between values
+ * the buffer holds only VALUE_GAP bytes, so that a test of the whole buffer tells about the values.
+ */
+export class RowBatch {
+  static readonly EMPTY = new RowBatch(0, 0, Buffer.alloc(0), new Int32Array(0), new Int32Array(0));
+
+  private rowsText: TextRow[] | undefined;
+  private validUtf8: boolean | undefined;
+
+  constructor(
+    /** Rows in the batch. */
+    readonly length: number,
+    /** Values in each row. */
+    readonly columns: number,
+    readonly bytes: Buffer,
+    readonly starts: Int32Array,
+    readonly ends: Int32Array,
+  ) {}
+
+  /** A batch of the given texts (tests, and anything that has strings rather than bytes). */
+  static fromText(rows: readonly TextRow[]): RowBatch {
+    if (rows.length === 0) return RowBatch.EMPTY;
+    const columns = rows[0].length;
+    const parts: Buffer[] = [];
+    const starts = new Int32Array(rows.length * columns);
+    const ends = new Int32Array(rows.length * columns);
+    const gap = Buffer.from([VALUE_GAP]);
+    let at = 0;
+    let k = 0;
+    for (const row of rows) {
+      if (row.length !== columns) throw new Error('every row of a batch has the same columns');
+      for (const value of row) {
+        parts.push(gap);
+        at += 1;
+        starts[k] = at;
+        if (value === null) {
+          ends[k++] = -1;
+          continue;
+        }
+        const bytes = Buffer.from(value, 'utf8');
+        parts.push(bytes);
+        at += bytes.length;
+        ends[k++] = at;
+      }
+    }
+    return new RowBatch(rows.length, columns, Buffer.concat(parts, at), starts, ends);
+  }
+
+  /**
+   * True when every value is well-formed UTF-8 (always, but for a database whose encoding is
+   * SQL_ASCII): only then are its bytes what the value's text would be written as.
+   */
+  get utf8(): boolean {
+    return (this.validUtf8 ??= isUtf8(this.bytes));
+  }
+
+  /** Each row's values as text, decoded once and kept. */
+  text(): TextRow[] {
+    return (this.rowsText ??= this.decode());
+  }
+
+  private decode(): TextRow[] {
+    const { length, columns, bytes, starts, ends } = this;
+    const rows: TextRow[] = new Array<TextRow>(length);
+    // All ASCII (the common case): one string for the batch, each value a slice of it.
+    const all = isAscii(bytes) ? bytes.toString('latin1') : undefined;
+    for (let r = 0, k = 0; r < length; r++) {
+      const row: TextRow = new Array<string | null>(columns);
+      for (let c = 0; c < columns; c++, k++) {
+        const end = ends[k];
+        row[c] =
+          end < 0
+            ? null
+            : all !== undefined
+              ? all.substring(starts[k], end)
+              : utf8Slice.call(bytes, starts[k], end);
+      }
+      rows[r] = row;
+    }
+    return rows;
+  }
+}
