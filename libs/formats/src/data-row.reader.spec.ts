@@ -65,6 +65,19 @@ describe(RowBatch.name, () => {
     expect(RowBatch.fromText([]).length).toBe(0);
   });
 
+  it('slices rows off a batch, sharing its bytes', () => {
+    const batch = RowBatch.fromText(ROWS);
+    for (let from = 0; from <= ROWS.length; from++) {
+      for (let to = from; to <= ROWS.length + 1; to++) {
+        const slice = batch.slice(from, to);
+        expect(slice.text()).toEqual(ROWS.slice(from, to));
+        expect(slice.utf8).toBe(true);
+        if (slice.length > 0) expect(slice.bytes).toBe(batch.bytes);
+      }
+    }
+    expect(RowBatch.fromText([[], [], []]).slice(1, 3).text()).toEqual([[], []]);
+  });
+
   it('tells when a value is not well-formed UTF-8 (a SQL_ASCII database)', () => {
     const reader = new DataRowReader();
     const row = body(['ok', 'x']);

@@ -46,13 +46,13 @@ export class JsonRowWriter {
 
   /** Each value copied from the batch's bytes as its form says; its encoder only where needed. */
   private writeBytes(out: Utf8Builder, rows: RowBatch, leadingComma: boolean): void {
-    const { bytes, starts, ends, length } = rows;
+    const { bytes, starts, ends, length, byteEnd } = rows;
     const n = this.encoders.length;
     const { forms, prefixBytes, close } = this;
     const fixed = this.prefixTotal + 8 * n + 2;
     for (let r = 0, k = 0; r < length; r++) {
       const first = r * n;
-      const span = (r + 1 < length ? starts[first + n] : bytes.length) - starts[first];
+      const span = (r + 1 < length ? starts[first + n] : byteEnd) - starts[first];
       const room = fixed + jsonValueRoom(span);
       let buf = out.reserve(room);
       let at = out.end;

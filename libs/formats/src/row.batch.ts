@@ -40,7 +40,29 @@ export class RowBatch {
     readonly bytes: Buffer,
     readonly starts: Int32Array,
     readonly ends: Int32Array,
+    /** Where in `bytes` this batch's values lie (a slice shares its batch's bytes). */
+    readonly byteStart = 0,
+    readonly byteEnd = bytes.length,
   ) {}
+
+  /** Rows `from` to `to` (not included), sharing this batch's bytes. */
+  slice(from: number, to: number): RowBatch {
+    const end = Math.min(to, this.length);
+    if (from === 0 && end === this.length) return this;
+    if (from >= end) return RowBatch.EMPTY;
+    const c = this.columns;
+    const byteStart = c === 0 ? 0 : this.starts[from * c];
+    const byteEnd = c === 0 ? 0 : end < this.length ? this.starts[end * c] : this.byteEnd;
+    return new RowBatch(
+      end - from,
+      c,
+      this.bytes,
+      this.starts.subarray(from * c, end * c),
+      this.ends.subarray(from * c, end * c),
+      byteStart,
+      byteEnd,
+    );
+  }
 
   /** A batch of the given texts (tests, and anything that has strings rather than bytes). */
   static fromText(rows: readonly TextRow[]): RowBatch {
@@ -76,7 +98,7 @@ export class RowBatch {
    * SQL_ASCII): only then are its bytes what the value's text would be written as.
    */
   get utf8(): boolean {
-    return (this.validUtf8 ??= isUtf8(this.bytes));
+    return (this.validUtf8 ??= isUtf8(this.range()));
   }
 
   /** Each row's values as text, decoded once and kept. */
@@ -84,11 +106,16 @@ export class RowBatch {
     return (this.rowsText ??= this.decode());
   }
 
+  private range(): Buffer {
+    return this.bytes.subarray(this.byteStart, this.byteEnd);
+  }
+
   private decode(): TextRow[] {
-    const { length, columns, bytes, starts, ends } = this;
+    const { length, columns, bytes, starts, ends, byteStart } = this;
     const rows: TextRow[] = new Array<TextRow>(length);
     // All ASCII (the common case): one string for the batch, each value a slice of it.
-    const all = isAscii(bytes) ? bytes.toString('latin1') : undefined;
+    const range = this.range();
+    const all = isAscii(range) ? range.toString('latin1') : undefined;
     for (let r = 0, k = 0; r < length; r++) {
       const row: TextRow = new Array<string | null>(columns);
       for (let c = 0; c < columns; c++, k++) {
@@ -97,7 +124,7 @@ export class RowBatch {
           end < 0
             ? null
             : all !== undefined
-              ? all.substring(starts[k], end)
+              ? all.substring(starts[k] - byteStart, end - byteStart)
               : utf8Slice.call(bytes, starts[k], end);
       }
       rows[r] = row;

@@ -108,6 +108,31 @@ export function beginStatements(job: ExecuteJobData, applicationName: string): s
   return parts;
 }
 
+/** The most chunks of fetch_size rows one read asks for: a stop or a pace waits for a read at most. */
+export const MAX_CHUNKS_PER_READ = 16;
+
+/**
+ * How many chunks of `fetch` rows the next read asks for after `batch`: as many as fit an entry of
+ * the result channel, as PostgreSQL sends them (JSON comes to about as many bytes; more is split). Each read costs a round trip to
+ * PostgreSQL and an entry to write and to read; a small fetch_size (1,000 rows of 170 bytes, the
+ * default) would pay them every 170 KB. The chunks are still encoded one by one (encodeChunks).
+ */
+export function chunksPerRead(batch: RowBatch, fetch: number, maxEntryBytes: number): number {
+  const rowBytes = Math.max(1, batch.byteEnd - batch.byteStart) / Math.max(1, batch.length);
+  const fit = Math.floor(maxEntryBytes / (rowBytes * fetch));
+  return Math.max(1, Math.min(MAX_CHUNKS_PER_READ, fit));
+}
+
+/** The bytes of `batch` encoded in chunks of `fetch` rows, as that many reads would be. */
+export function encodeChunks(encoder: ResultEncoder, batch: RowBatch, fetch: number): Buffer {
+  if (batch.length <= fetch) return encoder.rows(batch);
+  const parts: Buffer[] = [];
+  for (let from = 0; from < batch.length; from += fetch) {
+    parts.push(encoder.rows(batch.slice(from, from + fetch)));
+  }
+  return Buffer.concat(parts);
+}
+
 /** What a client is told when its kept result could not be written to the spool. */
 export const SPOOL_WRITE_FAILED =
   'the store that keeps results (SLUICE_SPOOL_URL) could not be written; the query failed and what it wrote was removed: retry the query';
@@ -260,7 +285,8 @@ export class QueryRunner {
         rows += batch.length;
         // At max_rows, one more row tells whether the cap cut the result.
         const capped = limit !== undefined && rows >= limit;
-        const asked = limit === undefined ? fetch : Math.min(fetch, limit - rows);
+        const many = fetch * chunksPerRead(batch, fetch, this.settings.maxEntryBytes);
+        const asked = limit === undefined ? many : Math.min(many, limit - rows);
         // Wide rows: fewer a read, so that a read stays within half of MAX_READ_BYTES.
         const fitting = Math.max(1, Math.floor(MAX_READ_BYTES / 2 / Math.max(1, cursor.widestRow)));
         const want = capped ? 1 : Math.min(asked, fitting);
@@ -271,7 +297,10 @@ export class QueryRunner {
         // Awaited below, or by abandon() while still in flight: this only keeps it from counting
         // as unhandled meanwhile.
         prefetch.catch(() => undefined);
-        const chunk = clock ? clock.encoding(() => encoder!.rows(batch)) : encoder.rows(batch);
+        const read = batch;
+        const chunk = clock
+          ? clock.encoding(() => encodeChunks(encoder!, read, fetch))
+          : encodeChunks(encoder, read, fetch);
         await reporting(writing);
         writing = body.data(batch.length, chunk);
         // Awaited in the next round, after the loop, or before a failure is reported.
