@@ -46,6 +46,22 @@ describe(DataRowReader.name, () => {
     expect(reader.take().text()).toEqual([['7', 'b', 'c']]);
   });
 
+  it("fills a batch's buffers again only after the next take", () => {
+    const reader = new DataRowReader();
+    const take = (row: TextRow) => {
+      const b = body(row);
+      reader.add(b, 0, b.length);
+      return reader.take();
+    };
+    const first = take(['1', 'one']);
+    const second = take(['2', 'two']);
+    expect(first.text()).toEqual([['1', 'one']]);
+    const third = take(['3', 'three']);
+    expect(third.bytes.buffer).toBe(first.bytes.buffer);
+    expect(second.text()).toEqual([['2', 'two']]);
+    expect(third.text()).toEqual([['3', 'three']]);
+  });
+
   it('reads rows of no columns', () => {
     const reader = new DataRowReader();
     reader.add(body([]), 0, 2);

@@ -19,8 +19,8 @@ export class DeferredHeadEncoder implements ResultEncoder {
     return EMPTY;
   }
 
-  rows(rows: RowBatch): Buffer {
-    return this.withHead(this.inner.rows(rows));
+  rows(rows: RowBatch, chunkRows?: number): Buffer {
+    return this.withHead(this.inner.rows(rows, chunkRows));
   }
 
   end(status: Status, failed: boolean): Buffer | null {

@@ -32,8 +32,27 @@ export interface EncoderOptions {
  */
 export interface ResultEncoder {
   head(): Buffer;
-  rows(rows: RowBatch): Buffer;
+  /**
+   * `rows` holds chunks of `chunkRows` rows each (the last may be shorter; default: one chunk): a
+   * format that marks its chunks (stream+json's lines, Arrow's record batches) marks each.
+   */
+  rows(rows: RowBatch, chunkRows?: number): Buffer;
   end(status: Status, failed: boolean): Buffer | null;
 }
 
 export type { ResultFormat };
+
+/** The bytes of `encode` over each chunk of `chunkRows` rows of `rows`, one after the other. */
+export function eachChunk(
+  rows: RowBatch,
+  chunkRows: number,
+  encode: (chunk: RowBatch) => Buffer,
+): Buffer {
+  if (rows.length <= chunkRows) return encode(rows);
+  const parts: Buffer[] = [];
+  for (let from = 0; from < rows.length; from += chunkRows) {
+    const part = encode(rows.slice(from, from + chunkRows));
+    if (part.length > 0) parts.push(part);
+  }
+  return parts.length === 1 ? parts[0] : Buffer.concat(parts);
+}

@@ -3,6 +3,7 @@ import { MAX_VALUE_CHARS, isStringTooLong } from './oversized-value.guard';
 
 /** The type byte of DataRow ('D'). */
 const DATA_ROW = 0x44;
+const EMPTY = Buffer.alloc(0);
 
 type HandlePacket = (offset: number, code: number, length: number, bytes: Buffer) => unknown;
 
@@ -18,12 +19,27 @@ export class DataRowMessage {
   private decoded: (string | null)[] | undefined;
 
   constructor(
-    readonly bytes: Buffer,
-    readonly from: number,
-    readonly to: number,
+    public bytes: Buffer,
+    public from: number,
+    public to: number,
     /** The message's length field, as pg-protocol gives it. */
-    readonly length: number,
+    public length: number,
   ) {}
+
+  /** This message made the next DataRow: one object a parser, as each is read when handed over. */
+  reuse(bytes: Buffer, from: number, to: number, length: number): this {
+    this.bytes = bytes;
+    this.from = from;
+    this.to = to;
+    this.length = length;
+    this.decoded = undefined;
+    return this;
+  }
+
+  /** Lets go of the buffer the row came in (a huge one is not kept until the next row). */
+  release(): void {
+    this.reuse(EMPTY, 0, 0, this.length);
+  }
 
   get fields(): (string | null)[] {
     return (this.decoded ??= this.oversized ? [] : this.decode());
@@ -72,6 +88,7 @@ export class DataRowMessage {
 }
 
 let installed = false;
+const MESSAGE = Symbol('dataRow');
 
 /**
  * Makes pg's protocol parser hand DataRows over as DataRowMessage, their values read only by
@@ -83,9 +100,16 @@ export function readDataRowsOnDemand(): void {
   installed = true;
   const proto = Parser.prototype as unknown as { handlePacket: HandlePacket };
   const handlePacket = proto.handlePacket;
-  proto.handlePacket = function (this: Parser, offset, code, length, bytes) {
+  proto.handlePacket = function (
+    this: Parser & { [MESSAGE]?: DataRowMessage },
+    offset,
+    code,
+    length,
+    bytes,
+  ) {
+    if (code !== DATA_ROW) return handlePacket.call(this, offset, code, length, bytes);
     // The length counts itself (4 bytes) and the body.
-    if (code === DATA_ROW) return new DataRowMessage(bytes, offset, offset + length - 4, length);
-    return handlePacket.call(this, offset, code, length, bytes);
+    const message = (this[MESSAGE] ??= new DataRowMessage(EMPTY, 0, 0, 0));
+    return message.reuse(bytes, offset, offset + length - 4, length);
   };
 }

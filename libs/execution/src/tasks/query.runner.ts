@@ -115,22 +115,12 @@ export const MAX_CHUNKS_PER_READ = 16;
  * How many chunks of `fetch` rows the next read asks for after `batch`: as many as fit an entry of
  * the result channel, as PostgreSQL sends them (JSON comes to about as many bytes; more is split). Each read costs a round trip to
  * PostgreSQL and an entry to write and to read; a small fetch_size (1,000 rows of 170 bytes, the
- * default) would pay them every 170 KB. The chunks are still encoded one by one (encodeChunks).
+ * default) would pay them every 170 KB. The encoder still marks each chunk (ResultEncoder.rows).
  */
 export function chunksPerRead(batch: RowBatch, fetch: number, maxEntryBytes: number): number {
   const rowBytes = Math.max(1, batch.byteEnd - batch.byteStart) / Math.max(1, batch.length);
   const fit = Math.floor(maxEntryBytes / (rowBytes * fetch));
   return Math.max(1, Math.min(MAX_CHUNKS_PER_READ, fit));
-}
-
-/** The bytes of `batch` encoded in chunks of `fetch` rows, as that many reads would be. */
-export function encodeChunks(encoder: ResultEncoder, batch: RowBatch, fetch: number): Buffer {
-  if (batch.length <= fetch) return encoder.rows(batch);
-  const parts: Buffer[] = [];
-  for (let from = 0; from < batch.length; from += fetch) {
-    parts.push(encoder.rows(batch.slice(from, from + fetch)));
-  }
-  return Buffer.concat(parts);
 }
 
 /** What a client is told when its kept result could not be written to the spool. */
@@ -299,8 +289,8 @@ export class QueryRunner {
         prefetch.catch(() => undefined);
         const read = batch;
         const chunk = clock
-          ? clock.encoding(() => encodeChunks(encoder!, read, fetch))
-          : encodeChunks(encoder, read, fetch);
+          ? clock.encoding(() => encoder!.rows(read, fetch))
+          : encoder.rows(read, fetch);
         await reporting(writing);
         writing = body.data(batch.length, chunk);
         // Awaited in the next round, after the loop, or before a failure is reported.

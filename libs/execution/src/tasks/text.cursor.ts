@@ -170,6 +170,14 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   handleDataRow(msg: unknown): void {
     const wire = msg instanceof DataRowMessage ? msg : undefined;
+    try {
+      this.takeRow(msg, wire);
+    } finally {
+      wire?.release();
+    }
+  }
+
+  private takeRow(msg: unknown, wire: DataRowMessage | undefined): void {
     if (isOversizedRow(msg) || wire?.oversized) this.refuse(valueTooLarge(), true);
     const bytes = (msg as { length?: number }).length ?? 0;
     this.widestRow = Math.max(this.widestRow, bytes);
