@@ -112,7 +112,8 @@ export function beginStatements(job: ExecuteJobData, applicationName: string): s
 export const MAX_CHUNKS_PER_READ = 16;
 
 /**
- * How many chunks of `fetch` rows the next read asks for after `batch`: as many as fit an entry of
+ * How many chunks of the default fetch_size (`fetch`) the next read asks for after `batch`, when
+ * the client left fetch_size to the server: as many as fit an entry of
  * the result channel, as PostgreSQL sends them (JSON comes to about as many bytes; more is split). Each read costs a round trip to
  * PostgreSQL and an entry to write and to read; a small fetch_size (1,000 rows of 170 bytes, the
  * default) would pay them every 170 KB. The encoder still marks each chunk (ResultEncoder.rows).
@@ -275,7 +276,11 @@ export class QueryRunner {
         rows += batch.length;
         // At max_rows, one more row tells whether the cap cut the result.
         const capped = limit !== undefined && rows >= limit;
-        const many = fetch * chunksPerRead(batch, fetch, this.settings.maxEntryBytes);
+        // A fetch_size the client gave is what each read asks for: its rows come as they are made.
+        const many =
+          job.fetchSize > 0
+            ? fetch
+            : fetch * chunksPerRead(batch, fetch, this.settings.maxEntryBytes);
         const asked = limit === undefined ? many : Math.min(many, limit - rows);
         // Wide rows: fewer a read, so that a read stays within half of MAX_READ_BYTES.
         const fitting = Math.max(1, Math.floor(MAX_READ_BYTES / 2 / Math.max(1, cursor.widestRow)));
