@@ -16,6 +16,12 @@ export function utf8Text(bytes: Buffer, start: number, end: number): string {
   return utf8Slice.call(bytes, start, end);
 }
 
+/**
+ * The most bytes decoded into one string: V8 puts a string past 128 KiB in its large-object
+ * space, which only a full collection frees, and a batch's would pile up there between them.
+ */
+const TEXT_PIECE_BYTES = 32 * 1024;
+
 /** Between two values in `bytes`: ASCII, so that the values' own bytes decide isAscii/isUtf8. */
 export const VALUE_GAP = 0x20;
 
@@ -111,23 +117,34 @@ export class RowBatch {
   }
 
   private decode(): TextRow[] {
-    const { length, columns, bytes, starts, ends, byteStart } = this;
+    const { length, columns, bytes, starts, ends } = this;
     const rows: TextRow[] = new Array<TextRow>(length);
-    // All ASCII (the common case): one string for the batch, each value a slice of it.
-    const range = this.range();
-    const all = isAscii(range) ? range.toString('latin1') : undefined;
-    for (let r = 0, k = 0; r < length; r++) {
-      const row: TextRow = new Array<string | null>(columns);
-      for (let c = 0; c < columns; c++, k++) {
-        const end = ends[k];
-        row[c] =
-          end < 0
-            ? null
-            : all !== undefined
-              ? all.substring(starts[k] - byteStart, end - byteStart)
-              : utf8Slice.call(bytes, starts[k], end);
+    if (columns === 0) {
+      for (let r = 0; r < length; r++) rows[r] = [];
+      return rows;
+    }
+    const rowEnd = (r: number) => (r + 1 < length ? starts[(r + 1) * columns] : this.byteEnd);
+    for (let r = 0, k = 0; r < length;) {
+      // Rows of up to TEXT_PIECE_BYTES at a time: when they are all ASCII (the common case), one
+      // string for them, each value a slice of it.
+      const from = starts[r * columns];
+      let to = r + 1;
+      while (to < length && rowEnd(to) - from <= TEXT_PIECE_BYTES) to++;
+      const piece = bytes.subarray(from, rowEnd(to - 1));
+      const all = isAscii(piece) ? piece.toString('latin1') : undefined;
+      for (; r < to; r++) {
+        const row: TextRow = new Array<string | null>(columns);
+        for (let c = 0; c < columns; c++, k++) {
+          const end = ends[k];
+          row[c] =
+            end < 0
+              ? null
+              : all !== undefined
+                ? all.substring(starts[k] - from, end - from)
+                : utf8Slice.call(bytes, starts[k], end);
+        }
+        rows[r] = row;
       }
-      rows[r] = row;
     }
     return rows;
   }
