@@ -308,6 +308,16 @@ describe(QueryRunner.name, () => {
     await reader.close();
   });
 
+  it('reads one batch of the default fetch_size between two waits of its pace', async () => {
+    // An export giving way to interactive work: no larger reads while it waits.
+    const job = jobOf('SELECT g FROM generate_series(1, 250) g');
+    const { reader, running } = start(job, {}, () => sleep(1));
+    const records = await drain(reader);
+    expect((await running).rows).toBe(250);
+    expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'data', 'data', 'end']);
+    await reader.close();
+  });
+
   it('tells no streaming time for a statement that failed before any row', async () => {
     const { reader, running } = start(jobOf('SELECT * FROM no_such_table_of_runner_spec'));
     const records = await drain(reader);

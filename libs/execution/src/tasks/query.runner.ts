@@ -276,16 +276,18 @@ export class QueryRunner {
         rows += batch.length;
         // At max_rows, one more row tells whether the cap cut the result.
         const capped = limit !== undefined && rows >= limit;
-        // A fetch_size the client gave is what each read asks for: its rows come as they are made.
+        const giving = pace?.();
+        if (giving) await giving;
+        // A fetch_size the client gave is what each read asks for: its rows come as they are
+        // made. An export giving way to interactive work reads one batch between two waits.
         const many =
-          job.fetchSize > 0
+          job.fetchSize > 0 || giving
             ? fetch
             : fetch * chunksPerRead(batch, fetch, this.settings.maxEntryBytes);
         const asked = limit === undefined ? many : Math.min(many, limit - rows);
         // Wide rows: fewer a read, so that a read stays within half of MAX_READ_BYTES.
         const fitting = Math.max(1, Math.floor(MAX_READ_BYTES / 2 / Math.max(1, cursor.widestRow)));
         const want = capped ? 1 : Math.min(asked, fitting);
-        await pace?.();
         // PostgreSQL produces the next batch while this one is encoded and written, and the
         // previous batch's write goes on while this one is encoded.
         const prefetch = statement.read(want);
