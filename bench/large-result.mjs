@@ -12,7 +12,8 @@
 // issue's mix — int, bigint, numeric, md5 text, timestamptz, bool, jsonb, float8 and a text that is
 // 95% NULL — and dropped at the end unless BENCH_KEEP_TABLE=1 (a later run reuses it): a statement
 // whose rows PostgreSQL computes makes PostgreSQL the bottleneck and hides Sluice's own cost.
-// BENCH_SOURCE=generated runs the older generate_series statement instead. Requests carry no
+// BENCH_TABLE names it (two benches at once on one database need two names). BENCH_SOURCE=generated
+// runs the older generate_series statement instead. Requests carry no
 // fetch_size unless BENCH_FETCH_SIZE is set (the service's default then decides), and Sluice runs
 // with its default settings. BENCH_PATHS (e.g. `copy,ndjson,ndjson-parsed,parquet`) runs some
 // paths only: copy, psql, direct, json, ndjson, ndjson-parsed, csv, parquet, arrow.
@@ -92,7 +93,7 @@ const generated = (n) =>
   `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
   `case when g % 100 = 0 then g end as sparse from generate_series(1, ${n}) g`;
 /** The stored table of issue 39's mix: its last column is a text, 95% NULL. */
-const TABLE = `bench_large_result_${ROWS}`;
+const TABLE = process.env.BENCH_TABLE || `bench_large_result_${ROWS}`;
 const CREATE_TABLE =
   `create table ${TABLE} as select g::int as i, (g::bigint * 1000003) as b, ` +
   `(g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +

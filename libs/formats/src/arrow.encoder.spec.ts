@@ -7,12 +7,13 @@ import {
   OBJECT_JSON_COLUMNS,
 } from './pg-text.fixture';
 import { EncoderColumn, TextRow } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
 
 function encode(columns: EncoderColumn[], chunks: TextRow[][]): { body: Buffer; parts: Buffer[] } {
   const encoder = new ArrowEncoder({ queryId: 'q-1', layout: 'array', columns });
-  const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(c))];
+  const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(RowBatch.fromText(c)))];
   parts.push(encoder.end(OK, false) as Buffer);
   return { body: Buffer.concat(parts), parts };
 }
@@ -138,7 +139,7 @@ describe(ArrowEncoder.name, () => {
     expect(last).toEqual([2n ** 63n - 2n]);
     const encoder = new ArrowEncoder({ queryId: 'q', layout: 'array', columns });
     encoder.head();
-    expect(() => encoder.rows([['294276-12-31 23:59:59']])).toThrow(
+    expect(() => encoder.rows(RowBatch.fromText([['294276-12-31 23:59:59']]))).toThrow(
       expect.objectContaining({ code: 'DATA_ERROR', sqlState: '22008' }),
     );
   });
@@ -146,7 +147,7 @@ describe(ArrowEncoder.name, () => {
   it('returns null at the end of a failed result (the response is aborted)', () => {
     const encoder = new ArrowEncoder({ queryId: 'q', layout: 'array', columns: FIXTURE_COLUMNS });
     encoder.head();
-    encoder.rows([FIXTURE_CASES[0][0]]);
+    encoder.rows(RowBatch.fromText([FIXTURE_CASES[0][0]]));
     expect(encoder.end({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 }, true)).toBeNull();
   });
 });

@@ -10,7 +10,8 @@ import {
 } from 'apache-arrow';
 import { ArrowColumnBuilder } from './arrow-column.builder';
 import { pgArrayDelimiter, pgColumnKind } from './pg-text.decoder';
-import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { EncoderOptions, ResultEncoder, eachChunk } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 /**
  * The sink of apache-arrow's stream writer (`reset(sink)` takes an AsyncByteQueue as its own),
@@ -72,7 +73,13 @@ export class ArrowEncoder implements ResultEncoder {
     return this.sink.take();
   }
 
-  rows(rows: TextRow[]): Buffer {
+  rows(batch: RowBatch, chunkRows = batch.length): Buffer {
+    // A record batch a chunk.
+    return eachChunk(batch, Math.max(1, chunkRows), (chunk) => this.chunk(chunk));
+  }
+
+  private chunk(batch: RowBatch): Buffer {
+    const rows = batch.text();
     if (rows.length === 0) return Buffer.alloc(0);
     const children: Data[] = this.builders.map((b, c) => b.build(rows.map((r) => r[c])));
     const struct = makeData({

@@ -4,6 +4,7 @@ import { jsonValueEncoder } from '@app/sql';
 import { ChunkCompressor, chooseSetting } from './chunk.compressor';
 import { JsonEncoder } from './json.encoder';
 import { EncoderColumn, TextRow } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const ROWS_PER_CHUNK = 1000;
 
@@ -154,7 +155,7 @@ function jsonChunks(
   });
   const chunks: Buffer[] = [];
   for (let at = 0; at < rows.length; at += ROWS_PER_CHUNK) {
-    chunks.push(encoder.rows(rows.slice(at, at + ROWS_PER_CHUNK)));
+    chunks.push(encoder.rows(RowBatch.fromText(rows.slice(at, at + ROWS_PER_CHUNK))));
   }
   const status = { reason: 'OK', sql_state: '00000', vendor_code: 0, row_count: rows.length };
   return { head: encoder.head(), chunks, tail: encoder.end(status) };

@@ -3,6 +3,7 @@ import { Client, type CustomTypesConfig } from 'pg';
 import { connectTestDatabase } from '@test/settings';
 import { CsvEncoder } from './csv.encoder';
 import { EncoderColumn, TextRow } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 // Every value arrives as PostgreSQL's text output, as in the worker.
 const RAW_TEXT = {
@@ -26,7 +27,8 @@ const encoder = (columns: EncoderColumn[]): CsvEncoder =>
 function encode(columns: EncoderColumn[], rows: TextRow[], chunk = rows.length || 1): string {
   const csv = encoder(columns);
   const parts = [csv.head()];
-  for (let i = 0; i < rows.length; i += chunk) parts.push(csv.rows(rows.slice(i, i + chunk)));
+  for (let i = 0; i < rows.length; i += chunk)
+    parts.push(csv.rows(RowBatch.fromText(rows.slice(i, i + chunk))));
   parts.push(csv.end(okStatus(), false)!);
   return Buffer.concat(parts).toString('utf8');
 }
@@ -194,13 +196,13 @@ describe(CsvEncoder.name, () => {
   });
 
   it('returns an empty buffer for an empty chunk', () => {
-    expect(encoder([column('a')]).rows([]).length).toBe(0);
+    expect(encoder([column('a')]).rows(RowBatch.EMPTY).length).toBe(0);
   });
 
   it('writes an empty header line and one empty line per row when there are no columns', () => {
     const csv = encoder([]);
     expect(csv.head().toString()).toBe('\r\n');
-    expect(csv.rows([[], []]).toString()).toBe('\r\n\r\n');
+    expect(csv.rows(RowBatch.fromText([[], []])).toString()).toBe('\r\n\r\n');
     expect(encode([], [[], []])).toBe('\r\n\r\n\r\n');
   });
 

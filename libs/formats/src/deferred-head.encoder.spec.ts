@@ -1,6 +1,7 @@
 import { okStatus } from '@app/contracts';
 import { DeferredHeadEncoder } from './deferred-head.encoder';
 import { ResultEncoder } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const inner: ResultEncoder = {
   head: () => Buffer.from('H'),
@@ -12,9 +13,9 @@ describe(DeferredHeadEncoder.name, () => {
   it('sends the opening bytes with the first real output', () => {
     const encoder = new DeferredHeadEncoder(inner);
     expect(encoder.head().length).toBe(0);
-    expect(encoder.rows([]).toString()).toBe('');
-    expect(encoder.rows([['1']]).toString()).toBe('HR1');
-    expect(encoder.rows([['2'], ['3']]).toString()).toBe('R2');
+    expect(encoder.rows(RowBatch.EMPTY).toString()).toBe('');
+    expect(encoder.rows(RowBatch.fromText([['1']])).toString()).toBe('HR1');
+    expect(encoder.rows(RowBatch.fromText([['2'], ['3']])).toString()).toBe('R2');
     expect(encoder.end(okStatus(), false)?.toString()).toBe('E');
   });
 
@@ -27,7 +28,7 @@ describe(DeferredHeadEncoder.name, () => {
   it('sends nothing at all for a failure before the first rows', () => {
     const encoder = new DeferredHeadEncoder(inner);
     encoder.head();
-    expect(encoder.rows([]).length).toBe(0);
+    expect(encoder.rows(RowBatch.EMPTY).length).toBe(0);
     expect(encoder.end(okStatus(), true)).toBeNull();
   });
 });

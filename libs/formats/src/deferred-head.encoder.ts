@@ -1,5 +1,6 @@
 import { Status } from '@app/contracts';
-import { ResultEncoder, TextRow } from './result.encoder';
+import { ResultEncoder } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const EMPTY: Buffer = Buffer.alloc(0);
 
@@ -18,8 +19,8 @@ export class DeferredHeadEncoder implements ResultEncoder {
     return EMPTY;
   }
 
-  rows(rows: TextRow[]): Buffer {
-    return this.withHead(this.inner.rows(rows));
+  rows(rows: RowBatch, chunkRows?: number): Buffer {
+    return this.withHead(this.inner.rows(rows, chunkRows));
   }
 
   end(status: Status, failed: boolean): Buffer | null {

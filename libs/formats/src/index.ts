@@ -1,4 +1,6 @@
 export * from './result.encoder';
+export * from './row.batch';
+export * from './data-row.reader';
 export * from './utf8.builder';
 export * from './json-row.writer';
 export * from './json.encoder';

@@ -1,6 +1,7 @@
 import { Status } from '@app/contracts';
 import { JsonRowWriter } from './json-row.writer';
-import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { EncoderOptions, ResultEncoder } from './result.encoder';
+import { RowBatch } from './row.batch';
 import { Utf8Builder } from './utf8.builder';
 
 /** application/json: one document, `status` last so that a late failure is still reported. */
@@ -22,7 +23,7 @@ export class JsonEncoder implements ResultEncoder {
     return Buffer.from(`{"query_id":${JSON.stringify(queryId)},${schema}"data":[`);
   }
 
-  rows(rows: TextRow[]): Buffer {
+  rows(rows: RowBatch): Buffer {
     this.writer.write(this.out, rows, !this.first);
     if (rows.length > 0) this.first = false;
     return this.out.take();

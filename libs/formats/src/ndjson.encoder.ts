@@ -1,6 +1,7 @@
 import { Status } from '@app/contracts';
 import { JsonRowWriter } from './json-row.writer';
-import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { EncoderOptions, ResultEncoder } from './result.encoder';
+import { RowBatch } from './row.batch';
 import { Utf8Builder } from './utf8.builder';
 
 /**
@@ -21,11 +22,14 @@ export class NdjsonEncoder implements ResultEncoder {
     return Buffer.from(`{"query_id":${JSON.stringify(queryId)},"schema":${schema}}\n`);
   }
 
-  rows(rows: TextRow[]): Buffer {
+  rows(rows: RowBatch, chunkRows = rows.length): Buffer {
     if (rows.length === 0) return Buffer.alloc(0);
-    this.out.append('{"data":[');
-    this.writer.write(this.out, rows, false);
-    this.out.append(']}\n');
+    // One line a chunk, all of them built in one buffer.
+    for (let from = 0; from < rows.length; from += chunkRows) {
+      this.out.append('{"data":[');
+      this.writer.write(this.out, rows.slice(from, from + chunkRows), false);
+      this.out.append(']}\n');
+    }
     return this.out.take();
   }
 

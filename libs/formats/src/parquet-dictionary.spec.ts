@@ -5,6 +5,7 @@ import { ParquetDictionary } from './parquet-dictionary';
 import { ParquetEncoder, ParquetEncoderSettings } from './parquet.encoder';
 import { FIXTURE_CASES, FIXTURE_COLUMNS } from './pg-text.fixture';
 import { EncoderColumn, TextRow } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
 const CODECS = ['ZSTD', 'SNAPPY', 'GZIP', 'UNCOMPRESSED'] as const;
@@ -21,7 +22,8 @@ function encode(
   const encoder = new ParquetEncoder({ queryId: 'q-1', layout: 'array', columns }, settings);
   // fetch-sized chunks, as the worker hands them over
   const parts = [encoder.head()];
-  for (let i = 0; i < rows.length; i += 1000) parts.push(encoder.rows(rows.slice(i, i + 1000)));
+  for (let i = 0; i < rows.length; i += 1000)
+    parts.push(encoder.rows(RowBatch.fromText(rows.slice(i, i + 1000))));
   parts.push(encoder.end(OK, false) as Buffer);
   return Buffer.concat(parts);
 }

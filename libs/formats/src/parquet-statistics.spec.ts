@@ -2,6 +2,7 @@ import { duckdb, duckdbMetadata } from '@test/support/duckdb.reader';
 import { ParquetEncoder } from './parquet.encoder';
 import { ParquetStatistics, STATISTICS_BYTES } from './parquet-statistics';
 import { EncoderColumn, TextRow } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
 
@@ -14,7 +15,11 @@ function encode(columns: EncoderColumn[], rows: TextRow[], rowGroupRows = 1_000_
     { queryId: 'q-1', layout: 'array', columns },
     { rowGroupRows },
   );
-  return Buffer.concat([encoder.head(), encoder.rows(rows), encoder.end(OK, false) as Buffer]);
+  return Buffer.concat([
+    encoder.head(),
+    encoder.rows(RowBatch.fromText(rows)),
+    encoder.end(OK, false) as Buffer,
+  ]);
 }
 
 const LONG_A = 'a'.repeat(STATISTICS_BYTES + 10);

@@ -9,6 +9,7 @@ import {
 } from './pg-text.fixture';
 import { DATE_INFINITY, DATE_MINUS_INFINITY } from './pg-text.decoder';
 import { EncoderColumn, TextRow } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
 
@@ -22,7 +23,7 @@ function encode(
   settings: Partial<ParquetEncoderSettings> = {},
 ): { file: Buffer; parts: Buffer[] } {
   const encoder = new ParquetEncoder({ queryId: 'q-1', layout: 'array', columns }, settings);
-  const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(c))];
+  const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(RowBatch.fromText(c)))];
   parts.push(encoder.end(OK, false) as Buffer);
   return { file: Buffer.concat(parts), parts };
 }
@@ -335,7 +336,7 @@ describe(ParquetEncoder.name, () => {
     const encoder = new ParquetEncoder({ queryId: 'q', layout: 'array', columns: TIMES });
     try {
       encoder.head();
-      encoder.rows([row]);
+      encoder.rows(RowBatch.fromText([row]));
       encoder.end(OK, false);
     } catch (err) {
       return err;
@@ -378,7 +379,7 @@ describe(ParquetEncoder.name, () => {
   it('returns null at the end of a failed result (the response is aborted)', () => {
     const encoder = new ParquetEncoder({ queryId: 'q', layout: 'array', columns: COLUMNS });
     encoder.head();
-    encoder.rows([CASES[0][0]]);
+    encoder.rows(RowBatch.fromText([CASES[0][0]]));
     expect(encoder.end({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 }, true)).toBeNull();
   });
 });

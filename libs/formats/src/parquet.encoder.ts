@@ -3,7 +3,8 @@ import { ParquetColumnWriter, parquetSchema } from './parquet-column.writer';
 import { Codec, RowGroupMeta, SchemaElement, fileMetaData } from './parquet-format';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
 import { pgArrayDelimiter, pgColumnKind } from './pg-text.decoder';
-import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
+import { EncoderOptions, ResultEncoder, eachChunk } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 export interface ParquetEncoderSettings {
   /** A row group is written out once its pages hold this many bytes (before compression). */
@@ -93,7 +94,12 @@ export class ParquetEncoder implements ResultEncoder {
     return Buffer.from(MAGIC);
   }
 
-  rows(rows: TextRow[]): Buffer {
+  rows(batch: RowBatch, chunkRows = batch.length): Buffer {
+    return eachChunk(batch, Math.max(1, chunkRows), (chunk) => this.chunk(chunk));
+  }
+
+  private chunk(batch: RowBatch): Buffer {
+    const rows = batch.text();
     const out: Buffer[] = [];
     const { rowGroupBytes, rowGroupRows } = this.settings;
     for (let from = 0; from < rows.length;) {

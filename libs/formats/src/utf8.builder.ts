@@ -26,7 +26,7 @@ export class Utf8Builder {
   }
 
   append(text: string): void {
-    this.reserve(utf8Room(text));
+    this.grow(utf8Room(text));
     const n = text.length;
     if (n >= NATIVE_FROM) {
       this.length += writeUtf8(this.buf, text, this.length);
@@ -62,7 +62,22 @@ export class Utf8Builder {
     return out;
   }
 
-  private reserve(bytes: number): void {
+  /** Where the next byte goes; a writer that wrote into reserve()'s buffer moves it on. */
+  get end(): number {
+    return this.length;
+  }
+
+  set end(at: number) {
+    this.length = at;
+  }
+
+  /** Makes room for `bytes` more bytes from `end`: the buffer to write them into. */
+  reserve(bytes: number): Buffer {
+    this.grow(bytes);
+    return this.buf;
+  }
+
+  private grow(bytes: number): void {
     const need = this.length + bytes;
     if (need <= this.buf.length) return;
     // Doubling keeps appends cheap; past LARGE_BYTES it would double for one closing quote.

@@ -1,6 +1,7 @@
 import { Client, type CustomTypesConfig } from 'pg';
 import { connectTestDatabase } from '@test/settings';
 import { jsonValueEncoder } from './json-value.encoder';
+import { jsonValueRoom, writeJsonValue } from './json-value.writer';
 import { TYPE_INFO_SQL, TypeCatalog, rowToTypeInfo } from './type.catalog';
 import type { PgTypeInfo } from './type.info';
 
@@ -403,6 +404,14 @@ const CASES: Record<string, Case> = {
   },
 };
 
+/** What the JSON formats write for a value: its form's bytes, or else its encoder's text. */
+function written(catalog: TypeCatalog, oid: number, text: string): string {
+  const src = Buffer.from(text, 'utf8');
+  const dst = Buffer.alloc(jsonValueRoom(src.length));
+  const end = writeJsonValue(catalog.jsonForm(oid), src, 0, src.length, dst, 0);
+  return end < 0 ? catalog.jsonEncoder(oid)(text) : dst.toString('utf8', 0, end);
+}
+
 async function setSession(client: Client, settings: Record<string, string>): Promise<void> {
   for (const [name, value] of Object.entries(settings)) {
     await client.query(`SELECT pg_catalog.set_config($1, $2, false)`, [name, value]);
@@ -484,6 +493,11 @@ describe('jsonValueEncoder', () => {
       const encode = catalog.jsonEncoder(oid);
       const actual = result.rows.map(([text]) => [text, text === null ? null : encode(text)]);
       expect(actual).toEqual(expected);
+      const copied = result.rows.map(([text]) => [
+        text,
+        text === null ? null : written(catalog, oid, text),
+      ]);
+      expect(copied).toEqual(expected);
     }
     expect(result.rows).toHaveLength(testCase.values.length);
   });

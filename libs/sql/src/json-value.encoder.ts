@@ -337,6 +337,58 @@ export function jsonValueEncoder(
 }
 
 /**
+ * How the JSON of a value of a type is made from its text's bytes (see writeJsonValue), so that
+ * the JSON formats copy bytes rather than build strings:
+ * - `verbatim`: the text is its JSON (integers, json, jsonb);
+ * - `number`: as it is when it is a JSON number, else a string (NaN, Infinity);
+ * - `bool`: `t` is true, anything else false;
+ * - `date`, `timestamp`, `timestamptz`: quoted, in XSD form (see their encoders);
+ * - `string`: a JSON string;
+ * - `encoded`: only jsonValueEncoder's function knows (arrays, composites, hstore).
+ * Each form gives exactly what jsonValueEncoder's function gives for the same type.
+ */
+export type JsonValueForm =
+  'verbatim' | 'number' | 'bool' | 'date' | 'timestamp' | 'timestamptz' | 'string' | 'encoded';
+
+/** The form of the JSON of values of type `oid` (jsonValueEncoder's cases, in the same order). */
+export function jsonValueForm(
+  oid: number,
+  lookup: (oid: number) => PgTypeInfo | undefined,
+): JsonValueForm {
+  const base = resolveDomain(oid, lookup);
+  switch (base) {
+    case OID.BOOL:
+      return 'bool';
+    case OID.INT2:
+    case OID.INT4:
+    case OID.INT8:
+      return 'verbatim';
+    case OID.FLOAT4:
+    case OID.FLOAT8:
+    case OID.NUMERIC:
+      return 'number';
+    case OID.DATE:
+      return 'date';
+    case OID.TIMESTAMP:
+      return 'timestamp';
+    case OID.TIMESTAMPTZ:
+      return 'timestamptz';
+    case OID.JSON:
+    case OID.JSONB:
+      return 'verbatim';
+    case ANYARRAY_OID:
+    case ANYCOMPATIBLEARRAY_OID:
+      return 'encoded';
+  }
+  const info = lookup(base);
+  if (info === undefined) return 'string';
+  if (info.elem !== 0) return 'encoded';
+  if (info.typtype === 'c' && info.attributes !== undefined) return 'encoded';
+  if (info.jsonCast === 'hstore') return 'encoded';
+  return 'string';
+}
+
+/**
  * Whether to_json() makes an object of values of type `oid` (a composite, hstore): the columnar
  * formats carry those as JSON, PostgreSQL's text form of them being no format a reader knows.
  */

@@ -1,4 +1,10 @@
-import { isObjectJson, jsonValueEncoder, type JsonValueEncoder } from './json-value.encoder';
+import {
+  isObjectJson,
+  jsonValueEncoder,
+  jsonValueForm,
+  type JsonValueEncoder,
+  type JsonValueForm,
+} from './json-value.encoder';
 import type { PgAttribute, PgTypeInfo } from './type.info';
 
 /**
@@ -153,6 +159,11 @@ export class TypeCatalog {
     const encoder = jsonValueEncoder(oid, this.lookup);
     if (this.unresolved([oid]).length === 0) this.encoders.set(oid, encoder);
     return encoder;
+  }
+
+  /** How jsonEncoder(oid)'s JSON is made from a value's bytes (JsonValueForm). */
+  jsonForm(oid: number): JsonValueForm {
+    return jsonValueForm(oid, this.lookup);
   }
 
   private unresolved(oids: readonly number[]): number[] {

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { MessageChannel } from 'node:worker_threads';
 import { ExecuteJobData, ResultRecord, Status, httpStatusOf } from '@app/contracts';
 import { ApplicationNames, LoginRoleProvisioner, PgLogin } from '@app/access';
-import { NdjsonEncoder } from '@app/formats';
+import { NdjsonEncoder, RowBatch } from '@app/formats';
 import {
   FlowWindow,
   InProcessResultChannel,
@@ -289,6 +289,35 @@ describe(QueryRunner.name, () => {
     await reader.close();
   });
 
+  it('reads several chunks of the default fetch_size at once, still a line a chunk', async () => {
+    // No fetch_size: the server's (100 here) decides the lines; a read takes as many as fit an
+    // entry, so that 250 rows come in two reads (100, then 150) and two entries.
+    const job = jobOf('SELECT g FROM generate_series(1, 250) g');
+    const { reader, running } = start(job);
+    const records = await drain(reader);
+    expect((await running).status).toMatchObject({ reason: 'OK', row_count: 250 });
+    expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'data', 'end']);
+    const lines = Buffer.concat(
+      records.map((r) => (r.kind === 'error' ? Buffer.alloc(0) : r.bytes)),
+    )
+      .toString()
+      .split('\n')
+      .filter((line) => line.startsWith('{"data"'))
+      .map((line) => (JSON.parse(line) as { data: unknown[] }).data.length);
+    expect(lines).toEqual([100, 100, 50]);
+    await reader.close();
+  });
+
+  it('reads one batch of the default fetch_size between two waits of its pace', async () => {
+    // An export giving way to interactive work: no larger reads while it waits.
+    const job = jobOf('SELECT g FROM generate_series(1, 250) g');
+    const { reader, running } = start(job, {}, () => sleep(1));
+    const records = await drain(reader);
+    expect((await running).rows).toBe(250);
+    expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'data', 'data', 'end']);
+    await reader.close();
+  });
+
   it('tells no streaming time for a statement that failed before any row', async () => {
     const { reader, running } = start(jobOf('SELECT * FROM no_such_table_of_runner_spec'));
     const records = await drain(reader);
@@ -328,7 +357,7 @@ describe(QueryRunner.name, () => {
 
   describe('with max_rows 0', () => {
     // PostgreSQL reads an Execute of 0 rows as "every row": the whole result in one batch.
-    let reads: jest.SpyInstance<Promise<unknown[]>, [number]>;
+    let reads: jest.SpyInstance<Promise<RowBatch>, [number]>;
 
     beforeEach(() => {
       reads = jest.spyOn(StatementLife.prototype, 'read');

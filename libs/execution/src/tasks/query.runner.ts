@@ -17,7 +17,7 @@ import {
   pgErrorStatus,
   statusOf,
 } from '@app/contracts';
-import { EncoderColumn, ResultEncoder, TextRow, createEncoder } from '@app/formats';
+import { EncoderColumn, ResultEncoder, RowBatch, createEncoder } from '@app/formats';
 import { withSqlComment } from '@app/tracing';
 import {
   ProducerStoppedError,
@@ -106,6 +106,22 @@ export function beginStatements(job: ExecuteJobData, applicationName: string): s
   ];
   if (job.schema !== undefined) parts.push(`SET LOCAL search_path TO ${quoteIdent(job.schema)}`);
   return parts;
+}
+
+/** The most chunks of fetch_size rows one read asks for: a stop or a pace waits for a read at most. */
+export const MAX_CHUNKS_PER_READ = 16;
+
+/**
+ * How many chunks of the default fetch_size (`fetch`) the next read asks for after `batch`, when
+ * the client left fetch_size to the server: as many as fit an entry of
+ * the result channel, as PostgreSQL sends them (JSON comes to about as many bytes; more is split). Each read costs a round trip to
+ * PostgreSQL and an entry to write and to read; a small fetch_size (1,000 rows of 170 bytes, the
+ * default) would pay them every 170 KB. The encoder still marks each chunk (ResultEncoder.rows).
+ */
+export function chunksPerRead(batch: RowBatch, fetch: number, maxEntryBytes: number): number {
+  const rowBytes = Math.max(1, batch.byteEnd - batch.byteStart) / Math.max(1, batch.length);
+  const fit = Math.floor(maxEntryBytes / (rowBytes * fetch));
+  return Math.max(1, Math.min(MAX_CHUNKS_PER_READ, fit));
 }
 
 /** What a client is told when its kept result could not be written to the spool. */
@@ -241,7 +257,7 @@ export class QueryRunner {
       let truncated = false;
       if (limit === 0) {
         truncated = batch.length > 0;
-        batch = [];
+        batch = RowBatch.EMPTY;
       }
       const fields = cursor.fields;
       const columns = await this.columnsOf(db, fields);
@@ -260,18 +276,28 @@ export class QueryRunner {
         rows += batch.length;
         // At max_rows, one more row tells whether the cap cut the result.
         const capped = limit !== undefined && rows >= limit;
-        const asked = limit === undefined ? fetch : Math.min(fetch, limit - rows);
+        const giving = pace?.();
+        if (giving) await giving;
+        // A fetch_size the client gave is what each read asks for: its rows come as they are
+        // made. An export giving way to interactive work reads one batch between two waits.
+        const many =
+          job.fetchSize > 0 || giving
+            ? fetch
+            : fetch * chunksPerRead(batch, fetch, this.settings.maxEntryBytes);
+        const asked = limit === undefined ? many : Math.min(many, limit - rows);
         // Wide rows: fewer a read, so that a read stays within half of MAX_READ_BYTES.
         const fitting = Math.max(1, Math.floor(MAX_READ_BYTES / 2 / Math.max(1, cursor.widestRow)));
         const want = capped ? 1 : Math.min(asked, fitting);
-        await pace?.();
         // PostgreSQL produces the next batch while this one is encoded and written, and the
         // previous batch's write goes on while this one is encoded.
         const prefetch = statement.read(want);
         // Awaited below, or by abandon() while still in flight: this only keeps it from counting
         // as unhandled meanwhile.
         prefetch.catch(() => undefined);
-        const chunk = clock ? clock.encoding(() => encoder!.rows(batch)) : encoder.rows(batch);
+        const read = batch;
+        const chunk = clock
+          ? clock.encoding(() => encoder!.rows(read, fetch))
+          : encoder.rows(read, fetch);
         await reporting(writing);
         writing = body.data(batch.length, chunk);
         // Awaited in the next round, after the loop, or before a failure is reported.
@@ -342,7 +368,7 @@ export class QueryRunner {
       rows: number;
       traceparent: string | undefined;
     },
-  ): Promise<{ cursor: TextCursor; batch: TextRow[] }> {
+  ): Promise<{ cursor: TextCursor; batch: RowBatch }> {
     const { job, db, login, rows, traceparent } = opening;
     // The traceparent is the service's own: the statement's text is otherwise the user's.
     const text = traceparent ? withSqlComment(job.text, { traceparent }) : job.text;
@@ -371,6 +397,7 @@ export class QueryRunner {
       type: db.catalog.name(f.dataTypeID),
       oid: f.dataTypeID,
       json: db.catalog.jsonEncoder(f.dataTypeID),
+      jsonForm: db.catalog.jsonForm(f.dataTypeID),
       objectJson: db.catalog.objectJson(f.dataTypeID),
     }));
   }

@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import type { TextRow } from '@app/formats';
+import { RowBatch, type TextRow } from '@app/formats';
 import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { DatabaseHandle } from './database.registry';
 import type { Backend } from './backend.signal';
@@ -24,14 +24,14 @@ class FakeCursor {
   open = true;
   /** A statement that catches its cancel (an exception handler) and goes on. */
   trapsCancel = false;
-  private pending: { resolve(rows: TextRow[]): void; reject(err: Error): void } | undefined;
+  private pending: { resolve(rows: RowBatch): void; reject(err: Error): void } | undefined;
 
-  read(): Promise<TextRow[]> {
+  readBatch(): Promise<RowBatch> {
     return new Promise((resolve, reject) => (this.pending = { resolve, reject }));
   }
 
   answer(rows: TextRow[]): void {
-    this.pending?.resolve(rows);
+    this.pending?.resolve(RowBatch.fromText(rows));
   }
 
   cancelled(): void {
@@ -145,7 +145,7 @@ describe(StatementLife.name, () => {
     const life = await started();
     const reading = life.read(10);
     cursor.answer([['1']]);
-    expect(await reading).toEqual([['1']]);
+    expect((await reading).text()).toEqual([['1']]);
     await life.commit();
     await life.release();
     expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'release']);
@@ -255,7 +255,7 @@ describe(StatementLife.name, () => {
 
   it('never asks PostgreSQL for 0 rows, its "every row": such a read fails, nothing is sent', async () => {
     const life = await started();
-    const read = jest.spyOn(cursor, 'read');
+    const read = jest.spyOn(cursor, 'readBatch');
     await expect(life.read(0)).rejects.toThrow('a read must ask for at least one row, not 0');
     expect(read).not.toHaveBeenCalled();
   });

@@ -1,5 +1,5 @@
 import type { Connection, PoolClient } from 'pg';
-import type { TextRow } from '@app/formats';
+import type { RowBatch } from '@app/formats';
 import { ProducerStoppedError, ResultWriter, StopReason } from '@app/transport';
 import { DatabaseHandle } from './database.registry';
 import { backendOf } from './backend.signal';
@@ -55,7 +55,7 @@ export class StatementLife {
   private client: PoolClient | undefined;
   private cursor: TextCursor | undefined;
   /** The read PostgreSQL is answering: the statement runs there while this is set. */
-  private reading: Promise<TextRow[]> | undefined;
+  private reading: Promise<RowBatch> | undefined;
   /** What PostgreSQL runs for the statement now: a read, or the COMMIT (deferred triggers run). */
   private running: Promise<unknown> | undefined;
   /** The signals sent to stop what ran (`of`), and whether they are done. */
@@ -91,7 +91,7 @@ export class StatementLife {
    * Takes the connection and opens `cursor` on it (its prelude begins the transaction), asking
    * for the first `rows` at once: prelude, statement and first read leave in one write.
    */
-  start(client: PoolClient, cursor: TextCursor, rows: number): Promise<TextRow[]> {
+  start(client: PoolClient, cursor: TextCursor, rows: number): Promise<RowBatch> {
     this.client = client;
     // A stopped statement queues no cursor: one never read would hold the connection for good.
     this.stop.throwIfStopped();
@@ -124,13 +124,13 @@ export class StatementLife {
    * The next `n` rows; a stopped statement reads no more (a rejection, never a throw), unless its
    * COMMIT is on its way already: then the (empty) read of a completed cursor goes on.
    */
-  async read(n: number): Promise<TextRow[]> {
+  async read(n: number): Promise<RowBatch> {
     // PostgreSQL reads 0 as "every row": one read would pull the whole result into memory.
     if (!(n >= 1)) throw new Error(`a read must ask for at least one row, not ${n}`);
     if (!this.ending) this.stop.throwIfStopped();
     this.reads += 1;
     // Execute and Flush in one write.
-    const reading = this.corked(() => this.cursor!.read(n));
+    const reading = this.corked(() => this.cursor!.readBatch(n));
     this.reading = reading;
     try {
       return await this.inPostgres(reading);

@@ -50,7 +50,7 @@ describe(TextCursor.name, () => {
       ['7', '9007199254740991', 'true', '{"k":"v"}'],
       [OID_INT4, OID_INT8, OID_BOOL, OID_JSONB],
     );
-    expect(await cursor.read(10)).toEqual([['7', 'bigint', 't', 'v']]);
+    expect((await cursor.readBatch(10)).text()).toEqual([['7', 'bigint', 't', 'v']]);
     expect(cursor.fields.map((f) => f.dataTypeID)).toEqual([
       OID_INT4,
       OID_TEXT,
@@ -67,7 +67,7 @@ describe(TextCursor.name, () => {
     const parse = connection.parse;
     for (let i = 0; i < 3; i++) {
       const cursor = open('select $1::int as n', [String(i)], [OID_INT4]);
-      expect(await cursor.read(10)).toEqual([[String(i)]]);
+      expect((await cursor.readBatch(10)).text()).toEqual([[String(i)]]);
       await cursor.close();
     }
     // Also after a statement PostgreSQL refuses.
@@ -80,13 +80,13 @@ describe(TextCursor.name, () => {
 
   it('leaves a parameter of type 0 to PostgreSQL to infer, like a literal', async () => {
     const cursor = open('select $1::int + 1 as n, $2::text as t', ['41', null], [0, 0]);
-    expect(await cursor.read(10)).toEqual([['42', null]]);
+    expect((await cursor.readBatch(10)).text()).toEqual([['42', null]]);
     await cursor.close();
   });
 
   it('knows the columns after the first read, also when there is no row', async () => {
     const cursor = open("select 1 as a, 'x'::text as b where false");
-    expect(await cursor.read(10)).toEqual([]);
+    expect((await cursor.readBatch(10)).text()).toEqual([]);
     expect(cursor.fields.map((f) => [f.name, f.dataTypeID])).toEqual([
       ['a', OID_INT4],
       ['b', OID_TEXT],
@@ -113,14 +113,14 @@ describe(TextCursor.name, () => {
   it('is open while the portal is suspended, not once it is read to the end or closed', async () => {
     const cursor = open('select g from generate_series(1, 3) g');
     expect(cursor.open).toBe(true);
-    expect(await cursor.read(2)).toEqual([['1'], ['2']]);
+    expect((await cursor.readBatch(2)).text()).toEqual([['1'], ['2']]);
     expect(cursor.open).toBe(true);
     await cursor.close();
     expect(cursor.open).toBe(false);
 
     const whole = open('select g from generate_series(1, 3) g');
-    expect(await whole.read(10)).toHaveLength(3);
-    expect(await whole.read(10)).toEqual([]);
+    expect(await whole.readBatch(10)).toHaveLength(3);
+    expect((await whole.readBatch(10)).text()).toEqual([]);
     expect(whole.open).toBe(false);
   });
 
@@ -225,12 +225,12 @@ describe(TextCursor.name, () => {
 
     it('counts each read afresh, takes one row however wide, and tells the widest', async () => {
       const cursor = wide(10);
-      expect(await cursor.read(3)).toHaveLength(3);
-      expect(await cursor.read(3)).toHaveLength(3);
+      expect(await cursor.readBatch(3)).toHaveLength(3);
+      expect(await cursor.readBatch(3)).toHaveLength(3);
       expect(cursor.widestRow).toBeGreaterThan(30000);
       await cursor.close();
       const one = client.query(new TextCursor("select repeat('x', 300000)", [], [], [], MOST));
-      expect(await one.read(5)).toHaveLength(1);
+      expect(await one.readBatch(5)).toHaveLength(1);
       await one.close();
     });
   });
@@ -255,7 +255,7 @@ describe(TextCursor.name, () => {
           ['BEGIN', "SET LOCAL application_name = '7'"],
         ),
       );
-      expect(await cursor.read(10)).toEqual([]);
+      expect((await cursor.readBatch(10)).text()).toEqual([]);
       await cursor.close();
       expect(cursor.commandTag).toBe('INSERT 0 1');
       // Still in the prelude's transaction: rolled back, the row is gone.
@@ -299,9 +299,9 @@ describe(TextCursor.name, () => {
         const cursor = client.query(
           new TextCursor('select 1 as one', [], [], ['BEGIN', "SET LOCAL application_name = 'x'"]),
         );
-        const rows = cursor.read(10);
+        const rows = cursor.readBatch(10);
         socket.uncork();
-        expect(await rows).toEqual([['1']]);
+        expect((await rows).text()).toEqual([['1']]);
         await client.query('ROLLBACK');
       } finally {
         internals._writev = writev;

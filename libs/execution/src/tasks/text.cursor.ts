@@ -1,10 +1,14 @@
 import Cursor from 'pg-cursor';
 import type { Connection, FieldDef } from 'pg';
 import { SluiceError } from '@app/contracts';
+import { DataRowReader, RowBatch } from '@app/formats';
+import { DataRowMessage, readDataRowsOnDemand } from './data-row.message';
 import { MAX_VALUE_CHARS, guardOversizedValues, isOversizedRow } from './oversized-value.guard';
 
-// Before any connection of this thread reads a row: a value too long fails its statement alone.
+// Before any connection of this thread reads a row: a value too long fails its statement alone,
+// and a cursor's rows are copied as bytes, not decoded into strings.
 guardOversizedValues();
+readDataRowsOnDemand();
 
 /** Keeps every value as PostgreSQL's text: the encoders work from the text form. */
 const RAW_TEXT = { getTypeParser: () => (value: string) => value };
@@ -100,6 +104,8 @@ export class TextCursor extends Cursor<(string | null)[]> {
   private readBytes = 0;
   /** The widest row read so far, in bytes as PostgreSQL sent it. */
   widestRow = 0;
+  /** The rows of the read under way, as bytes. */
+  private readonly batch = new DataRowReader();
   /** The connection while it may send a CopyOutResponse for this cursor. */
   private watched: Connection | undefined;
   private readonly copyOut = () => this.refuse(copyRefused(), true);
@@ -156,8 +162,23 @@ export class TextCursor extends Cursor<(string | null)[]> {
     return (this as unknown as CursorInternals)._result.fields ?? [];
   }
 
+  /** The next `rows` rows (none once the statement is read to its end). */
+  async readBatch(rows: number): Promise<RowBatch> {
+    const read: unknown = await this.read(rows);
+    return read instanceof RowBatch ? read : RowBatch.EMPTY;
+  }
+
   handleDataRow(msg: unknown): void {
-    if (isOversizedRow(msg)) this.refuse(valueTooLarge(), true);
+    const wire = msg instanceof DataRowMessage ? msg : undefined;
+    try {
+      this.takeRow(msg, wire);
+    } finally {
+      wire?.release();
+    }
+  }
+
+  private takeRow(msg: unknown, wire: DataRowMessage | undefined): void {
+    if (isOversizedRow(msg) || wire?.oversized) this.refuse(valueTooLarge(), true);
     const bytes = (msg as { length?: number }).length ?? 0;
     this.widestRow = Math.max(this.widestRow, bytes);
     this.readRows++;
@@ -167,7 +188,12 @@ export class TextCursor extends Cursor<(string | null)[]> {
     }
     // Rows after a refusal are dropped: the read fails at its end.
     if (this.refusal) return;
-    (Cursor.prototype as unknown as CursorInternals).handleDataRow.call(this, msg);
+    if (wire) {
+      this.batch.add(wire.bytes, wire.from, wire.to);
+    } else {
+      const body = dataRowBody((msg as { fields: (string | null)[] }).fields);
+      this.batch.add(body, 0, body.length);
+    }
   }
 
   /** COPY FROM STDIN: PostgreSQL waits for data; a CopyFail makes it fail the statement. */
@@ -187,13 +213,20 @@ export class TextCursor extends Cursor<(string | null)[]> {
     // The read is over: the next one counts afresh.
     this.readRows = 0;
     this.readBytes = 0;
-    if (this.refusal) this.failRefused();
-    else (Cursor.prototype as unknown as CursorInternals).handlePortalSuspended.call(this);
+    if (this.refusal) return this.failRefused();
+    this.deliver();
+    (Cursor.prototype as unknown as CursorInternals).handlePortalSuspended.call(this);
   }
 
   handleReadyForQuery(): void {
     this.unwatch();
+    this.deliver();
     (Cursor.prototype as unknown as CursorInternals).handleReadyForQuery.call(this);
+  }
+
+  /** What pg-cursor hands to the read's callback (its `_rows`): the batch gathered. */
+  private deliver(): void {
+    (this as unknown as { _rows: unknown })._rows = this.batch.take();
   }
 
   /** PostgreSQL's error, or the socket's; a refused statement fails with its refusal instead. */
@@ -240,4 +273,18 @@ export class TextCursor extends Cursor<(string | null)[]> {
     this.watched?.removeListener('copyOutResponse', this.copyOut);
     this.watched = undefined;
   }
+}
+
+/** A DataRow's body for values given as text (a row that reached the cursor decoded already). */
+function dataRowBody(fields: (string | null)[]): Buffer {
+  const values = fields.map((f) => (f === null ? null : Buffer.from(f, 'utf8')));
+  const body = Buffer.alloc(2 + values.reduce((n, v) => n + 4 + (v?.length ?? 0), 0));
+  body.writeInt16BE(values.length, 0);
+  let at = 2;
+  for (const v of values) {
+    body.writeInt32BE(v === null ? -1 : v.length, at);
+    at += 4;
+    if (v !== null) at += v.copy(body, at);
+  }
+  return body;
 }

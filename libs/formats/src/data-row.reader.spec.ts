@@ -1,0 +1,107 @@
+import { DataRowReader } from './data-row.reader';
+import { RowBatch, TextRow } from './row.batch';
+
+/** A DataRow message's body, as PostgreSQL sends it: field count, then length and bytes each. */
+function body(row: TextRow): Buffer {
+  const parts: Buffer[] = [Buffer.alloc(2)];
+  parts[0].writeInt16BE(row.length);
+  for (const value of row) {
+    const length = Buffer.alloc(4);
+    if (value === null) {
+      length.writeInt32BE(-1);
+      parts.push(length);
+    } else {
+      const bytes = Buffer.from(value, 'utf8');
+      length.writeInt32BE(bytes.length);
+      parts.push(length, bytes);
+    }
+  }
+  return Buffer.concat(parts);
+}
+
+const ROWS: TextRow[] = [
+  ['1', 'plain', null],
+  ['', 'unicode é 中 😀', 'x'.repeat(70_000)],
+  [null, null, null],
+  ['-2', 'a"b\\c\n', '{"j": 1}'],
+];
+
+describe(DataRowReader.name, () => {
+  it('reads rows from the messages they came in, each copied once, and starts afresh', () => {
+    const reader = new DataRowReader();
+    // Each body at an offset inside a larger buffer, as pg's parser hands it over.
+    for (const row of ROWS) {
+      const message = Buffer.concat([Buffer.from('Dxxxx'), body(row), Buffer.from('Z')]);
+      reader.add(message, 5, message.length - 1);
+      message.fill(0); // the parser reuses its buffer
+    }
+    expect(reader.length).toBe(ROWS.length);
+    const batch = reader.take();
+    expect(batch).toMatchObject({ length: ROWS.length, columns: 3 });
+    expect(batch.utf8).toBe(true);
+    expect(batch.text()).toEqual(ROWS);
+    expect(reader.length).toBe(0);
+    expect(reader.take()).toBe(RowBatch.EMPTY);
+    reader.add(body(['7', 'b', 'c']), 0, body(['7', 'b', 'c']).length);
+    expect(reader.take().text()).toEqual([['7', 'b', 'c']]);
+  });
+
+  it("fills a batch's buffers again only after the next take", () => {
+    const reader = new DataRowReader();
+    const take = (row: TextRow) => {
+      const b = body(row);
+      reader.add(b, 0, b.length);
+      return reader.take();
+    };
+    const first = take(['1', 'one']);
+    const second = take(['2', 'two']);
+    expect(first.text()).toEqual([['1', 'one']]);
+    const third = take(['3', 'three']);
+    expect(third.bytes.buffer).toBe(first.bytes.buffer);
+    expect(second.text()).toEqual([['2', 'two']]);
+    expect(third.text()).toEqual([['3', 'three']]);
+  });
+
+  it('reads rows of no columns', () => {
+    const reader = new DataRowReader();
+    reader.add(body([]), 0, 2);
+    reader.add(body([]), 0, 2);
+    expect(reader.take().text()).toEqual([[], []]);
+  });
+});
+
+describe(RowBatch.name, () => {
+  it('gives the texts it was made of, ASCII or not', () => {
+    const ascii: TextRow[] = [
+      ['a', null],
+      ['', 'bcdefghijklmnopqrstuvwxyz'],
+    ];
+    expect(RowBatch.fromText(ascii).text()).toEqual(ascii);
+    expect(RowBatch.fromText(ROWS).text()).toEqual(ROWS);
+    expect(RowBatch.fromText([]).length).toBe(0);
+  });
+
+  it('slices rows off a batch, sharing its bytes', () => {
+    const batch = RowBatch.fromText(ROWS);
+    for (let from = 0; from <= ROWS.length; from++) {
+      for (let to = from; to <= ROWS.length + 1; to++) {
+        const slice = batch.slice(from, to);
+        expect(slice.text()).toEqual(ROWS.slice(from, to));
+        expect(slice.utf8).toBe(true);
+        if (slice.length > 0) expect(slice.bytes).toBe(batch.bytes);
+      }
+    }
+    expect(RowBatch.fromText([[], [], []]).slice(1, 3).text()).toEqual([[], []]);
+  });
+
+  it('tells when a value is not well-formed UTF-8 (a SQL_ASCII database)', () => {
+    const reader = new DataRowReader();
+    const row = body(['ok', 'x']);
+    row[row.length - 1] = 0xff;
+    reader.add(row, 0, row.length);
+    const batch = reader.take();
+    expect(batch.utf8).toBe(false);
+    expect(batch.text()).toEqual([['ok', '\ufffd']]);
+    expect(RowBatch.fromText(ROWS).utf8).toBe(true);
+  });
+});
