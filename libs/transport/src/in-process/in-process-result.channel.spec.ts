@@ -163,6 +163,30 @@ describe('InProcessResultChannel kept results', () => {
       await short.close();
     }
   });
+
+  it('answers a reader opened after its result was dropped that it is gone, and keeps nothing for it', async () => {
+    // A fetch that found the result kept, then opened its reader just after the TTL dropped it
+    // (CI, a standalone pass beside another): the reader made the query a kept result again,
+    // empty and with no TTL, and every fetch after answered 200 with no body.
+    const short = new InProcessResultChannel(5000, 0.05);
+    try {
+      short.openKept('k4', quiet);
+      const { port1, port2 } = new MessageChannel();
+      short.attach('k4', port1);
+      post(port2, { kind: 'end', status: ok, bytes: Buffer.alloc(0) });
+      await sleep(100);
+      expect(await short.kept('k4')).toBe(false);
+      const late = short.openKept('k4', quiet);
+      const record = await late.next();
+      expect(record.kind).toBe('error');
+      expect(record.kind === 'error' && record.status.vendor_code).toBe(-113);
+      await late.close();
+      expect(await short.kept('k4')).toBe(false);
+      port2.close();
+    } finally {
+      await short.close();
+    }
+  });
 });
 
 describe('InProcessResultChannel kept results and their total', () => {

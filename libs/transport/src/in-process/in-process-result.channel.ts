@@ -1,5 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
-import { ResultRecord, bodyBytesOf, isTerminal } from '@app/contracts';
+import { ResultRecord, bodyBytesOf, isTerminal, statusOf } from '@app/contracts';
 import {
   ReaderClosedError,
   ReaderHooks,
@@ -180,6 +180,12 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   private readonly channels = new Map<string, Channel>();
   /** Queries whose reader closed before their producer attached, with when (epoch ms). */
   private readonly gone = new Map<string, number>();
+  /**
+   * Kept results dropped (their TTL passed, DELETE, their user deleted), with when (epoch ms): a
+   * reader opened after, by a fetch that found the result kept a moment before, is told it is
+   * gone, where it used to make the query a new kept result, empty and kept for good.
+   */
+  private readonly dropped = new Map<string, number>();
   /** Kept results dropped while their producer still writes, with their owner's total. */
   private readonly draining = new Map<string, SharedKeptTotal | undefined>();
   /** Bytes each user's kept results hold, shared with the threads that write them. */
@@ -194,6 +200,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   ) {}
 
   openKept(queryId: string, hooks: ReaderHooks): ResultReader {
+    if (this.dropped.has(queryId)) return this.goneReader(queryId, hooks);
     const channel = this.channel(queryId);
     if (!channel.kept) {
       const all = [...channel.records];
@@ -233,8 +240,35 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
       this.channels.delete(queryId);
       channel.closed = true;
       for (const wake of channel.kept.waiters) wake();
+      this.sweep();
+      this.dropped.set(queryId, Date.now());
     }
     return Promise.resolve();
+  }
+
+  /** A reader of a kept result that was dropped: its only record says so. */
+  private goneReader(queryId: string, hooks: ReaderHooks): ResultReader {
+    const gone: ResultRecord = {
+      kind: 'error',
+      status: statusOf('RESULT_GONE', `the result of query ${queryId} is no longer kept`),
+    };
+    const channel: Channel & { kept: Kept } = {
+      records: [],
+      waiter: undefined,
+      port: undefined,
+      taken: 0,
+      cancelled: false,
+      closed: false,
+      kept: {
+        all: [gone],
+        skipped: 0,
+        held: 0,
+        waiters: new Set(),
+        ended: true,
+        expiry: undefined,
+      },
+    };
+    return new InProcessKeptReader(channel, hooks, this.silenceMs);
   }
 
   keptBytes(): Promise<number> {
@@ -329,6 +363,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     }
     this.channels.clear();
     this.gone.clear();
+    this.dropped.clear();
     this.draining.clear();
     return Promise.resolve();
   }
@@ -345,11 +380,18 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
     if (!channel.port) this.gone.set(queryId, Date.now());
   }
 
-  /** Forgets closed channels whose producer never came (its job was removed from the queue). */
+  /**
+   * Forgets closed channels whose producer never came (its job was removed from the queue), and
+   * kept results dropped long enough ago that no fetch that saw them kept is still opening them.
+   */
   private sweep(): void {
     const before = Date.now() - CLOSED_KEPT_MS;
     for (const [queryId, at] of this.gone) {
       if (at < before) this.gone.delete(queryId);
+    }
+    for (const [queryId, at] of this.dropped) {
+      if (at >= before) break;
+      this.dropped.delete(queryId);
     }
   }
 
