@@ -16,9 +16,14 @@ import { ROOT } from './support/service';
  */
 const presigned = () => e2eEnv().spool === 's3';
 
-/** ~190 KiB of CSV: three segments or more of the suite's 64 KiB. */
+/**
+ * ~190 KiB of CSV: three segments or more of the suite's 64 KiB, read 1,000 rows (~64 KiB) at a
+ * time. Left to the server, a read after the first takes up to an entry (1 MiB) of rows at once,
+ * and a segment is sealed between two reads: the whole result would fit in two.
+ */
 const STATEMENT =
   'select g, md5(g::text) as h, md5((g * 7)::text) as i from generate_series(1, 3000) g';
+const FETCH_SIZE = 1000;
 
 let token: string;
 let work: string;
@@ -114,6 +119,7 @@ describe('SluiceClient.export of a kept result', () => {
     const { client, seen, state, fromStore } = watchedClient();
     const result = await client.export(STATEMENT, undefined, 'csv', {
       waitTimeout: 0,
+      fetchSize: FETCH_SIZE,
       segmentDownloads: 2,
     });
     kept.push(result.queryId);
@@ -141,7 +147,7 @@ describe('SluiceClient.export of a kept result', () => {
   it('reads the kept result of a query sent earlier by result(): from the store when it can, through the api with segmentDownloads 0', async () => {
     const { client, fromStore } = watchedClient();
     const sent = await execute(
-      { statement: STATEMENT, wait_timeout: 0 },
+      { statement: STATEMENT, wait_timeout: 0, fetch_size: FETCH_SIZE },
       { token, headers: { accept: 'text/csv', 'accept-encoding': 'identity' } },
     );
     expect(sent.status).toBe(202);
@@ -201,7 +207,10 @@ describe('SluiceClient.export of a kept result', () => {
       }
       return undefined;
     });
-    const result = await client.export(STATEMENT, undefined, 'csv', { waitTimeout: 0 });
+    const result = await client.export(STATEMENT, undefined, 'csv', {
+      waitTimeout: 0,
+      fetchSize: FETCH_SIZE,
+    });
     kept.push(result.queryId);
     const bytes = await bytesOf(result.body);
     expect(result.source).toBe('segments');
@@ -221,7 +230,10 @@ describe('SluiceClient.export of a kept result', () => {
         ? Promise.resolve(new Response('denied', { status: 403, statusText: 'Forbidden' }))
         : undefined;
     });
-    const result = await client.export(STATEMENT, undefined, 'csv', { waitTimeout: 0 });
+    const result = await client.export(STATEMENT, undefined, 'csv', {
+      waitTimeout: 0,
+      fetchSize: FETCH_SIZE,
+    });
     kept.push(result.queryId);
     const err = await bytesOf(result.body).then(
       () => undefined,
@@ -245,7 +257,10 @@ describe('SluiceClient.export of a kept result', () => {
       refused = path(url);
       return Promise.resolve(new Response('expired', { status: 403, statusText: 'Forbidden' }));
     });
-    const result = await client.export(STATEMENT, undefined, 'csv', { waitTimeout: 0 });
+    const result = await client.export(STATEMENT, undefined, 'csv', {
+      waitTimeout: 0,
+      fetchSize: FETCH_SIZE,
+    });
     kept.push(result.queryId);
     const bytes = await bytesOf(result.body);
     expect(bytes.equals(await throughApi(result.queryId))).toBe(true);
@@ -265,7 +280,10 @@ describe('SluiceClient.export of a kept result', () => {
       const whole = Buffer.from(await (await fetch(url, init)).arrayBuffer());
       return new Response(new Uint8Array(whole.subarray(0, whole.length - 1)), { status: 200 });
     });
-    const result = await client.export(STATEMENT, undefined, 'csv', { waitTimeout: 0 });
+    const result = await client.export(STATEMENT, undefined, 'csv', {
+      waitTimeout: 0,
+      fetchSize: FETCH_SIZE,
+    });
     kept.push(result.queryId);
     const bytes = await bytesOf(result.body);
     expect(bytes.equals(await throughApi(result.queryId))).toBe(true);

@@ -33,9 +33,14 @@ beforeAll(async () => {
 
 const spooled = () => e2eEnv().spool !== 'redis';
 
-/** ~190 KiB of CSV: three segments or more. */
+/**
+ * ~190 KiB of CSV: three segments or more, read 1,000 rows (~64 KiB) at a time. Left to the
+ * server, a read after the first takes up to an entry (SLUICE_MAX_ENTRY_BYTES, 1 MiB) of rows at
+ * once, and a segment is sealed between two reads: the whole result would fit in two.
+ */
 const STATEMENT =
   'select g, md5(g::text) as h, md5((g * 7)::text) as i from generate_series(1, 3000) g';
+const FETCH_SIZE = 1000;
 
 async function submitAsync(
   statement: string,
@@ -43,7 +48,7 @@ async function submitAsync(
   as: string = token,
 ): Promise<string> {
   const res = await execute(
-    { statement, wait_timeout: 0 },
+    { statement, wait_timeout: 0, fetch_size: FETCH_SIZE },
     { token: as, headers: { accept, 'accept-encoding': 'identity' } },
   );
   expect(res.status).toBe(202);
