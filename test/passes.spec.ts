@@ -66,12 +66,13 @@ describe('test/e2e/passes.sh', () => {
   }, 90_000);
 
   it('refuses settings that are not whole numbers in range', async () => {
-    for (const env of [
+    const settings: Record<string, string>[] = [
       { SLUICE_E2E_PASSES_AT_ONCE: '0' },
       { SLUICE_E2E_PASSES_AT_ONCE: 'two' },
       { SLUICE_E2E_IDLE_PERCENT: '101' },
       { SLUICE_E2E_IDLE_PERCENT: '-5' },
-    ]) {
+    ];
+    for (const env of settings) {
       const run = await passes(env, ['quick']);
       expect(run.code).toBe(2);
       expect(run.output).toMatch(/SLUICE_E2E_(PASSES_AT_ONCE|IDLE_PERCENT): a whole number/);

@@ -311,7 +311,7 @@ describe(QueryRunner.name, () => {
   it('reads one batch of the default fetch_size between two waits of its pace', async () => {
     // An export giving way to interactive work: no larger reads while it waits.
     const job = jobOf('SELECT g FROM generate_series(1, 250) g');
-    const { reader, running } = start(job, {}, () => sleep(1));
+    const { reader, running } = start(job, {}, () => sleep(1).then(() => undefined));
     const records = await drain(reader);
     expect((await running).rows).toBe(250);
     expect(records.map((r) => r.kind)).toEqual(['head', 'data', 'data', 'data', 'end']);
