@@ -355,6 +355,29 @@ describe(QueryRunner.name, () => {
     });
   });
 
+  it('answers a connection lost under the statement as the database unavailable (503), not as internal', () => {
+    // pg's error when PostgreSQL, or the path to it, goes with a pooled connection: no code. A
+    // faults e2e case got 500 when PostgreSQL stopped as a worker took such a connection.
+    for (const lost of [
+      new Error('Connection terminated unexpectedly'),
+      new Error('Connection terminated'),
+      Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }),
+    ]) {
+      expect(failureStatus(lost)).toEqual({
+        reason: 'database unavailable: the connection to it was lost',
+        sql_state: '08006',
+        vendor_code: -206,
+      });
+    }
+    // Stopped on purpose: the stop is what the client is told.
+    expect(failureStatus(new Error('Connection terminated unexpectedly'), 'timeout')).toEqual(
+      failureStatus(
+        Object.assign(new Error('terminated'), { code: '57P01', severity: 'FATAL' }),
+        'timeout',
+      ),
+    );
+  });
+
   describe('with max_rows 0', () => {
     // PostgreSQL reads an Execute of 0 rows as "every row": the whole result in one batch.
     let reads: jest.SpyInstance<Promise<RowBatch>, [number]>;

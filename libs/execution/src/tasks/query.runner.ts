@@ -138,6 +138,16 @@ function stopStatus(reason: StopReason): Status {
   );
 }
 
+/**
+ * pg's own error when the connection ends under a query (PostgreSQL or the path to it gone, a
+ * pooled connection cut while idle): no SQLSTATE, no system code.
+ */
+function isConnectionLost(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === 'EPIPE') return true;
+  return code === undefined && err instanceof Error && /^Connection terminated/.test(err.message);
+}
+
 /** The status a failure is reported with; internals never reach the client. */
 export function failureStatus(err: unknown, stopped?: StopReason): Status {
   if (err instanceof ProducerStoppedError) return stopStatus(err.reason);
@@ -154,6 +164,8 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
   if (stopped && isPgError(err) && (err.code === '57014' || err.code === '57P01')) {
     return stopStatus(stopped);
   }
+  // Terminated on purpose, and the backend went before it could say so.
+  if (stopped && isConnectionLost(err)) return stopStatus(stopped);
   if (err instanceof SluiceError) return err.toStatus();
   // A value that fits a string but whose encoding would not (JSON doubles a quote, say).
   if (isStringTooLong(err)) return valueTooLarge().toStatus();
@@ -162,6 +174,10 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
       'DB_UNAVAILABLE',
       'database unavailable: it did not answer a new connection in time',
     );
+  }
+  // Before SQLSTATEs: EPIPE has their shape.
+  if (isConnectionLost(err)) {
+    return statusOf('DB_UNAVAILABLE', 'database unavailable: the connection to it was lost');
   }
   if (isPgError(err) && /^[0-9A-Z]{5}$/.test(err.code!))
     return pgErrorStatus(err.message, err.code);
