@@ -24,6 +24,18 @@ interface Channel {
   owner?: SharedKeptTotal;
 }
 
+/** A channel with nothing in it yet. */
+function newChannel(): Channel {
+  return {
+    records: [],
+    waiter: undefined,
+    port: undefined,
+    taken: 0,
+    cancelled: false,
+    closed: false,
+  };
+}
+
 /** Hands `register` a wake; true when it is called within `ms`, false when the time is up first. */
 function wokenWithin(ms: number, register: (wake: () => void) => void): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
@@ -253,12 +265,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
       status: statusOf('RESULT_GONE', `the result of query ${queryId} is no longer kept`),
     };
     const channel: Channel & { kept: Kept } = {
-      records: [],
-      waiter: undefined,
-      port: undefined,
-      taken: 0,
-      cancelled: false,
-      closed: false,
+      ...newChannel(),
       kept: {
         all: [gone],
         skipped: 0,
@@ -398,14 +405,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   private channel(queryId: string): Channel {
     let channel = this.channels.get(queryId);
     if (!channel) {
-      channel = {
-        records: [],
-        waiter: undefined,
-        port: undefined,
-        taken: 0,
-        cancelled: false,
-        closed: false,
-      };
+      channel = newChannel();
       this.channels.set(queryId, channel);
     }
     return channel;
