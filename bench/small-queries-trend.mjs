@@ -79,8 +79,11 @@ await runMain(async () => {
       const sent = KEPT
         ? { ...options, headers: { ...options.headers, 'idempotency-key': randomUUID() } }
         : options;
-      if (isOkJson(await request(url, sent), 10)) done++;
-      else errors++;
+      const res = await request(url, sent);
+      if (isOkJson(res, 10)) done++;
+      else if (errors++ === 0) {
+        console.error(`first error: ${res.status} ${String(res.body ?? res.error ?? '').slice(0, 300)}`);
+      }
     }
   };
   const clients = Array.from({ length: CONCURRENCY }, client);

@@ -396,6 +396,15 @@ export function startChild(name, script, env) {
   const lines = [];
   tail(child.stdout, lines);
   tail(child.stderr, lines);
+  // BENCH_CHILD_OUTPUT_DIR: everything the api and worker print, kept in <dir>/<name>-<pid>.log
+  // (with BENCH_CHILD_NODE_ARGS=--trace-gc, say).
+  const outputDir = process.env.BENCH_CHILD_OUTPUT_DIR;
+  if (outputDir) {
+    fs.mkdirSync(outputDir, { recursive: true });
+    const log = fs.createWriteStream(path.join(outputDir, `${name}-${child.pid}.log`));
+    child.stdout.pipe(log);
+    child.stderr.pipe(log);
+  }
   let expected = false;
   const exited = new Promise((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
