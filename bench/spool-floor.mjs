@@ -15,7 +15,7 @@
 //   npm run build && BENCH_ROUNDS=6 node bench/spool-floor.mjs
 //
 // BENCH_S3_HIGH_WATER_MARK: the fs read size s3rver reads objects with (Node's default 64 KiB).
-// BENCH_MODES: a comma-separated subset of the names above.
+// BENCH_MODES: a comma-separated subset of the names above. BENCH_HARD_LIMIT_SECONDS (600).
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { ROOT, envInt, requireDist } from './lib/env.mjs';
+import { ROOT, envInt, hardTimeLimit, requireDist } from './lib/env.mjs';
 
 const SEGMENTS = envInt('BENCH_SEGMENTS', 15);
 const SIZE = envInt('BENCH_SEGMENT_MIB', 16) * 2 ** 20;
@@ -75,6 +75,8 @@ process.on('exit', () => {
   fs.rmSync(work, { recursive: true, force: true });
 });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130));
+// Its children and files go with the exit handler above.
+hardTimeLimit(envInt('BENCH_HARD_LIMIT_SECONDS', 600) * 1000);
 
 async function startChild(args) {
   const child = spawn(process.execPath, args, {
