@@ -6,10 +6,16 @@
 // - the export: Redis `used_memory` growth (the whole server's: other runs on a shared Redis show
 //   in it too), api and worker peak RSS, sampled every 100 ms;
 // - fetch through the api (GET …/result) against the floor of reading the same segments straight
-//   from the store by their presigned URLs, one after the other, in this process;
+//   from the store by their presigned URLs, one after the other, in this process (both hashed as
+//   they come);
 // - the client's download of the finished result by its presigned segments (SluiceClient.result,
 //   the code `sluice export --keep` reads with), 4 at once against one at a time, both written to
-//   a file in order as the command writes it;
+//   a file in order as the command writes it (Readable.fromWeb → a counting Transform → the file;
+//   the file is hashed after the clock stops, as the command hashes nothing);
+//
+// Each of these two pairs is read BENCH_READ_ROUNDS times (3), its two ways alternated (A B B A
+// A B), and the median of each way is the figure: on a 2-core machine shared with others, one
+// read of ~1 s each says more about the neighbours than about the two ways.
 // - a fetch cut at a byte (curl piped to `head -c N`) and resumed with `curl --continue-at -`:
 //   the file must be identical, for a byte inside a segment, at a segment's end and near the end;
 // - the result read whole from a second api process, and from the first after a restart.
@@ -26,6 +32,8 @@ import { once } from 'node:events';
 import fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { Redis } from 'ioredis';
@@ -56,6 +64,7 @@ import {
 
 const ROWS = envInt('BENCH_ROWS', 5_000_000);
 const KEEP_TABLE = process.env.BENCH_KEEP_TABLE === '1';
+const READ_ROUNDS = envInt('BENCH_READ_ROUNDS', 3);
 const HARD_LIMIT_MS = envInt('BENCH_HARD_LIMIT_SECONDS', 1500) * 1000;
 const BUCKET = 'sluice-bench-spool';
 
@@ -123,22 +132,40 @@ async function drain(body) {
   return { bytes, seconds: (performance.now() - started) / 1000, sha: hash.digest('hex') };
 }
 
-/** Writes a web stream to a file in order, as `sluice export` does; bytes, seconds, SHA-256. */
+/**
+ * Writes a web stream to a file in order, as `sluice export` does (apps/cli's download: fromWeb,
+ * a Transform that counts, the file); bytes, seconds, and the file's SHA-256 taken after.
+ */
 async function toFile(body, file) {
-  const hash = createHash('sha256');
-  const out = fs.createWriteStream(file);
   let bytes = 0;
+  const counter = new Transform({
+    transform(chunk, _encoding, done) {
+      bytes += chunk.length;
+      done(null, chunk);
+    },
+  });
   const started = performance.now();
-  for await (const chunk of body) {
-    hash.update(chunk);
-    bytes += chunk.byteLength;
-    if (!out.write(chunk)) await once(out, 'drain');
-  }
-  out.end();
-  await once(out, 'finish');
-  return { bytes, seconds: (performance.now() - started) / 1000, sha: hash.digest('hex') };
+  await pipeline(Readable.fromWeb(body), counter, fs.createWriteStream(file));
+  const seconds = (performance.now() - started) / 1000;
+  return { bytes, seconds, sha: sha256File(file) };
 }
 
+/** The median of each way's runs (by rate), and the CPU of all its runs together. */
+function medianRun(runs) {
+  const sorted = [...runs].sort((a, b) => a.seconds - b.seconds);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+/** Per group, % of one core over several windows (the sum of their ticks over their time). */
+function cpuOfRuns(windows) {
+  const out = {};
+  const seconds = windows.reduce((a, w) => a + w.seconds, 0);
+  for (const w of windows)
+    for (const [k, v] of Object.entries(w.cpu)) out[k] = (out[k] ?? 0) + (v * w.seconds) / seconds;
+  return out;
+}
+
+const mibs = (r) => (r.bytes / 2 ** 20 / r.seconds).toFixed(0);
 const rate = (r) =>
   `${(r.bytes / 2 ** 20 / r.seconds).toFixed(1)} MiB/s (${r.seconds.toFixed(2)} s)`;
 const sha256File = (file) => createHash('sha256').update(fs.readFileSync(file)).digest('hex');
@@ -224,54 +251,77 @@ async function main() {
   const apiPeak = memory[sluice.api.pid].peak;
   const workerPeak = memory[sluice.worker.pid].peak;
 
-  // 2. Through the api against straight from the store, one stream each. Where the CPU goes in
-  // each (a 2-core machine: the store, the api and this client share it).
+  // 2. Through the api against straight from the store, one stream each, alternated. Where the
+  // CPU goes in each (a 2-core machine: the store, the api and this client share it).
   const cpuGroups = { 'bench client': [process.pid], api: [sluice.api.pid], s3rver: [s3.pid] };
-  const cpu = {};
-  let cpuBefore = cpuSnapshot(cpuGroups);
-  const viaApi = await drain(
-    (
-      await fetch(`${baseUrl}/v1/queries/${queryId}/result`, {
-        headers: { authorization: auth, 'accept-encoding': 'identity' },
-      })
-    ).body,
-  );
-  cpu.viaApi = cpuPercent(cpuBefore, cpuSnapshot(cpuGroups));
-  cpuBefore = cpuSnapshot(cpuGroups);
-  const storeHash = createHash('sha256');
-  let storeBytes = 0;
-  const storeStarted = performance.now();
-  for (const segment of manifest.segments) {
-    for await (const chunk of (await fetch(segment.url)).body) {
-      storeHash.update(chunk);
-      storeBytes += chunk.byteLength;
+  const timed = async (read) => {
+    const before = cpuSnapshot(cpuGroups);
+    const run = await read();
+    return { ...run, cpu: cpuPercent(before, cpuSnapshot(cpuGroups)) };
+  };
+  const readViaApi = async () =>
+    drain(
+      (
+        await fetch(`${baseUrl}/v1/queries/${queryId}/result`, {
+          headers: { authorization: auth, 'accept-encoding': 'identity' },
+        })
+      ).body,
+    );
+  const readFromStore = async () => {
+    const storeHash = createHash('sha256');
+    let storeBytes = 0;
+    const storeStarted = performance.now();
+    for (const segment of manifest.segments) {
+      for await (const chunk of (await fetch(segment.url)).body) {
+        storeHash.update(chunk);
+        storeBytes += chunk.byteLength;
+      }
+    }
+    return {
+      bytes: storeBytes,
+      seconds: (performance.now() - storeStarted) / 1000,
+      sha: storeHash.digest('hex'),
+    };
+  };
+  const apiRuns = [];
+  const storeRuns = [];
+  for (let round = 0; round < READ_ROUNDS; round++) {
+    const order = round % 2 === 0 ? ['api', 'store'] : ['store', 'api'];
+    for (const way of order) {
+      if (way === 'api') apiRuns.push(await timed(readViaApi));
+      else storeRuns.push(await timed(readFromStore));
     }
   }
-  const fromStore = {
-    bytes: storeBytes,
-    seconds: (performance.now() - storeStarted) / 1000,
-    sha: storeHash.digest('hex'),
-  };
-  cpu.fromStore = cpuPercent(cpuBefore, cpuSnapshot(cpuGroups));
-  const whole = viaApi.sha;
+  const viaApi = medianRun(apiRuns);
+  const fromStore = medianRun(storeRuns);
+  const cpu = { viaApi: cpuOfRuns(apiRuns), fromStore: cpuOfRuns(storeRuns) };
+  const whole = apiRuns[0].sha;
 
-  // 3. The client's download by presigned segments: 4 at once, one at a time.
+  // 3. The client's download by presigned segments: 4 at once, one at a time, alternated.
   const client = new SluiceClient({
     url: baseUrl,
     credentials: { token: auth.slice('Bearer '.length) },
   });
-  const downloads = {};
-  for (const parallel of [4, 1]) {
-    cpuBefore = cpuSnapshot(cpuGroups);
-    const result = await client.result(queryId, { segmentDownloads: parallel });
-    if (result.source !== 'segments') throw new Error(`result() read through the ${result.source}`);
-    downloads[parallel] = await toFile(
-      result.body,
-      path.join(work, `segments-${parallel}.parquet`),
-    );
-    cpu[`segments${parallel}`] = cpuPercent(cpuBefore, cpuSnapshot(cpuGroups));
-    fs.rmSync(path.join(work, `segments-${parallel}.parquet`));
+  const downloadRuns = { 4: [], 1: [] };
+  for (let round = 0; round < READ_ROUNDS; round++) {
+    for (const parallel of round % 2 === 0 ? [4, 1] : [1, 4]) {
+      const file = path.join(work, `segments-${parallel}.parquet`);
+      const run = await timed(async () => {
+        const result = await client.result(queryId, { segmentDownloads: parallel });
+        if (result.source !== 'segments')
+          throw new Error(`result() read through the ${result.source}`);
+        return toFile(result.body, file);
+      });
+      downloadRuns[parallel].push(run);
+      fs.rmSync(file);
+    }
   }
+  const downloads = { 4: medianRun(downloadRuns[4]), 1: medianRun(downloadRuns[1]) };
+  cpu.segments4 = cpuOfRuns(downloadRuns[4]);
+  cpu.segments1 = cpuOfRuns(downloadRuns[1]);
+  const allSame = [...apiRuns, ...storeRuns, ...downloadRuns[4], ...downloadRuns[1]].every(
+    (r) => r.sha === whole && r.bytes === manifest.size,
+  );
 
   // 4. Cut with curl at a byte, resumed with --continue-at -.
   const url = `${baseUrl}/v1/queries/${queryId}/result`;
@@ -328,7 +378,7 @@ async function main() {
       `Spooled kept results (bench/spool.mjs, ${ROWS.toLocaleString('en-US')} rows)`,
       loadAtStart,
     ),
-    `- Settings: defaults (SLUICE_SPOOL_SEGMENT_BYTES 16 MiB), spool s3rver at ${s3.endpoint}, presigned URLs 3600 s; Redis shared with other runs (its used_memory is the whole server's)`,
+    `- Settings: defaults (SLUICE_SPOOL_SEGMENT_BYTES 16 MiB), spool s3rver at ${s3.endpoint}, presigned URLs 3600 s; Redis shared with other runs (its used_memory is the whole server's); each read way ${READ_ROUNDS} times, alternated, medians`,
     '',
     `Export (Parquet, zstd, export lane): ${exportSeconds.toFixed(1)} s, ${mb(manifest.size)} MiB in ${manifest.segments.length} segments, ${info.rows_produced ?? info.rows} rows`,
     '',
@@ -343,9 +393,10 @@ async function main() {
     `| read from another api process | ${same(other)} | identical | ${met(other.sha === whole)} |`,
     `| read after an api restart | ${same(again)} | identical | ${met(again.sha === whole)} |`,
     '',
-    `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}.`,
+    `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}; every run ${allSame ? 'identical' : '**DIFFERENT**'}.`,
+    `Runs (MiB/s): through the api ${apiRuns.map(mibs).join(', ')}; from the store ${storeRuns.map(mibs).join(', ')}; 4 at once ${downloadRuns[4].map(mibs).join(', ')}; one at a time ${downloadRuns[1].map(mibs).join(', ')}.`,
     '',
-    'CPU while each was read (100% = one core):',
+    'CPU while each was read, all its runs (100% = one core):',
     `- through the api: ${cpuLine(cpu.viaApi)}`,
     `- from the store, one stream: ${cpuLine(cpu.fromStore)}`,
     `- presigned segments, 4 at once: ${cpuLine(cpu.segments4)}`,

@@ -170,6 +170,9 @@ describe('GET /v1/queries/{id}/result/segments', () => {
     expect(manifest.status).toBe(200);
     const whole = await fetchResult(queryId);
     expect(whole.status).toBe(200);
+    // Its length known from the manifest, the body is sent with it (no chunked framing).
+    expect(whole.headers['content-length']).toBe(String(whole.bytes.length));
+    expect(whole.headers['transfer-encoding']).toBeUndefined();
     const { segments } = manifest.json;
     expect(manifest.json).toMatchObject({
       query_id: queryId,
@@ -212,6 +215,7 @@ describe('a spooled kept result', () => {
       expect(rest.headers['content-range']).toBe(
         `bytes ${k}-${whole.bytes.length - 1}/${whole.bytes.length}`,
       );
+      expect(rest.headers['content-length']).toBe(String(whole.bytes.length - k));
       expect(rest.bytes.equals(whole.bytes.subarray(k))).toBe(true);
     }
   });

@@ -132,7 +132,14 @@ export class KeptResultService {
         ) {
           return this.failed(queryId, first.status, reader);
         }
-        return { ...response, body: Readable.from(bodyOf(reader, first)) };
+        // A finished spooled result's length is known: sent, the body needs no chunked framing.
+        const length =
+          typeof manifest === 'number' ? { 'content-length': String(manifest) } : undefined;
+        return {
+          ...response,
+          headers: { ...response.headers, ...length },
+          body: Readable.from(bodyOf(reader, first)),
+        };
       }
       // Two reads, holding no more than a read's entries at a time: its length, then its bytes.
       const measured = manifest ?? (await lengthOf(reader));
@@ -151,7 +158,11 @@ export class KeptResultService {
       return {
         ...response,
         httpStatus: 206,
-        headers: { ...response.headers, 'content-range': `bytes ${start}-${total - 1}/${total}` },
+        headers: {
+          ...response.headers,
+          'content-range': `bytes ${start}-${total - 1}/${total}`,
+          'content-length': String(total - start),
+        },
         body: Readable.from(bytesOf(from)),
         close: () => from.close(),
       };
