@@ -14,6 +14,7 @@ import { ParquetStatistics } from './parquet-statistics';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
 import { PgColumnKind, PgValueKind, flattenArray, parseArray } from './pg-text.decoder';
 import { TextRow } from './result.encoder';
+import { RowBatch } from './row.batch';
 
 /**
  * Most entries of a chunk's dictionary: its text keys and their Map cost more memory than the
@@ -171,6 +172,32 @@ export class ParquetColumnWriter {
       open += this.dictionary.bytes + ((this.count * bitWidth(this.dictionary.size)) >> 3);
     }
     return this.uncompressed + open;
+  }
+
+  /**
+   * Appends column `c` of rows [from, to) of `batch`. A text or JSON column written PLAIN takes
+   * each value's UTF-8 bytes as they are; anything else takes its text (decoded once a batch).
+   */
+  appendBatch(batch: RowBatch, c: number, from: number, to: number): void {
+    if (this.list || !this.page.takesBytes || !batch.utf8) {
+      this.append(batch.text(), c, from, to);
+      return;
+    }
+    const { bytes, starts, ends, columns } = batch;
+    for (let r = from, k = from * columns + c; r < to; r++, k += columns) {
+      const end = ends[k];
+      if (this.levels === this.defs.length) this.defs = grow(this.defs, this.levels + 1);
+      if (end < 0) {
+        this.defs[this.levels++] = 0;
+        this.stats.nulls++;
+        continue;
+      }
+      this.defs[this.levels++] = 1;
+      // The dictionary keys on text: until it is dropped, its values are decoded.
+      if (this.useDictionary) this.put(batch.text()[r][c] as string);
+      else this.page.putBytes(bytes, starts[k], end);
+      this.endRow();
+    }
   }
 
   /** Appends column `c` of rows [from, to). */
