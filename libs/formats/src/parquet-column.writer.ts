@@ -14,7 +14,7 @@ import { ParquetStatistics } from './parquet-statistics';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
 import { PgColumnKind, PgValueKind, flattenArray, parseArray } from './pg-text.decoder';
 import { TextRow } from './result.encoder';
-import { RowBatch } from './row.batch';
+import { RowBatch, utf8Text } from './row.batch';
 
 /**
  * Most entries of a chunk's dictionary: its text keys and their Map cost more memory than the
@@ -175,11 +175,12 @@ export class ParquetColumnWriter {
   }
 
   /**
-   * Appends column `c` of rows [from, to) of `batch`. A text or JSON column written PLAIN takes
-   * each value's UTF-8 bytes as they are; anything else takes its text (decoded once a batch).
+   * Appends column `c` of rows [from, to) of `batch`, each value from its bytes (PLAIN pages take
+   * text, JSON, integers and booleans as they are); list columns, and a batch that is not
+   * well-formed UTF-8, from the batch's text.
    */
   appendBatch(batch: RowBatch, c: number, from: number, to: number): void {
-    if (this.list || !this.page.takesBytes || !batch.utf8) {
+    if (this.list || !batch.utf8) {
       this.append(batch.text(), c, from, to);
       return;
     }
@@ -193,8 +194,8 @@ export class ParquetColumnWriter {
         continue;
       }
       this.defs[this.levels++] = 1;
-      // The dictionary keys on text: until it is dropped, its values are decoded.
-      if (this.useDictionary) this.put(batch.text()[r][c] as string);
+      // The dictionary is keyed by text.
+      if (this.useDictionary) this.put(utf8Text(bytes, starts[k], end));
       else this.page.putBytes(bytes, starts[k], end);
       this.endRow();
     }
