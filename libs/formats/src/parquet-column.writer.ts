@@ -14,6 +14,7 @@ import { ParquetStatistics } from './parquet-statistics';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
 import { PgColumnKind, PgValueKind, flattenArray, parseArray } from './pg-text.decoder';
 import { TextRow } from './result.encoder';
+import { RowBatch, utf8Text } from './row.batch';
 
 /**
  * Most entries of a chunk's dictionary: its text keys and their Map cost more memory than the
@@ -171,6 +172,33 @@ export class ParquetColumnWriter {
       open += this.dictionary.bytes + ((this.count * bitWidth(this.dictionary.size)) >> 3);
     }
     return this.uncompressed + open;
+  }
+
+  /**
+   * Appends column `c` of rows [from, to) of `batch`, each value from its bytes (PLAIN pages take
+   * text, JSON, integers and booleans as they are); list columns, and a batch that is not
+   * well-formed UTF-8, from the batch's text.
+   */
+  appendBatch(batch: RowBatch, c: number, from: number, to: number): void {
+    if (this.list || !batch.utf8) {
+      this.append(batch.text(), c, from, to);
+      return;
+    }
+    const { bytes, starts, ends, columns } = batch;
+    for (let r = from, k = from * columns + c; r < to; r++, k += columns) {
+      const end = ends[k];
+      if (this.levels === this.defs.length) this.defs = grow(this.defs, this.levels + 1);
+      if (end < 0) {
+        this.defs[this.levels++] = 0;
+        this.stats.nulls++;
+        continue;
+      }
+      this.defs[this.levels++] = 1;
+      // The dictionary is keyed by text.
+      if (this.useDictionary) this.put(utf8Text(bytes, starts[k], end));
+      else this.page.putBytes(bytes, starts[k], end);
+      this.endRow();
+    }
   }
 
   /** Appends column `c` of rows [from, to). */

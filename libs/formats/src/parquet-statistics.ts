@@ -2,6 +2,8 @@ import type { PhysicalType } from './parquet-format';
 
 /** Longest min or max of a byte-array column kept as it is; a longer one is cut (and marked inexact). */
 export const STATISTICS_BYTES = 64;
+/** Room for a bound: a cut max whose last character became the next one may be a byte longer. */
+const BOUND_BYTES = STATISTICS_BYTES + 4;
 
 /** A column chunk's statistics as the footer writes them: bounds PLAIN-encoded. */
 export interface ChunkStatistics {
@@ -28,8 +30,13 @@ export class ParquetStatistics {
   nulls = 0;
   private min: number | bigint | undefined;
   private max: number | bigint | undefined;
-  private minBytes: Buffer | undefined;
-  private maxBytes: Buffer | undefined;
+  // Byte-array bounds, copied into buffers of their own: a rising column (ids in text, JSON with
+  // a growing key) has a new max at every value, and a Buffer made for each took a fifth of the
+  // encode. Length -1: no bound yet.
+  private minBytes = Buffer.allocUnsafe(BOUND_BYTES);
+  private minLength = -1;
+  private maxBytes = Buffer.allocUnsafe(BOUND_BYTES);
+  private maxLength = -1;
   private minExact = true;
   private maxExact = true;
   // Some value is above every bound that fits (a long run of 0xff, or U+10FFFF): no max.
@@ -55,11 +62,11 @@ export class ParquetStatistics {
 
   /** A byte-array value, `buf[from, to)`. */
   bytes(buf: Buffer, from: number, to: number): void {
-    if (this.minBytes === undefined || compare(buf, from, to, this.minBytes) < 0) {
+    if (this.minLength < 0 || compare(buf, from, to, this.minBytes, this.minLength) < 0) {
       this.setMin(buf, from, to);
     }
     if (this.maxUnbounded) return;
-    if (this.maxBytes === undefined || compare(buf, from, to, this.maxBytes) > 0) {
+    if (this.maxLength < 0 || compare(buf, from, to, this.maxBytes, this.maxLength) > 0) {
       this.setMax(buf, from, to);
     }
   }
@@ -74,13 +81,13 @@ export class ParquetStatistics {
     if (this.min !== undefined && this.max !== undefined) {
       stats.min = plain(this.type, this.min, -0);
       stats.max = plain(this.type, this.max, 0);
-    } else if (this.minBytes !== undefined) {
-      stats.min = this.minBytes;
-      if (!this.maxUnbounded) stats.max = this.maxBytes;
+    } else if (this.minLength >= 0) {
+      stats.min = Buffer.from(this.minBytes.subarray(0, this.minLength));
+      if (this.maxLength >= 0) stats.max = Buffer.from(this.maxBytes.subarray(0, this.maxLength));
     }
     this.nulls = 0;
     this.min = this.max = undefined;
-    this.minBytes = this.maxBytes = undefined;
+    this.minLength = this.maxLength = -1;
     this.minExact = this.maxExact = true;
     this.maxUnbounded = false;
     return stats;
@@ -88,24 +95,25 @@ export class ParquetStatistics {
 
   private setMin(buf: Buffer, from: number, to: number): void {
     const cut = this.cutAt(buf, from, to);
-    this.minBytes = Buffer.from(buf.subarray(from, cut));
+    this.minLength = copyBound(this.minBytes, buf, from, cut);
     this.minExact = cut === to;
   }
 
   private setMax(buf: Buffer, from: number, to: number): void {
     const cut = this.cutAt(buf, from, to);
     if (cut === to) {
-      this.maxBytes = Buffer.from(buf.subarray(from, to));
+      this.maxLength = copyBound(this.maxBytes, buf, from, to);
       this.maxExact = true;
       return;
     }
     const above = this.order === 'utf8' ? utf8Above(buf, from, cut) : bytesAbove(buf, from, cut);
     if (above === undefined) {
       this.maxUnbounded = true;
-      this.maxBytes = undefined;
+      this.maxLength = -1;
       return;
     }
-    this.maxBytes = above;
+    if (above.length > this.maxBytes.length) this.maxBytes = Buffer.allocUnsafe(above.length);
+    this.maxLength = copyBound(this.maxBytes, above, 0, above.length);
     this.maxExact = false;
   }
 
@@ -118,14 +126,20 @@ export class ParquetStatistics {
   }
 }
 
-/** Unsigned byte order of `buf[from, to)` against `bound`. */
-function compare(buf: Buffer, from: number, to: number, bound: Buffer): number {
-  const n = Math.min(to - from, bound.length);
+/** Unsigned byte order of `buf[from, to)` against the bound `bound[0, length)`. */
+function compare(buf: Buffer, from: number, to: number, bound: Buffer, length: number): number {
+  const n = Math.min(to - from, length);
   for (let i = 0; i < n; i++) {
     const d = buf[from + i] - bound[i];
     if (d !== 0) return d;
   }
-  return to - from - bound.length;
+  return to - from - length;
+}
+
+/** Copies `buf[from, to)` (a bound: at most BOUND_BYTES) to the start of `bound`; its length. */
+function copyBound(bound: Buffer, buf: Buffer, from: number, to: number): number {
+  for (let i = from; i < to; i++) bound[i - from] = buf[i];
+  return to - from;
 }
 
 /** The shortest bytes above every value that starts with `buf[from, cut)`: its last byte below 0xff, plus one. */

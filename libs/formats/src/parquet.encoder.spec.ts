@@ -78,6 +78,40 @@ describe(ParquetEncoder.name, () => {
     },
   );
 
+  it("writes every common type PLAIN from the values' bytes, read back value for value", () => {
+    // No dictionary: every value goes from the batch's bytes into a PLAIN page.
+    const rows = CASES.map(([text]) => text);
+    const { file } = encode(COLUMNS, [rows.slice(0, 2), rows.slice(2)], { dictionaryBytes: 0 });
+    const got = read(file);
+    expect(got).toHaveLength(CASES.length);
+    CASES.forEach(([, want], r) => {
+      COLUMNS.forEach((c, i) => {
+        expect([r, c.name, normalise(got[r][c.name])]).toEqual([r, c.name, want[i]]);
+      });
+    });
+  });
+
+  it('writes text that is not well-formed UTF-8 (a SQL_ASCII database) as its decoded text', () => {
+    // One row, one text value: "a", a lone 0xff byte, "b".
+    const bytes = Buffer.from([0x20, 0x61, 0xff, 0x62]);
+    const batch = new RowBatch(1, 1, bytes, Int32Array.of(1), Int32Array.of(4));
+    for (const dictionaryBytes of [0, 1 << 20]) {
+      const encoder = new ParquetEncoder(
+        { queryId: 'q-1', layout: 'array', columns: [col('t', 'text', 25)] },
+        { dictionaryBytes, codec: 'UNCOMPRESSED' },
+      );
+      const file = Buffer.concat([
+        encoder.head(),
+        encoder.rows(batch),
+        encoder.end(OK, false) as Buffer,
+      ]);
+      expect(read(file)).toEqual([{ t: 'a\ufffdb' }]);
+      // the page holds the text's UTF-8, not the bytes PostgreSQL sent
+      expect(file.includes(Buffer.from('a\ufffdb'))).toBe(true);
+      expect(file.includes(bytes.subarray(1))).toBe(false);
+    }
+  });
+
   it.each(CODECS)('writes an empty result that both readers read (%s pages)', async (codec) => {
     const { file } = encode(COLUMNS, [[]], { codec });
     expect(read(file)).toEqual([]);

@@ -99,16 +99,16 @@ export class ParquetEncoder implements ResultEncoder {
   }
 
   private chunk(batch: RowBatch): Buffer {
-    const rows = batch.text();
     const out: Buffer[] = [];
     const { rowGroupBytes, rowGroupRows } = this.settings;
-    for (let from = 0; from < rows.length;) {
+    const length = batch.length;
+    for (let from = 0; from < length;) {
       // Slices sized from the bytes per row so far, so that a row group overshoots by little.
       const before = this.groupBytes();
       const fit = Math.ceil((rowGroupBytes - before) / this.bytesPerRow);
       const slice = Math.max(1, Math.min(MAX_SLICE_ROWS, fit, rowGroupRows - this.groupRows));
-      const to = Math.min(rows.length, from + slice);
-      for (let c = 0; c < this.writers.length; c++) this.writers[c].append(rows, c, from, to);
+      const to = Math.min(length, from + slice);
+      for (let c = 0; c < this.writers.length; c++) this.writers[c].appendBatch(batch, c, from, to);
       this.groupRows += to - from;
       const after = this.groupBytes();
       this.bytesPerRow = Math.max(1, (after - before) / (to - from));

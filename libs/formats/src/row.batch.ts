@@ -27,8 +27,9 @@ export const VALUE_GAP = 0x20;
 
 /**
  * The rows of one read, as PostgreSQL sent their text values: every value's UTF-8 bytes in one
- * buffer, with where each starts and ends. The JSON encoders copy values from it byte for byte;
- * the others take each value's text (`text()`), decoded once for the whole batch. Value `c` of
+ * buffer, with where each starts and ends. The JSON encoders copy values from it byte for byte,
+ * and Parquet's column writers read them from it; the others take each value's text (`text()`),
+ * decoded once for the whole batch. Value `c` of
  * row `r` is at index `r * columns + c` of `starts` and `ends`; a NULL ends at -1. Between values
  * the buffer holds only VALUE_GAP bytes, so that a test of the whole buffer tells about the values.
  */
