@@ -7,6 +7,7 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import pg from 'pg';
+import { hardTimeLimit, staleBuildWarning } from './lib/env.mjs';
 import { DATABASE_URL, envInt } from './lib/service.mjs';
 
 const ROWS = envInt('BENCH_ROWS', 1_000_000);
@@ -15,6 +16,12 @@ const RUNS = envInt('BENCH_RUNS', 4);
 const BATCH = envInt('BENCH_BATCH', 5000);
 const roots = process.argv.slice(2).map((p) => path.resolve(p));
 if (roots.length === 0) roots.push(path.resolve(import.meta.dirname, '..'));
+// Reading the table and a run of each build take seconds each: whatever happens, it ends by then.
+hardTimeLimit((RUNS * roots.length * 30 + 120) * 1000);
+for (const root of roots) {
+  const warning = staleBuildWarning(root);
+  if (warning) console.error(`${root}: ${warning}`);
+}
 
 const client = new pg.Client({
   connectionString: DATABASE_URL,

@@ -42,6 +42,7 @@ import {
   startChild,
   startSluice,
   storedTable,
+  startAsyncExport,
   unlessDied,
 } from './lib/service.mjs';
 
@@ -163,26 +164,7 @@ async function main() {
   const work = fs.mkdtempSync(path.join(tmpdir(), 'sluice-bench-spool-read-'));
   onCleanup(() => fs.rmSync(work, { recursive: true, force: true }));
 
-  const accepted = await unlessDied(
-    sluice,
-    fetch(`${baseUrl}/v1/execute`, {
-      method: 'POST',
-      headers: {
-        authorization: auth,
-        'content-type': 'application/json',
-        accept: 'application/parquet',
-        'accept-encoding': 'identity',
-      },
-      body: JSON.stringify({
-        statement: `select * from ${TABLE}`,
-        wait_timeout: 0,
-        lane: 'export',
-      }),
-    }),
-  );
-  if (accepted.status !== 202)
-    throw new Error(`export: ${accepted.status} ${await accepted.text()}`);
-  const { query_id: queryId } = await accepted.json();
+  const queryId = await startAsyncExport(sluice, TABLE);
   for (;;) {
     const info = await (
       await fetch(`${baseUrl}/v1/queries/${queryId}`, { headers: { authorization: auth } })

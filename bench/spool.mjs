@@ -57,6 +57,7 @@ import {
   runMain,
   sampleRss,
   startChild,
+  startAsyncExport,
   startSluice,
   unlessDied,
   storedTable,
@@ -209,26 +210,7 @@ async function main() {
   }, 100);
   const rss = sampleRss([sluice.api.pid, sluice.worker.pid]);
   const started = performance.now();
-  const accepted = await unlessDied(
-    sluice,
-    fetch(`${baseUrl}/v1/execute`, {
-      method: 'POST',
-      headers: {
-        authorization: auth,
-        'content-type': 'application/json',
-        accept: 'application/parquet',
-        'accept-encoding': 'identity',
-      },
-      body: JSON.stringify({
-        statement: `select * from ${TABLE}`,
-        wait_timeout: 0,
-        lane: 'export',
-      }),
-    }),
-  );
-  if (accepted.status !== 202)
-    throw new Error(`export not accepted: ${accepted.status} ${await accepted.text()}`);
-  const { query_id: queryId } = await accepted.json();
+  const queryId = await startAsyncExport(sluice, TABLE);
   let info;
   for (;;) {
     info = await (

@@ -609,6 +609,33 @@ export function unlessDied(sluice, work) {
   return Promise.race([work, ...sluice.children.map((c) => c.died)]);
 }
 
+/**
+ * Starts `select * from <table>` as an asynchronous Parquet export on the export lane (202 at
+ * once, its result kept) and returns its query id.
+ */
+export async function startAsyncExport(sluice, table) {
+  const accepted = await unlessDied(
+    sluice,
+    fetch(`${sluice.baseUrl}/v1/execute`, {
+      method: 'POST',
+      headers: {
+        authorization: sluice.headers.authorization,
+        'content-type': 'application/json',
+        accept: 'application/parquet',
+        'accept-encoding': 'identity',
+      },
+      body: JSON.stringify({
+        statement: `select * from ${table}`,
+        wait_timeout: 0,
+        lane: 'export',
+      }),
+    }),
+  );
+  if (accepted.status !== 202)
+    throw new Error(`export not accepted: ${accepted.status} ${await accepted.text()}`);
+  return (await accepted.json()).query_id;
+}
+
 export function printChildOutput(sluice, lines = 15) {
   console.error('\nlast output of the Sluice processes:');
   for (const c of sluice.children)
