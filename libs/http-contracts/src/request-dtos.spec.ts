@@ -1,7 +1,11 @@
 import { plainToInstance } from 'class-transformer';
-import { ValidationError, validate } from 'class-validator';
+import { IsString, ValidationError, validate } from 'class-validator';
 import {
+  ChoiceField,
   CreateUserDto,
+  FlagField,
+  ObjectField,
+  acceptedAs,
   ExecuteRequestDto,
   IntegerField,
   LoginRequestDto,
@@ -200,5 +204,133 @@ describe('request fields', () => {
       'n must not be greater than 5',
       'starts with a',
     ]);
+  });
+});
+
+/** Values of every kind a field may be sent: right and wrong types, edges of each limit. */
+const VALUES: unknown[] = [
+  undefined,
+  null,
+  '',
+  'a',
+  'abc',
+  'select 1',
+  'a'.repeat(8),
+  'a'.repeat(63),
+  'a'.repeat(64),
+  'a'.repeat(1025),
+  '\uFE0F'.repeat(8),
+  '\u{1F600}'.repeat(5),
+  'a@b',
+  'a\u0000b',
+  'array',
+  'collection',
+  'interactive',
+  'export',
+  'continue',
+  'cancel',
+  0,
+  1,
+  -1,
+  2,
+  0.5,
+  63,
+  1_000_000,
+  1_000_001,
+  3_600_000,
+  86_400_000,
+  86_400_001,
+  Number.MAX_SAFE_INTEGER,
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  true,
+  false,
+  {},
+  { a: 1 },
+  [],
+  ['x'],
+];
+
+/** A small deterministic generator (the same bodies every run). */
+function randomOf(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return state / 2_147_483_648;
+  };
+}
+
+describe(acceptedAs.name, () => {
+  /** Each DTO with a body it accepts, the start of the bodies tried. */
+  const dtos: [string, new () => object, Record<string, unknown>][] = [
+    ['ExecuteRequestDto', ExecuteRequestDto, { statement: 'select 1', fetch_size: 0 }],
+    ['LoginRequestDto', LoginRequestDto, { username: 'a', password: 'b' }],
+    ['CreateUserDto', CreateUserDto, { username: 'a', password: 'a'.repeat(8), role: 'r' }],
+    ['UpdateUserDto', UpdateUserDto, {}],
+  ];
+
+  it.each(dtos)(
+    'accepts only bodies of %s that class-validator finds no error in',
+    async (_, cls, valid) => {
+      const fields = Object.keys(new cls());
+      const random = randomOf(fields.length);
+      const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)];
+      let accepted = 0;
+      let refused = 0;
+      for (let i = 0; i < 3000; i++) {
+        // A body it accepts with one to three fields changed, or one more field.
+        const body: Record<string, unknown> = { ...valid };
+        for (let n = 1 + Math.floor(random() * 3); n > 0; n--) {
+          const value = pick(VALUES);
+          if (value === undefined && random() < 0.5) delete body[pick(fields)];
+          else body[pick(fields)] = value;
+        }
+        if (random() < 0.05) body[pick(['extra', 'Statement', 'toString'])] = 1;
+        if (!acceptedAs(cls, body)) {
+          refused++;
+          continue;
+        }
+        accepted++;
+        expect({ body, errors: await check(cls, body) }).toEqual({ body, errors: [] });
+      }
+      // The test has seen enough of both to mean something.
+      expect(Math.min(accepted, refused)).toBeGreaterThan(100);
+    },
+  );
+
+  it('accepts the bodies clients send most', () => {
+    expect(acceptedAs(ExecuteRequestDto, { statement: 'select 1' })).toBe(true);
+    expect(
+      acceptedAs(ExecuteRequestDto, {
+        statement: 'select {n}',
+        params: { n: 1 },
+        format: 'collection',
+        fetch_size: 0,
+        max_rows: 5,
+        timeout: 5000,
+        wait_timeout: null,
+        resumable: false,
+      }),
+    ).toBe(true);
+    expect(acceptedAs(LoginRequestDto, { username: 'alice', password: 'x' })).toBe(true);
+  });
+
+  it('leaves every body to class-validator when a field has a check of its own', () => {
+    class Extra {
+      @IsString()
+      @ChoiceField(['a', 'b'])
+      choice!: string;
+
+      @FlagField()
+      flag!: boolean;
+    }
+    class Plain {
+      @ObjectField()
+      object!: object;
+    }
+    expect(acceptedAs(Extra, { choice: 'a', flag: true })).toBe(false);
+    expect(acceptedAs(Plain, { object: {} })).toBe(true);
+    expect(acceptedAs(Plain, { object: [] })).toBe(false);
+    expect(acceptedAs(Plain, { object: {}, other: 1 })).toBe(false);
   });
 });
