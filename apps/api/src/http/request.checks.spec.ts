@@ -10,6 +10,7 @@ import {
   ambiguousHeaders,
   undecodableQueryString,
   queryEncodingProblem,
+  schemeAndCredential,
 } from './request.checks';
 import { installRequestGates } from './request.gate';
 
@@ -84,6 +85,45 @@ describe(ReceivingBudget.name, () => {
     const whole = await run([Buffer.alloc(UNCOUNTED_BYTES + 1000)], budget);
     expect(whole.length).toBe(UNCOUNTED_BYTES + 1000);
     expect(budget.take(1000)).toBe(true);
+  });
+});
+
+describe(schemeAndCredential.name, () => {
+  // Node hands header values over with the white space at their ends dropped.
+  it('splits every value as the regular expression it stands for', () => {
+    const parts = [
+      'Bearer',
+      'a',
+      'b.c',
+      '=',
+      ',',
+      ' ',
+      '  ',
+      '\t',
+      '\n',
+      '\u00a0',
+      '\u2028',
+      '\ufeff',
+      'x y',
+    ];
+    let state = 7;
+    const random = () => (state = (state * 1_103_515_245 + 12_345) % 2_147_483_648) / 2_147_483_648;
+    for (let i = 0; i < 20_000; i++) {
+      let value = '';
+      for (let n = Math.floor(random() * 8); n > 0; n--)
+        value += parts[Math.floor(random() * parts.length)];
+      value = value.trimEnd();
+      const match = /^\s*(\S+)(?:\s+(.+?))?\s*$/s.exec(value);
+      expect({ value, split: schemeAndCredential(value) }).toEqual({
+        value,
+        split: [match?.[1], match?.[2]],
+      });
+    }
+  });
+
+  it('finds no credential in white space after the scheme', () => {
+    expect(schemeAndCredential(' Bearer \t ')).toEqual(['Bearer', undefined]);
+    expect(schemeAndCredential(' \n ')).toEqual([undefined, undefined]);
   });
 });
 

@@ -118,6 +118,20 @@ const ONE_TOKEN_SCHEMES = new Set(['bearer', 'basic']);
 const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
 
 /**
+ * An `Authorization` value's first word and what follows it, white space around each dropped
+ * (undefined where there is none). String.prototype.trim drops what `\s` matches: the same as
+ * `/^\s*(\S+)(?:\s+(.+?))?\s*$/s`, whose lazy group a regular expression engine steps through a
+ * character at a time, on every request's token.
+ */
+export function schemeAndCredential(value: string): [string | undefined, string | undefined] {
+  const text = value.trim();
+  if (text === '') return [undefined, undefined];
+  const space = /\s/.exec(text);
+  if (!space) return [text, undefined];
+  return [text.slice(0, space.index), text.slice(space.index).trimStart()];
+}
+
+/**
  * Why an `Authorization` value of a scheme Sluice reads does not hold exactly one credential
  * (`Bearer a, Bearer b` as a proxy joins two headers, or trailing words), or undefined. Parsers
  * downstream take the first token or ignore stray characters, so such a value would pass as the
@@ -126,11 +140,10 @@ const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
  * login failed sends its JSON answer as the token, and must learn that, not that it is "ambiguous".
  */
 export function authorizationProblem(value: string): string | undefined {
-  const match = /^\s*(\S+)(?:\s+(.+?))?\s*$/s.exec(value);
-  if (!match || !ONE_TOKEN_SCHEMES.has(match[1].toLowerCase())) return undefined;
+  const [scheme, credential] = schemeAndCredential(value);
+  if (scheme === undefined || !ONE_TOKEN_SCHEMES.has(scheme.toLowerCase())) return undefined;
   // No credential at all is not ambiguous: the guards answer it (401), as a missing token.
-  if (match[2] === undefined || TOKEN68.test(match[2])) return undefined;
-  const [, scheme, credential] = match;
+  if (credential === undefined || TOKEN68.test(credential)) return undefined;
   const expected = `"${scheme} <credential>"`;
   if (/^[{[<"]/.test(credential)) {
     return `the Authorization header holds ${scheme} followed by text that is not a token (it starts with "${credential[0]}", like a JSON or HTML answer: did the login fail?); it must be ${expected}`;
