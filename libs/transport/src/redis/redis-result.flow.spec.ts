@@ -154,6 +154,19 @@ describe('RedisResultWriter flow control', () => {
     await reader.close();
   });
 
+  it('appends an entry of MULTI_APPEND_BYTES or more in a MULTI, a smaller one by the script', async () => {
+    const { reader, writer } = open({ chunks: 8 });
+    const multi = jest.spyOn(redis, 'multi');
+    const evalsha = jest.spyOn(redis, 'evalsha');
+    await writer.write(data(1, MULTI_APPEND_BYTES));
+    expect([multi.mock.calls.length, evalsha.mock.calls.length]).toEqual([1, 0]);
+    await writer.write(data(2, MULTI_APPEND_BYTES - 1));
+    expect([multi.mock.calls.length, evalsha.mock.calls.length]).toEqual([1, 1]);
+    multi.mockRestore();
+    evalsha.mockRestore();
+    await reader.close();
+  });
+
   it('reads back the window and the cancel after large entries too (appended in a MULTI)', async () => {
     const { reader, writer } = open({ chunks: 2, bytes: 100 * MULTI_APPEND_BYTES });
     await writer.write(data(1, MULTI_APPEND_BYTES));
