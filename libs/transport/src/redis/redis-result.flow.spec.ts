@@ -6,7 +6,7 @@ import { FlowWindow, ResultReader, ResultStreamLostError } from '../result.chann
 import { RedisKeys } from '../redis.keys';
 import { RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
-import { RedisResultWriter } from './redis-result.writer';
+import { MULTI_APPEND_BYTES, RedisResultWriter } from './redis-result.writer';
 import { RedisQueryRegistry } from './redis-query.registry';
 import { RedisQueryRecords } from './redis-query.records';
 import { parseRecord } from './stream.codec';
@@ -151,6 +151,56 @@ describe('RedisResultWriter flow control', () => {
       if (record.kind === 'data') rows.push(record.rows);
     }
     expect(rows).toEqual([1, 2]);
+    await reader.close();
+  });
+
+  it('appends an entry of MULTI_APPEND_BYTES or more in a MULTI, a smaller one by the script', async () => {
+    const { reader, writer } = open({ chunks: 8 });
+    const multi = jest.spyOn(redis, 'multi');
+    const evalsha = jest.spyOn(redis, 'evalsha');
+    await writer.write(data(1, MULTI_APPEND_BYTES));
+    expect([multi.mock.calls.length, evalsha.mock.calls.length]).toEqual([1, 0]);
+    await writer.write(data(2, MULTI_APPEND_BYTES - 1));
+    expect([multi.mock.calls.length, evalsha.mock.calls.length]).toEqual([1, 1]);
+    multi.mockRestore();
+    evalsha.mockRestore();
+    await reader.close();
+  });
+
+  it('reads back the window and the cancel after large entries too (appended in a MULTI)', async () => {
+    const { reader, writer } = open({ chunks: 2, bytes: 100 * MULTI_APPEND_BYTES });
+    await writer.write(data(1, MULTI_APPEND_BYTES));
+    await writer.write(data(2, MULTI_APPEND_BYTES));
+    expect(await settled(writer.write(data(3, MULTI_APPEND_BYTES)))).toBe(false);
+    await reader.cancel();
+    expect(await stoppedWith(writer.write(data(4, MULTI_APPEND_BYTES)))).toBe('cancelled');
+    await reader.close();
+  });
+
+  it('takes a large append that the stream already holds as written, once, and any older id as a lost stream', async () => {
+    const { queryId, reader, writer } = open({ chunks: 8 });
+    // A writer at the same place in the stream sends the same ids: what a resent MULTI does.
+    const behind = () =>
+      new RedisResultWriter(redis, keys, queryId, {
+        window: { chunks: 8, bytes: 1_000_000, idleTimeoutMs: 5_000 },
+        ttlSeconds: 60,
+        pollMs: 20,
+      });
+    const again = behind();
+    await writer.write(data(1, MULTI_APPEND_BYTES));
+    await again.write(data(1, MULTI_APPEND_BYTES));
+    await writer.write(data(2, MULTI_APPEND_BYTES));
+    await again.write(data(2, MULTI_APPEND_BYTES));
+    // An id the stream has passed but is not its last is not the same append: the stream is lost.
+    await expect(behind().write(data(1, MULTI_APPEND_BYTES))).rejects.toBeInstanceOf(
+      ResultStreamLostError,
+    );
+    await writer.writeFinal([data(3, MULTI_APPEND_BYTES), end()]);
+    const got: ResultRecord[] = [];
+    for (let record = await reader.next(); record.kind !== 'end'; record = await reader.next()) {
+      got.push(record);
+    }
+    expect(got).toEqual([1, 2, 3].map((n) => data(n, MULTI_APPEND_BYTES)));
     await reader.close();
   });
 
