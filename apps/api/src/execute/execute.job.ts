@@ -5,7 +5,8 @@ import { AuthUser } from '../auth/auth-user';
 import { NegotiatedRequest } from './request.negotiation';
 
 /** What a job is made of: the negotiated request, its bound statement, who runs it, and when. */
-export interface JobParts extends NegotiatedRequest {
+export interface JobParts {
+  negotiated: NegotiatedRequest;
   queryId: string;
   bound: BoundStatement;
   user: AuthUser;
@@ -27,7 +28,8 @@ export type JobLimits = Pick<
 
 /** The job a worker runs for one request. */
 export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
-  const { request, bound, user, now } = parts;
+  const { negotiated, bound, user, now } = parts;
+  const { request } = negotiated;
   return {
     queryId: parts.queryId,
     text: bound.text,
@@ -39,18 +41,21 @@ export function buildJob(parts: JobParts, config: JobLimits): ExecuteJobData {
     session: user.session,
     database: request.database ?? user.database,
     schema: request.schema,
-    format: parts.format,
-    parquetCompression: parts.parquetCompression,
+    format: negotiated.format,
+    parquetCompression: negotiated.parquetCompression,
     layout: request.format ?? 'array',
     fetchSize: request.fetch_size ?? 0,
     maxRows: request.max_rows,
-    encoding: parts.encoding,
+    encoding: negotiated.encoding,
     timeoutMs: timeoutFor(request.timeout, config),
     startBy: now + config.maxQueueWaitMs,
-    lane: parts.lane,
+    lane: negotiated.lane,
     enqueuedAt: now,
     // A query that may be answered before its result, or repeated, keeps it for a later fetch.
-    kept: parts.wait || parts.idempotencyKey || request.resumable ? keptOf(config) : undefined,
+    kept:
+      negotiated.wait || negotiated.idempotencyKey || request.resumable
+        ? keptOf(config)
+        : undefined,
   };
 }
 

@@ -123,7 +123,7 @@ export class ExecuteService {
     });
     const bound = bindStatement(request.statement, request.params);
     const queryId = randomUUID();
-    const job = buildJob({ ...negotiated, queryId, bound, user, now: Date.now() }, this.config);
+    const job = buildJob({ negotiated, queryId, bound, user, now: Date.now() }, this.config);
     if (job.kept?.spooled) await this.spoolReady();
     const { trace } = options;
     const execution = await this.admit(job, user, request.statement, {
@@ -213,7 +213,13 @@ export class ExecuteService {
         traceId: trace?.traceId,
       }),
     ]);
-    const open = () => Execution.open(this.reading, this.lifecycle, job, this.watch.of(job, (queryId, status) => this.kept.failKept(queryId, status)));
+    const open = () =>
+      Execution.open(
+        this.reading,
+        this.lifecycle,
+        job,
+        this.watch.of(job, (queryId, status) => this.kept.failKept(queryId, status)),
+      );
     // A kept result's reader writes no alive key (its query runs on without a reader) and reads
     // over a connection of its own: it is opened once the query is admitted, not for a refusal.
     const early = job.kept ? undefined : open();

@@ -73,6 +73,11 @@ export function negotiateParquetCompression(accept: string | undefined): Parquet
   return known;
 }
 
+/** Accept headers seen most recently, with the format each chose (undefined: none: 406). */
+const FORMATS_CHOSEN = new Map<string, ResultFormat | undefined>();
+/** Past this many headers, those remembered are forgotten and remembered anew. */
+const MOST_REMEMBERED = 256;
+
 /**
  * The response format for an Accept header, among those this build encodes; undefined when the
  * client accepts none of them (406). No header means application/json.
@@ -82,6 +87,19 @@ export function negotiateFormat(
   available: readonly ResultFormat[],
 ): ResultFormat | undefined {
   if (accept === undefined || accept.trim() === '') return 'json';
+  // A client sends the same Accept with each request: its answer is looked up, not parsed again.
+  const key = `${available.join(',')}\n${accept}`;
+  if (FORMATS_CHOSEN.has(key)) return FORMATS_CHOSEN.get(key);
+  const chosen = chooseFormat(accept, available);
+  if (FORMATS_CHOSEN.size >= MOST_REMEMBERED) FORMATS_CHOSEN.clear();
+  FORMATS_CHOSEN.set(key, chosen);
+  return chosen;
+}
+
+function chooseFormat(
+  accept: string,
+  available: readonly ResultFormat[],
+): ResultFormat | undefined {
   // Listing JSON first makes `*/*` and `application/*` pick it.
   const ordered = [...available].sort((a, b) => (a === 'json' ? -1 : b === 'json' ? 1 : 0));
   const types = ordered.map(contentTypeOf);
