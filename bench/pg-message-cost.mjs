@@ -1,7 +1,8 @@
 // PostgreSQL's own CPU for one small query, by the message sequence a client sends for it: the
 // skeleton's one simple query against the worker's (a prelude of BEGIN and SET LOCALs pipelined
 // with the extended-protocol statement, then the portal's Close and Sync with the COMMIT and the
-// session's reset), and variants of the latter. One raw connection (pg-protocol's serializer, no
+// session's reset), and variants of the latter ("reset less X": the nine-statement reset without
+// X, to price each statement; none of these is safe to use). BENCH_SEQUENCES=a|b runs only those. One raw connection (pg-protocol's serializer, no
 // pg Client), one sequence at a time, run back to back; the backend's CPU time is read from
 // /proc/<pid>/schedstat (ns on the CPU), so the figure is the backend's alone, not the wait.
 //
@@ -51,7 +52,11 @@ function firstWrite(prelude) {
 
 /** The worker's second write: the portal's Close and Sync, then `end` as one simple query. */
 const secondWrite = (end) =>
-  Buffer.concat([serialize.close({ type: 'P', name: 'C_1' }), serialize.sync(), serialize.query(end)]);
+  Buffer.concat([
+    serialize.close({ type: 'P', name: 'C_1' }),
+    serialize.sync(),
+    serialize.query(end),
+  ]);
 
 const PRELUDE = ['BEGIN', `SET LOCAL ROLE ${ROLE}`, `SET LOCAL application_name = '${APP_NAME}'`];
 const twoTrips = (prelude, end) => [
@@ -62,11 +67,17 @@ const twoTrips = (prelude, end) => [
 /** Each sequence: writes, each awaited until the n-th message of a type. */
 const SEQUENCES = {
   skeleton: [
-    { write: serialize.query(`BEGIN; SET LOCAL ROLE ${ROLE}; ${STATEMENT}; COMMIT`), until: ['Z', 1] },
+    {
+      write: serialize.query(`BEGIN; SET LOCAL ROLE ${ROLE}; ${STATEMENT}; COMMIT`),
+      until: ['Z', 1],
+    },
   ],
-  'worker (today)': twoTrips(PRELUDE, `COMMIT; ${RESET_NOW}`),
+  'worker, the reset as nine statements after COMMIT (until 2026-12-05)': twoTrips(
+    PRELUDE,
+    `COMMIT; ${RESET_NOW}`,
+  ),
   'worker, COMMIT alone': twoTrips(PRELUDE, 'COMMIT'),
-  'worker, COMMIT then DISCARD ALL as a second query': [
+  'worker (COMMIT, then DISCARD ALL as a query of its own)': [
     { write: firstWrite(PRELUDE), until: ['C', PRELUDE.length + 1] },
     {
       write: Buffer.concat([secondWrite('COMMIT'), serialize.query('DISCARD ALL')]),
@@ -86,7 +97,10 @@ const SEQUENCES = {
     PRELUDE,
     `COMMIT; ${RESET_NOW.replace('SELECT pg_advisory_unlock_all(); ', '')}`,
   ),
-  'worker, reset less RESET ALL': twoTrips(PRELUDE, `COMMIT; ${RESET_NOW.replace('RESET ALL; ', '')}`),
+  'worker, reset less RESET ALL': twoTrips(
+    PRELUDE,
+    `COMMIT; ${RESET_NOW.replace('RESET ALL; ', '')}`,
+  ),
   'worker, reset less SET SESSION AUTHORIZATION': twoTrips(
     PRELUDE,
     `COMMIT; ${RESET_NOW.replace('SET SESSION AUTHORIZATION DEFAULT; ', '')}`,
@@ -185,10 +199,14 @@ await runMain(async () => {
       }
     }
     for (const [name, sum] of sums) {
-      results.get(name).push({ cpu: sum.cpu / ITERATIONS / 1e3, wall: sum.wall / ITERATIONS / 1e3 });
+      results
+        .get(name)
+        .push({ cpu: sum.cpu / ITERATIONS / 1e3, wall: sum.wall / ITERATIONS / 1e3 });
     }
   }
-  console.log(`\n${ITERATIONS} iterations × ${ROUNDS} rounds, load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+  console.log(
+    `\n${ITERATIONS} iterations × ${ROUNDS} rounds, load ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`,
+  );
   console.log('| sequence | backend CPU µs per query (rounds) | wall µs |');
   console.log('|---|---|---:|');
   for (const [name, runs] of results) {
