@@ -72,17 +72,18 @@ const writer: ResultWriter = {
 };
 
 /**
- * How the fake's COMMIT goes: the commit's and the reset's command tags, then an error or none;
- * or, `held`, no answer until a cancel fails it (deferred triggers still running).
+ * How the fake's COMMIT goes: its command tags, then an error or none; or, `held`, no answer
+ * until a cancel fails it (deferred triggers still running). The reset after it (DISCARD ALL, a
+ * query of its own) fails with `resetError`, or goes through.
  */
-let commitAnswer: { tags: string[]; error?: Error; held?: boolean };
+let commitAnswer: { tags: string[]; error?: Error; held?: boolean; resetError?: Error };
 /** A COMMIT held unanswered, as its cancel would end it. */
 let heldCommit: (() => void) | undefined;
 
 const client = {
   ...BACKEND,
   processID: BACKEND.pid,
-  query(sql: string | FakeCursor | TransactionEnd) {
+  query(sql: string | FakeCursor | TransactionEnd | object) {
     if (sql instanceof TransactionEnd) {
       log.push('COMMIT; reset');
       if (commitAnswer.held) {
@@ -93,6 +94,19 @@ const client = {
       commitAnswer.tags.forEach((text) => sql.handleCommandComplete({ text }));
       if (commitAnswer.error) sql.handleError(commitAnswer.error);
       else sql.handleReadyForQuery();
+      return sql;
+    }
+    if (typeof sql !== 'string' && !(sql instanceof FakeCursor)) {
+      // The reset's turn, queued right after the COMMIT's: its answer comes after the COMMIT's.
+      const reset = sql as { handleError(err: Error): void; handleReadyForQuery(): void };
+      const answer = () =>
+        commitAnswer.resetError
+          ? reset.handleError(commitAnswer.resetError)
+          : reset.handleReadyForQuery();
+      if (heldCommit) {
+        const held = heldCommit;
+        heldCommit = () => (held(), answer());
+      } else answer();
       return sql;
     }
     if (typeof sql !== 'string') {
@@ -134,7 +148,7 @@ async function started(): Promise<StatementLife> {
 
 beforeEach(() => {
   log = [];
-  commitAnswer = { tags: ['COMMIT', 'CLOSE CURSOR ALL', 'SET'] };
+  commitAnswer = { tags: ['COMMIT'] };
   heldCommit = undefined;
   cursor = new FakeCursor();
   stopClient = undefined;
@@ -151,21 +165,34 @@ describe(StatementLife.name, () => {
     expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'release']);
   });
 
-  it('a COMMIT that fails fails the statement; the rollback and DISCARD ALL follow', async () => {
+  it('a COMMIT that fails fails the statement; the reset after it still ran, the connection is pooled', async () => {
     const refused = Object.assign(new Error('duplicate key value'), { code: '23505' });
     commitAnswer = { tags: [], error: refused };
     const life = await started();
     await expect(life.commit()).rejects.toBe(refused);
     await life.abandon(refused);
     await life.release();
-    expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'ROLLBACK', 'DISCARD ALL', 'release']);
+    expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'release']);
+  });
+
+  it('a COMMIT and a reset that both fail: the connection is reset again, or dropped', async () => {
+    const refused = Object.assign(new Error('duplicate key value'), { code: '23505' });
+    const timeout = Object.assign(new Error('canceling statement due to statement timeout'), {
+      code: '57014',
+    });
+    commitAnswer = { tags: [], error: refused, resetError: timeout };
+    const life = await started();
+    await expect(life.commit()).rejects.toBe(refused);
+    await life.abandon(refused);
+    await life.release();
+    expect(log).toEqual(['BEGIN', 'COMMIT; reset', 'DISCARD ALL', 'release']);
   });
 
   it('a reset that fails after the commit went through keeps the commit; the connection is dropped', async () => {
     const timeout = Object.assign(new Error('canceling statement due to statement timeout'), {
       code: '57014',
     });
-    commitAnswer = { tags: ['COMMIT'], error: timeout };
+    commitAnswer = { tags: ['COMMIT'], resetError: timeout };
     const life = await started();
     await life.commit();
     await life.release();

@@ -65,7 +65,7 @@ export class StatementLife {
   private reset = false;
   /** The connection may be out of step with the server: dropped, not pooled. */
   private broken = false;
-  /** The COMMIT and reset, sent with the portal's close when the statement completed. */
+  /** The COMMIT and reset once sent: with the portal's close when the statement completed. */
   private ending: TransactionEnd | undefined;
   /** Reads asked for so far, the first one included. */
   private reads = 0;
@@ -167,7 +167,7 @@ export class StatementLife {
     const ending = new TransactionEnd(this.end);
     ending.sendNow(connection);
     // Next in the client's queue: it takes the answers that follow the portal's ReadyForQuery.
-    void client.query(ending);
+    ending.queue(client);
     this.ending = ending;
   }
 
@@ -180,7 +180,7 @@ export class StatementLife {
   async commit(): Promise<void> {
     await this.cursor!.close();
     if (!this.ending) this.stop.throwIfStopped();
-    const end = this.ending ?? this.client!.query(new TransactionEnd(this.end));
+    const end = (this.ending ??= this.endTransaction());
     // A stop that comes now stops the COMMIT too: deferred triggers run in it.
     const { committed, reset, error } = await this.inPostgres(end.done);
     if (!committed) throw error ?? new Error('COMMIT was not acknowledged');
@@ -208,11 +208,12 @@ export class StatementLife {
     // A cancel on its way must not land on the ROLLBACK: let it land first (idle, it is ignored).
     await this.refusing;
     // A COMMIT sent with the portal's close ended the transaction, whether or not it committed
-    // (a COMMIT that fails rolls back): what is left is the reset it may not have reached.
+    // (a COMMIT that fails rolls back), and the reset after it ran either way: what is left is a
+    // reset that failed.
     if (this.ending) {
-      const { committed, reset } = await this.ending.done;
+      const { reset } = await this.ending.done;
       this.inTransaction = false;
-      this.reset = committed && reset;
+      this.reset = reset;
     }
     // A suspended portal holds the connection: nothing else runs on it until it is closed.
     if (this.cursor?.open) {
@@ -240,6 +241,13 @@ export class StatementLife {
       await client.query('DISCARD ALL').catch(() => (this.broken = true));
     }
     client.release(this.broken);
+  }
+
+  /** Queues the COMMIT (or ROLLBACK) and the session's reset, in one write. */
+  private endTransaction(): TransactionEnd {
+    const ending = new TransactionEnd(this.end);
+    this.corked(() => ending.queue(this.client!));
+    return ending;
   }
 
   /** Runs `send` with the connection's socket corked: what it writes leaves in one write. */

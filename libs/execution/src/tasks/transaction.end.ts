@@ -1,23 +1,13 @@
 import type { Connection } from 'pg';
 
 /**
- * What DISCARD ALL does, as the statements PostgreSQL documents it to be equivalent to. DISCARD
- * ALL itself cannot follow COMMIT in one query string (it refuses to run in the implicit
- * transaction block such a string opens); these can, so the commit and the reset of everything a
- * statement may have left on the session (settings, role, temporary tables, prepared statements,
- * cursors, LISTENs, advisory locks) take one round trip instead of two.
+ * The session's reset: everything a statement may have left on it (settings, role, temporary
+ * tables, prepared statements, cursors, LISTENs, advisory locks). As a query of its own after the
+ * COMMIT's, in the same write: DISCARD ALL refuses to run in a string with other statements (the
+ * implicit transaction block such a string opens), not after one. One statement costs PostgreSQL
+ * less than the nine it stands for in one string (bench/pg-message-cost.mjs).
  */
-export const SESSION_RESET = [
-  'CLOSE ALL',
-  'SET SESSION AUTHORIZATION DEFAULT',
-  'RESET ALL',
-  'DEALLOCATE ALL',
-  'UNLISTEN *',
-  'SELECT pg_advisory_unlock_all()',
-  'DISCARD PLANS',
-  'DISCARD TEMP',
-  'DISCARD SEQUENCES',
-].join('; ');
+export const SESSION_RESET = 'DISCARD ALL';
 
 /**
  * How a transaction's end went: whether it ended as asked (committed, or rolled back for a
@@ -32,19 +22,23 @@ export interface TransactionEndResult {
 }
 
 /**
- * `COMMIT; <session reset>` sent as one query, which tells apart the two ways it can fail: a
- * COMMIT that fails (a deferred constraint) committed nothing, while a reset that fails after it
- * (a session setting the statement left, such as a 1 ms statement_timeout) leaves the data
- * committed and only the session unclean. A plain `client.query()` rejects the same way for both.
+ * `COMMIT` then `DISCARD ALL`, two queries sent in one write, which tells apart the two ways it
+ * can fail: a COMMIT that fails (a deferred constraint) committed nothing, while a reset that
+ * fails (a session setting the statement left, such as a 1 ms statement_timeout) leaves the data
+ * committed and only the session unclean. The reset runs whether or not the COMMIT went through:
+ * each query is its own exchange. A plain `client.query()` rejects the same way for both.
  *
- * A pg Submittable (the interface pg-cursor uses): pg's Client calls these handlers for each
- * message the backend sends while this query is the active one.
+ * Pg Submittables (the interface pg-cursor uses): this one takes the COMMIT's answers, and
+ * `reset`, queued right after it (queue()), the reset's; pg's Client calls their handlers for
+ * each message the backend sends while one of them is the active query.
  */
 export class TransactionEnd {
   private readonly completed: string[] = [];
   /** Written ahead of its turn (sendNow): its turn in the client's queue writes nothing. */
   private sent = false;
   private error: Error | undefined;
+  /** The reset's turn in the client's queue: it takes the answers to DISCARD ALL. */
+  private readonly reset = new SessionResetTurn((failure) => this.settle(failure));
   readonly done: Promise<TransactionEndResult>;
   private resolve!: (result: TransactionEndResult) => void;
 
@@ -56,18 +50,29 @@ export class TransactionEnd {
     this.done = new Promise((resolve) => (this.resolve = resolve));
   }
 
+  /** Queues both turns on `client`, next to each other: nothing may come between them. */
+  queue(client: { query(submittable: object): unknown }): void {
+    void client.query(this);
+    void client.query(this.reset);
+  }
+
   submit(connection: Connection): void {
-    if (!this.sent) connection.query(`${this.end}; ${SESSION_RESET}`);
+    if (!this.sent) this.write(connection);
   }
 
   /**
    * Writes it now, while the query before it still has the connection (in the same write as that
-   * one's last messages); it must then be the next query queued on the client, whose answers
+   * one's last messages); it must then be queued (queue()) next on the client, whose answers
    * come after that one's ReadyForQuery, in order.
    */
   sendNow(connection: Connection): void {
-    connection.query(`${this.end}; ${SESSION_RESET}`);
+    this.write(connection);
+  }
+
+  private write(connection: Connection): void {
     this.sent = true;
+    connection.query(this.end);
+    connection.query(SESSION_RESET);
   }
 
   handleCommandComplete(msg: { text: string }): void {
@@ -75,9 +80,34 @@ export class TransactionEnd {
   }
 
   handleError(err: Error): void {
-    // The backend skips the rest of the string and sends ReadyForQuery; pg's Client stops
-    // routing messages here after an error, so the result is settled now.
+    // The COMMIT failed: the backend sends ReadyForQuery, and the reset's turn comes next.
     this.error ??= err;
+  }
+
+  handleReadyForQuery(): void {}
+  handleRowDescription(): void {}
+  handleDataRow(): void {}
+  handleEmptyQuery(): void {}
+  handlePortalSuspended(): void {}
+
+  private settle(resetFailure: Error | undefined): void {
+    const committed = this.error === undefined && this.completed[0] === this.end;
+    this.resolve({ committed, reset: resetFailure === undefined, error: this.error ?? resetFailure });
+  }
+}
+
+/** The reset's turn in the client's queue (sent by its TransactionEnd): settles it. */
+class SessionResetTurn {
+  private settled = false;
+  private failure: Error | undefined;
+
+  constructor(private readonly onSettled: (failure: Error | undefined) => void) {}
+
+  submit(): void {}
+
+  handleError(err: Error): void {
+    // pg's Client routes nothing more here after an error: the result is settled now.
+    this.failure ??= err;
     this.settle();
   }
 
@@ -85,14 +115,15 @@ export class TransactionEnd {
     this.settle();
   }
 
+  handleCommandComplete(): void {}
   handleRowDescription(): void {}
   handleDataRow(): void {}
   handleEmptyQuery(): void {}
   handlePortalSuspended(): void {}
 
   private settle(): void {
-    const committed = this.completed[0] === this.end;
-    const reset = this.error === undefined && this.completed.length > 1;
-    this.resolve({ committed, reset, error: this.error });
+    if (this.settled) return;
+    this.settled = true;
+    this.onSettled(this.failure);
   }
 }
