@@ -16,6 +16,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -29,6 +30,7 @@ import {
   installGuards,
   login,
   onCleanup,
+  request,
   runMain,
   startChild,
   startSluice,
@@ -90,23 +92,29 @@ async function callgrindApi(name, script, env, urlOf) {
   }
 }
 
-/** Answers `n` requests, `CONCURRENCY` at a time; each must succeed. */
+/** Answers `n` requests, `CONCURRENCY` at a time, as small-queries.mjs sends them; each must succeed. */
 async function load(url, headers, n) {
-  let left = n;
-  const one = async () => {
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json' },
-      body: JSON.stringify({ statement: STATEMENT }),
-    });
-    const text = await res.text();
-    if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${text.slice(0, 300)}`);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  const body = Buffer.from(JSON.stringify({ statement: STATEMENT }));
+  const options = {
+    method: 'POST',
+    agent,
+    body,
+    headers: { ...headers, 'content-type': 'application/json', 'content-length': body.length },
   };
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (left-- > 0) await one();
-    }),
-  );
+  let left = n;
+  try {
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (left-- > 0) {
+          const res = await request(url, options);
+          if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${res.body.slice(0, 300)}`);
+        }
+      }),
+    );
+  } finally {
+    agent.destroy();
+  }
 }
 
 /** Instructions of the last dump, split by what ran them. */
