@@ -1,18 +1,21 @@
-// What the api process costs a small query, counted in instructions rather than seconds: Sluice's
-// api and the skeleton's (bench/skeleton-baseline.mjs), each run under valgrind's callgrind
-// beside a normal worker, given the same load, instrumented only while BENCH_REQUESTS requests
-// are answered after BENCH_WARM_UP ones. Instructions do not depend on what else the machine
-// runs, as seconds do on a shared two-core machine: two builds can be told apart by a few percent
-// (run it from each checkout). Counted: user-space instructions of every thread of the api
-// (kernel time is not), split into V8's optimizing compilers (what a longer warm-up lowers), its
-// garbage collectors, and the rest (the code that answers the requests).
+// What one process costs a small query, counted in instructions rather than seconds: Sluice's api
+// (or worker, BENCH_PROCESS=worker) and the skeleton's (bench/skeleton-baseline.mjs), each run
+// under valgrind's callgrind beside the other process running normally, given the same load,
+// instrumented only while BENCH_REQUESTS requests are answered after BENCH_WARM_UP ones.
+// Instructions do not depend on what else the machine runs, as seconds do on a shared two-core
+// machine: two builds can be told apart by a few percent (run it from each checkout). Counted:
+// user-space instructions of every thread of the process (a worker's pool threads too; kernel
+// time is not), split into V8's optimizing compilers (what a longer warm-up lowers), its garbage
+// collectors, and the rest (the code that answers the requests).
 //
-//   npm run build && node bench/api-instructions.mjs        (about 5 minutes; needs valgrind)
+//   npm run build && node bench/instructions.mjs                       (about 5 minutes; valgrind)
+//   BENCH_PROCESS=worker node bench/instructions.mjs                   (about 10 minutes)
 //
-// BENCH_REQUESTS (default 1000), BENCH_WARM_UP (3000), BENCH_CONCURRENCY (32),
-// BENCH_API_NODE_ARGS: node flags of the two apis under callgrind (e.g. --max-semi-space-size=32);
-// BENCH_TARGETS=sluice (or skeleton): only that api. BENCH_KEEP_PROFILE=1 keeps callgrind's output
-// (its directory is printed), to read with callgrind_annotate.
+// BENCH_PROCESS: api (default) or worker; BENCH_REQUESTS (default 1000), BENCH_WARM_UP (3000),
+// BENCH_CONCURRENCY (32), BENCH_NODE_ARGS: node flags of the processes under callgrind (e.g.
+// --max-semi-space-size=32); BENCH_TARGETS=sluice (or skeleton): only that one.
+// BENCH_KEEP_PROFILE=1 keeps callgrind's output (its directory is printed), to read with
+// callgrind_annotate.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -39,7 +42,9 @@ import {
 const REQUESTS = envInt('BENCH_REQUESTS', 1000);
 const WARM_UP = envInt('BENCH_WARM_UP', 3000);
 const CONCURRENCY = envInt('BENCH_CONCURRENCY', 32);
-const NODE_ARGS = (process.env.BENCH_API_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+const PROCESS = process.env.BENCH_PROCESS ?? 'api';
+if (PROCESS !== 'api' && PROCESS !== 'worker') throw new Error('BENCH_PROCESS: api or worker');
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 const TARGETS = (process.env.BENCH_TARGETS ?? 'skeleton,sluice').split(',').map((t) => t.trim());
 const KEEP_PROFILE = process.env.BENCH_KEEP_PROFILE === '1';
 const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
@@ -54,8 +59,8 @@ function control(pid, ...args) {
   }).toString();
 }
 
-/** An api under callgrind, not instrumented until asked; resolves with its URL. */
-async function callgrindApi(name, script, env, urlOf) {
+/** A process under callgrind, not instrumented until asked; resolves once `ready` is truthy. */
+async function callgrind(name, script, env, ready) {
   const out = path.join(fs.mkdtempSync(path.join(tmpdir(), 'sluice-callgrind-')), 'callgrind.out');
   const child = spawn(
     'valgrind',
@@ -84,8 +89,7 @@ async function callgrindApi(name, script, env, urlOf) {
   }
   const deadline = Date.now() + START_TIMEOUT_MS * 10;
   for (;;) {
-    const url = await urlOf(lines);
-    if (url) return { name, pid: child.pid, url, out };
+    if (await ready(lines)) return { name, pid: child.pid, out, lines };
     if (child.exitCode !== null) throw new Error(`${name} exited: ${lines.slice(-20).join('\n')}`);
     if (Date.now() > deadline) throw new Error(`${name} did not start under valgrind`);
     await sleep(500);
@@ -142,29 +146,29 @@ function counted(out) {
 }
 
 /** Splits of the dump just written. */
-async function dumped(api) {
-  control(api.pid, '-d');
+async function dumped(target) {
+  control(target.pid, '-d');
   await sleep(1000);
-  return counted(api.out);
+  return counted(target.out);
 }
 
 /**
- * Warms `api` up, then counts the instructions of REQUESTS requests, less those of as long a time
- * with no request (what its timers run): a timer's work would otherwise count as many times more
- * as callgrind slows the requests down.
+ * Warms the target up, then counts the instructions of REQUESTS requests, less those of as long a
+ * time with no request (what its timers run): a timer's work would otherwise count as many times
+ * more as callgrind slows the requests down.
  */
-async function measure(api, headers) {
-  const url = `${api.url}/v1/execute`;
+async function measure({ counted: target, url: base, headers }) {
+  const url = `${base}/v1/execute`;
   await load(url, headers, WARM_UP);
-  control(api.pid, '-i', 'on');
+  control(target.pid, '-i', 'on');
   const start = Date.now();
   await load(url, headers, REQUESTS);
   const seconds = (Date.now() - start) / 1000;
-  const busy = await dumped(api);
+  const busy = await dumped(target);
   const quietFrom = Date.now();
   await sleep(seconds * 1000);
   const quietSeconds = (Date.now() - quietFrom + 1000) / 1000;
-  const idle = await dumped(api);
+  const idle = await dumped(target);
   const per = (key) => (busy[key] - (idle[key] * seconds) / quietSeconds) / REQUESTS / 1e6;
   const rest = (split) => split.total - split.compiler - split.gc;
   return {
@@ -177,38 +181,56 @@ async function measure(api, headers) {
   };
 }
 
-async function sluiceApi() {
+/** True once a line starts with `prefix`. */
+const printed = (prefix) => async (lines) => lines.some((l) => l.startsWith(prefix));
+
+/**
+ * Sluice with the process measured under callgrind: an api of its own beside the started one
+ * (same Redis prefix, its own port), or a worker of its own in place of the started one (stopped
+ * once the measured one consumes the queue).
+ */
+async function sluice() {
   // Its own admin: another bench's start resets the password of the usual one.
-  const sluice = await startSluice({
+  const started = await startSluice({
     adminUser: `bench_instructions_${randomBytes(3).toString('hex')}`,
     env: { SLUICE_MAX_ACTIVE_PER_USER: String(CONCURRENCY * 2) },
   });
+  if (PROCESS === 'worker') {
+    const worker = await callgrind(
+      'Sluice worker',
+      'dist/apps/worker/src/main.js',
+      started.env,
+      async (lines) => lines.some((l) => l.includes('consuming the interactive lane')),
+    );
+    await started.worker.stop();
+    return { counted: worker, url: started.baseUrl, headers: started.headers };
+  }
   const port = await freePort();
-  const api = await callgrindApi(
+  const api = await callgrind(
     'Sluice api',
     'dist/apps/api/src/main.js',
-    { ...sluice.env, PORT: String(port) },
+    { ...started.env, PORT: String(port) },
     async () => {
       try {
-        return (await fetch(`http://127.0.0.1:${port}/v1/info`)).ok
-          ? `http://127.0.0.1:${port}`
-          : undefined;
+        return (await fetch(`http://127.0.0.1:${port}/v1/info`)).ok;
       } catch {
-        return undefined;
+        return false;
       }
     },
   );
+  const url = `http://127.0.0.1:${port}`;
   // Each api start sets the admin's password again: its token is taken once both have started.
   await sleep(5000);
   const headers = await login(
-    api.url,
-    sluice.env.SLUICE_ADMIN_USER,
-    sluice.env.SLUICE_ADMIN_PASSWORD,
+    url,
+    started.env.SLUICE_ADMIN_USER,
+    started.env.SLUICE_ADMIN_PASSWORD,
   );
-  return { api, headers };
+  return { counted: api, url, headers };
 }
 
-async function skeletonApi() {
+/** The skeleton with its api or its worker under callgrind, the other one normal. */
+async function skeleton() {
   const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
   const env = {
     ...process.env,
@@ -218,41 +240,54 @@ async function skeletonApi() {
   };
   onCleanup(() => deleteRedisKeys(id, REDIS_URL));
   const file = 'bench/skeleton-baseline.mjs';
-  const worker = startChild('skeleton worker', file, { ...env, BENCH_SKELETON_ROLE: 'worker' });
-  onCleanup(worker.stop);
-  for (const deadline = Date.now() + START_TIMEOUT_MS; ; await sleep(100)) {
-    if (worker.lines.some((l) => l.startsWith('skeleton worker ready'))) break;
-    if (Date.now() > deadline) throw new Error('skeleton worker did not start');
+  const workerEnv = { ...env, BENCH_SKELETON_ROLE: 'worker' };
+  const apiEnv = { ...env, BENCH_SKELETON_ROLE: 'api' };
+  let worker;
+  if (PROCESS === 'worker') {
+    worker = await callgrind('skeleton worker', file, workerEnv, printed('skeleton worker ready'));
+  } else {
+    const child = startChild('skeleton worker', file, workerEnv);
+    onCleanup(child.stop);
+    for (const deadline = Date.now() + START_TIMEOUT_MS; ; await sleep(100)) {
+      if (child.lines.some((l) => l.startsWith('skeleton worker ready'))) break;
+      if (Date.now() > deadline) throw new Error('skeleton worker did not start');
+    }
   }
-  const api = await callgrindApi(
-    'skeleton api',
-    file,
-    { ...env, BENCH_SKELETON_ROLE: 'api' },
-    async (lines) => {
-      const line = lines.find((l) => l.startsWith('skeleton api on '));
-      return line?.slice('skeleton api on '.length).trim();
-    },
-  );
-  return { api, headers: {} };
+  const urlOf = (lines) =>
+    lines
+      .find((l) => l.startsWith('skeleton api on '))
+      ?.slice('skeleton api on '.length)
+      .trim();
+  if (PROCESS === 'api') {
+    const api = await callgrind('skeleton api', file, apiEnv, async (lines) => urlOf(lines));
+    return { counted: api, url: urlOf(api.lines), headers: {} };
+  }
+  const api = startChild('skeleton api', file, apiEnv);
+  onCleanup(api.stop);
+  for (const deadline = Date.now() + START_TIMEOUT_MS; ; await sleep(100)) {
+    if (urlOf(api.lines)) break;
+    if (Date.now() > deadline) throw new Error('skeleton api did not start');
+  }
+  return { counted: worker, url: urlOf(api.lines), headers: {} };
 }
 
 await runMain(async () => {
   const rows = [];
-  const starts = { skeleton: skeletonApi, sluice: sluiceApi };
+  const starts = { skeleton, sluice };
   for (const start of TARGETS.map((t) => starts[t])) {
-    const { api, headers } = await start();
-    rows.push({ name: api.name, ...(await measure(api, headers)) });
-    console.error(`${api.name}: measured`);
+    const target = await start();
+    rows.push({ name: target.counted.name, ...(await measure(target)) });
+    console.error(`${target.counted.name}: measured`);
   }
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT })
     .toString()
     .trim();
   console.log(
-    `\n### api-instructions.mjs — ${new Date().toISOString()}, commit ${commit}, ` +
+    `\n### instructions.mjs (${PROCESS}) — ${new Date().toISOString()}, commit ${commit}, ` +
       `${REQUESTS} requests after ${WARM_UP}, ${CONCURRENCY} at a time${NODE_ARGS.length ? `, node ${NODE_ARGS.join(' ')}` : ''}\n`,
   );
   console.log(
-    '| api | instructions a request (M) | V8 compilers | GC | the rest | time under callgrind | idle: the rest a second (M) |',
+    `| ${PROCESS} | instructions a request (M) | V8 compilers | GC | the rest | time under callgrind | idle: the rest a second (M) |`,
   );
   console.log('|---|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
@@ -260,10 +295,11 @@ await runMain(async () => {
       `| ${r.name} | ${r.total.toFixed(2)} | ${r.compiler.toFixed(2)} | ${r.gc.toFixed(2)} | **${r.rest.toFixed(2)}** | ${r.seconds.toFixed(1)} s | ${r.idle.toFixed(2)} |`,
     );
   }
-  const skeleton = rows.find((r) => r.name === 'skeleton api');
-  const sluice = rows.find((r) => r.name === 'Sluice api');
-  if (!skeleton || !sluice) return;
+  const [base, ours] = ['skeleton', 'Sluice'].map((who) =>
+    rows.find((r) => r.name.startsWith(who)),
+  );
+  if (!base || !ours) return;
   console.log(
-    `\n- Sluice's api runs ${(sluice.rest / skeleton.rest).toFixed(2)}× the skeleton api's instructions a request (the rest), ${(sluice.total / skeleton.total).toFixed(2)}× in all.`,
+    `\n- Sluice's ${PROCESS} runs ${(ours.rest / base.rest).toFixed(2)}× the skeleton ${PROCESS}'s instructions a request (the rest), ${(ours.total / base.total).toFixed(2)}× in all.`,
   );
 });
