@@ -229,6 +229,13 @@ async function sluice() {
   return { counted: api, url, headers };
 }
 
+/** Waits until what `child` printed passes `ready`. */
+async function started(child, ready) {
+  for (const deadline = Date.now() + START_TIMEOUT_MS; !ready(child.lines); await sleep(100)) {
+    if (Date.now() > deadline) throw new Error(`${child.name} did not start`);
+  }
+}
+
 /** The skeleton with its api or its worker under callgrind, the other one normal. */
 async function skeleton() {
   const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
@@ -248,10 +255,7 @@ async function skeleton() {
   } else {
     const child = startChild('skeleton worker', file, workerEnv);
     onCleanup(child.stop);
-    for (const deadline = Date.now() + START_TIMEOUT_MS; ; await sleep(100)) {
-      if (child.lines.some((l) => l.startsWith('skeleton worker ready'))) break;
-      if (Date.now() > deadline) throw new Error('skeleton worker did not start');
-    }
+    await started(child, (lines) => lines.some((l) => l.startsWith('skeleton worker ready')));
   }
   const urlOf = (lines) =>
     lines
@@ -264,10 +268,7 @@ async function skeleton() {
   }
   const api = startChild('skeleton api', file, apiEnv);
   onCleanup(api.stop);
-  for (const deadline = Date.now() + START_TIMEOUT_MS; ; await sleep(100)) {
-    if (urlOf(api.lines)) break;
-    if (Date.now() > deadline) throw new Error('skeleton api did not start');
-  }
+  await started(api, urlOf);
   return { counted: worker, url: urlOf(api.lines), headers: {} };
 }
 
