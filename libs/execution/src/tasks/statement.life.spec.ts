@@ -53,6 +53,10 @@ class FakeCursor {
     this.open = false;
     return Promise.resolve();
   }
+
+  closePortal(): Promise<void> {
+    return this.close();
+  }
 }
 
 /** What the statement did, in order: SQL sent, cancels, the connection's release. */

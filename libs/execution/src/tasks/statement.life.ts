@@ -178,7 +178,7 @@ export class StatementLife {
    * sent with the close (commitWithClose) is awaited: a stop that came after it is too late.
    */
   async commit(): Promise<void> {
-    await this.cursor!.close();
+    await this.cursor!.closePortal();
     if (!this.ending) this.stop.throwIfStopped();
     const end = (this.ending ??= this.endTransaction());
     // A stop that comes now stops the COMMIT too: deferred triggers run in it.

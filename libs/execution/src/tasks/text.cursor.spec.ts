@@ -124,6 +124,36 @@ describe(TextCursor.name, () => {
     expect(whole.open).toBe(false);
   });
 
+  it('hands a read its rows in the turn of the event loop their last message came in', async () => {
+    // Each piece of the socket's data queues an immediate ahead of the cursor's handling of it:
+    // pg-cursor's own delivery, from an immediate of its own, would come after that one.
+    const stream = (client as unknown as { connection: Connection }).connection.stream;
+    let turnedOver = false;
+    const onData = () => {
+      turnedOver = false;
+      setImmediate(() => (turnedOver = true));
+    };
+    stream.prependListener('data', onData);
+    try {
+      const cursor = open('select g from generate_series(1, 5) g');
+      expect(await cursor.readBatch(2)).toHaveLength(2);
+      expect(turnedOver).toBe(false);
+      // The last rows: handed over at the ReadyForQuery that follows the portal's close.
+      expect(await cursor.readBatch(10)).toHaveLength(3);
+      expect(turnedOver).toBe(false);
+
+      // Read to its end: the empty read and the close answer at once.
+      let immediate = false;
+      setImmediate(() => (immediate = true));
+      expect(await cursor.readBatch(10)).toHaveLength(0);
+      await cursor.closePortal();
+      expect(immediate).toBe(false);
+    } finally {
+      stream.removeListener('data', onData);
+    }
+    expect((await client.query('select 1 as n')).rows).toEqual([{ n: 1 }]);
+  });
+
   it('is not open after the statement failed, and the connection takes the next query', async () => {
     const cursor = open('select 1 / (g - 2) from generate_series(1, 3) g');
     await expect(cursor.read(10)).rejects.toMatchObject({ code: '22012' });

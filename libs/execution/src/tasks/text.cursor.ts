@@ -59,6 +59,14 @@ export function readTooLarge(most: number): SluiceError {
 
 type ParseMessage = Parameters<Connection['parse']>[0];
 
+/** What pg-cursor's delivery of a read touches (see TextCursor._sendRows). */
+interface CursorRows {
+  state: string;
+  _cb: ((err: null, rows: unknown, result: unknown) => void) | null;
+  _rows: unknown;
+  _result: { rows: unknown };
+}
+
 /**
  * A pg-cursor that sends parameter types in its Parse message (pg-cursor sends none) and keeps
  * the command tag, with type parsing off and rows as arrays.
@@ -130,8 +138,12 @@ export class TextCursor extends Cursor<(string | null)[]> {
       // again: restoring a wrapper instead would chain one more call per statement on a pooled
       // connection.
       const parse = connection.parse.bind(connection);
-      connection.parse = (query: ParseMessage, more: boolean) =>
-        parse({ ...query, types: paramTypes as never }, more);
+      connection.parse = (query: ParseMessage, more: boolean) => {
+        // pg-cursor's own message, made for this one call: set on it, not copied (a literal
+        // that spreads an object and adds a field is V8's slow path, about a microsecond).
+        query.types = paramTypes as never;
+        return parse(query, more);
+      };
       try {
         internals.submit.call(this, connection);
       } finally {
@@ -145,7 +157,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   /** True while the portal is open: the connection takes no other query until it is closed. */
   get open(): boolean {
-    const state = (this as unknown as { state: string }).state;
+    const state = this.cursorState;
     return state !== 'done' && state !== 'error' && state !== 'initialized';
   }
 
@@ -164,8 +176,39 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   /** The next `rows` rows (none once the statement is read to its end). */
   async readBatch(rows: number): Promise<RowBatch> {
+    // Read to its end: pg-cursor would answer from an immediate, a turn of the event loop later.
+    if (this.cursorState === 'done') return RowBatch.EMPTY;
     const read: unknown = await this.read(rows);
     return read instanceof RowBatch ? read : RowBatch.EMPTY;
+  }
+
+  /** Closes the portal; a cursor read to its end has none left (no turn of the event loop). */
+  closePortal(): Promise<void> {
+    return this.cursorState === 'done' ? Promise.resolve() : this.close();
+  }
+
+  /**
+   * pg-cursor's own delivery of a read's rows (at PortalSuspended and ReadyForQuery), less its
+   * setImmediate: `read()` resolves a promise, whose continuation runs once the message at hand
+   * is handled anyway, so the immediate only cost a turn of the event loop (an empty poll of the
+   * thread's sockets) per read. The state changes in the order pg-cursor makes them.
+   */
+  protected _sendRows(): void {
+    const self = this as unknown as CursorRows;
+    self.state = 'idle';
+    const cb = self._cb;
+    // Removed before it is called: the continuation may ask for the next read.
+    self._cb = null;
+    if (cb) {
+      self._result.rows = self._rows;
+      cb(null, self._rows, self._result);
+    }
+    self._rows = [];
+  }
+
+  /** pg-cursor's state (its own field): initialized, submitted, idle, busy, done or error. */
+  private get cursorState(): string {
+    return (this as unknown as CursorRows).state;
   }
 
   handleDataRow(msg: unknown): void {
