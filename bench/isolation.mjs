@@ -35,8 +35,8 @@ import {
   startSluice,
   unlessDied,
   executeOptions,
-  executeRequest,
 } from './lib/service.mjs';
+import { exportStatement, startExports } from './lib/exports.mjs';
 
 const EXPORT_ROWS = envInt('BENCH_ROWS', 1_000_000);
 const EXPORTS = envInt('BENCH_EXPORTS', 4);
@@ -56,11 +56,7 @@ const GOAL_LOOP_P99_MS = 20;
 
 installGuards((SERVICE_WARMUP_SECONDS + BASE_SECONDS + WARMUP_SECONDS + SECONDS + 150) * 1000);
 
-const EXPORT_SQL =
-  `select g::int as i, (g::bigint * 1000003) as b, (g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +
-  `timestamptz '2024-01-01' + g * interval '1 second' as ts, (g % 2 = 0) as flag, ` +
-  `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
-  `case when g % 100 = 0 then g end as sparse from generate_series(1, ${EXPORT_ROWS}) g`;
+const EXPORT_SQL = exportStatement(EXPORT_ROWS);
 
 // ---------------------------------------------------------------------------------------------
 
@@ -115,60 +111,6 @@ async function smallLoad(sluice, seconds) {
     max: latencies.at(-1),
     errors,
     errorSamples,
-  };
-}
-
-/** One export, body read at full speed and discarded; resolves with its outcome. */
-function exportOnce(sluice, accept, inFlight) {
-  return new Promise((resolve) => {
-    const body = Buffer.from(JSON.stringify({ statement: EXPORT_SQL }));
-    const started = performance.now();
-    let bytes = 0;
-    const req = executeRequest(sluice, body, accept, (res) => {
-      res.on('data', (c) => (bytes += c.length));
-      res.on('end', () =>
-        resolve({
-          ok: res.statusCode === 200,
-          status: res.statusCode,
-          bytes,
-          seconds: (performance.now() - started) / 1000,
-        }),
-      );
-      res.on('error', () => resolve({ ok: false, aborted: true, bytes }));
-      res.on('aborted', () => resolve({ ok: false, aborted: true, bytes }));
-    });
-    req.on('error', () => resolve({ ok: false, aborted: true, bytes }));
-    req.end(body);
-    inFlight.add(req);
-    req.on('close', () => inFlight.delete(req));
-  });
-}
-
-/** EXPORTS clients exporting back to back until stop(); stop() aborts the ones in flight. */
-function startExports(sluice, accept) {
-  const inFlight = new Set();
-  let stopping = false;
-  const done = [];
-  let partialBytes = 0;
-  const loops = Array.from({ length: EXPORTS }, async () => {
-    while (!stopping) {
-      const r = await exportOnce(sluice, accept, inFlight);
-      if (stopping && !r.ok) {
-        partialBytes += r.bytes;
-        break;
-      }
-      done.push(r);
-      if (!r.ok) await sleep(200);
-    }
-  });
-  return {
-    done,
-    async stop() {
-      stopping = true;
-      for (const req of inFlight) req.destroy();
-      await Promise.all(loops);
-      return { done, partialBytes };
-    },
   };
 }
 
@@ -253,7 +195,11 @@ async function main() {
     `with ${EXPORTS} exports of ${EXPORT_ROWS} rows: ${WARMUP_SECONDS} s warm-up + ${SECONDS} s ... `,
   );
   const exportsStart = performance.now();
-  const exporters = startExports(sluice, accept);
+  const exporters = startExports(sluice, {
+    statement: EXPORT_SQL,
+    accept,
+    clients: EXPORTS,
+  });
   await unlessDied(sluice, sleep(WARMUP_SECONDS * 1000));
   await loopLag(sluice);
   benchLoop.enable();

@@ -54,6 +54,7 @@ import {
   executeRequest,
   storedTable,
 } from './lib/service.mjs';
+import { createStoredTable, exportStatement, storedTableName } from './lib/exports.mjs';
 
 const ROWS = envInt('BENCH_ROWS', 1_000_000);
 const RUNS = envInt('BENCH_RUNS', 3);
@@ -87,21 +88,13 @@ const GOAL_WORKER_MB = 200;
 
 installGuards((BUDGET_SECONDS + 150) * 1000);
 
-const generated = (n) =>
-  `select g::int as i, (g::bigint * 1000003) as b, (g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +
-  `timestamptz '2024-01-01' + g * interval '1 second' as ts, (g % 2 = 0) as flag, ` +
-  `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
-  `case when g % 100 = 0 then g end as sparse from generate_series(1, ${n}) g`;
 /** The stored table of issue 39's mix: its last column is a text, 95% NULL. */
-const TABLE = process.env.BENCH_TABLE || `bench_large_result_${ROWS}`;
-const CREATE_TABLE =
-  `create table ${TABLE} as select g::int as i, (g::bigint * 1000003) as b, ` +
-  `(g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +
-  `timestamptz '2024-01-01' + g * interval '1 second' as ts, (g % 2 = 0) as flag, ` +
-  `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
-  `case when g % 20 = 0 then 'note ' || (g % 7) end as sparse from generate_series(1, ${ROWS}) g`;
+const TABLE = process.env.BENCH_TABLE || storedTableName(ROWS);
+const CREATE_TABLE = createStoredTable(TABLE, ROWS);
 const statement = (n) =>
-  SOURCE === 'table' ? `select * from ${TABLE}${n === ROWS ? '' : ` limit ${n}`}` : generated(n);
+  SOURCE === 'table'
+    ? `select * from ${TABLE}${n === ROWS ? '' : ` limit ${n}`}`
+    : exportStatement(n);
 const SQL = statement(ROWS);
 /** What the COPY floors read: the table itself, or the statement. */
 const COPY_SOURCE = SOURCE === 'table' ? TABLE : `(${SQL})`;

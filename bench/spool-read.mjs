@@ -45,18 +45,14 @@ import {
   startAsyncExport,
   unlessDied,
 } from './lib/service.mjs';
+import { createStoredTable } from './lib/exports.mjs';
 
 const ROWS = envInt('BENCH_ROWS', 5_000_000);
 const ROUNDS = envInt('BENCH_ROUNDS', 5);
 const BASE_DIST = process.env.BENCH_BASE_DIST;
 const BUCKET = 'sluice-bench-spool';
 const TABLE = `bench_spool_${ROWS}`;
-const CREATE_TABLE =
-  `create table ${TABLE} as select g::int as i, (g::bigint * 1000003) as b, ` +
-  `(g / 7.0)::numeric(20,6) as n, md5(g::text) as t, ` +
-  `timestamptz '2024-01-01' + g * interval '1 second' as ts, (g % 2 = 0) as flag, ` +
-  `jsonb_build_object('g', g, 'h', md5(g::text)) as j, g / 3.0::float8 as f, ` +
-  `case when g % 20 = 0 then 'note ' || (g % 7) end as sparse from generate_series(1, ${ROWS}) g`;
+const CREATE_TABLE = createStoredTable(TABLE, ROWS);
 
 const S3RVER = `
   const S3rver = require('s3rver');
