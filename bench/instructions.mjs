@@ -23,11 +23,8 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
-  DATABASE_URL,
-  REDIS_URL,
   ROOT,
   START_TIMEOUT_MS,
-  deleteRedisKeys,
   envInt,
   freePort,
   installGuards,
@@ -35,6 +32,7 @@ import {
   onCleanup,
   request,
   runMain,
+  skeletonEnv,
   startChild,
   startSluice,
 } from './lib/service.mjs';
@@ -238,14 +236,7 @@ async function started(child, ready) {
 
 /** The skeleton with its api or its worker under callgrind, the other one normal. */
 async function skeleton() {
-  const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
-  const env = {
-    ...process.env,
-    BENCH_DATABASE_URL: DATABASE_URL,
-    BENCH_REDIS_URL: REDIS_URL,
-    BENCH_SKELETON_PREFIX: `{${id}}`,
-  };
-  onCleanup(() => deleteRedisKeys(id, REDIS_URL));
+  const env = skeletonEnv();
   const file = 'bench/skeleton-baseline.mjs';
   const workerEnv = { ...env, BENCH_SKELETON_ROLE: 'worker' };
   const apiEnv = { ...env, BENCH_SKELETON_ROLE: 'api' };

@@ -17,13 +17,11 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  DATABASE_URL,
-  REDIS_URL,
-  deleteRedisKeys,
   envInt,
   installGuards,
   onCleanup,
   runMain,
+  skeletonEnv,
   startChild,
   startSluice,
 } from './lib/service.mjs';
@@ -133,14 +131,7 @@ async function sluice() {
 }
 
 async function skeleton() {
-  const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
-  const env = {
-    ...process.env,
-    BENCH_DATABASE_URL: DATABASE_URL,
-    BENCH_REDIS_URL: REDIS_URL,
-    BENCH_SKELETON_PREFIX: `{${id}}`,
-  };
-  onCleanup(() => deleteRedisKeys(id, REDIS_URL));
+  const env = skeletonEnv();
   const worker = startChild('skeleton worker', 'bench/skeleton-baseline.mjs', {
     ...env,
     BENCH_SKELETON_ROLE: 'worker',

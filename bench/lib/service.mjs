@@ -728,6 +728,21 @@ export async function startCountingProxy(databaseUrl = DATABASE_URL) {
 }
 
 /**
+ * The environment of bench/skeleton-baseline.mjs's api and worker: their keys under a Redis prefix
+ * of their own, deleted at the cleanup.
+ */
+export function skeletonEnv({ databaseUrl = DATABASE_URL, redisUrl = REDIS_URL } = {}) {
+  const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
+  onCleanup(() => deleteRedisKeys(id, redisUrl));
+  return {
+    ...process.env,
+    BENCH_DATABASE_URL: databaseUrl,
+    BENCH_REDIS_URL: redisUrl,
+    BENCH_SKELETON_PREFIX: `{${id}}`,
+  };
+}
+
+/**
  * Makes `table` with `createStatement` (then VACUUM ANALYZE) unless it is there, a stored table a
  * bench reads its rows from; drops it at the cleanup unless `keep` (a later run reuses it).
  */
