@@ -33,7 +33,7 @@ export async function* segmentBytes(
   const stop = new AbortController();
   const onAbort = () => stop.abort();
   source.signal?.addEventListener('abort', onAbort);
-  const downloads = new Map<number, Promise<Uint8Array>>();
+  const downloads = new Map<number, Promise<Uint8Array[]>>();
   let started = 0;
   let wait = POLL_MS.first;
   try {
@@ -54,10 +54,11 @@ export async function* segmentBytes(
         downloads.set(started++, download);
       }
       if (next < manifest.segments.length) {
-        const bytes = await downloads.get(next)!;
+        const parts = await downloads.get(next)!;
         downloads.delete(next++);
         wait = POLL_MS.first;
-        yield bytes;
+        // As they came: joining a segment's parts would copy every byte once more.
+        for (const part of parts) yield part;
         continue;
       }
       if (manifest.complete) {
@@ -82,14 +83,14 @@ export async function* segmentBytes(
   }
 }
 
-/** One segment's bytes, whole, checked against its size. */
+/** One segment's bytes, whole (in the parts they came in), checked against its size. */
 async function segment(
   index: number,
   manifest: () => ResultManifest,
   source: SegmentSource,
   signal: AbortSignal,
   refresh: () => Promise<void>,
-): Promise<Uint8Array> {
+): Promise<Uint8Array[]> {
   const { offset, size } = manifest().segments[index];
   const parts: Uint8Array[] = [];
   let received = 0;
@@ -131,7 +132,7 @@ async function segment(
       why = `connection broke after ${received} bytes`;
       continue;
     }
-    if (received === size) return joined(parts, size);
+    if (received === size) return parts;
     why = `${received} bytes read, the manifest says ${size}`;
     // Not the segment listed: read it again, whole.
     parts.length = 0;
@@ -141,17 +142,6 @@ async function segment(
     `segment ${index + 1} of the result (bytes ${offset}-${offset + size - 1}) could not be downloaded from the store: ${why || 'it has no URL'}`,
     { kind: 'connection', queryId: source.queryId },
   );
-}
-
-function joined(parts: Uint8Array[], size: number): Uint8Array {
-  if (parts.length === 1) return parts[0];
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const part of parts) {
-    bytes.set(part, at);
-    at += part.byteLength;
-  }
-  return bytes;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
