@@ -185,3 +185,21 @@ describe('docker-compose.redis-cluster.yml', () => {
     }
   });
 });
+
+describe('how a worker is started', () => {
+  it('shares two malloc arenas among its threads: npm run start:worker and every compose worker', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    // An arena per thread keeps what each thread freed (docs/architecture.md, Garbage collection).
+    expect(pkg.scripts['start:worker']).toBe(
+      'MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} node dist/apps/worker/src/main.js',
+    );
+    for (const file of [compose, clustered]) {
+      for (const name of WORKERS) {
+        expect(file.services[name].command).toEqual(['node', 'dist/apps/worker/src/main.js']);
+        expect(file.services[name].environment?.MALLOC_ARENA_MAX).toBe('2');
+      }
+    }
+  });
+});

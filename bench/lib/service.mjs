@@ -383,9 +383,17 @@ function tail(stream, lines, max = 40) {
   });
 }
 
+/**
+ * What a worker's environment gets from the way Sluice starts it (`npm run start:worker`, the
+ * compose files: docs/architecture.md, "Garbage collection"), unless the caller's says otherwise.
+ */
+export const WORKER_LAUNCH_ENV = { MALLOC_ARENA_MAX: '2' };
+
 export function startChild(name, script, env) {
   const file = path.join(ROOT, script);
   if (!fs.existsSync(file)) throw new Error(`${file} is missing: run \`npm run build\` first`);
+  // A worker runs as its launch scripts run it.
+  if (script === 'dist/apps/worker/src/main.js') env = { ...WORKER_LAUNCH_ENV, ...env };
   // BENCH_CHILD_NODE_ARGS: extra node flags for the api and worker, e.g. `--cpu-prof`.
   const nodeArgs = (process.env.BENCH_CHILD_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, file], {
