@@ -458,4 +458,55 @@ describe('AdminPage', () => {
     expect(again.status()).toBe(200);
     await picture(tab, 'admin-page-time.png');
   });
+
+  it('keeps a query it shows in detail once newer queries push it out of the list', async () => {
+    const { baseUrl, adminUser, adminPassword } = e2eEnv();
+    const owner = await createUser('e2e_page_kept_detail');
+    users.push(owner.username);
+    const longStatement = `select 4 as opened -- ${'a comment to make it long, '.repeat(10)}end`;
+    const opened = await execute({ statement: longStatement }, { token: owner.token });
+    expect(opened.status).toBe(200);
+    const tab = await page();
+    await tab.goto(`${baseUrl}/admin`);
+    await tab.fill('#username', adminUser);
+    await tab.fill('#password', adminPassword);
+    await tab.click('#signin');
+    await tab.waitForSelector('#view:not([hidden])');
+    await tab.check('#show-finished');
+    const row = tab.locator(`tr[data-query-id="${opened.json.query_id as string}"]`);
+    await row.locator('td').nth(10).click();
+    await tab.waitForSelector('#detail:not([hidden]) #detail-statement[data-whole="true"]');
+    // The list holds the newest 500 queries (QueriesService): 500 newer ones push this one out,
+    // as a busy service does within seconds (4 at a time: the suite's SLUICE_MAX_ACTIVE_PER_USER
+    // is 6).
+    const ran = await inTurns(500, 4, () =>
+      execute({ statement: 'select 1' }, { token: owner.token }).then((r) => r.status),
+    );
+    expect(ran.filter((status) => status !== 200)).toEqual([]);
+    await row.waitFor({ state: 'detached' });
+    // Drawn again after that, by the next refreshes: still there, whole, with how it ended.
+    await tab.waitForTimeout(2_500);
+    expect(await tab.isVisible('#detail')).toBe(true);
+    expect(await tab.getAttribute('#detail-statement', 'data-whole')).toBe('true');
+    expect(await tab.textContent('#detail-statement')).toBe(longStatement);
+    expect(await tab.textContent('#detail-id')).toBe(opened.json.query_id);
+    expect(await tab.locator('#detail-facts').textContent()).toContain('statesucceeded');
+    // Closed, it is gone.
+    await tab.click('#detail-close');
+    expect(await tab.isVisible('#detail')).toBe(false);
+  });
 });
+
+/** Runs `task` `count` times, `width` at a time; its results in the order they were started. */
+async function inTurns<T>(count: number, width: number, task: () => Promise<T>): Promise<T[]> {
+  const results: T[] = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < count) {
+      const i = next++;
+      results[i] = await task();
+    }
+  };
+  await Promise.all(Array.from({ length: width }, lane));
+  return results;
+}

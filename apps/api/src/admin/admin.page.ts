@@ -131,8 +131,8 @@ const SCRIPT = `
   }
 
   // The cookie goes with every same-origin request under /admin; nothing else is needed.
-  async function api(method, path) {
-    const res = await fetch(path, { method, credentials: 'same-origin' });
+  async function api(method, path, signal) {
+    const res = await fetch(path, { method, credentials: 'same-origin', signal });
     if (res.status === 401) {
       $('login-error').textContent = 'Your session ended: ' + (await reasonOf(res));
       show(null);
@@ -246,31 +246,45 @@ const SCRIPT = `
   }
 
   // The query picked in the table, shown whole below it: the list gives each statement's first
-  // 200 characters, so its whole statement is read once, from the query itself.
+  // 200 characters, so the query is read once by itself, its whole statement with it. What it
+  // read stands in for the list's entry once the query is no longer among the newest the list
+  // holds (on a busy service, seconds after it ended): the view stays until it is closed.
   let selected;
   let latest = [];
-  const whole = new Map();
-  async function wholeStatement(id) {
-    if (whole.has(id)) return;
-    whole.set(id, undefined);
+  /** Query id → the query as its own read gave it. */
+  const opened = new Map();
+  const reading = new Set();
+  async function open(id) {
+    if (reading.has(id)) return;
+    reading.add(id);
     try {
-      const res = await api('GET', '/admin/api/queries/' + encodeURIComponent(id));
-      if (res.ok) whole.set(id, (await res.json()).statement);
-      else whole.delete(id);
+      const res = await api('GET', '/admin/api/queries/' + encodeURIComponent(id), AbortSignal.timeout(10000));
+      const info = res.ok ? await res.json() : undefined;
+      // Read again at the next draw unless it came with its statement.
+      if (info && typeof info.statement === 'string') opened.set(id, info);
     } catch {
-      whole.delete(id);
+      // Read again at the next draw.
+    } finally {
+      reading.delete(id);
     }
-    if (selected === id) detail();
+    if (selected === id) detail(false);
   }
-  function detail() {
-    const q = latest.find((x) => x.query_id === selected);
+  /** Shows the query picked; read: may read it by itself (not when its own read just ended). */
+  function detail(read = true) {
+    const own = opened.get(selected);
+    const listed = latest.find((x) => x.query_id === selected);
+    const q = listed ?? own;
     $('detail').hidden = !q;
+    // Read by itself: once for its whole statement, and at each draw while it is open and out of
+    // the list (its own read is then all that says how it goes on).
+    if (read && selected !== undefined && (!own || (!listed && !FINAL.includes(own.state)))) {
+      open(selected);
+    }
     if (!q) return;
     $('detail-id').textContent = q.query_id;
-    const statement = whole.get(q.query_id);
+    const statement = own ? own.statement : undefined;
     $('detail-statement').textContent = statement ?? q.statement;
     $('detail-statement').dataset.whole = statement === undefined ? 'false' : 'true';
-    if (statement === undefined) wholeStatement(q.query_id);
     const facts = [
       ['state', q.state],
       ['owner', q.owner],
