@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, BrowserContext, Locator, Page, Response } from 'playwright-core';
-import { launchChromium } from './support/browser';
+import { launchChromium, openAdminQueries } from './support/browser';
 import {
   closeDb,
   createUser,
@@ -363,12 +363,7 @@ describe('AdminPage', () => {
       200, 200, 400, 200, 200,
     ]);
     const tab = await page();
-    await tab.goto(`${baseUrl}/admin`);
-    await tab.fill('#username', adminUser);
-    await tab.fill('#password', adminPassword);
-    await tab.click('#signin');
-    await tab.waitForSelector('#view:not([hidden])');
-    await tab.check('#show-finished');
+    await openAdminQueries(tab, baseUrl, { user: adminUser, password: adminPassword });
     await tab.selectOption('#filter-user', owner.username);
     const quickRow = tab.locator(`tr[data-query-id="${quick.json.query_id as string}"]`);
     const slowRow = tab.locator(`tr[data-query-id="${slow.json.query_id as string}"]`);
@@ -467,12 +462,7 @@ describe('AdminPage', () => {
     const opened = await execute({ statement: longStatement }, { token: owner.token });
     expect(opened.status).toBe(200);
     const tab = await page();
-    await tab.goto(`${baseUrl}/admin`);
-    await tab.fill('#username', adminUser);
-    await tab.fill('#password', adminPassword);
-    await tab.click('#signin');
-    await tab.waitForSelector('#view:not([hidden])');
-    await tab.check('#show-finished');
+    await openAdminQueries(tab, baseUrl, { user: adminUser, password: adminPassword });
     const row = tab.locator(`tr[data-query-id="${opened.json.query_id as string}"]`);
     await row.locator('td').nth(10).click();
     await tab.waitForSelector('#detail:not([hidden]) #detail-statement[data-whole="true"]');

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { OtlpReceiver, ReceivedSpan } from '../support/otlp.receiver';
 import { e2eEnv, eventually, execute, login, request } from './support/client';
-import { launchChromium } from './support/browser';
+import { launchChromium, openAdminQueries } from './support/browser';
 import { PARQUET, deployment, firstAnswer, startWorker } from './support/lanes';
 
 /**
@@ -165,12 +165,7 @@ describe('tracing', () => {
     const browser = await launchChromium();
     try {
       const tab = await browser.newPage();
-      await tab.goto(`${baseUrl}/admin`);
-      await tab.fill('#username', adminUser);
-      await tab.fill('#password', adminPassword);
-      await tab.click('#signin');
-      await tab.waitForSelector('#view:not([hidden])');
-      await tab.check('#show-finished');
+      await openAdminQueries(tab, baseUrl, { user: adminUser, password: adminPassword });
       await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(10).click();
       const link = tab.locator('#detail a.trace');
       await link.waitFor();

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { Browser, chromium } from 'playwright-core';
+import { Browser, Page, chromium } from 'playwright-core';
 
 /** Debian's Chromium: playwright-core drives it and downloads no browser of its own. */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -28,4 +28,18 @@ export async function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+/** Signs in on the admin page at `baseUrl` and shows finished queries too, as an operator would. */
+export async function openAdminQueries(
+  tab: Page,
+  baseUrl: string,
+  admin: { user: string; password: string },
+): Promise<void> {
+  await tab.goto(`${baseUrl}/admin`);
+  await tab.fill('#username', admin.user);
+  await tab.fill('#password', admin.password);
+  await tab.click('#signin');
+  await tab.waitForSelector('#view:not([hidden])');
+  await tab.check('#show-finished');
 }
