@@ -1,4 +1,4 @@
-import { Script, luaScript } from './lua.script';
+import { Script, luaScript, scriptFile } from './lua.script';
 import { RedisClient } from './redis.connector';
 
 /** The BullMQ keys of one lane's queue that the check reads (`queue.keys`, `queue.toKey`). */
@@ -21,27 +21,6 @@ export interface WaitingKeys {
 export const PEEK_JOBS = 8;
 
 /**
- * KEYS: wait list, prioritized set, delayed set. ARGV: job key prefix, user name, how many to
- * read. 1 when a job of another user is among the next ones a worker would take, or the next ones
- * put off (a user past its share, who waits for a slot as much), else 0. A job's name is its
- * user's (BullmqJobQueue.enqueue): the check never decodes a job's data, whose statement may be
- * megabytes, and Redis runs nothing else meanwhile. A job's hash may be gone (taken and removed
- * meanwhile): it waits no more.
- */
-const OTHERS_WAITING = `
-local n = tonumber(ARGV[3])
-local ids = redis.call('LRANGE', KEYS[1], -n, -1)
-for k = 2, 3 do
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[k], 0, n - 1)) do ids[#ids + 1] = id end
-end
-for _, id in ipairs(ids) do
-  local user = redis.call('HGET', ARGV[1] .. id, 'name')
-  if user and user ~= ARGV[2] then return 1 end
-end
-return 0
-`;
-
-/**
  * Whether a job of a user other than `user` waits in one lane's queue, at its head: what makes a
  * user's share of a worker's slots a limit (userShareProcessor). The job keys share the queue's
  * hash tag, so the script stays on one Redis Cluster node.
@@ -53,7 +32,7 @@ export class OtherUsersWaiting {
     redis: RedisClient,
     private readonly keys: WaitingKeys,
   ) {
-    this.script = luaScript(redis, [OTHERS_WAITING, 3]);
+    this.script = luaScript(redis, scriptFile('othersWaiting-3'));
   }
 
   async check(user: string): Promise<boolean> {

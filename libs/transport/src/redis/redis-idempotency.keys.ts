@@ -2,26 +2,8 @@ import type { OwnedKeys } from '../composed.registry';
 import { createHash } from 'node:crypto';
 import { IdempotencyClaim, KeyClaim, KeyLimits } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
-import { Script, luaScript } from './lua.script';
+import { Script, luaScript, scriptFile } from './lua.script';
 import type { RedisClient } from './redis.connector';
-
-/**
- * Claims an idempotency key (KEYS[1] = the key's claim, KEYS[2] = its owner's live keys, scored by
- * expiry; ARGV = claim, TTL ms, now, most, key digest): answers `{'held', claim}` for a key claimed
- * already, `{'full', oldest expiry}` when the owner holds `most` live ones, else claims it. The set
- * lives as long as its newest claim.
- */
-const CLAIM_KEY = `
-local held = redis.call('GET', KEYS[1])
-if held then return {'held', held} end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
-  return {'full', redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]}
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return {'claimed'}`;
 
 /**
  * Idempotency-Key claims in Redis: a key per claim, named by the digest of the key's text, and a
@@ -34,7 +16,7 @@ export class RedisIdempotencyKeys implements OwnedKeys {
     private readonly redis: RedisClient,
     private readonly keys: RedisKeys,
   ) {
-    this.claim = luaScript(redis, [CLAIM_KEY, 2]);
+    this.claim = luaScript(redis, scriptFile('claimIdempotencyKey-2'));
   }
 
   async claimKey(

@@ -2,61 +2,17 @@ import type { OwnedRecords } from '../composed.registry';
 import { FINAL_STATES, Lane, QueryState, Status, finalState, statesBefore } from '@app/contracts';
 import { Produced, QueryFacts, QueryRecord, statementPreview } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
-import { Script, luaScripts } from './lua.script';
+import { Script, luaScripts, scriptFile } from './lua.script';
 import { type RedisClient, isClusterClient } from './redis.connector';
 import type { EndRecorder } from './redis-result.writer';
-import { MOVE_QUERY_FUNCTION } from './query-move.script';
-
-/** Moves a query's record (KEYS[1] = meta; ARGV as moveQuery's, from 1). */
-const TRANSITION = `${MOVE_QUERY_FUNCTION}
-return moveQuery(KEYS[1], 1)`;
-
-/**
- * Records a running query's progress (KEYS[1] = meta; ARGV = rows, bytes produced, and when it
- * began streaming or ''): only while it runs, so that a late report never changes an ended query,
- * nor makes a record out of nothing.
- */
-const PROGRESS = `
-local state = redis.call('HGET', KEYS[1], 'state')
-if state == 'running' or state == 'streaming' then
-  redis.call('HSET', KEYS[1], 'rowsProduced', ARGV[1], 'bytesProduced', ARGV[2])
-  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'streamingAt', ARGV[3]) end
-end`;
-
-/**
- * Adds a query to its owner's index (KEYS[1]; ARGV = creation ms, query id, TTL ms), which lives
- * as long as the owner's newest query may stay open, and returns how many entries it holds.
- */
-const INDEX = `
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return redis.call('ZCARD', KEYS[1])`;
-
-/** Writes a new query's hash with its TTL (KEYS[1] = meta; ARGV = TTL seconds, field, value, …). */
-const CREATE = `
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('EXPIRE', KEYS[1], ARGV[1])`;
-
-/**
- * CREATE and INDEX with the index of everyone's queries, in one script, where Redis is one node
- * (KEYS = meta, everyone's index, the owner's index; ARGV = TTL seconds, creation ms, query id,
- * the owner index's TTL ms, field, value, …): returns how many entries the owner's index holds.
- */
-const CREATE_INDEXED = `
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-return redis.call('ZCARD', KEYS[3])`;
 
 /** The records' scripts. */
 const SCRIPTS = {
-  create: [CREATE],
-  createIndexed: [CREATE_INDEXED, 3],
-  index: [INDEX],
-  transition: [TRANSITION],
-  progress: [PROGRESS],
+  create: scriptFile('createRecord-1'),
+  createIndexed: scriptFile('createIndexedRecord-3'),
+  index: scriptFile('indexQuery-1'),
+  transition: scriptFile('moveRecord-1'),
+  progress: scriptFile('recordProgress-1'),
 } as const;
 
 /** Longest a query's record lives while it has not finished. */

@@ -1,35 +1,8 @@
 import type { OwnedSlots } from '../composed.registry';
 import { SLOT_LEASE_MS } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
-import { Script, luaScripts } from './lua.script';
+import { Script, luaScripts, scriptFile } from './lua.script';
 import type { RedisClient } from './redis.connector';
-
-/**
- * Counts a query against its owner in one round trip (KEYS[1] = the owner's set, scored by each
- * slot's deadline; ARGV = now, cap, deadline, query id, lease ms): drops the slots past their
- * deadline, then returns the count before, or -1 when the cap is reached; a query that holds its
- * slot already (the script sent again after a lost reply) is counted once. The set lives as long
- * as its longest lease: a short one never cuts a long one (a kept query's, held through its
- * queue wait).
- */
-const ADMIT = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
-local before = redis.call('ZCARD', KEYS[1])
-if redis.call('ZSCORE', KEYS[1], ARGV[4]) then before = before - 1
-elseif before >= tonumber(ARGV[2]) then return -1 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
-return before`;
-
-/**
- * Pushes a slot's deadline forward, only while the slot is still there (KEYS[1] = the owner's
- * set; ARGV = deadline, query id, lease ms): a beat that comes after the release adds nothing.
- */
-const RENEW = `
-if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-return 1`;
 
 /**
  * Each user's slots in Redis: a sorted set per user (its key carries the user's hash tag) of the
@@ -43,7 +16,10 @@ export class RedisQuerySlots implements OwnedSlots {
     private readonly keys: RedisKeys,
     readonly slotLeaseMs = SLOT_LEASE_MS,
   ) {
-    this.scripts = luaScripts(redis, { admit: [ADMIT], renew: [RENEW] });
+    this.scripts = luaScripts(redis, {
+      admit: scriptFile('admitSlot-1'),
+      renew: scriptFile('renewSlot-1'),
+    });
   }
 
   async admit(owner: string, queryId: string, cap: number): Promise<number | undefined> {

@@ -1,87 +1,10 @@
 import type { RecordTrim } from '../composed.registry';
 import { RecordRetention } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
-import { Script, luaScripts } from './lua.script';
+import { Script, luaScripts, scriptFile } from './lua.script';
 import { type RedisClient, isClusterClient } from './redis.connector';
 import { RedisKeptLedger } from './redis-kept.ledger';
 import { FINAL_LIST, OPEN_TTL_SECONDS } from './redis-query.records';
-
-/**
- * Forgets a finished query's record unless its result is kept (`meta`; ARGV[1] = the final
- * states, as `,a,b,`). True when the record is gone (now, or lapsed before); false when it stays:
- * its query is still open, or its result is kept to be fetched.
- */
-const FORGET_FUNCTION = `
-local function forget(meta)
-  local fields = redis.call('HMGET', meta, 'state', 'kept')
-  if not fields[1] then return true end
-  if fields[2] == 'true' or not string.find(ARGV[1], ',' .. fields[1] .. ',', 1, true) then return false end
-  redis.call('UNLINK', meta)
-  return true
-end`;
-
-/** One record (KEYS[1] = meta): 1 when it is gone, 0 when it stays. In Redis Cluster. */
-const FORGET = `${FORGET_FUNCTION}
-if forget(KEYS[1]) then return 1 end
-return 0`;
-
-/**
- * A batch of index entries in one step (KEYS[1] = the index, KEYS[2..] = metas; ARGV[2..] = their
- * query ids): forgets each record, drops the entry of each that is gone, and returns how many
- * went. Outside Redis Cluster only, where a script may touch the keys of many queries.
- */
-const FORGET_MANY = `${FORGET_FUNCTION}
-local gone = 0
-for i = 2, #KEYS do
-  if forget(KEYS[i]) then
-    redis.call('ZREM', KEYS[1], ARGV[i])
-    gone = gone + 1
-  end
-end
-return gone`;
-
-/**
- * Looks at a kept result past the newest `keptCount` (`meta`, `out`; ARGV[1] = the final states,
- * ARGV[2] = the kept index's bound: the score of the oldest of the newest `keptCount`): -1 when
- * it is gone, with its record (it ended before the bound, or its record lapsed); 0 when its query
- * is still open; else the time it ended, after the bound — it is among the newest by its end, and
- * is moved there in the index.
- */
-const FORGET_KEPT_FUNCTION = `
-local function forgetKept(meta, out)
-  local fields = redis.call('HMGET', meta, 'state', 'finishedAt')
-  if fields[1] and not string.find(ARGV[1], ',' .. fields[1] .. ',', 1, true) then return 0 end
-  local ended = tonumber(fields[2] or '0')
-  if fields[1] and ended >= tonumber(ARGV[2]) then return ended end
-  redis.call('UNLINK', meta, out)
-  return -1
-end`;
-
-/** One kept result (KEYS = meta, out): as FORGET_KEPT_FUNCTION. In Redis Cluster. */
-const FORGET_KEPT = `${FORGET_KEPT_FUNCTION}
-return forgetKept(KEYS[1], KEYS[2])`;
-
-/**
- * A batch of kept results in one step (KEYS[1], KEYS[2] = the index and the user's kept index,
- * then meta and out of each; ARGV[3..] = their query ids): forgets each that may go and drops its
- * entries, moves each that ended late, and returns the query ids of those gone and how many stay
- * open. Outside Redis Cluster only.
- */
-const FORGET_KEPT_MANY = `${FORGET_KEPT_FUNCTION}
-local gone, open = {}, 0
-for i = 3, #ARGV do
-  local left = forgetKept(KEYS[2 * i - 3], KEYS[2 * i - 2])
-  if left < 0 then
-    redis.call('ZREM', KEYS[1], ARGV[i])
-    redis.call('ZREM', KEYS[2], ARGV[i])
-    gone[#gone + 1] = ARGV[i]
-  elseif left > 0 then
-    redis.call('ZADD', KEYS[2], left, ARGV[i])
-  else
-    open = open + 1
-  end
-end
-return {gone, open}`;
 
 /** How often the index of everyone's queries and the kept results are trimmed, by default. */
 const TRIM_EVERY_MS = 10_000;
@@ -129,10 +52,10 @@ export class RedisRecordTrim implements RecordTrim {
   ) {
     this.trimEveryMs = retention.trimEveryMs ?? TRIM_EVERY_MS;
     this.scripts = luaScripts(redis, {
-      forget: [FORGET],
-      forgetMany: [FORGET_MANY, 0],
-      forgetKept: [FORGET_KEPT, 2],
-      forgetKeptMany: [FORGET_KEPT_MANY, 0],
+      forget: scriptFile('forgetRecord-1'),
+      forgetMany: scriptFile('forgetRecords'),
+      forgetKept: scriptFile('forgetKeptResult-2'),
+      forgetKeptMany: scriptFile('forgetKeptResults'),
     });
   }
 

@@ -1,7 +1,7 @@
 import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './redis.connector';
-import { Script, luaScript } from './lua.script';
-import { MOVE_QUERY_FUNCTION, QueryMove } from './query-move.script';
+import { Script, luaScript, scriptFile } from './lua.script';
+import { QueryMove } from './query-move.script';
 import { ResultRecord, isTerminal } from '@app/contracts';
 import { Produced } from '../query.registry';
 import {
@@ -19,30 +19,6 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Redis's refusal of an XADD whose id is not past the stream's last: this writer's ids, sent again. */
 const NOT_PAST_TOP = /equal or smaller than the target stream top item/;
-
-/**
- * Appends a query's entries to its stream, in one step with what goes with them (KEYS[1] =
- * stream, KEYS[2] = the query's cancel key, KEYS[3] = its record, only when the entries end the
- * query and record its end. ARGV[1] = the stream's TTL in seconds; ARGV[2] = the id to trim the
- * stream to (MINID), or ''; ARGV[3] = '1' to read back what flow control needs, '0' not to;
- * ARGV[4] = how many entries; then each entry's id, its number of fields and its fields; then,
- * with KEYS[3], the record's move as moveQuery takes it). Returns the stream's length and whether
- * the query is cancelled (1 or 0), when asked. An id the stream has passed fails the script at
- * that XADD: the same append sent again (ioredis resends a command whose connection dropped
- * before its reply) stops at its first entry and changes nothing.
- */
-const APPEND = `${MOVE_QUERY_FUNCTION}
-local at = 5
-for _ = 1, tonumber(ARGV[4]) do
-  local n = tonumber(ARGV[at + 1])
-  redis.call('XADD', KEYS[1], ARGV[at], unpack(ARGV, at + 2, at + 1 + n))
-  at = at + 2 + n
-end
-if ARGV[2] ~= '' then redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2]) end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-if KEYS[3] then moveQuery(KEYS[3], at) end
-if ARGV[3] == '0' then return {} end
-return {redis.call('XLEN', KEYS[1]), redis.call('EXISTS', KEYS[2])}`;
 
 /**
  * Appends whose records carry at least this many bytes, and record no end, go as a MULTI of XADD,
@@ -147,7 +123,7 @@ export class RedisResultWriter implements ResultWriter {
     this.key = keys.out(queryId);
     this.cancelKey = keys.cancel(queryId);
     this.aliveKey = keys.alive(queryId);
-    this.appendScript = luaScript(redis, [APPEND, 0]);
+    this.appendScript = luaScript(redis, scriptFile('appendEntries'));
   }
 
   watch(onStop: (reason: StopReason) => void): () => void {
