@@ -267,19 +267,22 @@ const SCRIPT = `
     } finally {
       reading.delete(id);
     }
-    if (selected === id) detail(false);
+    if (selected === id) draw();
   }
-  /** Shows the query picked; read: may read it by itself (not when its own read just ended). */
-  function detail(read = true) {
+  /** Shows the query picked, and reads it by itself where the list cannot stand in for that. */
+  function detail() {
+    draw();
+    if (selected === undefined) return;
     const own = opened.get(selected);
-    const listed = latest.find((x) => x.query_id === selected);
-    const q = listed ?? own;
+    const listed = latest.some((x) => x.query_id === selected);
+    // Once for its whole statement, and at each draw while it is open and out of the list (its
+    // own read is then all that says how it goes on).
+    if (!own || (!listed && !FINAL.includes(own.state))) open(selected);
+  }
+  function draw() {
+    const own = opened.get(selected);
+    const q = latest.find((x) => x.query_id === selected) ?? own;
     $('detail').hidden = !q;
-    // Read by itself: once for its whole statement, and at each draw while it is open and out of
-    // the list (its own read is then all that says how it goes on).
-    if (read && selected !== undefined && (!own || (!listed && !FINAL.includes(own.state)))) {
-      open(selected);
-    }
     if (!q) return;
     $('detail-id').textContent = q.query_id;
     const statement = own ? own.statement : undefined;
