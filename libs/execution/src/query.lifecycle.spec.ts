@@ -18,6 +18,11 @@ class FlakyRegistry extends InProcessQueryRegistry {
     return super.transition(...args);
   }
 
+  override move(...args: Parameters<InProcessQueryRegistry['move']>): Promise<void> {
+    if (this.failures-- > 0) return Promise.reject(new Error('connection lost'));
+    return super.move(...args);
+  }
+
   override release(owner: string, queryId: string): Promise<void> {
     if (this.failures-- > 0) return Promise.reject(new Error('connection lost'));
     return super.release(owner, queryId);
@@ -65,13 +70,17 @@ describe(QueryLifecycle.name, () => {
   it('reads the record back only where someone listens for ends', async () => {
     for (const tellEnds of [false, true]) {
       const registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
-      const transition = jest.spyOn(registry, 'transition');
+      const read = jest.spyOn(registry, 'transition');
+      const moved = jest.spyOn(registry, 'move');
       const lifecycle = new QueryLifecycle(registry);
       if (tellEnds) lifecycle.onEnd(() => undefined);
       await queued(lifecycle, registry);
       await lifecycle.transition(query, 'running');
       await lifecycle.transition(query, 'succeeded', { status: ok });
-      expect(transition.mock.calls.map((call) => call[3])).toEqual([false, tellEnds]);
+      expect(read.mock.calls.map((call) => call[1])).toEqual(tellEnds ? ['succeeded'] : []);
+      expect(moved.mock.calls.map((call) => call[1])).toEqual(
+        tellEnds ? ['running'] : ['running', 'succeeded'],
+      );
     }
   });
 

@@ -65,7 +65,7 @@ export class QueryLifecycle {
   async transition(query: QueryRef, to: QueryState, facts: QueryFacts = {}): Promise<void> {
     if (!FINAL_STATES.includes(to)) {
       // Nobody looks at the record a step on the way leaves.
-      await this.registry.transition(query.queryId, to, facts, false).catch((err: Error) => {
+      await this.registry.move(query.queryId, to, facts).catch((err: Error) => {
         this.logger.warn(`query ${query.queryId}: could not record it ${to}: ${err.message}`);
       });
       return;
@@ -77,7 +77,9 @@ export class QueryLifecycle {
     const [record] = await Promise.all([
       this.retried(query, 'record its final state', () =>
         // Read back only where someone listens (the api's request log); a worker does not look.
-        this.registry.transition(query.queryId, to, facts, this.listeners.size > 0),
+        this.listeners.size > 0
+          ? this.registry.transition(query.queryId, to, facts)
+          : this.registry.move(query.queryId, to, facts).then(() => undefined),
       ),
       this.retried(query, "free its owner's slot", () =>
         this.registry.release(query.owner, query.queryId),

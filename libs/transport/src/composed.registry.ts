@@ -80,9 +80,12 @@ export abstract class ComposedQueryRegistry implements QueryRegistry {
     queryId: string,
     to: QueryState,
     facts?: QueryFacts,
-    readBack?: boolean,
   ): Promise<QueryRecord | undefined> {
-    return this.records.transition(queryId, to, facts, readBack);
+    return this.records.transition(queryId, to, facts);
+  }
+
+  move(queryId: string, to: QueryState, facts?: QueryFacts): Promise<void> {
+    return this.records.move(queryId, to, facts);
   }
 
   progress(queryId: string, produced: Produced): Promise<void> {

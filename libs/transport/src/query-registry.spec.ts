@@ -135,9 +135,9 @@ describe.each(adapters)('%s registry transitions', (_name, make) => {
     expect(ended).toMatchObject({ state: 'cancelled', startedAt: 7 });
   });
 
-  it('moves a query without reading it back when asked not to', async () => {
+  it('moves a query without reading it back (move)', async () => {
     await queued();
-    expect(await registry.transition(queryId, 'running', { startedAt: 3 }, false)).toBeUndefined();
+    expect(await registry.move(queryId, 'running', { startedAt: 3 })).toBeUndefined();
     expect(await registry.get(queryId)).toMatchObject({ state: 'running', startedAt: 3 });
   });
 

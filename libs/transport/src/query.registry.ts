@@ -164,15 +164,11 @@ export interface QueryRecords {
    * Moves a query to `to` with what is known of it then, in one step, if QUERY_TRANSITIONS allows
    * it from the state the query is in (else nothing changes: of two processes ending a query, the
    * first wins). A final state also stamps `finishedAt` and starts the record's retention. Returns
-   * the record as it is afterwards, whoever moved it; undefined if there is none, or if `readBack`
-   * is false (a writer that does not look at it spares reading it).
+   * the record as it is afterwards, whoever moved it; undefined if there is none.
    */
-  transition(
-    queryId: string,
-    to: QueryState,
-    facts?: QueryFacts,
-    readBack?: boolean,
-  ): Promise<QueryRecord | undefined>;
+  transition(queryId: string, to: QueryState, facts?: QueryFacts): Promise<QueryRecord | undefined>;
+  /** As transition(), the record not read back: a writer that does not look at it spares that. */
+  move(queryId: string, to: QueryState, facts?: QueryFacts): Promise<void>;
   /**
    * Records what the producer of a running query has made so far (and when it began streaming,
    * when it says); nothing once the query ended (or when there is no record). Not a transition:

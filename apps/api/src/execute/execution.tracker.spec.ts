@@ -19,11 +19,11 @@ beforeEach(async () => {
   jest.useFakeTimers({ now: 0 });
   registry = new InProcessQueryRegistry({ seconds: 60, count: 1000 });
   updates = [];
-  const transition = registry.transition.bind(registry);
-  jest.spyOn(registry, 'transition').mockImplementation((queryId, to, facts) => {
+  const move = registry.move.bind(registry);
+  jest.spyOn(registry, 'move').mockImplementation((queryId, to, facts) => {
     // The steps on the way; the end is checked on its own.
     if (to === 'streaming') updates.push({ at: Date.now(), changes: { state: to, ...facts } });
-    return transition(queryId, to, facts);
+    return move(queryId, to, facts);
   });
   await registry.create({
     queryId: 'q1',
@@ -72,8 +72,10 @@ describe(ExecutionTracker.name, () => {
       recorded: true,
     });
     const transition = jest.spyOn(registry, 'transition');
+    const move = jest.spyOn(registry, 'move');
     await tracker.end(okStatus());
     expect(transition).not.toHaveBeenCalled();
+    expect(move).not.toHaveBeenCalled();
     // The producer's record stands (here: as created); the owner's slot is free again.
     expect((await registry.get('q1'))?.state).toBe('running');
     expect(await registry.admit('ann', 'q2', 1)).toBe(0);
@@ -168,15 +170,15 @@ describe(ExecutionTracker.name, () => {
   });
 
   it('records the end once, with its final state and counts, and writes no progress after it', async () => {
-    const transition = jest.spyOn(registry, 'transition');
+    const move = jest.spyOn(registry, 'move');
     tracker.sent(data(4, 40));
     const cancelled = statusOf('CANCELLED', 'client went away');
     await Promise.all([tracker.end(cancelled), tracker.end(okStatus())]);
     await tracker.end(statusOf('INTERNAL'));
     tracker.sent(data(1));
     await jest.advanceTimersByTimeAsync(5_000);
-    expect(transition.mock.calls).toEqual([
-      ['q1', 'cancelled', { status: cancelled, rows: 4, bytes: 40 }, false],
+    expect(move.mock.calls).toEqual([
+      ['q1', 'cancelled', { status: cancelled, rows: 4, bytes: 40 }],
     ]);
     expect(updates).toEqual([]);
     expect(await registry.get('q1')).toMatchObject({ state: 'cancelled', status: cancelled });
@@ -244,7 +246,7 @@ describe(ExecutionTracker.name, () => {
 
   it('gives the slot back even when the end cannot be recorded, and does not throw', async () => {
     jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-    jest.spyOn(registry, 'transition').mockRejectedValue(new Error('connection lost'));
+    jest.spyOn(registry, 'move').mockRejectedValue(new Error('connection lost'));
     const ending = tracker.end(okStatus());
     await jest.advanceTimersByTimeAsync(2_000); // its retries
     await expect(ending).resolves.toBeUndefined();

@@ -54,9 +54,19 @@ export class InProcessQueryRecords implements OwnedRecords {
   transition(
     queryId: string,
     to: QueryState,
-    facts: QueryFacts = {},
-    readBack = true,
+    facts?: QueryFacts,
   ): Promise<QueryRecord | undefined> {
+    const record = this.moved(queryId, to, facts);
+    return Promise.resolve(record && { ...record });
+  }
+
+  move(queryId: string, to: QueryState, facts?: QueryFacts): Promise<void> {
+    this.moved(queryId, to, facts);
+    return Promise.resolve();
+  }
+
+  /** Moves the record if QUERY_TRANSITIONS allows it; the record, moved or not. */
+  private moved(queryId: string, to: QueryState, facts: QueryFacts = {}): QueryRecord | undefined {
     const record = this.records.get(queryId);
     if (record && QUERY_TRANSITIONS[record.state].includes(to)) {
       // A fact not known (undefined) leaves what the record holds, as in Redis.
@@ -70,7 +80,7 @@ export class InProcessQueryRecords implements OwnedRecords {
         this.forgetOld();
       }
     }
-    return Promise.resolve(record && readBack ? { ...record } : undefined);
+    return record;
   }
 
   progress(queryId: string, produced: Produced): Promise<void> {

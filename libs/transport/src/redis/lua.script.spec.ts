@@ -88,8 +88,9 @@ describe('scriptFile', () => {
   });
 
   it('is copied into dist/ by the build, beside the compiled adapters', () => {
-    const build = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { build: string } })
-      .scripts.build;
+    const build = (
+      JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { build: string } }
+    ).scripts.build;
     const from = relative(process.cwd(), SCRIPTS_DIR);
     expect(build).toContain(`cp -R ${from} dist/${from}`);
   });

@@ -105,15 +105,17 @@ export class RedisQueryRecords implements OwnedRecords {
     queryId: string,
     to: QueryState,
     facts: QueryFacts = {},
-    readBack = true,
   ): Promise<QueryRecord | undefined> {
     const hash = (await this.scripts.transition(
-      ...this.transitionArgs(queryId, to, facts, readBack),
+      ...this.transitionArgs(queryId, to, facts, { readBack: true }),
     )) as string[];
-    if (!readBack) return undefined;
     const record: Record<string, string> = {};
     for (let i = 0; i + 1 < hash.length; i += 2) record[hash[i]] = hash[i + 1];
     return fromHash(record);
+  }
+
+  async move(queryId: string, to: QueryState, facts: QueryFacts = {}): Promise<void> {
+    await this.scripts.transition(...this.transitionArgs(queryId, to, facts, { readBack: false }));
   }
 
   /**
@@ -136,7 +138,7 @@ export class RedisQueryRecords implements OwnedRecords {
           rowsProduced: produced.rows,
           bytesProduced: produced.bytes,
         },
-        false,
+        { readBack: false },
       );
       return { meta: args[0], args: args.slice(1) };
     };
@@ -146,7 +148,7 @@ export class RedisQueryRecords implements OwnedRecords {
     queryId: string,
     to: QueryState,
     facts: QueryFacts,
-    readBack: boolean,
+    { readBack }: { readBack: boolean },
   ): [string, ...string[]] {
     const final = FINAL_STATES.includes(to);
     const args: [string, ...string[]] = [

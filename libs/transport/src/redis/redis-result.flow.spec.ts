@@ -361,7 +361,7 @@ describe('RedisResultWriter recording the end with the last entry', () => {
 
   it('leaves an end recorded first by someone else (a cancel) as it was', async () => {
     const { queryId, registry, writer } = await recording();
-    await registry.transition(queryId, 'cancelled', { status: statusOf('CANCELLED') }, false);
+    await registry.move(queryId, 'cancelled', { status: statusOf('CANCELLED') });
     await writer.write(end());
     expect((await registry.get(queryId))?.state).toBe('cancelled');
   });
