@@ -63,7 +63,7 @@ describe(JobLifecycle.name, () => {
     const reader = channel.open('q1', { onSilence: () => Promise.reject(new Error('silent')) });
     await channel.cancel('q1');
     const lifecycle = new JobLifecycle(new QueryLifecycle(registry), channel);
-    expect(await lifecycle.start(job, true)).toBe(false);
+    expect(await lifecycle.start(job, { takenBefore: true })).toBe(false);
     expect(await reader.next()).toEqual({
       kind: 'error',
       status: expect.objectContaining({ vendor_code: -900 }),

@@ -60,7 +60,10 @@ export class JobLifecycle {
    * `takenBefore` (put off once: a cancel then may not have reached the queue) — when a cancel
    * was asked for it, or when the api that would read its result died while it waited.
    */
-  async start(job: ExecuteJobData, takenBefore = false): Promise<boolean> {
+  async start(
+    job: ExecuteJobData,
+    { takenBefore = false }: { takenBefore?: boolean } = {},
+  ): Promise<boolean> {
     const status = pastLatestStart(job)
       ? statusOf('TIME_LIMIT', 'query waited too long in the queue')
       : takenBefore && (await this.sink.cancelAsked(job.queryId))

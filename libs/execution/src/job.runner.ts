@@ -42,9 +42,9 @@ export class JobRunner {
   async run(
     job: ExecuteJobData,
     run: PoolRun,
-    takenBefore = false,
+    taken: { takenBefore?: boolean } = {},
   ): Promise<ExecutionOutcome | undefined> {
-    if (!(await this.lifecycle.start(job, takenBefore))) return undefined;
+    if (!(await this.lifecycle.start(job, taken))) return undefined;
     const traced = JobTrace.taken(job, this.options.tracing);
     try {
       const { login, refused } = await this.options.resolve(job);

@@ -235,7 +235,9 @@ describe('BullmqJobQueue: jobs put off while their user holds their share of the
   });
 
   /** A worker of one slot, for one user, over userShareProcessor; `onJob` runs each job. */
-  function sharedWorker(onJob: (job: Job<ExecuteJobData>, takenBefore: boolean) => Promise<void>) {
+  function sharedWorker(
+    onJob: (job: Job<ExecuteJobData>, taken: { takenBefore: boolean }) => Promise<void>,
+  ) {
     const connection = new Redis(testRedisUrl, { maxRetriesPerRequest: null });
     connections.push(connection);
     const slots = new UserSlots({ interactive: 1, export: 1 }, 100);
@@ -254,7 +256,7 @@ describe('BullmqJobQueue: jobs put off while their user holds their share of the
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     const taken = new Map<string, boolean>();
-    sharedWorker((j, takenBefore) => {
+    sharedWorker((j, { takenBefore }) => {
       taken.set(j.data.queryId, takenBefore);
       return j.data.queryId === first.queryId ? held : Promise.resolve();
     });

@@ -101,7 +101,7 @@ describe(userShareProcessor.name, () => {
     const process = userShareProcessor(
       slots,
       'interactive',
-      (job, before) => {
+      (job, { takenBefore: before }) => {
         ran.push(job.id!);
         if (before) takenBefore.push(job.id!);
         return new Promise<void>((resolve) => ends.set(job.id!, resolve));

@@ -51,7 +51,7 @@ const REMEMBERED_PER_USER = 256;
 export function userShareProcessor<R>(
   slots: UserSlots,
   lane: Lane,
-  run: (job: Job<ExecuteJobData>, takenBefore: boolean) => Promise<R>,
+  run: (job: Job<ExecuteJobData>, taken: { takenBefore: boolean }) => Promise<R>,
   {
     putOff = new PutOffJobs(),
     onPutOff,
@@ -121,7 +121,7 @@ export function userShareProcessor<R>(
     const user = job.data.username;
     // BullMQ counts each time a job is taken (moveToActive), put-offs included.
     const takenBefore = job.attemptsStarted > 1;
-    if (pastLatestStart(job.data)) return run(job, takenBefore);
+    if (pastLatestStart(job.data)) return run(job, { takenBefore });
     let slot: 'share' | 'borrowed' | 'handed' | undefined = slots.take(user, lane)
       ? 'share'
       : undefined;
@@ -139,7 +139,7 @@ export function userShareProcessor<R>(
     try {
       // A job held for a slot is as one put off: a DELETE meanwhile could not take it off the
       // queue, only ask for its cancel, which `run` must look for.
-      return await run(job, takenBefore || slot === 'handed');
+      return await run(job, { takenBefore: takenBefore || slot === 'handed' });
     } finally {
       await release(user);
     }

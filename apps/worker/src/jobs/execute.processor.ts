@@ -122,7 +122,7 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
         userShareProcessor(
           slots,
           lane,
-          (job, takenBefore) => this.run(job.data, takenBefore).finally(() => this.keepSmall(job)),
+          (job, taken) => this.run(job.data, taken).finally(() => this.keepSmall(job)),
           {
             onPutOff: () => this.metrics.putOff(lane),
             othersWaiting: (user) => waiting.check(user),
@@ -151,14 +151,14 @@ export class ExecuteProcessor implements OnApplicationBootstrap, OnModuleDestroy
 
   private async run(
     data: ExecuteJobData,
-    takenBefore: boolean,
+    taken: { takenBefore: boolean },
   ): Promise<ExecutionOutcome | undefined> {
     this.running.add(data.queryId);
     try {
       return await this.runner.run(
         data,
         (login, trace) => this.pool.run(data, { login, trace }),
-        takenBefore,
+        taken,
       );
     } finally {
       this.running.delete(data.queryId);
