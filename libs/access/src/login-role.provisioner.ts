@@ -103,7 +103,7 @@ export class LoginRoleProvisioner {
   async provision(
     client: Queryable,
     role: string,
-    resetPassword = false,
+    { resetPassword = false }: { resetPassword?: boolean } = {},
   ): Promise<ProvisionedLogin> {
     const login = this.loginFor(role);
     await client.query('BEGIN');

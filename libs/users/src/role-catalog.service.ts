@@ -67,11 +67,14 @@ export class RoleCatalogService implements OnModuleDestroy {
    * What makes a role reach beyond itself (superuser, CREATEROLE, BYPASSRLS) is logged loudly.
    * With `resetPassword`, the login role takes back its own password even when it exists.
    */
-  async provision(role: string, resetPassword = false): Promise<ProvisionedLogin> {
+  async provision(
+    role: string,
+    options: { resetPassword?: boolean } = {},
+  ): Promise<ProvisionedLogin> {
     if (!this.provisioner) throw new Error('SLUICE_CREDENTIAL_KEY is not set');
     const client = await this.db().connect();
     try {
-      const done = await this.provisioner.provision(client, role, resetPassword);
+      const done = await this.provisioner.provision(client, role, options);
       if (done.created) this.logger.log(`created login role "${done.login}" for role "${role}"`);
       for (const warning of done.warnings) this.logger.warn(`ROLE ISOLATION: ${warning}`);
       return done;

@@ -213,7 +213,7 @@ export class UserAdminService {
    * Sluice: the login role takes back its own. Sessions already open stay.
    */
   private async retakeLogin(username: string, role: string): Promise<void> {
-    await this.roles.provision(role, true).catch((err: Error) => {
+    await this.roles.provision(role, { resetPassword: true }).catch((err: Error) => {
       this.logger.warn(
         `user ${username}: could not reset the login role of "${role}": ${err.message}`,
       );

@@ -271,7 +271,7 @@ export abstract class AuthService {
 export function authUser(
   user: TokenSubject,
   database: string | undefined,
-  readOnly = false,
+  { readOnly = false }: { readOnly?: boolean } = {},
 ): AuthUser {
   return {
     username: user.username,

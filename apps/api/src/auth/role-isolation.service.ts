@@ -77,7 +77,7 @@ export class RoleIsolationService implements OnApplicationBootstrap {
       try {
         // A user may have given its login role a password of its own (ALTER ROLE session_user
         // PASSWORD, after RESET ROLE) to log in outside Sluice: it goes at every start.
-        await this.roles.provision(role, true);
+        await this.roles.provision(role, { resetPassword: true });
       } catch (err) {
         const why = err instanceof LoginRoleError ? err.message : (err as Error).message;
         this.logger.warn(`ROLE ISOLATION: users of role "${role}" cannot run statements: ${why}`);

@@ -66,7 +66,7 @@ export class ServiceUsersAuthService extends AuthService {
       throw invalidToken('the password changed after this token was issued');
     }
     return {
-      ...authUser(serviceSubject(record), database, record.readOnly),
+      ...authUser(serviceSubject(record), database, { readOnly: record.readOnly }),
       userId: record.userId,
     };
   }
@@ -75,7 +75,10 @@ export class ServiceUsersAuthService extends AuthService {
     const named = splitLogin(login, undefined);
     const user = await this.verify(named.username, password, address);
     const database = named.database ?? this.defaultDatabaseFor();
-    return { ...authUser(serviceSubject(user), database, user.readOnly), userId: user.userId };
+    return {
+      ...authUser(serviceSubject(user), database, { readOnly: user.readOnly }),
+      userId: user.userId,
+    };
   }
 
   /** DATABASE_URL's database. */

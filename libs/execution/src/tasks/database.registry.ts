@@ -102,7 +102,7 @@ export class DatabaseHandle {
   async provision(provisioner: LoginRoleProvisioner, role: string): Promise<ProvisionedLogin> {
     const client = await this.pool.connect();
     try {
-      return await provisioner.provision(client, role, true);
+      return await provisioner.provision(client, role, { resetPassword: true });
     } finally {
       client.release();
     }
