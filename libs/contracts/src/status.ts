@@ -17,6 +17,11 @@ export interface ErrorEnvelope {
 
 export const OK_SQL_STATE = '00000';
 
+/** A status that ends an execution in failure (vendor code not 0). */
+export function isFailure(status: Status): boolean {
+  return status.vendor_code !== 0;
+}
+
 export function okStatus(reason = 'OK', extra: Partial<Status> = {}): Status {
   return { reason, sql_state: OK_SQL_STATE, vendor_code: 0, ...extra };
 }

@@ -14,7 +14,7 @@ const OK = { reason: 'OK', sql_state: '00000', vendor_code: 0 };
 function encode(columns: EncoderColumn[], chunks: TextRow[][]): { body: Buffer; parts: Buffer[] } {
   const encoder = new ArrowEncoder({ queryId: 'q-1', layout: 'array', columns });
   const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(RowBatch.fromText(c)))];
-  parts.push(encoder.end(OK, false) as Buffer);
+  parts.push(encoder.end(OK) as Buffer);
   return { body: Buffer.concat(parts), parts };
 }
 
@@ -148,6 +148,6 @@ describe(ArrowEncoder.name, () => {
     const encoder = new ArrowEncoder({ queryId: 'q', layout: 'array', columns: FIXTURE_COLUMNS });
     encoder.head();
     encoder.rows(RowBatch.fromText([FIXTURE_CASES[0][0]]));
-    expect(encoder.end({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 }, true)).toBeNull();
+    expect(encoder.end({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 })).toBeNull();
   });
 });

@@ -1,4 +1,4 @@
-import { Status } from '@app/contracts';
+import { Status, isFailure } from '@app/contracts';
 import {
   AsyncByteQueue,
   Data,
@@ -46,7 +46,7 @@ const END_OF_STREAM = Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
 /**
  * application/vnd.apache.arrow.stream: the Arrow IPC stream format — `head` is the schema message,
  * each non-empty chunk one record batch, `end` the end-of-stream marker. A failure cannot be told
- * in the stream: `end(…, true)` is null.
+ * in the stream: `end()` of a failure (isFailure) is null.
  */
 export class ArrowEncoder implements ResultEncoder {
   private readonly builders: ArrowColumnBuilder[];
@@ -92,7 +92,7 @@ export class ArrowEncoder implements ResultEncoder {
     return this.sink.take();
   }
 
-  end(_status: Status, failed: boolean): Buffer | null {
-    return failed ? null : Buffer.from(END_OF_STREAM);
+  end(status: Status): Buffer | null {
+    return isFailure(status) ? null : Buffer.from(END_OF_STREAM);
   }
 }

@@ -29,7 +29,7 @@ function encode(columns: EncoderColumn[], rows: TextRow[], chunk = rows.length |
   const parts = [csv.head()];
   for (let i = 0; i < rows.length; i += chunk)
     parts.push(csv.rows(RowBatch.fromText(rows.slice(i, i + chunk))));
-  parts.push(csv.end(okStatus(), false)!);
+  parts.push(csv.end(okStatus())!);
   return Buffer.concat(parts).toString('utf8');
 }
 
@@ -208,8 +208,8 @@ describe(CsvEncoder.name, () => {
 
   it('ends with an empty buffer on success and null when failed', () => {
     const csv = encoder([column('a')]);
-    expect(csv.end(okStatus('OK', { row_count: 0 }), false)).toEqual(Buffer.alloc(0));
-    expect(csv.end({ reason: 'boom', sql_state: '57014', vendor_code: 1 }, true)).toBeNull();
+    expect(csv.end(okStatus('OK', { row_count: 0 }))).toEqual(Buffer.alloc(0));
+    expect(csv.end({ reason: 'boom', sql_state: '57014', vendor_code: 1 })).toBeNull();
   });
 
   describe('round trip of PostgreSQL text output', () => {

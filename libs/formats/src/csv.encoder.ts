@@ -1,4 +1,4 @@
-import { Status } from '@app/contracts';
+import { Status, isFailure } from '@app/contracts';
 import { builtins, type builtinsTypes } from 'pg-types';
 import { EncoderOptions, ResultEncoder, TextRow } from './result.encoder';
 import { RowBatch } from './row.batch';
@@ -137,7 +137,7 @@ export class CsvEncoder implements ResultEncoder {
     return out.take();
   }
 
-  end(_status: Status, failed: boolean): Buffer | null {
-    return failed ? null : Buffer.alloc(0);
+  end(status: Status): Buffer | null {
+    return isFailure(status) ? null : Buffer.alloc(0);
   }
 }

@@ -23,8 +23,8 @@ export class DeferredHeadEncoder implements ResultEncoder {
     return this.withHead(this.inner.rows(rows, chunkRows));
   }
 
-  end(status: Status, failed: boolean): Buffer | null {
-    const tail = this.inner.end(status, failed);
+  end(status: Status): Buffer | null {
+    const tail = this.inner.end(status);
     return tail === null ? null : this.withHead(tail);
   }
 

@@ -51,7 +51,7 @@ describe('what an encoder returns', () => {
       for (let batch = 0; batch < 4; batch++) {
         keep(encoder.rows(RowBatch.fromText(rows(batch * 3000, 3000)), 1000));
       }
-      keep(encoder.end(okStatus(), false));
+      keep(encoder.end(okStatus()));
       // Several large outputs: the case the by-reference write is for.
       expect(returned.filter(({ bytes }) => bytes.length >= 16 * 1024).length).toBeGreaterThan(2);
       for (const { bytes, copy } of returned) expect(bytes.equals(copy)).toBe(true);
@@ -71,7 +71,7 @@ describe('what an encoder returns', () => {
         const text = rows(batch * 3000, 3000).map(([g]) => [g, randomBytes(24).toString('hex')]);
         keep(await compressor.push(encoder.rows(RowBatch.fromText(text), 1000)));
       }
-      keep(await compressor.finish(encoder.end(okStatus(), false)!));
+      keep(await compressor.finish(encoder.end(okStatus())!));
       expect(returned.filter(({ bytes }) => bytes.length >= 16 * 1024).length).toBeGreaterThan(2);
       for (const { bytes, copy } of returned) expect(bytes.equals(copy)).toBe(true);
     },

@@ -24,7 +24,7 @@ function encode(
   const parts = [encoder.head()];
   for (let i = 0; i < rows.length; i += 1000)
     parts.push(encoder.rows(RowBatch.fromText(rows.slice(i, i + 1000))));
-  parts.push(encoder.end(OK, false) as Buffer);
+  parts.push(encoder.end(OK) as Buffer);
   return Buffer.concat(parts);
 }
 

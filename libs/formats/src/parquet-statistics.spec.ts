@@ -18,7 +18,7 @@ function encode(columns: EncoderColumn[], rows: TextRow[], rowGroupRows = 1_000_
   return Buffer.concat([
     encoder.head(),
     encoder.rows(RowBatch.fromText(rows)),
-    encoder.end(OK, false) as Buffer,
+    encoder.end(OK) as Buffer,
   ]);
 }
 

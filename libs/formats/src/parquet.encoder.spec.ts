@@ -24,7 +24,7 @@ function encode(
 ): { file: Buffer; parts: Buffer[] } {
   const encoder = new ParquetEncoder({ queryId: 'q-1', layout: 'array', columns }, settings);
   const parts = [encoder.head(), ...chunks.map((c) => encoder.rows(RowBatch.fromText(c)))];
-  parts.push(encoder.end(OK, false) as Buffer);
+  parts.push(encoder.end(OK) as Buffer);
   return { file: Buffer.concat(parts), parts };
 }
 
@@ -100,11 +100,7 @@ describe(ParquetEncoder.name, () => {
         { queryId: 'q-1', layout: 'array', columns: [col('t', 'text', 25)] },
         { dictionaryBytes, codec: 'UNCOMPRESSED' },
       );
-      const file = Buffer.concat([
-        encoder.head(),
-        encoder.rows(batch),
-        encoder.end(OK, false) as Buffer,
-      ]);
+      const file = Buffer.concat([encoder.head(), encoder.rows(batch), encoder.end(OK) as Buffer]);
       expect(read(file)).toEqual([{ t: 'a\ufffdb' }]);
       // the page holds the text's UTF-8, not the bytes PostgreSQL sent
       expect(file.includes(Buffer.from('a\ufffdb'))).toBe(true);
@@ -371,7 +367,7 @@ describe(ParquetEncoder.name, () => {
     try {
       encoder.head();
       encoder.rows(RowBatch.fromText([row]));
-      encoder.end(OK, false);
+      encoder.end(OK);
     } catch (err) {
       return err;
     }
@@ -414,6 +410,6 @@ describe(ParquetEncoder.name, () => {
     const encoder = new ParquetEncoder({ queryId: 'q', layout: 'array', columns: COLUMNS });
     encoder.head();
     encoder.rows(RowBatch.fromText([CASES[0][0]]));
-    expect(encoder.end({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 }, true)).toBeNull();
+    expect(encoder.end({ reason: 'boom', sql_state: 'XX000', vendor_code: -103 })).toBeNull();
   });
 });

@@ -1,4 +1,4 @@
-import { ParquetCompression, Status } from '@app/contracts';
+import { ParquetCompression, Status, isFailure } from '@app/contracts';
 import { ParquetColumnWriter, parquetSchema } from './parquet-column.writer';
 import { Codec, RowGroupMeta, SchemaElement, fileMetaData } from './parquet-format';
 import { ParquetThriftWriter } from './parquet-thrift.writer';
@@ -57,7 +57,7 @@ const EMPTY = Buffer.alloc(0);
 /**
  * application/parquet: one file, written as it goes — `head` is the magic, `rows` returns a row
  * group whenever one is full (else nothing), `end` the last row group and the footer. Only the
- * open row group is held in memory. A failure cannot be told in the file: `end(…, true)` is null.
+ * open row group is held in memory. A failure cannot be told in the file: `end()` of a failure (isFailure) is null.
  */
 export class ParquetEncoder implements ResultEncoder {
   private readonly settings: ParquetEncoderSettings;
@@ -118,8 +118,8 @@ export class ParquetEncoder implements ResultEncoder {
     return out.length === 0 ? EMPTY : out.length === 1 ? out[0] : Buffer.concat(out);
   }
 
-  end(_status: Status, failed: boolean): Buffer | null {
-    if (failed) {
+  end(status: Status): Buffer | null {
+    if (isFailure(status)) {
       for (const w of this.writers) w.discard();
       return null;
     }

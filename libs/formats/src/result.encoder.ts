@@ -27,8 +27,8 @@ export interface EncoderOptions {
 
 /**
  * Turns a result into the bytes of one response body, chunk by chunk. Pure: chunk in, bytes out.
- * `end` returns null when the format cannot carry a failure after its first byte (the response
- * must then be aborted).
+ * `end` returns null for a failure (isFailure) when the format cannot carry one after its first
+ * byte (the response must then be aborted).
  */
 export interface ResultEncoder {
   head(): Buffer;
@@ -37,7 +37,7 @@ export interface ResultEncoder {
    * format that marks its chunks (stream+json's lines, Arrow's record batches) marks each.
    */
   rows(rows: RowBatch, chunkRows?: number): Buffer;
-  end(status: Status, failed: boolean): Buffer | null;
+  end(status: Status): Buffer | null;
 }
 
 export type { ResultFormat };

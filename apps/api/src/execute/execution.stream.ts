@@ -117,6 +117,6 @@ export function lateFailureTail(job: ExecuteJobData, maxEntryBytes: number): Lat
   return (status, lastSent) => {
     const last = String.fromCharCode(lastSent[lastSent.length - 1] ?? 0);
     if (lastSent.length >= maxEntryBytes || !wholeEnds.includes(last)) return null;
-    return encoder.end(status, true);
+    return encoder.end(status);
   };
 }

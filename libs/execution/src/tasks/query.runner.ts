@@ -336,7 +336,7 @@ export class QueryRunner {
         truncated ? { row_count: rows, truncated } : { row_count: rows },
       );
       // A format that writes at its end (Parquet's last row group) waits for the client here.
-      await reporting(body.end(status, encoder.end(status, false) ?? Buffer.alloc(0)));
+      await reporting(body.end(status, encoder.end(status) ?? Buffer.alloc(0)));
       return { status, rows, bytes: body.bytes, streamingAt: body.streamingAt };
     } catch (err) {
       // A write still on its way lands first: nothing else is written meanwhile, and its own
@@ -558,6 +558,6 @@ export class QueryRunner {
     status: Status,
   ): Promise<void> {
     if (!body.started || !encoder) await body.fail(status);
-    else await body.end(status, encoder.end(status, true));
+    else await body.end(status, encoder.end(status));
   }
 }
