@@ -208,7 +208,7 @@ export class SluiceClient {
     const parallel = segmentDownloadsOf(options);
     // Segments are the body as the server encoded it: read from the store, it must be plain.
     const bySegments = parallel > 0 && options.waitTimeout !== undefined;
-    const submitted = await this.submit(sql, params, options, accept, bySegments);
+    const submitted = await this.submit({ sql, params, options, accept, plain: bySegments });
     const queryId = submitted.queryId ?? '';
     if (submitted.location !== undefined && bySegments) {
       const fromStore = await this.fromStore(queryId, parallel, options.signal);
@@ -333,7 +333,7 @@ export class SluiceClient {
     options: QueryOptions,
     accept: string,
   ): Promise<{ res: Response; queryId?: string }> {
-    const submitted = await this.submit(sql, params, options, accept, false);
+    const submitted = await this.submit({ sql, params, options, accept });
     if (submitted.location === undefined)
       return { res: submitted.res!, queryId: submitted.queryId };
     const res = await this.follow(submitted.location, accept, options.signal);
@@ -344,13 +344,15 @@ export class SluiceClient {
    * POST /v1/execute: the response, or, when answered 202 (the query runs on and keeps its
    * result), where its result is fetched.
    */
-  private async submit(
-    sql: string,
-    params: Params | undefined,
-    options: QueryOptions,
-    accept: string,
-    plain: boolean,
-  ): Promise<{ res?: Response; queryId?: string; location?: string }> {
+  private async submit(request: {
+    sql: string;
+    params: Params | undefined;
+    options: QueryOptions;
+    accept: string;
+    /** The body must come as the server encoded it (no Content-Encoding). */
+    plain?: boolean;
+  }): Promise<{ res?: Response; queryId?: string; location?: string }> {
+    const { sql, params, options, accept, plain = false } = request;
     const body: Record<string, unknown> = { statement: sql };
     if (params) body.params = params;
     if (options.database !== undefined) body.database = options.database;
