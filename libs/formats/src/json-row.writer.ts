@@ -34,18 +34,19 @@ export class JsonRowWriter {
     this.close = (layout === 'collection' ? '}' : ']').charCodeAt(0);
   }
 
-  /** Appends the rows to `out`, joined by commas, each as `[…]` or `{…}`. */
-  write(out: Utf8Builder, rows: RowBatch, leadingComma: boolean): void {
+  /** Appends the rows to `out`, joined by commas, each as `[…]` or `{…}` (after a comma too). */
+  write(out: Utf8Builder, rows: RowBatch, { leadingComma }: { leadingComma: boolean }): void {
+    if (leadingComma && rows.length > 0) out.append(',');
     // A value that is not well-formed UTF-8 (a SQL_ASCII database) is written as its text is.
     if (this.encoders.length === 0 || rows.columns !== this.encoders.length || !rows.utf8) {
-      this.writeText(out, rows.text(), leadingComma);
+      this.writeText(out, rows.text());
     } else {
-      this.writeBytes(out, rows, leadingComma);
+      this.writeBytes(out, rows);
     }
   }
 
   /** Each value copied from the batch's bytes as its form says; its encoder only where needed. */
-  private writeBytes(out: Utf8Builder, rows: RowBatch, leadingComma: boolean): void {
+  private writeBytes(out: Utf8Builder, rows: RowBatch): void {
     const { bytes, starts, ends, length, byteEnd } = rows;
     const n = this.encoders.length;
     const { forms, prefixBytes, close } = this;
@@ -56,7 +57,7 @@ export class JsonRowWriter {
       const room = fixed + jsonValueRoom(span);
       let buf = out.reserve(room);
       let at = out.end;
-      if (r > 0 || leadingComma) buf[at++] = COMMA;
+      if (r > 0) buf[at++] = COMMA;
       for (let i = 0; i < n; i++, k++) {
         const prefix = prefixBytes[i];
         for (let p = 0; p < prefix.length; p++) buf[at++] = prefix[p];
@@ -86,12 +87,12 @@ export class JsonRowWriter {
     }
   }
 
-  private writeText(out: Utf8Builder, rows: TextRow[], leadingComma: boolean): void {
+  private writeText(out: Utf8Builder, rows: TextRow[]): void {
     const n = this.encoders.length;
     const close = this.layout === 'collection' ? '}' : ']';
     const empty = this.layout === 'collection' ? '{}' : '[]';
     for (let r = 0; r < rows.length; r++) {
-      if (r > 0 || leadingComma) out.append(',');
+      if (r > 0) out.append(',');
       if (n === 0) {
         out.append(empty);
         continue;

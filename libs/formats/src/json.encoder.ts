@@ -24,7 +24,7 @@ export class JsonEncoder implements ResultEncoder {
   }
 
   rows(rows: RowBatch): Buffer {
-    this.writer.write(this.out, rows, !this.first);
+    this.writer.write(this.out, rows, { leadingComma: !this.first });
     if (rows.length > 0) this.first = false;
     return this.out.take();
   }

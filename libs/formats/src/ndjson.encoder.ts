@@ -27,7 +27,7 @@ export class NdjsonEncoder implements ResultEncoder {
     // One line a chunk, all of them built in one buffer.
     for (let from = 0; from < rows.length; from += chunkRows) {
       this.out.append('{"data":[');
-      this.writer.write(this.out, rows.slice(from, from + chunkRows), false);
+      this.writer.write(this.out, rows.slice(from, from + chunkRows), { leadingComma: false });
       this.out.append(']}\n');
     }
     return this.out.take();

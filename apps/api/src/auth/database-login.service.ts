@@ -79,7 +79,7 @@ export class DatabaseLoginService {
         if (!passwordChecked(auth[0].by)) return this.unverified(user);
       }
     } catch (err) {
-      return this.refusal(err, asked(), user);
+      return this.refusal(err, { asked: asked(), user });
     } finally {
       // The check is over either way: a connection that never opened has nothing to close.
       await client.end().catch(() => undefined);
@@ -112,7 +112,10 @@ export class DatabaseLoginService {
     return 'unverified';
   }
 
-  private refusal(err: unknown, asked: boolean, user: string): DatabaseLoginResult {
+  private refusal(
+    err: unknown,
+    { asked, user }: { asked: boolean; user: string },
+  ): DatabaseLoginResult {
     switch ((err as { code?: unknown }).code) {
       // Wrong password, expired password, missing role, NOLOGIN, no pg_hba.conf entry.
       case '28P01':

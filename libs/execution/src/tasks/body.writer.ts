@@ -93,7 +93,7 @@ export class BodyWriter {
   async head(columns: Column[], chunk: Buffer): Promise<void> {
     this.streamingAt ??= Date.now();
     // The compressor picks its setting on the first rows, so it holds the head until they come.
-    const bytes = await this.compress(chunk, true);
+    const bytes = await this.compress(chunk, 'hold');
     const max = this.maxEntryBytes;
     this.bytes += bytes.length;
     await this.whole(bytes, () =>
@@ -108,7 +108,7 @@ export class BodyWriter {
 
   async data(rows: number, chunk: Buffer): Promise<void> {
     this.streamingAt ??= Date.now();
-    const bytes = await this.compress(chunk);
+    const bytes = await this.compress(chunk, 'push');
     this.bytes += bytes.length;
     const max = this.maxEntryBytes;
     if (bytes.length === 0) {
@@ -192,11 +192,12 @@ export class BodyWriter {
     await this.writer.write({ kind: 'error', status, startedAt: this.startedAt });
   }
 
-  private compress(chunk: Buffer, head = false): Promise<Buffer> | Buffer {
+  /** `chunk` through the compressor, if any: held back with the head ('hold'), or sent on. */
+  private compress(chunk: Buffer, how: 'hold' | 'push'): Promise<Buffer> | Buffer {
     // Nothing to say yet: not even the compressor's header, so that the body has not started.
     if (chunk.length === 0) return chunk;
     this.begun = true;
     if (!this.compressor) return chunk;
-    return head ? this.compressor.hold(chunk) : this.compressor.push(chunk);
+    return how === 'hold' ? this.compressor.hold(chunk) : this.compressor.push(chunk);
   }
 }

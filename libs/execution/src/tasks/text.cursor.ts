@@ -116,7 +116,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
   private readonly batch = new DataRowReader();
   /** The connection while it may send a CopyOutResponse for this cursor. */
   private watched: Connection | undefined;
-  private readonly copyOut = () => this.refuse(copyRefused(), true);
+  private readonly copyOut = () => this.refuse(copyRefused(), { cancel: true });
 
   constructor(
     text: string,
@@ -221,13 +221,13 @@ export class TextCursor extends Cursor<(string | null)[]> {
   }
 
   private takeRow(msg: unknown, wire: DataRowMessage | undefined): void {
-    if (isOversizedRow(msg) || wire?.oversized) this.refuse(valueTooLarge(), true);
+    if (isOversizedRow(msg) || wire?.oversized) this.refuse(valueTooLarge(), { cancel: true });
     const bytes = (msg as { length?: number }).length ?? 0;
     this.widestRow = Math.max(this.widestRow, bytes);
     this.readRows++;
     this.readBytes += bytes;
     if (this.readRows > 1 && this.readBytes > this.maxReadBytes) {
-      this.refuse(readTooLarge(this.maxReadBytes), true);
+      this.refuse(readTooLarge(this.maxReadBytes), { cancel: true });
     }
     // Rows after a refusal are dropped: the read fails at its end.
     if (this.refusal) return;
@@ -241,7 +241,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   /** COPY FROM STDIN: PostgreSQL waits for data; a CopyFail makes it fail the statement. */
   handleCopyInResponse(connection: Connection): void {
-    this.refuse(copyRefused(), false);
+    this.refuse(copyRefused(), { cancel: false });
     (connection as Connection & { sendCopyFail(message: string): void }).sendCopyFail(
       'COPY FROM STDIN is not supported',
     );
@@ -249,7 +249,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   /** COPY TO STDOUT: its rows are dropped while the statement is cancelled. */
   handleCopyData(): void {
-    this.refuse(copyRefused(), true);
+    this.refuse(copyRefused(), { cancel: true });
   }
 
   handlePortalSuspended(): void {
@@ -297,7 +297,8 @@ export class TextCursor extends Cursor<(string | null)[]> {
     }
   }
 
-  private refuse(refusal: SluiceError, cancel: boolean): void {
+  /** Fails the statement with `refusal` at the end of its read; `cancel`: tell onRefused. */
+  private refuse(refusal: SluiceError, { cancel }: { cancel: boolean }): void {
     if (this.refusal) return;
     this.refusal = refusal;
     if (cancel) this.onRefused?.();

@@ -104,8 +104,8 @@ export class InProcessJobQueue implements JobQueue {
       const held = this.slots.take(job.username, lane) || this.slots.borrow(job.username, lane);
       this.states.set(job.queryId, 'active');
       this.handler(job).then(
-        () => this.finish(job, 'completed', held),
-        () => this.finish(job, 'failed', held),
+        () => this.finish(job, 'completed', { held }),
+        () => this.finish(job, 'failed', { held }),
       );
     }
   }
@@ -135,7 +135,7 @@ export class InProcessJobQueue implements JobQueue {
     );
   }
 
-  private finish(job: ExecuteJobData, state: JobState, held: boolean): void {
+  private finish(job: ExecuteJobData, state: JobState, { held }: { held: boolean }): void {
     const { queryId, lane } = job;
     this.running[lane] -= 1;
     if (held) this.slots.release(job.username, lane);

@@ -99,7 +99,7 @@ export class RedisRecordTrim implements RecordTrim {
   /** Trims now: the index of everyone's, the kept results, and the users seen past the count. */
   async trim(): Promise<void> {
     await this.settled();
-    await this.trimOnce(true);
+    await this.trimOnce({ force: true });
     await Promise.all([...this.pastCount].map((owner) => this.trimQueriesOf(owner)));
   }
 
@@ -159,7 +159,7 @@ export class RedisRecordTrim implements RecordTrim {
    * Caps the index of everyone's queries, then trims the kept results. One process does it at a
    * time (a lock for one interval); `force` ignores the lock.
    */
-  private async trimOnce(force = false): Promise<void> {
+  private async trimOnce({ force = false }: { force?: boolean } = {}): Promise<void> {
     if (!force) {
       const locked = await this.redis.set(
         this.keys.queriesTrimLock,
