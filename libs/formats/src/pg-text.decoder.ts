@@ -201,11 +201,11 @@ function yearEnd(text: string, kind: string): number {
   return y;
 }
 
-/** Parses `Y…Y-MM-DD` at 0, the year ending at `y` (see yearEnd); ignores the BC suffix. */
-function parseDays(text: string, y: number, bc: boolean): number {
+/** Parses `Y…Y-MM-DD` at 0, the year ending at `y` (see yearEnd), BC when the text ends so. */
+function parseDays(text: string, y: number): number {
   let year = 0;
   for (let i = 0; i < y; i++) year = year * 10 + text.charCodeAt(i) - 48;
-  if (bc) year = 1 - year;
+  if (isBc(text)) year = 1 - year;
   return daysFromCivil(year, two(text, y + 1), two(text, y + 4));
 }
 
@@ -214,7 +214,7 @@ export function decodeDate(text: string): number {
   const c = text.charCodeAt(0);
   if (c === 105) return DATE_INFINITY; // 'infinity'
   if (c === 45) return DATE_MINUS_INFINITY; // '-infinity'
-  return parseDays(text, yearEnd(text, 'date'), isBc(text));
+  return parseDays(text, yearEnd(text, 'date'));
 }
 
 // Largest |seconds| whose microseconds (plus a fraction) are still an exact double.
@@ -268,7 +268,7 @@ export function decodeTimestampMicros(text: string): number | bigint {
   if (c === 105) return TIMESTAMP_INFINITY;
   if (c === 45) return TIMESTAMP_MINUS_INFINITY;
   const y = yearEnd(text, 'timestamp');
-  const days = parseDays(text, y, isBc(text));
+  const days = parseDays(text, y);
   const t = y + 7; // 'HH:MM:SS' starts after '-MM-DD '
   if (
     text.charCodeAt(t - 1) !== 32 ||

@@ -155,7 +155,10 @@ export function bindPlaceholders(
   };
 
   // from is just past the opening quote; returns the index past the literal (or len).
-  const skipString = (from: number, backslashEscapes: boolean): number => {
+  const skipString = (
+    from: number,
+    { backslashEscapes }: { backslashEscapes: boolean },
+  ): number => {
     let j = from;
     for (;;) {
       while (j < len) {
@@ -257,7 +260,7 @@ export function bindPlaceholders(
         }
       }
     }
-    return skipString(at + 1, false);
+    return skipString(at + 1, { backslashEscapes: false });
   };
 
   const placeholder = (at: number): number => {
@@ -277,10 +280,11 @@ export function bindPlaceholders(
     const next = sql.charCodeAt(at);
     const letter = prefix | 0x20;
     if (next === QUOTE) {
-      if (letter === 0x65) return skipString(at + 1, true);
-      if (letter === 0x62 || letter === 0x78 || letter === 0x6e) return skipString(at + 1, false);
+      if (letter === 0x65) return skipString(at + 1, { backslashEscapes: true });
+      if (letter === 0x62 || letter === 0x78 || letter === 0x6e)
+        return skipString(at + 1, { backslashEscapes: false });
     } else if (letter === 0x75 && next === AMP && sql.charCodeAt(at + 1) === QUOTE) {
-      return skipString(at + 2, false);
+      return skipString(at + 2, { backslashEscapes: false });
     }
     return at;
   };

@@ -41,7 +41,7 @@ export class AdminSessionService {
         expires_in: signed.expiresIn,
         status: okStatus(),
       },
-      cookie: adminCookie(signed.token, signed.expiresIn, secure(request)),
+      cookie: adminCookie(signed.token, signed.expiresIn, { secure: secure(request) }),
     };
   }
 
@@ -59,7 +59,7 @@ export class AdminSessionService {
 
   /** The Set-Cookie that signs a browser out, whatever its cookie holds. */
   clearingCookie(request: FastifyRequest): string {
-    return clearedAdminCookie(secure(request));
+    return clearedAdminCookie({ secure: secure(request) });
   }
 
   /** Ends the cookie's session (its token revoked everywhere) when it still has one. */

@@ -3,18 +3,18 @@ import { ADMIN_COOKIE, adminCookie, adminCookieOf, clearedAdminCookie } from './
 
 describe(adminCookie.name, () => {
   it('is HttpOnly, SameSite=Strict, scoped to /admin and short-lived; Secure over https', () => {
-    expect(adminCookie('a.b-c_d', 900, false)).toBe(
+    expect(adminCookie('a.b-c_d', 900, { secure: false })).toBe(
       'sluice_admin=a.b-c_d; Path=/admin; Max-Age=900; HttpOnly; SameSite=Strict',
     );
-    expect(adminCookie('a.b.c', 60, true)).toMatch(/; SameSite=Strict; Secure$/);
+    expect(adminCookie('a.b.c', 60, { secure: true })).toMatch(/; SameSite=Strict; Secure$/);
   });
 
   it('refuses a value that is not a signed token (no way to smuggle attributes in)', () => {
-    expect(() => adminCookie('x; Path=/', 900, false)).toThrow();
+    expect(() => adminCookie('x; Path=/', 900, { secure: false })).toThrow();
   });
 
   it('is cleared with the same name, path and flags and no life left', () => {
-    expect(clearedAdminCookie(false)).toBe(
+    expect(clearedAdminCookie({ secure: false })).toBe(
       'sluice_admin=; Path=/admin; Max-Age=0; HttpOnly; SameSite=Strict',
     );
   });

@@ -9,7 +9,7 @@ export const ADMIN_COOKIE_PATH = '/admin';
 /** What a signed token may hold: base64url parts and dots. */
 const TOKEN = /^[A-Za-z0-9_\-.]+$/;
 
-function attributes(maxAgeSeconds: number, secure: boolean): string {
+function attributes(maxAgeSeconds: number, { secure }: { secure: boolean }): string {
   // HttpOnly: no script reads it; SameSite=Strict: no other site's page makes a browser send it.
   const parts = [`Path=${ADMIN_COOKIE_PATH}`, `Max-Age=${maxAgeSeconds}`, 'HttpOnly'];
   parts.push('SameSite=Strict');
@@ -18,14 +18,18 @@ function attributes(maxAgeSeconds: number, secure: boolean): string {
 }
 
 /** `Set-Cookie` value that signs the browser in for `maxAgeSeconds`. */
-export function adminCookie(token: string, maxAgeSeconds: number, secure: boolean): string {
+export function adminCookie(
+  token: string,
+  maxAgeSeconds: number,
+  transport: { secure: boolean },
+): string {
   if (!TOKEN.test(token)) throw new Error('an admin cookie holds a signed token only');
-  return `${ADMIN_COOKIE}=${token}; ${attributes(maxAgeSeconds, secure)}`;
+  return `${ADMIN_COOKIE}=${token}; ${attributes(maxAgeSeconds, transport)}`;
 }
 
 /** `Set-Cookie` value that signs the browser out (the same name, path and flags, no life left). */
-export function clearedAdminCookie(secure: boolean): string {
-  return `${ADMIN_COOKIE}=; ${attributes(0, secure)}`;
+export function clearedAdminCookie(transport: { secure: boolean }): string {
+  return `${ADMIN_COOKIE}=; ${attributes(0, transport)}`;
 }
 
 /**

@@ -177,17 +177,21 @@ export class RedisQueryRecords implements OwnedRecords {
   }
 
   async list(limit: number, owner?: string): Promise<QueryRecord[]> {
-    if (owner === undefined) return this.listed(this.keys.queries, limit, true);
+    if (owner === undefined) return this.listed(this.keys.queries, limit, { prune: true });
     const [queries, kept] = await Promise.all([
-      this.listed(this.keys.userQueries(owner), limit, true),
+      this.listed(this.keys.userQueries(owner), limit, { prune: true }),
       // The kept index is trimKept's to tidy: it gives a gone result's bytes back as it does.
-      this.listed(this.keys.userKept(owner), limit, false),
+      this.listed(this.keys.userKept(owner), limit, { prune: false }),
     ]);
     return [...queries, ...kept].sort((a, b) => b.createdAt - a.createdAt).slice(0, limit);
   }
 
   /** The records of the newest `limit` entries of `index`; drops the entries of those gone. */
-  private async listed(index: string, limit: number, prune: boolean): Promise<QueryRecord[]> {
+  private async listed(
+    index: string,
+    limit: number,
+    { prune }: { prune: boolean },
+  ): Promise<QueryRecord[]> {
     const ids = await this.redis.zrevrange(index, 0, limit - 1);
     if (ids.length === 0) return [];
     // One command per query, not one pipeline: each query's hash is in a hash slot of its own,
