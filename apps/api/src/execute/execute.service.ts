@@ -133,7 +133,11 @@ export class ExecuteService {
     const key = negotiated.idempotencyKey;
     if (key !== undefined) {
       const fingerprint = requestFingerprint(negotiated);
-      const repeated = await this.claim(execution, job, user, key, fingerprint, options.signal);
+      const repeated = await this.claim(execution, job, user, {
+        key,
+        fingerprint,
+        signal: options.signal,
+      });
       if (repeated) return repeated;
     }
     if (trace) {
@@ -264,10 +268,9 @@ export class ExecuteService {
     execution: Execution,
     job: ExecuteJobData,
     user: AuthUser,
-    key: string,
-    fingerprint: string,
-    signal: AbortSignal | undefined,
+    request: { key: string; fingerprint: string; signal: AbortSignal | undefined },
   ): Promise<ExecutionResponse | undefined> {
+    const { key, fingerprint, signal } = request;
     const { queryId, username } = job;
     const limits = {
       ttlSeconds: this.config.resultTtlSeconds,

@@ -222,11 +222,8 @@ export class QueryRunner {
     writer: ResultWriter,
     options: RunOptions = {},
   ): Promise<ExecutionOutcome> {
-    const { login, pace, progress, clock } = options;
-    const outcome = await this.runTimed(job, writer, login, pace, progress, {
-      clock,
-      traceparent: options.traceparent,
-    });
+    const { clock } = options;
+    const outcome = await this.runTimed(job, writer, options);
     if (!clock) return outcome;
     clock.mark('endAt');
     return { ...outcome, timings: clock.timings() };
@@ -235,12 +232,8 @@ export class QueryRunner {
   private async runTimed(
     job: ExecuteJobData,
     writer: ResultWriter,
-    login: PgLogin | undefined,
-    pace: Pace | undefined,
-    progress: ProgressThrottle | undefined,
-    traced: { clock?: StatementClock; traceparent?: string },
+    { login, pace, progress, clock, traceparent }: RunOptions,
   ): Promise<ExecutionOutcome> {
-    const { clock, traceparent } = traced;
     const db = this.databases.get(job.database);
     const body = new BodyWriter(writer, job, this.settings.maxEntryBytes);
     // A cancel, the client's loss and the time limit all stop the statement through this, where it
