@@ -1,7 +1,6 @@
 import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './redis.connector';
 import { Script, luaScript, scriptFile } from './lua.script';
-import { QueryMove } from './query-move.script';
 import { ResultRecord, isTerminal } from '@app/contracts';
 import { Produced } from '../query.registry';
 import {
@@ -52,6 +51,12 @@ async function execOrLost(multi: ChainableCommander): Promise<[Error | null, unk
   if (!result) throw new ResultStreamLostError(new Error('the transaction was aborted'));
   for (const [err] of result) if (err) throw new ResultStreamLostError(err);
   return result;
+}
+
+/** A move of a query's record, as includes/moveQuery takes it: the record's key and its ARGV. */
+export interface QueryMove {
+  meta: string;
+  args: string[];
 }
 
 /**
