@@ -1,4 +1,3 @@
-import type { ChunkStatistics } from './parquet-statistics';
 import { ParquetThriftWriter, TType } from './parquet-thrift.writer';
 
 /*
@@ -16,6 +15,17 @@ const PHYSICAL = {
   FIXED_LEN_BYTE_ARRAY: 7,
 } as const;
 export type PhysicalType = keyof typeof PHYSICAL;
+
+/** A column chunk's statistics as the footer writes them: bounds PLAIN-encoded. */
+export interface ChunkStatistics {
+  nullCount: number;
+  min?: Buffer;
+  max?: Buffer;
+  /** False when `min` is a prefix of the smallest value, not the value itself. */
+  minExact: boolean;
+  /** False when `max` is larger than every value (a prefix, incremented), not one of them. */
+  maxExact: boolean;
+}
 
 const REPETITION = { REQUIRED: 0, OPTIONAL: 1, REPEATED: 2 } as const;
 

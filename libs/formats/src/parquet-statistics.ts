@@ -1,20 +1,9 @@
-import type { PhysicalType } from './parquet-format';
+import type { ChunkStatistics, PhysicalType } from './parquet-format';
 
 /** Longest min or max of a byte-array column kept as it is; a longer one is cut (and marked inexact). */
 export const STATISTICS_BYTES = 64;
 /** Room for a bound: a cut max whose last character became the next one may be a byte longer. */
 const BOUND_BYTES = STATISTICS_BYTES + 4;
-
-/** A column chunk's statistics as the footer writes them: bounds PLAIN-encoded. */
-export interface ChunkStatistics {
-  nullCount: number;
-  min?: Buffer;
-  max?: Buffer;
-  /** False when `min` is a prefix of the smallest value, not the value itself. */
-  minExact: boolean;
-  /** False when `max` is larger than every value (a prefix, incremented), not one of them. */
-  maxExact: boolean;
-}
 
 /** How a byte array is compared and cut: UTF-8 text is cut on a character boundary. */
 export type BytesOrder = 'utf8' | 'binary';
