@@ -63,6 +63,12 @@ export interface SignedIn {
   database?: string;
 }
 
+/** When a token's login was checked (epoch s) and how long the token lives (s). */
+interface TokenLife {
+  authTime: number;
+  ttlSeconds: number;
+}
+
 /** The claims of a token that every mode requires, checked and not revoked. */
 export interface CheckedClaims {
   sub: string;
@@ -128,7 +134,7 @@ export abstract class AuthService {
   async login(request: LoginRequestDto, address?: string): Promise<LoginResponseDto> {
     const ttl = this.config.jwtTtlSeconds;
     const { subject, database } = await this.signIn(request, address, ttl);
-    return this.issue(subject, database, nowSeconds(), ttl);
+    return this.issue(subject, database, { authTime: nowSeconds(), ttlSeconds: ttl });
   }
 
   /**
@@ -141,7 +147,11 @@ export abstract class AuthService {
   ): Promise<AdminSession> {
     const ttl = this.config.adminSessionSeconds;
     const { subject } = await this.signIn(request, address, ttl);
-    const token = await this.sign(subject, undefined, nowSeconds(), ttl, ADMIN_AUDIENCE);
+    const token = await this.sign(subject, undefined, {
+      authTime: nowSeconds(),
+      ttlSeconds: ttl,
+      audience: ADMIN_AUDIENCE,
+    });
     return { token, username: subject.username, isAdmin: subject.isAdmin, expiresIn: ttl };
   }
 
@@ -168,7 +178,7 @@ export abstract class AuthService {
       throw revoked('token revoked');
     }
     await this.extendSession(user, ttl);
-    return this.issue(subject, user.database, token.authTime, ttl);
+    return this.issue(subject, user.database, { authTime: token.authTime, ttlSeconds: ttl });
   }
 
   async logout(user: AuthUser): Promise<StatusResponseDto> {
@@ -231,12 +241,12 @@ export abstract class AuthService {
   private async issue(
     user: TokenSubject,
     named: string | undefined,
-    authTime: number,
-    ttlSeconds: number,
+    life: TokenLife,
   ): Promise<LoginResponseDto> {
     const database = named ?? this.defaultDatabaseFor(user.username);
+    const { ttlSeconds } = life;
     return {
-      access_token: await this.sign(user, database, authTime, ttlSeconds),
+      access_token: await this.sign(user, database, life),
       username: user.username,
       database: database ?? null,
       expires_in: ttlSeconds,
@@ -247,9 +257,7 @@ export abstract class AuthService {
   private sign(
     user: TokenSubject,
     database: string | undefined,
-    authTime: number,
-    ttlSeconds: number,
-    audience?: string,
+    { authTime, ttlSeconds, audience }: TokenLife & { audience?: string },
   ): Promise<string> {
     const claims: TokenClaims = {
       sub: user.username,

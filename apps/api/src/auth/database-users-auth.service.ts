@@ -56,7 +56,10 @@ export class DatabaseUsersAuthService extends AuthService {
   ): Promise<SignedIn> {
     const login = splitLogin(request.username, request.database);
     const { password } = request;
-    const { username, roleId } = await this.verify(login.username, password, login, address);
+    const { username, roleId } = await this.verify(login.username, password, {
+      database: login.database,
+      address,
+    });
     const subject = { ...(await this.subject(username)), userId: roleId };
     subject.sid = await this.sessions.open(username, password, nowSeconds() + ttl);
     return { subject, database: login.database };
@@ -98,7 +101,10 @@ export class DatabaseUsersAuthService extends AuthService {
 
   async userFromPassword(login: string, password: string, address?: string): Promise<AuthUser> {
     const named = splitLogin(login, undefined);
-    const { username, roleId } = await this.verify(named.username, password, named, address);
+    const { username, roleId } = await this.verify(named.username, password, {
+      database: named.database,
+      address,
+    });
     const database = named.database ?? this.defaultDatabaseFor(username);
     const user = authUser(await this.subject(username), database);
     // The password comes with every request: its session serves the one job of this request.
@@ -118,9 +124,9 @@ export class DatabaseUsersAuthService extends AuthService {
   private async verify(
     username: string,
     password: string,
-    login: { database?: string },
-    address?: string,
+    login: { database?: string; address?: string },
   ): Promise<{ username: string; roleId: string }> {
+    const { address } = login;
     const valid = isDatabaseUserName(username);
     const counted = valid ? username : undefined;
     // Counted before the password is checked (see LoginThrottleService.attempt); a wrong one

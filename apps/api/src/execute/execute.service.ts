@@ -218,12 +218,11 @@ export class ExecuteService {
       }),
     ]);
     const open = () =>
-      Execution.open(
-        this.reading,
-        this.lifecycle,
-        job,
-        this.watch.of(job, (queryId, status) => this.kept.failKept(queryId, status)),
-      );
+      Execution.open(job, {
+        results: this.reading,
+        lifecycle: this.lifecycle,
+        onSilence: this.watch.of(job, (queryId, status) => this.kept.failKept(queryId, status)),
+      });
     // A kept result's reader writes no alive key (its query runs on without a reader) and reads
     // over a connection of its own: it is opened once the query is admitted, not for a refusal.
     const early = job.kept ? undefined : open();

@@ -67,7 +67,11 @@ async function started(): Promise<Execution> {
     bytes: 0,
   });
   const job = { queryId, username: OWNER } as ExecuteJobData;
-  return Execution.open(source, new QueryLifecycle(registry), job, quiet);
+  return Execution.open(job, {
+    results: source,
+    lifecycle: new QueryLifecycle(registry),
+    onSilence: quiet,
+  });
 }
 
 /** Whether the owner's slot for the query is free again (the registry admits it anew). */

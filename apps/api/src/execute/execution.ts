@@ -26,12 +26,17 @@ export class Execution {
     private readonly kept: boolean,
   ) {}
 
-  /** Opens the job's result reader; from here on, the execution must be failed or closed. */
+  /**
+   * Opens the job's result reader from `results`, its end recorded through `lifecycle`; from here
+   * on, the execution must be failed or closed. `onSilence`: what a silent producer is asked.
+   */
   static open(
-    results: ResultSource,
-    lifecycle: QueryLifecycle,
     job: ExecuteJobData,
-    onSilence: SilenceCheck,
+    {
+      results,
+      lifecycle,
+      onSilence,
+    }: { results: ResultSource; lifecycle: QueryLifecycle; onSilence: SilenceCheck },
   ): Execution {
     const tracker = new ExecutionTracker(lifecycle, job.queryId, job.username, {
       database: job.database,

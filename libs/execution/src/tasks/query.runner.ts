@@ -434,7 +434,7 @@ export class QueryRunner {
       client = await this.logins.connect(login, job.database);
     }
     if (login.checkOnUse) await this.checkLogin(client, login, job.database);
-    if (!given) client = await this.withoutRoleSettings(client, job, db, login);
+    if (!given) client = await this.withoutRoleSettings(client, { job, db, login });
     return client;
   }
 
@@ -452,9 +452,7 @@ export class QueryRunner {
    */
   private async withoutRoleSettings(
     client: PoolClient,
-    job: ExecuteJobData,
-    db: DatabaseHandle,
-    login: PgLogin,
+    { job, db, login }: { job: ExecuteJobData; db: DatabaseHandle; login: PgLogin },
   ): Promise<PoolClient> {
     for (let attempt = 1; ; attempt++) {
       if (this.checked.has(client)) return client;
