@@ -95,7 +95,9 @@ it('forgets the records, slots and Idempotency-Keys of a user removed with sluic
     await registry.create(ended);
     await registry.transition(ended.queryId, 'succeeded');
     const claim = { queryId: ended.queryId, fingerprint: 'a' };
-    expect(await registry.claimKey(user.username, 'the-key', claim, limits)).toEqual({
+    expect(
+      await registry.claimKey({ owner: user.username, key: 'the-key' }, claim, limits),
+    ).toEqual({
       outcome: 'claimed',
     });
     // Their one slot taken: a second query would wait.
@@ -112,7 +114,9 @@ it('forgets the records, slots and Idempotency-Keys of a user removed with sluic
     // Gone by the time the command ends, as DELETE /v1/users leaves them.
     expect(await registry.get(ended.queryId)).toBeUndefined();
     expect(await registry.list(100, user.username)).toEqual([]);
-    expect(await registry.claimKey(user.username, 'the-key', claim, limits)).toEqual({
+    expect(
+      await registry.claimKey({ owner: user.username, key: 'the-key' }, claim, limits),
+    ).toEqual({
       outcome: 'claimed',
     });
     expect(await registry.admit(user.username, randomUUID(), 1)).toBe(0);

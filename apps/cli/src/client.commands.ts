@@ -110,7 +110,12 @@ export class ClientCommands {
     const client = this.client(options);
     const params = parseParams(options.param);
     if (format === 'csv') {
-      await this.download(client, sql, params, 'csv', this.queryOptions(options), undefined);
+      await this.download(client, {
+        sql,
+        params,
+        format: 'csv',
+        options: this.queryOptions(options),
+      });
       return;
     }
     await this.interruptible(client, async (signal, started) => {
@@ -185,19 +190,18 @@ export class ClientCommands {
         }
       : {};
     const client = this.client(options);
-    await this.download(
-      client,
+    await this.download(client, {
       sql,
-      parseParams(options.param),
+      params: parseParams(options.param),
       format,
-      {
+      options: {
         ...this.queryOptions(options),
         ...kept,
         lane: 'export',
         parquetCompression: options.compression,
       },
-      toStdout ? undefined : options.output,
-    );
+      output: toStdout ? undefined : options.output,
+    });
   }
 
   /** As `query` prints: a table on a terminal, CSV when piped, or the --format asked. */
@@ -253,11 +257,20 @@ export class ClientCommands {
    */
   private async download(
     client: SluiceClient,
-    sql: string,
-    params: Params | undefined,
-    format: ExportFormat,
-    options: QueryOptions,
-    output: string | undefined,
+    {
+      sql,
+      params,
+      format,
+      options,
+      output,
+    }: {
+      sql: string;
+      params: Params | undefined;
+      format: ExportFormat;
+      options: QueryOptions;
+      /** The file written; stdout when none. */
+      output?: string;
+    },
   ): Promise<void> {
     const temp = output
       ? join(dirname(output), `.${basename(output)}.${randomBytes(4).toString('hex')}.part`)
@@ -294,7 +307,7 @@ export class ClientCommands {
         await pipeline(Readable.fromWeb(result.body), counter, sink, {
           end: temp !== undefined,
         }).catch(async (err: unknown) => {
-          throw await whyCut(client, result.queryId, err, signal);
+          throw await whyCut(err, { client, queryId: result.queryId, signal });
         });
         if (temp) renameSync(temp, output!);
         const info = await client.queryInfo(result.queryId).catch(() => undefined);
@@ -396,10 +409,8 @@ const CUT_SETTLE_MS = 3_000;
  * 1) rather than the service being out of reach (exit 4).
  */
 async function whyCut(
-  client: SluiceClient,
-  queryId: string,
   err: unknown,
-  signal: AbortSignal,
+  { client, queryId, signal }: { client: SluiceClient; queryId: string; signal: AbortSignal },
 ): Promise<unknown> {
   if (!(err instanceof SluiceClientError) || err.kind !== 'connection' || !queryId) return err;
   const until = Date.now() + CUT_SETTLE_MS;

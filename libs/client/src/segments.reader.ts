@@ -40,15 +40,14 @@ export async function* segmentBytes(
     for (let next = 0; ;) {
       // Only segments within `parallel` of the next one out: what waits its turn is bounded.
       while (started < manifest.segments.length && started < next + source.parallel) {
-        const download = segment(
-          started,
-          () => manifest,
-          source,
-          stop.signal,
-          async () => {
+        const download = segment(started, {
+          manifest: () => manifest,
+          refresh: async () => {
             manifest = await source.refresh();
           },
-        );
+          source,
+          signal: stop.signal,
+        });
         // Awaited in its turn; a failure before then must not count as unhandled meanwhile.
         download.catch(() => undefined);
         downloads.set(started++, download);
@@ -86,10 +85,19 @@ export async function* segmentBytes(
 /** One segment's bytes, whole (in the parts they came in), checked against its size. */
 async function segment(
   index: number,
-  manifest: () => ResultManifest,
-  source: SegmentSource,
-  signal: AbortSignal,
-  refresh: () => Promise<void>,
+  {
+    manifest,
+    refresh,
+    source,
+    signal,
+  }: {
+    /** The manifest as it stands now (a refresh replaces it). */
+    manifest: () => ResultManifest;
+    /** Asks for a fresh manifest (new presigned URLs). */
+    refresh: () => Promise<void>;
+    source: SegmentSource;
+    signal: AbortSignal;
+  },
 ): Promise<Uint8Array[]> {
   const { offset, size } = manifest().segments[index];
   const parts: Uint8Array[] = [];

@@ -1,6 +1,7 @@
 import { QueryState } from '@app/contracts';
 import {
   IdempotencyClaim,
+  OwnedKey,
   IdempotencyKeys,
   KeyClaim,
   KeyLimits,
@@ -116,13 +117,8 @@ export abstract class ComposedQueryRegistry implements QueryRegistry {
     return this.slots.release(owner, queryId);
   }
 
-  claimKey(
-    owner: string,
-    key: string,
-    claim: IdempotencyClaim,
-    limits: KeyLimits,
-  ): Promise<KeyClaim> {
-    return this.idempotencyKeys.claimKey(owner, key, claim, limits);
+  claimKey(owned: OwnedKey, claim: IdempotencyClaim, limits: KeyLimits): Promise<KeyClaim> {
+    return this.idempotencyKeys.claimKey(owned, claim, limits);
   }
 
   releaseKey(owner: string, key: string): Promise<void> {

@@ -429,7 +429,9 @@ const keeping: [string, (keptCount: number) => Keeping][] = [
         }),
         keep: async (queryId, bytes) => {
           const caps = { total: 1_000_000, user: 1_000_000 };
-          expect(await ledger.reserve(queryId, 'ann', bytes, caps, 60)).toBeUndefined();
+          expect(
+            await ledger.reserve({ queryId, owner: 'ann' }, bytes, { caps, ttlSeconds: 60 }),
+          ).toBeUndefined();
           await redis.xadd(own.out(queryId), '*', 'r', 'x'.repeat(bytes));
           await redis.expire(own.out(queryId), 60);
         },
@@ -708,29 +710,41 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
     const registry = make();
     const key = `key-${randomUUID()}`;
     const first = { queryId: randomUUID(), fingerprint: 'a' };
-    expect(await registry.claimKey('ann', key, first, limits)).toEqual(claimed);
+    expect(await registry.claimKey({ owner: 'ann', key }, first, limits)).toEqual(claimed);
     expect(
-      await registry.claimKey('ann', key, { queryId: randomUUID(), fingerprint: 'b' }, limits),
+      await registry.claimKey(
+        { owner: 'ann', key },
+        { queryId: randomUUID(), fingerprint: 'b' },
+        limits,
+      ),
     ).toEqual(held(first));
     // Another owner's key of the same text is another key.
     expect(
-      await registry.claimKey('bob', key, { queryId: randomUUID(), fingerprint: 'a' }, limits),
+      await registry.claimKey(
+        { owner: 'bob', key },
+        { queryId: randomUUID(), fingerprint: 'a' },
+        limits,
+      ),
     ).toEqual(claimed);
     await registry.releaseKey('ann', key);
     const again = { queryId: randomUUID(), fingerprint: 'c' };
-    expect(await registry.claimKey('ann', key, again, limits)).toEqual(claimed);
-    expect(await registry.claimKey('ann', key, first, limits)).toEqual(held(again));
+    expect(await registry.claimKey({ owner: 'ann', key }, again, limits)).toEqual(claimed);
+    expect(await registry.claimKey({ owner: 'ann', key }, first, limits)).toEqual(held(again));
   });
 
   it('takes the claim of the query that holds the key as claimed: the same claim sent again', async () => {
     const registry = make();
     const key = `key-${randomUUID()}`;
     const claim = { queryId: randomUUID(), fingerprint: 'a' };
-    expect(await registry.claimKey('ann', key, claim, limits)).toEqual(claimed);
+    expect(await registry.claimKey({ owner: 'ann', key }, claim, limits)).toEqual(claimed);
     // As ioredis sends it again after the connection dropped before the reply.
-    expect(await registry.claimKey('ann', key, claim, limits)).toEqual(claimed);
+    expect(await registry.claimKey({ owner: 'ann', key }, claim, limits)).toEqual(claimed);
     expect(
-      await registry.claimKey('ann', key, { queryId: randomUUID(), fingerprint: 'a' }, limits),
+      await registry.claimKey(
+        { owner: 'ann', key },
+        { queryId: randomUUID(), fingerprint: 'a' },
+        limits,
+      ),
     ).toEqual(held(claim));
   });
 
@@ -738,13 +752,13 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
     const registry = make();
     const key = `key-${randomUUID()}`;
     const short = { ttlSeconds: 1, most: 1000 };
-    expect(await registry.claimKey('ann', key, { queryId: 'q1', fingerprint: 'a' }, short)).toEqual(
-      claimed,
-    );
+    expect(
+      await registry.claimKey({ owner: 'ann', key }, { queryId: 'q1', fingerprint: 'a' }, short),
+    ).toEqual(claimed);
     await new Promise((resolve) => setTimeout(resolve, 1100));
-    expect(await registry.claimKey('ann', key, { queryId: 'q2', fingerprint: 'a' }, short)).toEqual(
-      claimed,
-    );
+    expect(
+      await registry.claimKey({ owner: 'ann', key }, { queryId: 'q2', fingerprint: 'a' }, short),
+    ).toEqual(claimed);
   });
 
   it("refuses an owner's new key past `most` live ones, until one lapses or is released", async () => {
@@ -752,7 +766,7 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
     const owner = `cap-${randomUUID()}`;
     const few = { ttlSeconds: 2, most: 3 };
     const claim = (key: string) =>
-      registry.claimKey(owner, key, { queryId: key, fingerprint: 'a' }, few);
+      registry.claimKey({ owner, key }, { queryId: key, fingerprint: 'a' }, few);
     for (const key of ['k1', 'k2', 'k3']) expect(await claim(key)).toEqual(claimed);
     const full = await claim('k4');
     expect(full).toMatchObject({ outcome: 'full' });
@@ -761,10 +775,14 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
     // A repeat of a key it holds (a new request: another query) is still answered, and nobody
     // else is counted against it.
     expect(
-      await registry.claimKey(owner, 'k2', { queryId: 'k2-again', fingerprint: 'a' }, few),
+      await registry.claimKey({ owner, key: 'k2' }, { queryId: 'k2-again', fingerprint: 'a' }, few),
     ).toEqual(held({ queryId: 'k2', fingerprint: 'a' }));
     expect(
-      await registry.claimKey(`other-${owner}`, 'k4', { queryId: 'k4', fingerprint: 'a' }, few),
+      await registry.claimKey(
+        { owner: `other-${owner}`, key: 'k4' },
+        { queryId: 'k4', fingerprint: 'a' },
+        few,
+      ),
     ).toEqual(claimed);
     await registry.releaseKey(owner, 'k1');
     expect(await claim('k4')).toEqual(claimed);
@@ -814,7 +832,7 @@ describe.each(adapters)("%s registry: a user's queries, and forgetting a user", 
     users.push(gone, other);
     const { others, ...mine } = await queriesIn(registry, gone, other);
     const claim = (owner: string, queryId: string) =>
-      registry.claimKey(owner, 'the-key', { queryId, fingerprint: 'a' }, limits);
+      registry.claimKey({ owner, key: 'the-key' }, { queryId, fingerprint: 'a' }, limits);
     await claim(gone, mine.keptEnded.queryId);
     await claim(other, others.queryId);
 

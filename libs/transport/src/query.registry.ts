@@ -212,6 +212,12 @@ export interface QuerySlots {
   release(owner: string, queryId: string): Promise<void>;
 }
 
+/** An Idempotency-Key as its owner sent it. */
+export interface OwnedKey {
+  owner: string;
+  key: string;
+}
+
 /** Idempotency-Key claims, per user. */
 export interface IdempotencyKeys {
   /**
@@ -220,12 +226,7 @@ export interface IdempotencyKeys {
    * holds `limits.most` live claims: then changes nothing. A claim is never dropped before its TTL
    * (a repeat of its key would run its statement again), so the count refuses new ones instead.
    */
-  claimKey(
-    owner: string,
-    key: string,
-    claim: IdempotencyClaim,
-    limits: KeyLimits,
-  ): Promise<KeyClaim>;
+  claimKey(owned: OwnedKey, claim: IdempotencyClaim, limits: KeyLimits): Promise<KeyClaim>;
   /** Lets go of an idempotency key whose request was refused before its query was queued. */
   releaseKey(owner: string, key: string): Promise<void>;
 }

@@ -257,7 +257,7 @@ describe(`${ExecuteService.name} admission over Redis`, () => {
     // Another query claims the key as new: it stands for no query that never ran.
     const retry = { queryId: 'retry', fingerprint: 'f' };
     const limits = { ttlSeconds: 60, most: 10 };
-    expect(await registry.claimKey(user.username, key, retry, limits)).toEqual({
+    expect(await registry.claimKey({ owner: user.username, key }, retry, limits)).toEqual({
       outcome: 'claimed',
     });
   });

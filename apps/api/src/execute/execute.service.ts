@@ -277,7 +277,11 @@ export class ExecuteService {
     };
     let claimed;
     try {
-      claimed = await this.registry.claimKey(username, key, { queryId, fingerprint }, limits);
+      claimed = await this.registry.claimKey(
+        { owner: username, key },
+        { queryId, fingerprint },
+        limits,
+      );
     } catch (err) {
       await this.withdraw(job, execution);
       throw err;

@@ -71,14 +71,12 @@ export class StandaloneExecutionService implements OnApplicationBootstrap, OnMod
   private async run(job: ExecuteJobData): Promise<void> {
     await this.runner.run(job, (login, trace) => {
       const { port1, port2 } = new MessageChannel();
-      this.channel.attach(
-        job.queryId,
-        port1,
-        (produced) =>
+      this.channel.attach(job.queryId, port1, {
+        onProgress: (produced) =>
           // Shown, not relied on: in memory, it cannot fail.
           void this.registry.progress(job.queryId, produced),
-        job.username,
-      );
+        owner: job.username,
+      });
       const ownerKept = this.channel.ownerKept(job.username);
       return this.pool.run(job, { port: port2, login, ownerKept, trace });
     });

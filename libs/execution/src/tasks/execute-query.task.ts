@@ -134,10 +134,8 @@ function writerFor(task: ExecuteTask): ResultWriter {
       : task.port
         ? keptTotal.budget(caps, new SharedKeptTotal(task.ownerKept ?? SharedKeptTotal.buffer()))
         : (ledger ??= new RedisKeptLedger(connection(), keys)).budget(
-            queryId,
-            task.job.username,
-            caps,
-            kept.ttlSeconds,
+            { queryId, owner: task.job.username },
+            { caps, ttlSeconds: kept.ttlSeconds },
           );
   return new CappedResultWriter(keeping, kept.maxBytes, budget);
 }

@@ -8,6 +8,7 @@ import {
 } from '../composed.registry';
 import {
   IdempotencyClaim,
+  OwnedKey,
   KeyClaim,
   KeyLimits,
   Produced,
@@ -229,8 +230,7 @@ export class InProcessIdempotencyKeys implements OwnedKeys {
   >();
 
   claimKey(
-    owner: string,
-    key: string,
+    { owner, key }: OwnedKey,
     claim: IdempotencyClaim,
     limits: KeyLimits,
   ): Promise<KeyClaim> {

@@ -51,7 +51,7 @@ describe('InProcessResultChannel readers', () => {
   it('passes on what the producer says it made, and since when it streams', async () => {
     const reports: Produced[] = [];
     const { port1, port2 } = new MessageChannel();
-    channel.attach('q5', port1, (produced) => reports.push(produced));
+    channel.attach('q5', port1, { onProgress: (produced) => reports.push(produced) });
     port2.postMessage({ type: 'progress', rows: 3, bytes: 30 } satisfies ProgressMessage);
     port2.postMessage({
       type: 'progress',
@@ -258,14 +258,14 @@ describe('InProcessResultChannel kept results and their total', () => {
     try {
       const ann = budgetOf('ann');
       capped.openKept('a1', quiet);
-      capped.attach('a1', a.port1, undefined, 'ann');
+      capped.attach('a1', a.port1, { owner: 'ann' });
       expect(await ann.take(400)).toBeUndefined();
       post(a.port2, data(400));
       expect(await ann.take(200)).toBe('kept-user-full');
       // Another owner's share is theirs; the total still bounds both.
       const bob = budgetOf('bob');
       capped.openKept('b1', quiet);
-      capped.attach('b1', b.port1, undefined, 'bob');
+      capped.attach('b1', b.port1, { owner: 'bob' });
       expect(await bob.take(500)).toBeUndefined();
       post(b.port2, data(500));
       expect(await budgetOf('cid').take(200)).toBe('kept-full');

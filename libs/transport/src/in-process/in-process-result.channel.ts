@@ -306,8 +306,7 @@ export class InProcessResultChannel implements ResultSource, ResultSink {
   attach(
     queryId: string,
     port: MessagePort,
-    onProgress?: (produced: Produced) => void,
-    owner?: string,
+    { onProgress, owner }: { onProgress?: (produced: Produced) => void; owner?: string } = {},
   ): void {
     const gone = this.gone.get(queryId);
     if (gone) {

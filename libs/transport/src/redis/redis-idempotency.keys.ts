@@ -1,6 +1,6 @@
 import type { OwnedKeys } from '../composed.registry';
 import { createHash } from 'node:crypto';
-import { IdempotencyClaim, KeyClaim, KeyLimits } from '../query.registry';
+import { IdempotencyClaim, KeyClaim, KeyLimits, OwnedKey } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScript, scriptFile } from './lua.script';
 import type { RedisClient } from './redis.connector';
@@ -20,8 +20,7 @@ export class RedisIdempotencyKeys implements OwnedKeys {
   }
 
   async claimKey(
-    owner: string,
-    key: string,
+    { owner, key }: OwnedKey,
     claim: IdempotencyClaim,
     limits: KeyLimits,
   ): Promise<KeyClaim> {

@@ -1,6 +1,18 @@
 import { Script, luaScripts, scriptFile } from './lua.script';
 import type { RedisClient } from './redis.connector';
 import { KeptBudget, KeptCaps, KeptRefusal } from '../capped-result.writer';
+
+/** Whose kept result: its query and the user who owns it. */
+export interface KeptOf {
+  queryId: string;
+  owner: string;
+}
+
+/** What a kept result is held to: the caps it counts against, and how long it is kept (s). */
+export interface KeptTerms {
+  caps: KeptCaps;
+  ttlSeconds: number;
+}
 import { RedisKeys } from '../redis.keys';
 
 /**
@@ -42,11 +54,9 @@ export class RedisKeptLedger {
    * kept results or the owner's would then hold more than their cap.
    */
   async reserve(
-    queryId: string,
-    owner: string,
+    { queryId, owner }: KeptOf,
     held: number,
-    caps: KeptCaps,
-    ttlSeconds: number,
+    { caps, ttlSeconds }: KeptTerms,
   ): Promise<KeptRefusal | undefined> {
     const now = Date.now();
     const total = (await this.scripts.reserve(
@@ -74,15 +84,15 @@ export class RedisKeptLedger {
   }
 
   /** The budget of one of `owner`'s kept results, for its CappedResultWriter. */
-  budget(queryId: string, owner: string, caps: KeptCaps, ttlSeconds: number): KeptBudget {
+  budget(result: KeptOf, terms: KeptTerms): KeptBudget {
     let held = 0;
     return {
       take: async (bytes) => {
-        const refused = await this.reserve(queryId, owner, held + bytes, caps, ttlSeconds);
+        const refused = await this.reserve(result, held + bytes, terms);
         if (!refused) held += bytes;
         return refused;
       },
-      release: () => this.release(queryId),
+      release: () => this.release(result.queryId),
     };
   }
 }
