@@ -164,9 +164,9 @@ export const mb = (bytes) => (Number.isFinite(bytes) ? (bytes / 2 ** 20).toFixed
 
 const CLK_TCK = 100;
 
-function procTicks(pid) {
+function procTicks(pid, file = `/proc/${pid}/stat`) {
   try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = fs.readFileSync(file, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return Number(fields[11]) + Number(fields[12]); // utime + stime, all threads
   } catch {
@@ -224,13 +224,32 @@ function machineTicks() {
  */
 export function cpuSnapshot(groups) {
   const ticks = {};
+  const mainTicks = {};
   const writes = {};
   for (const [label, members] of Object.entries(groups)) {
     const pids = typeof members === 'string' ? pidsNamed(members) : members;
     ticks[label] = new Map(pids.map((pid) => [pid, procTicks(pid)]));
+    // A Node process's main thread is the thread whose id is the pid; the rest are its pool's
+    // worker threads, V8's helpers (GC) and libuv's.
+    if (typeof members !== 'string') {
+      mainTicks[label] = pids.reduce(
+        (sum, pid) => sum + procTicks(pid, `/proc/${pid}/task/${pid}/stat`),
+        0,
+      );
+    }
     writes[label] = new Map(pids.map((pid) => [pid, procWrites(pid)]));
   }
-  return { at: performance.now(), ticks, writes, machine: machineTicks() };
+  return { at: performance.now(), ticks, mainTicks, writes, machine: machineTicks() };
+}
+
+/** Per group given as pids, % of one core its processes' main threads used between two snapshots. */
+export function mainThreadPercent(before, after) {
+  const seconds = (after.at - before.at) / 1000;
+  const out = {};
+  for (const [label, ticks] of Object.entries(after.mainTicks)) {
+    out[label] = ((ticks - (before.mainTicks[label] ?? 0)) / CLK_TCK / seconds) * 100;
+  }
+  return out;
 }
 
 /** Per group, the write system calls made between two snapshots (by processes alive at both). */
