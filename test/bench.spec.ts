@@ -44,7 +44,6 @@ console.log(requireDist('m.js') + requireDist('m.js'));`;
   return { stdout: res.stdout, stderr: res.stderr };
 }
 
-/** bench/README.md: the benches run dist/, and each warns when a source is newer than it. */
 /** The bench scripts, by file name. */
 const scripts = () => readdirSync(BENCH).filter((f) => f.endsWith('.mjs'));
 
@@ -105,5 +104,23 @@ console.log('not stopped');`;
     expect(res.stdout).toBe('');
     expect(res.stderr).toMatch(/hard time limit \(\d+ s\) reached/);
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("split a process's CPU between its main thread and its other threads", () => {
+    // A worker thread spins ≈ 600 ms while the main thread waits for it.
+    const script = `const { cpuSnapshot, cpuPercent, mainThreadPercent } = await import(${JSON.stringify(join(BENCH, 'lib', 'service.mjs'))});
+const { Worker } = await import('node:worker_threads');
+const before = cpuSnapshot({ me: [process.pid] });
+const spin = new Worker('const until = Date.now() + 600; while (Date.now() < until);', { eval: true });
+await new Promise((resolve) => spin.on('exit', resolve));
+const after = cpuSnapshot({ me: [process.pid] });
+console.log(JSON.stringify({ all: cpuPercent(before, after).me, main: mainThreadPercent(before, after).me }));`;
+    const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+    });
+    expect(res.stderr).toBe('');
+    const { all, main } = JSON.parse(res.stdout) as { all: number; main: number };
+    expect(all).toBeGreaterThan(50);
+    expect(main).toBeLessThan(all / 2);
   });
 });

@@ -168,7 +168,8 @@ function procTicks(pid, file = `/proc/${pid}/stat`) {
   try {
     const stat = fs.readFileSync(file, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return Number(fields[11]) + Number(fields[12]); // utime + stime, all threads
+    // utime + stime: of all threads from /proc/<pid>/stat, of one from /proc/<pid>/task/<tid>/stat
+    return Number(fields[11]) + Number(fields[12]);
   } catch {
     return 0; // gone
   }
@@ -252,7 +253,6 @@ export function mainThreadPercent(before, after) {
   return out;
 }
 
-/** Per group, the write system calls made between two snapshots (by processes alive at both). */
 /**
  * What Redis did, counted by itself: the calls of each command (INFO commandstats, commands run
  * inside scripts included). Compared before and after a window (serverWork), they say what a
@@ -296,6 +296,7 @@ export function serverWork(before, after, requests) {
   return { redisCommands: total, redisScripts: scripts, top };
 }
 
+/** Per group, the write system calls made between two snapshots (by processes alive at both). */
 export function writeCounts(before, after) {
   const out = {};
   for (const [label, pids] of Object.entries(after.writes)) {

@@ -1,7 +1,7 @@
 import { QueryState } from '@app/contracts';
 import {
   IdempotencyClaim,
-  OwnedKey,
+  UserKey,
   IdempotencyKeys,
   KeyClaim,
   KeyLimits,
@@ -117,12 +117,12 @@ export abstract class ComposedQueryRegistry implements QueryRegistry {
     return this.slots.release(owner, queryId);
   }
 
-  claimKey(owned: OwnedKey, claim: IdempotencyClaim, limits: KeyLimits): Promise<KeyClaim> {
-    return this.idempotencyKeys.claimKey(owned, claim, limits);
+  claimKey(userKey: UserKey, claim: IdempotencyClaim, limits: KeyLimits): Promise<KeyClaim> {
+    return this.idempotencyKeys.claimKey(userKey, claim, limits);
   }
 
-  releaseKey(owner: string, key: string): Promise<void> {
-    return this.idempotencyKeys.releaseKey(owner, key);
+  releaseKey(userKey: UserKey): Promise<void> {
+    return this.idempotencyKeys.releaseKey(userKey);
   }
 
   trim(): Promise<void> {

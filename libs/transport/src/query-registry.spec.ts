@@ -726,7 +726,7 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
         limits,
       ),
     ).toEqual(claimed);
-    await registry.releaseKey('ann', key);
+    await registry.releaseKey({ owner: 'ann', key });
     const again = { queryId: randomUUID(), fingerprint: 'c' };
     expect(await registry.claimKey({ owner: 'ann', key }, again, limits)).toEqual(claimed);
     expect(await registry.claimKey({ owner: 'ann', key }, first, limits)).toEqual(held(again));
@@ -784,7 +784,7 @@ describe.each(adapters)('%s registry idempotency keys', (_name, make) => {
         few,
       ),
     ).toEqual(claimed);
-    await registry.releaseKey(owner, 'k1');
+    await registry.releaseKey({ owner, key: 'k1' });
     expect(await claim('k4')).toEqual(claimed);
     expect(await claim('k5')).toMatchObject({ outcome: 'full' });
     await new Promise((resolve) => setTimeout(resolve, 2100));

@@ -212,8 +212,8 @@ export interface QuerySlots {
   release(owner: string, queryId: string): Promise<void>;
 }
 
-/** An Idempotency-Key as its owner sent it. */
-export interface OwnedKey {
+/** An Idempotency-Key as a user sent it: the same text is another key for another user. */
+export interface UserKey {
   owner: string;
   key: string;
 }
@@ -226,9 +226,9 @@ export interface IdempotencyKeys {
    * holds `limits.most` live claims: then changes nothing. A claim is never dropped before its TTL
    * (a repeat of its key would run its statement again), so the count refuses new ones instead.
    */
-  claimKey(owned: OwnedKey, claim: IdempotencyClaim, limits: KeyLimits): Promise<KeyClaim>;
+  claimKey(userKey: UserKey, claim: IdempotencyClaim, limits: KeyLimits): Promise<KeyClaim>;
   /** Lets go of an idempotency key whose request was refused before its query was queued. */
-  releaseKey(owner: string, key: string): Promise<void>;
+  releaseKey(userKey: UserKey): Promise<void>;
 }
 
 /**

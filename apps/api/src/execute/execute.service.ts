@@ -349,7 +349,9 @@ export class ExecuteService {
       this.logger.error(`query ${job.queryId}: could not enqueue: ${(err as Error).message}`);
       // Never queued: a retry with the same key must run it.
       if (idempotencyKey !== undefined) {
-        await this.registry.releaseKey(job.username, idempotencyKey).catch(() => undefined);
+        await this.registry
+          .releaseKey({ owner: job.username, key: idempotencyKey })
+          .catch(() => undefined);
       }
       const error = new SluiceError('UNAVAILABLE', 'the query queue is not reachable');
       await execution.fail(error.toStatus());

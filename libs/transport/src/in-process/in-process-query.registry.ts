@@ -8,7 +8,7 @@ import {
 } from '../composed.registry';
 import {
   IdempotencyClaim,
-  OwnedKey,
+  UserKey,
   KeyClaim,
   KeyLimits,
   Produced,
@@ -230,7 +230,7 @@ export class InProcessIdempotencyKeys implements OwnedKeys {
   >();
 
   claimKey(
-    { owner, key }: OwnedKey,
+    { owner, key }: UserKey,
     claim: IdempotencyClaim,
     limits: KeyLimits,
   ): Promise<KeyClaim> {
@@ -255,7 +255,7 @@ export class InProcessIdempotencyKeys implements OwnedKeys {
     return Promise.resolve({ outcome: 'claimed' });
   }
 
-  releaseKey(owner: string, key: string): Promise<void> {
+  releaseKey({ owner, key }: UserKey): Promise<void> {
     const owned = this.claims.get(owner);
     owned?.delete(key);
     if (owned?.size === 0) this.claims.delete(owner);

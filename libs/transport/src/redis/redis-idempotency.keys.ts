@@ -1,6 +1,6 @@
 import type { OwnedKeys } from '../composed.registry';
 import { createHash } from 'node:crypto';
-import { IdempotencyClaim, KeyClaim, KeyLimits, OwnedKey } from '../query.registry';
+import { IdempotencyClaim, KeyClaim, KeyLimits, UserKey } from '../query.registry';
 import { RedisKeys } from '../redis.keys';
 import { Script, luaScript, scriptFile } from './lua.script';
 import type { RedisClient } from './redis.connector';
@@ -20,7 +20,7 @@ export class RedisIdempotencyKeys implements OwnedKeys {
   }
 
   async claimKey(
-    { owner, key }: OwnedKey,
+    { owner, key }: UserKey,
     claim: IdempotencyClaim,
     limits: KeyLimits,
   ): Promise<KeyClaim> {
@@ -45,7 +45,7 @@ export class RedisIdempotencyKeys implements OwnedKeys {
     return { outcome: 'claimed' };
   }
 
-  async releaseKey(owner: string, key: string): Promise<void> {
+  async releaseKey({ owner, key }: UserKey): Promise<void> {
     const digest = keyDigest(key);
     await this.redis
       .multi()
