@@ -19,6 +19,7 @@ import {
   cpuSnapshot,
   serverCounts,
   serverWork,
+  systemPercent,
   writeCounts,
   deleteRedisKeys,
   envInt,
@@ -176,6 +177,7 @@ async function runLoad({
   const cpuAfter = cpuBefore ? cpuSnapshot(cpuGroups) : undefined;
   const cpu = cpuBefore ? cpuPercent(cpuBefore, cpuAfter) : {};
   const mainThreads = cpuBefore ? mainThreadPercent(cpuBefore, cpuAfter) : {};
+  const system = cpuBefore ? systemPercent(cpuBefore, cpuAfter) : {};
   const writes = cpuBefore ? writeCounts(cpuBefore, cpuAfter) : {};
   const servers =
     serversBefore && latencies.length > 0
@@ -197,6 +199,7 @@ async function runLoad({
     errorSamples,
     cpu,
     mainThreads,
+    system,
     servers,
     // Write system calls per second of the same window, by process.
     writesPerSecond: Object.fromEntries(
@@ -239,6 +242,10 @@ function report(rounds, loadAtStart, trips, duringExports) {
     Object.entries(r.cpu)
       .filter(([k]) => !k.startsWith('machine') && !k.startsWith('other'))
       .map(([k, v]) => `${k} ${msPerRequest(r, v)}${threadsOf(r, k)}`)
+      .join(', ');
+  const kernelPerRequest = (r) =>
+    Object.entries(r.system ?? {})
+      .map(([k, v]) => `${k} ${msPerRequest(r, v)}`)
       .join(', ');
   const writesPerRequest = (r) =>
     Object.entries(r.writesPerSecond ?? {})
@@ -305,7 +312,12 @@ function report(rounds, loadAtStart, trips, duringExports) {
     '',
     ...section('CPU during the median round of each target (100% = one core):', cpuLine, all),
     ...section('CPU per request (ms), by process:', perRequest, measured),
-    // On a VM a socket write that wakes another process costs far more than the bytes it moves.
+    // A CPU profile charges a system call its wall-clock time; this is its CPU.
+    ...section(
+      'Of which in the kernel (ms per request, stime: system calls, loopback TCP, page faults):',
+      kernelPerRequest,
+      measured,
+    ),
     ...section(
       'Write system calls per request (write/writev, by process; PostgreSQL sends with send(), not counted):',
       writesPerRequest,

@@ -123,4 +123,29 @@ console.log(JSON.stringify({ all: cpuPercent(before, after).me, main: mainThread
     expect(all).toBeGreaterThan(50);
     expect(main).toBeLessThan(all / 2);
   });
+
+  it("tell a process's CPU in the kernel from its own code", () => {
+    // ≈ 500 ms reading /dev/zero a MiB at a time (the kernel fills the buffer), then ≈ 500 ms spinning.
+    const script = `const { cpuSnapshot, cpuPercent, systemPercent } = await import(${JSON.stringify(join(BENCH, 'lib', 'service.mjs'))});
+const fs = await import('node:fs');
+const share = (work) => {
+  const before = cpuSnapshot({ me: [process.pid] });
+  const until = Date.now() + 500;
+  while (Date.now() < until) work();
+  const after = cpuSnapshot({ me: [process.pid] });
+  return systemPercent(before, after).me / cpuPercent(before, after).me;
+};
+const fd = fs.openSync('/dev/zero', 'r');
+const buffer = Buffer.alloc(1 << 20);
+const reading = share(() => fs.readSync(fd, buffer, 0, buffer.length, null));
+const spinning = share(() => Math.sqrt(Math.random()));
+console.log(JSON.stringify({ reading, spinning }));`;
+    const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+    });
+    expect(res.stderr).toBe('');
+    const { reading, spinning } = JSON.parse(res.stdout) as { reading: number; spinning: number };
+    expect(reading).toBeGreaterThan(0.5);
+    expect(spinning).toBeLessThan(0.2);
+  });
 });

@@ -164,15 +164,20 @@ export const mb = (bytes) => (Number.isFinite(bytes) ? (bytes / 2 ** 20).toFixed
 
 const CLK_TCK = 100;
 
-function procTicks(pid, file = `/proc/${pid}/stat`) {
+/** utime and stime in ticks: of all threads from /proc/<pid>/stat, of one from /proc/<pid>/task/<tid>/stat. */
+function procTimes(pid, file = `/proc/${pid}/stat`) {
   try {
     const stat = fs.readFileSync(file, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime + stime: of all threads from /proc/<pid>/stat, of one from /proc/<pid>/task/<tid>/stat
-    return Number(fields[11]) + Number(fields[12]);
+    return { user: Number(fields[11]), system: Number(fields[12]) };
   } catch {
-    return 0; // gone
+    return { user: 0, system: 0 }; // gone
   }
+}
+
+function procTicks(pid, file) {
+  const { user, system } = procTimes(pid, file);
+  return user + system;
 }
 
 /**
@@ -226,10 +231,13 @@ function machineTicks() {
 export function cpuSnapshot(groups) {
   const ticks = {};
   const mainTicks = {};
+  const systemTicks = {};
   const writes = {};
   for (const [label, members] of Object.entries(groups)) {
     const pids = typeof members === 'string' ? pidsNamed(members) : members;
-    ticks[label] = new Map(pids.map((pid) => [pid, procTicks(pid)]));
+    const times = pids.map((pid) => [pid, procTimes(pid)]);
+    ticks[label] = new Map(times.map(([pid, t]) => [pid, t.user + t.system]));
+    systemTicks[label] = new Map(times.map(([pid, t]) => [pid, t.system]));
     // A Node process's main thread is the thread whose id is the pid; the rest are its pool's
     // worker threads, V8's helpers (GC) and libuv's.
     if (typeof members !== 'string') {
@@ -240,7 +248,7 @@ export function cpuSnapshot(groups) {
     }
     writes[label] = new Map(pids.map((pid) => [pid, procWrites(pid)]));
   }
-  return { at: performance.now(), ticks, mainTicks, writes, machine: machineTicks() };
+  return { at: performance.now(), ticks, mainTicks, systemTicks, writes, machine: machineTicks() };
 }
 
 /** Per group given as pids, % of one core its processes' main threads used between two snapshots. */
@@ -294,6 +302,26 @@ export function serverWork(before, after, requests) {
     .map(([name, n]) => `${name} ${n.toFixed(1)}`)
     .join(', ');
   return { redisCommands: total, redisScripts: scripts, top };
+}
+
+/**
+ * Per group, % of one core its processes spent in the kernel (stime: system calls, the TCP stack of
+ * loopback sends, page faults) between two snapshots: the rest of cpuPercent's figure is their own
+ * code (utime). A CPU profile's samples cannot tell the two apart: they count a system call's
+ * wall-clock time, also while the thread waits for the CPU after waking another process.
+ */
+export function systemPercent(before, after) {
+  const seconds = (after.at - before.at) / 1000;
+  const out = {};
+  for (const [label, pids] of Object.entries(after.systemTicks)) {
+    let delta = 0;
+    for (const [pid, t] of pids) {
+      const was = before.systemTicks[label]?.get(pid);
+      if (after.ticks[label].get(pid) > 0) delta += t - (was ?? 0);
+    }
+    out[label] = (delta / CLK_TCK / seconds) * 100;
+  }
+  return out;
 }
 
 /** Per group, the write system calls made between two snapshots (by processes alive at both). */
