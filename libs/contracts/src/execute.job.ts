@@ -69,7 +69,7 @@ export interface ExecuteJobData {
     userMaxBytes?: number;
     spooled?: boolean;
   };
-  /** Dispatch priority (1 first): the user's queries already queued or running, plus one. */
+  /** Dispatch priority (1 first): the class of its user's queries in flight (dispatchPriority). */
   priority?: number;
   enqueuedAt: number;
   /**

@@ -55,7 +55,7 @@ export class BullmqJobQueue implements JobQueue {
       jobId: job.queryId,
       // A statement must never run twice.
       attempts: 1,
-      // Per-user fairness: a user's n-th concurrent query waits behind everyone's first.
+      // Per-user fairness: a user's burst waits behind everyone else's first queries.
       priority: job.priority,
       removeOnComplete: this.keep,
       removeOnFail: this.keep,

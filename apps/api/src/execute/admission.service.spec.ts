@@ -1,7 +1,7 @@
 import { loadConfig } from '@app/config';
 import { InProcessJobQueue, InProcessQueryRegistry } from '@app/transport';
 import { WorkerRosterService } from '../health/worker-roster.service';
-import { AdmissionService } from './admission.service';
+import { AdmissionService, dispatchPriority } from './admission.service';
 
 /** The queue-wide cap: its reading of the queue's depth, shared and briefly reused. */
 const config = loadConfig({ SLUICE_MAX_QUEUED: '5' });
@@ -37,6 +37,26 @@ describe(AdmissionService.name, () => {
     }
     await expect(admission.check('interactive')).rejects.toMatchObject({ code: 'QUEUE_FULL' });
     expect(reads).toHaveBeenCalledTimes(2);
+    await queue.close();
+  });
+
+  it("ranks a user's first four concurrent queries, then one class for each doubling", () => {
+    const classes = Array.from({ length: 40 }, (_, i) => dispatchPriority(i + 1));
+    expect(classes.slice(0, 4)).toEqual([1, 2, 3, 4]);
+    expect(new Set(classes.slice(4, 8))).toEqual(new Set([5]));
+    expect(new Set(classes.slice(8, 16))).toEqual(new Set([6]));
+    expect(new Set(classes.slice(16, 32))).toEqual(new Set([7]));
+    expect(new Set(classes.slice(32, 40))).toEqual(new Set([8]));
+  });
+
+  it("gives a user's queries their class as their slots are taken", async () => {
+    const queue = new InProcessJobQueue({ seconds: 60, count: 10 });
+    const admission = admissionOver(queue);
+    const taken: number[] = [];
+    for (let i = 0; i < 9; i += 1) taken.push(await admission.takeSlot('ann', `q${i}`));
+    expect(taken).toEqual([1, 2, 3, 4, 5, 5, 5, 5, 6]);
+    // Another user's first query goes ahead of all of them.
+    expect(await admission.takeSlot('bob', 'b0')).toBe(1);
     await queue.close();
   });
 });
