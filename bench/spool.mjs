@@ -11,9 +11,11 @@
 // - the client's download of the finished result by its presigned segments (SluiceClient.result,
 //   the code `sluice export --keep` reads with), 4 at once against one at a time, both written to
 //   a file in order as the command writes it (Readable.fromWeb → a counting Transform → the file;
-//   the file is hashed after the clock stops, as the command hashes nothing);
+//   the file is hashed after the clock stops, as the command hashes nothing), beside the floor
+//   of that ratio here: the same segments by the same URLs, each written into one file at its
+//   offset as it comes, with no Sluice code, 4 at once against one at a time;
 //
-// Each of these two pairs is read BENCH_READ_ROUNDS times (3), its two ways alternated (A B B A
+// Each of these pairs is read BENCH_READ_ROUNDS times (3), its two ways alternated (A B B A
 // A B), and the median of each way is the figure: on a 2-core machine shared with others, one
 // read of ~1 s each says more about the neighbours than about the two ways.
 // - a fetch cut at a byte (curl piped to `head -c N`) and resumed with `curl --continue-at -`:
@@ -297,9 +299,47 @@ async function main() {
   const downloads = { 4: medianRun(downloadRuns[4]), 1: medianRun(downloadRuns[1]) };
   cpu.segments4 = cpuOfRuns(downloadRuns[4]);
   cpu.segments1 = cpuOfRuns(downloadRuns[1]);
-  const allSame = [...apiRuns, ...storeRuns, ...downloadRuns[4], ...downloadRuns[1]].every(
-    (r) => r.sha === whole && r.bytes === manifest.size,
-  );
+
+  // 3b. The floor of that ratio on this machine, in the same minutes: the same segments from the
+  // store by the same URLs, each written into one file at its offset as it comes, with no Sluice
+  // code (the least a downloader that writes the file does; bench/spool-floor.mjs's "file" ways).
+  const writeSegments = async (parallel, file) => {
+    const started = performance.now();
+    fs.closeSync(fs.openSync(file, 'w'));
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: parallel }, async () => {
+        for (let i = next++; i < manifest.segments.length; i = next++) {
+          const { url: segmentUrl, offset } = manifest.segments[i];
+          const res = await fetch(segmentUrl);
+          if (!res.ok) throw new Error(`segment ${i + 1}: HTTP ${res.status} from the store`);
+          const to = fs.createWriteStream(file, { flags: 'r+', start: offset });
+          await pipeline(Readable.fromWeb(res.body), to);
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    return { bytes: fs.statSync(file).size, seconds, sha: sha256File(file) };
+  };
+  const floorRuns = { 4: [], 1: [] };
+  for (let round = 0; round < READ_ROUNDS; round++) {
+    for (const parallel of round % 2 === 0 ? [4, 1] : [1, 4]) {
+      const file = path.join(work, `floor-${parallel}.parquet`);
+      floorRuns[parallel].push(await timed(() => writeSegments(parallel, file)));
+      fs.rmSync(file);
+    }
+  }
+  const floors = { 4: medianRun(floorRuns[4]), 1: medianRun(floorRuns[1]) };
+  cpu.floor4 = cpuOfRuns(floorRuns[4]);
+  cpu.floor1 = cpuOfRuns(floorRuns[1]);
+  const allSame = [
+    ...apiRuns,
+    ...storeRuns,
+    ...downloadRuns[4],
+    ...downloadRuns[1],
+    ...floorRuns[4],
+    ...floorRuns[1],
+  ].every((r) => r.sha === whole && r.bytes === manifest.size);
 
   // 4. Cut with curl at a byte, resumed with --continue-at -.
   const url = `${baseUrl}/v1/queries/${queryId}/result`;
@@ -347,8 +387,9 @@ async function main() {
   });
 
   const apiVsStore = viaApi.bytes / viaApi.seconds / (fromStore.bytes / fromStore.seconds);
-  const parallelVsOne =
-    downloads[4].bytes / downloads[4].seconds / (downloads[1].bytes / downloads[1].seconds);
+  const ratioOf = (pair) => pair[4].bytes / pair[4].seconds / (pair[1].bytes / pair[1].seconds);
+  const parallelVsOne = ratioOf(downloads);
+  const floorParallelVsOne = ratioOf(floors);
   const same = (r) =>
     r.sha === whole && r.bytes === manifest.size ? 'identical' : '**DIFFERENT**';
   for (const line of [
@@ -366,19 +407,21 @@ async function main() {
     `| api peak RSS | ${mb(apiPeak)} MiB | < 250 MiB | ${met(apiPeak < GOAL_API_RSS)} |`,
     `| worker peak RSS | ${mb(workerPeak)} MiB | < 300 MiB | ${met(workerPeak < GOAL_WORKER_RSS)} |`,
     `| fetch through the api vs the store | ${rate(viaApi)} = ${apiVsStore.toFixed(2)}x | store, one stream: ${rate(fromStore)}; ≥ 0.8x | ${met(apiVsStore >= GOAL_API_VS_STORE)} |`,
-    `| client download by presigned segments, 4 at once vs 1 | ${rate(downloads[4])} = ${parallelVsOne.toFixed(2)}x | one at a time: ${rate(downloads[1])}; ≥ 1.5x | ${met(parallelVsOne >= GOAL_PARALLEL_VS_ONE)} |`,
+    `| client download by presigned segments, 4 at once vs 1 | ${rate(downloads[4])} = ${parallelVsOne.toFixed(2)}x | one at a time: ${rate(downloads[1])}; a file writer with no Sluice code, same segments: 4 at once ${rate(floors[4])} = ${floorParallelVsOne.toFixed(2)}x one at a time (${rate(floors[1])}); ≥ 1.5x | ${met(parallelVsOne >= GOAL_PARALLEL_VS_ONE)} |`,
     `| cut and resumed with curl --continue-at - | ${resumed.map((r) => `at ${r.at}: ${r.same ? 'identical' : '**DIFFERENT**'}`).join(', ')} | identical | ${met(resumed.every((r) => r.same))} |`,
     `| read from another api process | ${same(other)} | identical | ${met(other.sha === whole)} |`,
     `| read after an api restart | ${same(again)} | identical | ${met(again.sha === whole)} |`,
     '',
-    `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}; every run ${allSame ? 'identical' : '**DIFFERENT**'}.`,
-    `Runs (MiB/s): through the api ${apiRuns.map(mibs).join(', ')}; from the store ${storeRuns.map(mibs).join(', ')}; 4 at once ${downloadRuns[4].map(mibs).join(', ')}; one at a time ${downloadRuns[1].map(mibs).join(', ')}.`,
+    `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}, the file writer's ${same(floors[4])} and ${same(floors[1])}; every run ${allSame ? 'identical' : '**DIFFERENT**'}.`,
+    `Runs (MiB/s): through the api ${apiRuns.map(mibs).join(', ')}; from the store ${storeRuns.map(mibs).join(', ')}; 4 at once ${downloadRuns[4].map(mibs).join(', ')}; one at a time ${downloadRuns[1].map(mibs).join(', ')}; the file writer 4 at once ${floorRuns[4].map(mibs).join(', ')}, one at a time ${floorRuns[1].map(mibs).join(', ')}.`,
     '',
     'CPU while each was read, all its runs (100% = one core):',
     `- through the api: ${cpuLine(cpu.viaApi)}`,
     `- from the store, one stream: ${cpuLine(cpu.fromStore)}`,
     `- presigned segments, 4 at once: ${cpuLine(cpu.segments4)}`,
     `- presigned segments, one at a time: ${cpuLine(cpu.segments1)}`,
+    `- the file writer, 4 at once: ${cpuLine(cpu.floor4)}`,
+    `- the file writer, one at a time: ${cpuLine(cpu.floor1)}`,
   ])
     print(line);
 }
