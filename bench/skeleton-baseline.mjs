@@ -26,7 +26,14 @@ const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const prefix = process.env.BENCH_SKELETON_PREFIX ?? '{bench-skeleton}';
 const QUEUE = 'skeleton';
 const THREADS = 2;
-const TASKS_PER_THREAD = 4;
+// As many statements a thread at once as Sluice's pool runs in the same run (its setting, its
+// default): the same slots on both sides. The skeleton gains more from more of them than Sluice
+// does (bench/RESULTS.md, 2026-12-06, fifth session).
+const TASKS_PER_THREAD = Number(process.env.SLUICE_TASKS_PER_THREAD ?? 4);
+if (!Number.isInteger(TASKS_PER_THREAD) || TASKS_PER_THREAD < 1) {
+  const got = process.env.SLUICE_TASKS_PER_THREAD;
+  throw new Error(`SLUICE_TASKS_PER_THREAD must be a positive integer, got "${got}"`);
+}
 // As Sluice's: a job is kept a while after it ends, and never retried.
 const JOB_OPTIONS = {
   attempts: 1,
