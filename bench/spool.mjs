@@ -10,8 +10,9 @@
 //   they come);
 // - the client's download of the finished result by its presigned segments (SluiceClient.result,
 //   the code `sluice export --keep` reads with), 4 at once against one at a time, both written to
-//   a file in order as the command writes it (Readable.fromWeb → a counting Transform → the file;
-//   the file is hashed after the clock stops, as the command hashes nothing), beside the floor
+//   a file as the command writes it (each segment at its offset as its download ends, the
+//   command's writeAtOffsets; the file is hashed after the clock stops, as the command hashes
+//   nothing), beside the floor
 //   of that ratio here: the same segments by the same URLs, each written into one file at its
 //   offset as it comes, with no Sluice code, 4 at once against one at a time;
 //
@@ -34,7 +35,7 @@ import { once } from 'node:events';
 import fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -131,24 +132,6 @@ async function drain(body) {
   return { bytes, seconds: (performance.now() - started) / 1000, sha: hash.digest('hex') };
 }
 
-/**
- * Writes a web stream to a file in order, as `sluice export` does (apps/cli's download: fromWeb,
- * a Transform that counts, the file); bytes, seconds, and the file's SHA-256 taken after.
- */
-async function toFile(body, file) {
-  let bytes = 0;
-  const counter = new Transform({
-    transform(chunk, _encoding, done) {
-      bytes += chunk.length;
-      done(null, chunk);
-    },
-  });
-  const started = performance.now();
-  await pipeline(Readable.fromWeb(body), counter, fs.createWriteStream(file));
-  const seconds = (performance.now() - started) / 1000;
-  return { bytes, seconds, sha: sha256File(file) };
-}
-
 /** The median of each way's runs (by rate), and the CPU of all its runs together. */
 function medianRun(runs) {
   const sorted = [...runs].sort((a, b) => a.seconds - b.seconds);
@@ -173,6 +156,7 @@ async function main() {
   installGuards(HARD_LIMIT_MS);
   const loadAtStart = loadAverage();
   const { SluiceClient } = requireDist('libs/client/src/index.js');
+  const { writeAtOffsets } = requireDist('apps/cli/src/client.commands.js');
   await setUpTable();
   const s3 = await startS3();
   const spoolPrefix = `bench-${randomBytes(4).toString('hex')}`;
@@ -287,10 +271,15 @@ async function main() {
     for (const parallel of round % 2 === 0 ? [4, 1] : [1, 4]) {
       const file = path.join(work, `segments-${parallel}.parquet`);
       const run = await timed(async () => {
+        const started = performance.now();
         const result = await client.result(queryId, { segmentDownloads: parallel });
         if (result.source !== 'segments')
           throw new Error(`result() read through the ${result.source}`);
-        return toFile(result.body, file);
+        // As `sluice export` writes a file: each segment at its offset as its download ends.
+        let bytes = 0;
+        await writeAtOffsets(result.segments, file, (n) => (bytes += n));
+        const seconds = (performance.now() - started) / 1000;
+        return { bytes, seconds, sha: sha256File(file) };
       });
       downloadRuns[parallel].push(run);
       fs.rmSync(file);

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, readFileSync, renameSync, rmSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { basename, dirname, extname, join } from 'node:path';
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -14,6 +15,7 @@ import {
   type Params,
   type ParquetCompression,
   type QueryOptions,
+  type ResultSegmentBytes,
   type Row,
 } from '@sluice/client';
 import { UsageError } from './usage.error';
@@ -296,19 +298,28 @@ export class ClientCommands {
           }, 500);
         }
         let bytes = 0;
-        const counter = new Transform({
-          transform(chunk: Buffer, _encoding, done) {
-            bytes += chunk.length;
-            progress.update({ bytes });
-            done(null, chunk);
-          },
-        });
-        const sink: Writable = temp ? createWriteStream(temp) : this.stdout;
-        await pipeline(Readable.fromWeb(result.body), counter, sink, {
-          end: temp !== undefined,
-        }).catch(async (err: unknown) => {
+        const wrote = (n: number) => {
+          bytes += n;
+          progress.update({ bytes });
+        };
+        const cut = async (err: unknown) => {
           throw await whyCut(err, { client, queryId: result.queryId, signal });
-        });
+        };
+        if (temp && result.segments) {
+          // From the store into a file: each segment at its offset as its download ends.
+          await writeAtOffsets(result.segments, temp, wrote).catch(cut);
+        } else {
+          const counter = new Transform({
+            transform(chunk: Buffer, _encoding, done) {
+              wrote(chunk.length);
+              done(null, chunk);
+            },
+          });
+          const sink: Writable = temp ? createWriteStream(temp) : this.stdout;
+          await pipeline(Readable.fromWeb(result.body), counter, sink, {
+            end: temp !== undefined,
+          }).catch(cut);
+        }
         if (temp) renameSync(temp, output!);
         const info = await client.queryInfo(result.queryId).catch(() => undefined);
         progress.update({ bytes, rows: info?.rows });
@@ -466,4 +477,26 @@ function write(stream: NodeJS.WritableStream, text: string): Promise<void> {
       stream.once('error', reject);
     }
   });
+}
+
+/**
+ * Writes a result's segments into `file`, each at its offset as it comes (one `writev` a
+ * segment), telling `wrote` each segment's bytes once written. The file is a temporary one,
+ * renamed only when the whole result is in it: a segment that fails fails the export. (Also what
+ * bench/spool.mjs times as the command's download.)
+ */
+export async function writeAtOffsets(
+  segments: AsyncIterable<ResultSegmentBytes>,
+  file: string,
+  wrote: (bytes: number) => void,
+): Promise<void> {
+  const handle = await open(file, 'w');
+  try {
+    for await (const { offset, parts } of segments) {
+      const { bytesWritten } = await handle.writev(parts, offset);
+      wrote(bytesWritten);
+    }
+  } finally {
+    await handle.close();
+  }
 }

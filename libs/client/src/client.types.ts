@@ -176,11 +176,24 @@ export interface ResultManifest {
   segments: ResultSegment[];
 }
 
+/** One segment of a result, whole: where it starts in the result, and its bytes as they came. */
+export interface ResultSegmentBytes {
+  offset: number;
+  parts: Uint8Array[];
+}
+
 /** What `export()` returns: the raw bytes as the server writes them. */
 export interface ExportResult {
   queryId: string;
   contentType: string;
   body: ReadableStream<Uint8Array>;
+  /**
+   * With `source` `segments`: the same bytes as `body`, each segment whole with its offset, as
+   * soon as its download ends (the same downloads at once, retries and checks). A writer that
+   * can put bytes at an offset (a file) takes them so and never holds a segment back for an
+   * earlier one still on its way. Read either this or `body`, not both.
+   */
+  segments?: AsyncIterable<ResultSegmentBytes>;
   /**
    * Where the bytes come from: `segments` straight from the store by presigned URLs, `service`
    * through the service.

@@ -1,4 +1,4 @@
-import type { ResultManifest } from './client.types';
+import type { ResultManifest, ResultSegmentBytes } from './client.types';
 import { SluiceClientError } from './sluice-client.error';
 
 /** What `segmentBytes` needs beside the first manifest. */
@@ -61,14 +61,7 @@ export async function* segmentBytes(
         continue;
       }
       if (manifest.complete) {
-        const end = manifest.segments.at(-1);
-        const size = end ? end.offset + end.size : 0;
-        if (size !== manifest.size) {
-          throw new SluiceClientError(
-            `the result's segments hold ${size} bytes, its manifest says ${manifest.size}`,
-            { kind: 'protocol', queryId: source.queryId },
-          );
-        }
+        checkCovered(manifest, source.queryId);
         return;
       }
       await sleep(wait, source.signal);
@@ -79,6 +72,76 @@ export async function* segmentBytes(
     source.signal?.removeEventListener('abort', onAbort);
     // Left early (a failure, the consumer stopped): the downloads under way stop too.
     stop.abort();
+  }
+}
+
+/**
+ * The segments of a spooled kept result as `segmentBytes` reads them (`parallel` downloads at
+ * once, the same retries, fresh URLs and size checks, the manifest asked again while the query
+ * runs), each yielded whole with its offset as soon as its download ends, in whatever order they
+ * end: for a writer that can put bytes at an offset (a file), which then never holds a segment
+ * back for an earlier one still on its way. Together they are the result's bytes: the iteration
+ * ends only once the manifest says the result is complete and its segments cover its size.
+ */
+export async function* segmentsAsTheyCome(
+  first: ResultManifest,
+  source: SegmentSource,
+): AsyncGenerator<ResultSegmentBytes> {
+  let manifest = first;
+  const stop = new AbortController();
+  const onAbort = () => stop.abort();
+  source.signal?.addEventListener('abort', onAbort);
+  const downloads = new Map<number, Promise<{ index: number; segment: ResultSegmentBytes }>>();
+  let started = 0;
+  let wait = POLL_MS.first;
+  try {
+    for (;;) {
+      while (started < manifest.segments.length && downloads.size < source.parallel) {
+        const index = started++;
+        const { offset } = manifest.segments[index];
+        const download = segment(index, {
+          manifest: () => manifest,
+          refresh: async () => {
+            manifest = await source.refresh();
+          },
+          source,
+          signal: stop.signal,
+        }).then((parts) => ({ index, segment: { offset, parts } }));
+        // Raced below; a failure before then must not count as unhandled meanwhile.
+        download.catch(() => undefined);
+        downloads.set(index, download);
+      }
+      if (downloads.size > 0) {
+        const { index, segment: done } = await Promise.race(downloads.values());
+        downloads.delete(index);
+        wait = POLL_MS.first;
+        yield done;
+        continue;
+      }
+      if (manifest.complete) {
+        checkCovered(manifest, source.queryId);
+        return;
+      }
+      await sleep(wait, source.signal);
+      wait = Math.min(wait * 2, POLL_MS.most);
+      manifest = await source.refresh();
+    }
+  } finally {
+    source.signal?.removeEventListener('abort', onAbort);
+    // Left early (a failure, the consumer stopped): the downloads under way stop too.
+    stop.abort();
+  }
+}
+
+/** A complete manifest's segments must end where the result does: never a short result. */
+function checkCovered(manifest: ResultManifest, queryId: string): void {
+  const end = manifest.segments.at(-1);
+  const size = end ? end.offset + end.size : 0;
+  if (size !== manifest.size) {
+    throw new SluiceClientError(
+      `the result's segments hold ${size} bytes, its manifest says ${manifest.size}`,
+      { kind: 'protocol', queryId },
+    );
   }
 }
 

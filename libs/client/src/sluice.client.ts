@@ -14,7 +14,7 @@ import {
 } from './client.types';
 import { tokenTimes } from './jwt.claims';
 import { ndjsonLines } from './ndjson.reader';
-import { segmentBytes } from './segments.reader';
+import { segmentBytes, segmentsAsTheyCome } from './segments.reader';
 import { SluiceClientError } from './sluice-client.error';
 
 /** A stream's first line, its data lines and its last line (docs/api.md, stream+json). */
@@ -267,18 +267,23 @@ export class SluiceClient {
   ): Promise<ExportResult | undefined> {
     const manifest = await this.segmentsToRead(queryId, signal);
     if (!manifest) return undefined;
-    const bytes = segmentBytes(manifest, {
+    const source = {
       queryId,
       refresh: () => this.manifest(queryId, signal),
       fetch: this.fetchFn,
       parallel,
       attempts: RESUME_ATTEMPTS,
       signal,
-    });
+    };
+    // Each starts its downloads only when it is read: the one not read costs nothing.
     return {
       queryId,
       contentType: manifest.content_type,
-      body: bodyOf(this.guard(bytes, signal, { queryId })),
+      body: bodyOf(this.guard(segmentBytes(manifest, source), signal, { queryId })),
+      segments: {
+        [Symbol.asyncIterator]: () =>
+          this.guard(segmentsAsTheyCome(manifest, source), signal, { queryId }),
+      },
       source: 'segments',
     };
   }
@@ -607,20 +612,25 @@ function segmentDownloadsOf(options: { segmentDownloads?: number }): number {
 
 /** A web stream of the chunks an iterator gives; cancelling it ends the iterator. */
 function bodyOf(chunks: AsyncGenerator<Uint8Array>): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const next = await chunks.next();
-        if (next.done) controller.close();
-        else controller.enqueue(next.value);
-      } catch (err) {
-        controller.error(err);
-      }
+  // No chunk asked for before the body is read (high-water mark 0): a result read by its
+  // `segments` instead starts no download here.
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          const next = await chunks.next();
+          if (next.done) controller.close();
+          else controller.enqueue(next.value);
+        } catch (err) {
+          controller.error(err);
+        }
+      },
+      async cancel() {
+        await chunks.return(undefined);
+      },
     },
-    async cancel() {
-      await chunks.return(undefined);
-    },
-  });
+    { highWaterMark: 0 },
+  );
 }
 
 async function* byteChunks(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {

@@ -1,0 +1,133 @@
+import type { ResultManifest } from './client.types';
+import { SegmentSource, segmentBytes, segmentsAsTheyCome } from './segments.reader';
+
+/** A result of `sizes` segments of made-up bytes, and a store that serves each by its URL. */
+function storeOf(sizes: number[]) {
+  const whole = Buffer.alloc(sizes.reduce((a, b) => a + b, 0));
+  for (let i = 0; i < whole.length; i++) whole[i] = (i * 31 + 7) % 251;
+  let offset = 0;
+  const segments = sizes.map((size, i) => {
+    const segment = { offset, size, url: `http://store.test/s${i}` };
+    offset += size;
+    return segment;
+  });
+  const manifest: ResultManifest = {
+    query_id: 'q',
+    complete: true,
+    size: whole.length,
+    content_type: 'text/csv',
+    segments,
+  };
+  /** Per URL: how long its answer waits (ms), and whether it answers short once. */
+  const delays = new Map<string, number>();
+  const short = new Set<string>();
+  const fetchFn = (async (input: string | URL) => {
+    const url = String(input);
+    const segment = segments.find((s) => s.url === url)!;
+    await new Promise((resolve) => setTimeout(resolve, delays.get(url) ?? 0));
+    let bytes = whole.subarray(segment.offset, segment.offset + segment.size);
+    if (short.delete(url)) bytes = bytes.subarray(0, bytes.length - 1);
+    // Two parts, as a body that comes in pieces.
+    const half = Math.floor(bytes.length / 2);
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new Uint8Array(bytes.subarray(0, half)));
+        controller.enqueue(new Uint8Array(bytes.subarray(half)));
+        controller.close();
+      },
+    });
+    return new Response(body, { status: 200 });
+  }) as typeof fetch;
+  const source = (first = manifest, parallel = 3): SegmentSource => ({
+    queryId: 'q',
+    refresh: () => Promise.resolve(first),
+    fetch: fetchFn,
+    parallel,
+    attempts: 2,
+  });
+  return { whole, manifest, delays, short, source };
+}
+
+describe('segmentsAsTheyCome', () => {
+  it('yields each segment as its download ends, with its offset: put there, they are the result', async () => {
+    const store = storeOf([1000, 1500, 700]);
+    store.delays.set('http://store.test/s0', 60);
+    const order: number[] = [];
+    const put = Buffer.alloc(store.whole.length);
+    for await (const { offset, parts } of segmentsAsTheyCome(store.manifest, store.source())) {
+      order.push(offset);
+      let at = offset;
+      for (const part of parts) {
+        put.set(part, at);
+        at += part.byteLength;
+      }
+    }
+    // The first segment came last, and nothing waited for it.
+    expect(order).toEqual([1000, 2500, 0]);
+    expect(put.equals(store.whole)).toBe(true);
+  });
+
+  it('keeps at most `parallel` downloads under way', async () => {
+    const store = storeOf([10, 10, 10, 10, 10]);
+    let open = 0;
+    let most = 0;
+    const source = store.source(store.manifest, 2);
+    const fetchFn = source.fetch;
+    source.fetch = async (...args: Parameters<typeof fetch>) => {
+      open++;
+      most = Math.max(most, open);
+      try {
+        return await fetchFn(...args);
+      } finally {
+        open--;
+      }
+    };
+    let count = 0;
+    for await (const segment of segmentsAsTheyCome(store.manifest, source)) {
+      if (segment.parts.length > 0) count++;
+    }
+    expect(count).toBe(5);
+    expect(most).toBe(2);
+  });
+
+  it('reads again a segment that came short, and follows a result still being written', async () => {
+    const store = storeOf([400, 400, 400]);
+    store.short.add('http://store.test/s1');
+    // Only the first segment is written yet; the next manifest has them all.
+    const running = {
+      ...store.manifest,
+      complete: false,
+      segments: store.manifest.segments.slice(0, 1),
+    };
+    const offsets: number[] = [];
+    let bytes = 0;
+    for await (const { offset, parts } of segmentsAsTheyCome(
+      running,
+      store.source(store.manifest),
+    )) {
+      offsets.push(offset);
+      bytes += parts.reduce((n, p) => n + p.byteLength, 0);
+    }
+    expect(offsets.sort((a, b) => a - b)).toEqual([0, 400, 800]);
+    expect(bytes).toBe(1200);
+  });
+
+  it('fails when the complete manifest’s segments do not cover its size: never a short result', async () => {
+    const store = storeOf([300, 300]);
+    const wrong = { ...store.manifest, size: 601 };
+    const reading = async () => {
+      for await (const _ of segmentsAsTheyCome(wrong, store.source(wrong))) void _;
+    };
+    await expect(reading()).rejects.toThrow(
+      "the result's segments hold 600 bytes, its manifest says 601",
+    );
+  });
+
+  it('gives the same bytes as segmentBytes, which yields them in order', async () => {
+    const store = storeOf([256, 512, 128, 64]);
+    store.delays.set('http://store.test/s1', 30);
+    const inOrder: Uint8Array[] = [];
+    for await (const part of segmentBytes(store.manifest, store.source())) inOrder.push(part);
+    expect(Buffer.concat(inOrder).equals(store.whole)).toBe(true);
+  });
+});
