@@ -29,49 +29,26 @@ export async function* segmentBytes(
   first: ResultManifest,
   source: SegmentSource,
 ): AsyncGenerator<Uint8Array> {
-  let manifest = first;
-  const stop = new AbortController();
-  const onAbort = () => stop.abort();
-  source.signal?.addEventListener('abort', onAbort);
+  const reads = new SegmentDownloads(first, source);
   const downloads = new Map<number, Promise<Uint8Array[]>>();
   let started = 0;
-  let wait = POLL_MS.first;
   try {
     for (let next = 0; ;) {
       // Only segments within `parallel` of the next one out: what waits its turn is bounded.
-      while (started < manifest.segments.length && started < next + source.parallel) {
-        const download = segment(started, {
-          manifest: () => manifest,
-          refresh: async () => {
-            manifest = await source.refresh();
-          },
-          source,
-          signal: stop.signal,
-        });
-        // Awaited in its turn; a failure before then must not count as unhandled meanwhile.
-        download.catch(() => undefined);
-        downloads.set(started++, download);
+      while (started < reads.manifest.segments.length && started < next + source.parallel) {
+        const index = started++;
+        downloads.set(index, reads.start(index));
       }
-      if (next < manifest.segments.length) {
+      if (next < reads.manifest.segments.length) {
         const parts = await downloads.get(next)!;
         downloads.delete(next++);
-        wait = POLL_MS.first;
+        reads.gave();
         // As they came: joining a segment's parts would copy every byte once more.
         for (const part of parts) yield part;
-        continue;
-      }
-      if (manifest.complete) {
-        checkCovered(manifest, source.queryId);
-        return;
-      }
-      await sleep(wait, source.signal);
-      wait = Math.min(wait * 2, POLL_MS.most);
-      manifest = await source.refresh();
+      } else if (await reads.ended()) return;
     }
   } finally {
-    source.signal?.removeEventListener('abort', onAbort);
-    // Left early (a failure, the consumer stopped): the downloads under way stop too.
-    stop.abort();
+    reads.close();
   }
 }
 
@@ -87,49 +64,88 @@ export async function* segmentsAsTheyCome(
   first: ResultManifest,
   source: SegmentSource,
 ): AsyncGenerator<ResultSegmentBytes> {
-  let manifest = first;
-  const stop = new AbortController();
-  const onAbort = () => stop.abort();
-  source.signal?.addEventListener('abort', onAbort);
+  const reads = new SegmentDownloads(first, source);
   const downloads = new Map<number, Promise<{ index: number; segment: ResultSegmentBytes }>>();
   let started = 0;
-  let wait = POLL_MS.first;
   try {
     for (;;) {
-      while (started < manifest.segments.length && downloads.size < source.parallel) {
+      while (started < reads.manifest.segments.length && downloads.size < source.parallel) {
         const index = started++;
-        const { offset } = manifest.segments[index];
-        const download = segment(index, {
-          manifest: () => manifest,
-          refresh: async () => {
-            manifest = await source.refresh();
-          },
-          source,
-          signal: stop.signal,
-        }).then((parts) => ({ index, segment: { offset, parts } }));
+        const { offset } = reads.manifest.segments[index];
+        const done = reads.start(index).then((parts) => ({ index, segment: { offset, parts } }));
         // Raced below; a failure before then must not count as unhandled meanwhile.
-        download.catch(() => undefined);
-        downloads.set(index, download);
+        done.catch(() => undefined);
+        downloads.set(index, done);
       }
       if (downloads.size > 0) {
         const { index, segment: done } = await Promise.race(downloads.values());
         downloads.delete(index);
-        wait = POLL_MS.first;
+        reads.gave();
         yield done;
-        continue;
-      }
-      if (manifest.complete) {
-        checkCovered(manifest, source.queryId);
-        return;
-      }
-      await sleep(wait, source.signal);
-      wait = Math.min(wait * 2, POLL_MS.most);
-      manifest = await source.refresh();
+      } else if (await reads.ended()) return;
     }
   } finally {
-    source.signal?.removeEventListener('abort', onAbort);
-    // Left early (a failure, the consumer stopped): the downloads under way stop too.
-    stop.abort();
+    reads.close();
+  }
+}
+
+/**
+ * One read of a result's segments: the manifest as it stands (a refresh replaces it), the
+ * downloads started from it, and the read's end, which stops the downloads still under way (a
+ * failure, or the consumer stopped early).
+ */
+class SegmentDownloads {
+  manifest: ResultManifest;
+  private readonly stop = new AbortController();
+  private readonly onAbort = () => this.stop.abort();
+  /** How long to wait before asking again for the segments of a query that still runs. */
+  private wait = POLL_MS.first;
+
+  constructor(
+    first: ResultManifest,
+    private readonly source: SegmentSource,
+  ) {
+    this.manifest = first;
+    source.signal?.addEventListener('abort', this.onAbort);
+  }
+
+  /** Starts segment `index`'s download; a failure before it is awaited is not unhandled. */
+  start(index: number): Promise<Uint8Array[]> {
+    const download = segment(index, {
+      manifest: () => this.manifest,
+      refresh: async () => {
+        this.manifest = await this.source.refresh();
+      },
+      source: this.source,
+      signal: this.stop.signal,
+    });
+    download.catch(() => undefined);
+    return download;
+  }
+
+  /** A segment was given out: the next wait for new ones starts short again. */
+  gave(): void {
+    this.wait = POLL_MS.first;
+  }
+
+  /**
+   * With every segment of the manifest read: true when the result is complete (its segments
+   * checked to cover it); else false, once a fresh manifest was asked for after a wait.
+   */
+  async ended(): Promise<boolean> {
+    if (this.manifest.complete) {
+      checkCovered(this.manifest, this.source.queryId);
+      return true;
+    }
+    await sleep(this.wait, this.source.signal);
+    this.wait = Math.min(this.wait * 2, POLL_MS.most);
+    this.manifest = await this.source.refresh();
+    return false;
+  }
+
+  close(): void {
+    this.source.signal?.removeEventListener('abort', this.onAbort);
+    this.stop.abort();
   }
 }
 
