@@ -1,5 +1,9 @@
 import { UsageError } from './usage.error';
-import { parseParams } from './client.commands';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { parseParams, writeAtOffsets } from './client.commands';
 
 describe(parseParams.name, () => {
   it('reads a value as JSON when it is JSON: 42 a number, "42" text, null, true, an object', () => {
@@ -20,5 +24,28 @@ describe(parseParams.name, () => {
   it('refuses a pair without a name', () => {
     expect(() => parseParams(['=42'])).toThrow(UsageError);
     expect(() => parseParams(['42'])).toThrow(UsageError);
+  });
+});
+
+describe('writeAtOffsets', () => {
+  it('puts each segment at its offset, in whatever order they come, and counts what it wrote', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-offsets-'));
+    try {
+      const whole = Buffer.from('abcdefghijklmnopqrstuvwxyz');
+      const piece = (from: number, to: number) => new Uint8Array(whole.subarray(from, to));
+      // The last segment first, in two parts; the first segment last.
+      const segments = Readable.from([
+        { offset: 20, parts: [piece(20, 23), piece(23, 26)] },
+        { offset: 8, parts: [piece(8, 20)] },
+        { offset: 0, parts: [piece(0, 8)] },
+      ]);
+      const wrote: number[] = [];
+      const file = join(dir, 'out');
+      await writeAtOffsets(segments, file, (n) => wrote.push(n));
+      expect(readFileSync(file).equals(whole)).toBe(true);
+      expect(wrote).toEqual([6, 12, 8]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

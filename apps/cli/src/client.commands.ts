@@ -493,7 +493,12 @@ export async function writeAtOffsets(
   const handle = await open(file, 'w');
   try {
     for await (const { offset, parts } of segments) {
+      const size = parts.reduce((sum, part) => sum + part.byteLength, 0);
       const { bytesWritten } = await handle.writev(parts, offset);
+      // Never a hole where a segment should be.
+      if (bytesWritten !== size) {
+        throw new Error(`wrote ${bytesWritten} of a segment's ${size} bytes at ${offset}`);
+      }
       wrote(bytesWritten);
     }
   } finally {
