@@ -107,38 +107,45 @@ console.log('not stopped');`;
   });
 
   it("split a process's CPU between its main thread and its other threads", () => {
-    // A worker thread spins ≈ 600 ms while the main thread waits for it.
+    // A worker thread spins for 400 ms of CPU while the main thread waits for it: bounded by CPU
+    // time, not by the clock, so that a loaded machine changes nothing but how long it takes.
     const script = `const { cpuSnapshot, cpuPercent, mainThreadPercent } = await import(${JSON.stringify(join(BENCH, 'lib', 'service.mjs'))});
 const { Worker } = await import('node:worker_threads');
 const before = cpuSnapshot({ me: [process.pid] });
-const spin = new Worker('const until = Date.now() + 600; while (Date.now() < until);', { eval: true });
+const spin = new Worker('const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; }; const until = cpu() + 400; let x = 0; while (cpu() < until) for (let i = 0; i < 1e6; i++) x += Math.sqrt(i);', { eval: true });
 await new Promise((resolve) => spin.on('exit', resolve));
 const after = cpuSnapshot({ me: [process.pid] });
-console.log(JSON.stringify({ all: cpuPercent(before, after).me, main: mainThreadPercent(before, after).me }));`;
+const seconds = (after.at - before.at) / 1000;
+const ms = (percent) => percent * seconds * 10;
+console.log(JSON.stringify({ all: ms(cpuPercent(before, after).me), main: ms(mainThreadPercent(before, after).me) }));`;
     const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
       encoding: 'utf8',
     });
     expect(res.stderr).toBe('');
+    // CPU milliseconds (ticks of 10 ms).
     const { all, main } = JSON.parse(res.stdout) as { all: number; main: number };
-    expect(all).toBeGreaterThan(50);
-    expect(main).toBeLessThan(all / 2);
+    expect(all - main).toBeGreaterThanOrEqual(300);
+    expect(main).toBeLessThan(150);
   });
 
   it("tell a process's CPU in the kernel from its own code", () => {
-    // ≈ 500 ms reading /dev/zero a MiB at a time (the kernel fills the buffer), then ≈ 500 ms spinning.
+    // 300 ms of CPU reading /dev/zero a MiB at a time (the kernel fills the buffer), then 300 ms
+    // of CPU computing: bounded by CPU time (read between pieces of work, as getrusage is itself a
+    // system call), so the shares do not depend on the machine's load.
     const script = `const { cpuSnapshot, cpuPercent, systemPercent } = await import(${JSON.stringify(join(BENCH, 'lib', 'service.mjs'))});
 const fs = await import('node:fs');
+const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 const share = (work) => {
   const before = cpuSnapshot({ me: [process.pid] });
-  const until = Date.now() + 500;
-  while (Date.now() < until) work();
+  const until = cpu() + 300;
+  while (cpu() < until) work();
   const after = cpuSnapshot({ me: [process.pid] });
   return systemPercent(before, after).me / cpuPercent(before, after).me;
 };
 const fd = fs.openSync('/dev/zero', 'r');
 const buffer = Buffer.alloc(1 << 20);
 const reading = share(() => fs.readSync(fd, buffer, 0, buffer.length, null));
-const spinning = share(() => Math.sqrt(Math.random()));
+const spinning = share(() => { let x = 0; for (let i = 0; i < 1e6; i++) x += Math.sqrt(i); return x; });
 console.log(JSON.stringify({ reading, spinning }));`;
     const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
       encoding: 'utf8',

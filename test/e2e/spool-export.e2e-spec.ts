@@ -163,6 +163,41 @@ describe('SluiceClient.export of a kept result', () => {
     expect(fromStore().length).toBe(stores);
   });
 
+  it('gives a result read from the store also as segments with their offsets, each downloaded once: the body reads nothing then', async () => {
+    const { client, state, fromStore } = watchedClient();
+    const sent = await execute(
+      { statement: STATEMENT, wait_timeout: 0, fetch_size: FETCH_SIZE },
+      { token, headers: { accept: 'text/csv', 'accept-encoding': 'identity' } },
+    );
+    expect(sent.status).toBe(202);
+    const queryId = sent.json.query_id as string;
+    kept.push(queryId);
+    const result = await client.result(queryId, { segmentDownloads: 2 });
+    if (!presigned()) {
+      expect(result.source).toBe('service');
+      expect(result.segments).toBeUndefined();
+      await result.body.cancel();
+      return;
+    }
+    const expected = await throughApi(queryId);
+    const put = Buffer.alloc(expected.length);
+    const offsets: number[] = [];
+    for await (const { offset, parts } of result.segments!) {
+      offsets.push(offset);
+      let at = offset;
+      for (const part of parts) {
+        put.set(part, at);
+        at += part.byteLength;
+      }
+    }
+    expect(put.equals(expected)).toBe(true);
+    const { segments } = await client.manifest(queryId);
+    expect([...offsets].sort((a, b) => a - b)).toEqual(segments.map((s) => s.offset));
+    // Each segment fetched once: the body, not read, started no download of its own.
+    expect(fromStore().length).toBe(segments.length);
+    expect(state.most).toBeLessThanOrEqual(2);
+  });
+
   it('follows a query that still runs: segments written later are asked for and read as they come', async () => {
     const { client, seen } = watchedClient();
     // About 1.5 s of rows; the suite seals a segment that holds bytes at the next chunk after 1 s.
