@@ -110,6 +110,18 @@ function throughApi(queryId: string): Promise<Buffer> {
   });
 }
 
+/** STATEMENT sent to be kept (answered 202 at once), as CSV; its id, dropped after the test. */
+async function keptQuery(): Promise<string> {
+  const sent = await execute(
+    { statement: STATEMENT, wait_timeout: 0, fetch_size: FETCH_SIZE },
+    { token, headers: { accept: 'text/csv', 'accept-encoding': 'identity' } },
+  );
+  expect(sent.status).toBe(202);
+  const queryId = sent.json.query_id as string;
+  kept.push(queryId);
+  return queryId;
+}
+
 async function bytesOf(body: ReadableStream<Uint8Array>): Promise<Buffer> {
   return Buffer.from(await new Response(body).arrayBuffer());
 }
@@ -146,13 +158,7 @@ describe('SluiceClient.export of a kept result', () => {
 
   it('reads the kept result of a query sent earlier by result(): from the store when it can, through the api with segmentDownloads 0', async () => {
     const { client, fromStore } = watchedClient();
-    const sent = await execute(
-      { statement: STATEMENT, wait_timeout: 0, fetch_size: FETCH_SIZE },
-      { token, headers: { accept: 'text/csv', 'accept-encoding': 'identity' } },
-    );
-    expect(sent.status).toBe(202);
-    const queryId = sent.json.query_id as string;
-    kept.push(queryId);
+    const queryId = await keptQuery();
     const whole = await client.result(queryId);
     expect((await bytesOf(whole.body)).equals(await throughApi(queryId))).toBe(true);
     expect(whole.source).toBe(presigned() ? 'segments' : 'service');
@@ -165,13 +171,7 @@ describe('SluiceClient.export of a kept result', () => {
 
   it('gives a result read from the store also as segments with their offsets, each downloaded once: the body reads nothing then', async () => {
     const { client, state, fromStore } = watchedClient();
-    const sent = await execute(
-      { statement: STATEMENT, wait_timeout: 0, fetch_size: FETCH_SIZE },
-      { token, headers: { accept: 'text/csv', 'accept-encoding': 'identity' } },
-    );
-    expect(sent.status).toBe(202);
-    const queryId = sent.json.query_id as string;
-    kept.push(queryId);
+    const queryId = await keptQuery();
     const result = await client.result(queryId, { segmentDownloads: 2 });
     if (!presigned()) {
       expect(result.source).toBe('service');
