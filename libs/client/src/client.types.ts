@@ -154,6 +154,11 @@ export interface SluiceClientOptions {
   onToken?: (token: string) => void;
   /** A fetch of your own (default: the global one). */
   fetch?: typeof fetch;
+  /**
+   * How long a segment's download from the store may receive nothing (its answer's head
+   * included) before it is dropped and tried again from where it stopped, in ms (default 30,000).
+   */
+  storeIdleTimeoutMs?: number;
 }
 
 /** One segment of a spooled kept result: where its bytes start in the body, and its URL. */

@@ -44,6 +44,7 @@ function storeOf(sizes: number[]) {
     fetch: fetchFn,
     parallel,
     attempts: 2,
+    idleMs: 5_000,
   });
   return { whole, manifest, delays, short, source };
 }
@@ -129,5 +130,88 @@ describe('segmentsAsTheyCome', () => {
     const inOrder: Uint8Array[] = [];
     for await (const part of segmentBytes(store.manifest, store.source())) inOrder.push(part);
     expect(Buffer.concat(inOrder).equals(store.whole)).toBe(true);
+  });
+});
+
+describe('a store that goes silent', () => {
+  /**
+   * A real HTTP store on loopback serving `whole` as one segment: `silent` tries are taken and
+   * never answered (`head`: nothing at all; `body`: the head and half the bytes, then nothing).
+   */
+  async function silentStore(whole: Buffer, silent: { tries: number; at: 'head' | 'body' }) {
+    const http = await import('node:http');
+    const ranges: (string | undefined)[] = [];
+    const held: import('node:http').ServerResponse[] = [];
+    const server = http.createServer((req, res) => {
+      ranges.push(req.headers.range);
+      const from = Number(/^bytes=(\d+)-$/.exec(req.headers.range ?? '')?.[1] ?? 0);
+      const bytes = whole.subarray(from);
+      const head = { 'content-length': String(bytes.length) };
+      if (ranges.length <= silent.tries) {
+        held.push(res);
+        if (silent.at === 'body') {
+          res.writeHead(from > 0 ? 206 : 200, head);
+          res.write(bytes.subarray(0, bytes.length >> 1));
+        }
+        return;
+      }
+      res.writeHead(from > 0 ? 206 : 200, head);
+      res.end(bytes);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as import('node:net').AddressInfo;
+    const manifest: ResultManifest = {
+      query_id: 'q',
+      complete: true,
+      size: whole.length,
+      content_type: 'text/csv',
+      segments: [{ offset: 0, size: whole.length, url: `http://127.0.0.1:${port}/s0` }],
+    };
+    const source: SegmentSource = {
+      queryId: 'q',
+      refresh: () => Promise.resolve(manifest),
+      fetch: (input, init) => fetch(input, init),
+      parallel: 1,
+      attempts: 2,
+      idleMs: 200,
+    };
+    const close = async () => {
+      for (const res of held) res.destroy();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    };
+    return { manifest, source, ranges, close };
+  }
+
+  const whole = Buffer.from('a,b\n'.repeat(50_000));
+
+  it('fails with the reason when the store takes every try and never answers: never a wait for ever', async () => {
+    const store = await silentStore(whole, { tries: 2, at: 'head' });
+    try {
+      const started = Date.now();
+      const reading = async () => {
+        for await (const _ of segmentsAsTheyCome(store.manifest, store.source)) void _;
+      };
+      await expect(reading()).rejects.toThrow(
+        'segment 1 of the result (bytes 0-199999) could not be downloaded from the store: the store sent nothing for 0.2 s after 0 bytes',
+      );
+      expect(store.ranges).toEqual([undefined, undefined]);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('drops a try that stalls mid-body and reads the rest with Range: the bytes whole', async () => {
+    const store = await silentStore(whole, { tries: 1, at: 'body' });
+    try {
+      const parts: Uint8Array[] = [];
+      for await (const part of segmentBytes(store.manifest, store.source)) parts.push(part);
+      expect(Buffer.concat(parts).equals(whole)).toBe(true);
+      expect(store.ranges).toHaveLength(2);
+      expect(store.ranges[1]).toMatch(/^bytes=[1-9]\d*-$/);
+    } finally {
+      await store.close();
+    }
   });
 });

@@ -12,6 +12,11 @@ export interface SegmentSource {
   parallel: number;
   /** Tries of one segment before its failure is the download's. */
   attempts: number;
+  /**
+   * How long a try may wait for the store's next byte (its answer's head included) before it is
+   * dropped and the segment tried again from where it stopped (ms).
+   */
+  idleMs: number;
   signal?: AbortSignal;
 }
 
@@ -189,35 +194,43 @@ async function segment(
     }
     const url = manifest().segments[index]?.url;
     if (!url) break;
-    let res: Response;
+    // A store that takes the connection and then sends nothing would otherwise hold the
+    // download for ever: this try ends after idleMs without a byte.
+    const idle = new IdleLimit(signal, source.idleMs);
     try {
-      res = await source.fetch(url, {
-        signal,
-        headers: received > 0 ? { range: `bytes=${received}-` } : {},
-      });
-    } catch (cause) {
-      if (signal.aborted) throw cause;
-      why = (cause as Error)?.message ?? String(cause);
-      continue;
-    }
-    if (res.status !== (received > 0 ? 206 : 200)) {
-      why = `HTTP ${res.status} ${res.statusText}`.trim();
-      await res.body?.cancel().catch(() => undefined);
-      continue;
-    }
-    try {
-      const reader = res.body!.getReader();
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        parts.push(value);
-        received += value.byteLength;
+      let res: Response;
+      try {
+        res = await source.fetch(url, {
+          signal: idle.signal,
+          headers: received > 0 ? { range: `bytes=${received}-` } : {},
+        });
+      } catch (cause) {
+        if (signal.aborted) throw cause;
+        why = idle.expired ? idle.why(received) : ((cause as Error)?.message ?? String(cause));
+        continue;
       }
-    } catch (cause) {
-      if (signal.aborted) throw cause;
-      // Cut: the next try asks for the rest.
-      why = `connection broke after ${received} bytes`;
-      continue;
+      if (res.status !== (received > 0 ? 206 : 200)) {
+        why = `HTTP ${res.status} ${res.statusText}`.trim();
+        await res.body?.cancel().catch(() => undefined);
+        continue;
+      }
+      try {
+        const reader = res.body!.getReader();
+        for (;;) {
+          idle.restart();
+          const { done, value } = await reader.read();
+          if (done) break;
+          parts.push(value);
+          received += value.byteLength;
+        }
+      } catch (cause) {
+        if (signal.aborted) throw cause;
+        // Cut or stalled: the next try asks for the rest.
+        why = idle.expired ? idle.why(received) : `connection broke after ${received} bytes`;
+        continue;
+      }
+    } finally {
+      idle.end();
     }
     if (received === size) return parts;
     why = `${received} bytes read, the manifest says ${size}`;
@@ -229,6 +242,46 @@ async function segment(
     `segment ${index + 1} of the result (bytes ${offset}-${offset + size - 1}) could not be downloaded from the store: ${why || 'it has no URL'}`,
     { kind: 'connection', queryId: source.queryId },
   );
+}
+
+/**
+ * One try's limit on silence: its `signal` aborts when the read's does, or when `ms` pass with no
+ * `restart()` (a byte came) in between.
+ */
+class IdleLimit {
+  private readonly controller = new AbortController();
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly onStop = () => this.controller.abort();
+  expired = false;
+
+  constructor(
+    private readonly read: AbortSignal,
+    private readonly ms: number,
+  ) {
+    read.addEventListener('abort', this.onStop, { once: true });
+    this.restart();
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  restart(): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.expired = true;
+      this.controller.abort();
+    }, this.ms);
+  }
+
+  why(received: number): string {
+    return `the store sent nothing for ${this.ms / 1000} s after ${received} bytes`;
+  }
+
+  end(): void {
+    clearTimeout(this.timer);
+    this.read.removeEventListener('abort', this.onStop);
+  }
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

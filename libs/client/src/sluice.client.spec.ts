@@ -72,3 +72,76 @@ describe(SluiceClient.name, () => {
     }
   });
 });
+
+describe('a kept result read from the store', () => {
+  /**
+   * A client whose fetch answers the manifest of one 10-byte segment and, from the store, takes
+   * every try and never answers it (until the try is aborted); `tries` counts them.
+   */
+  function clientOfSilentStore(storeIdleTimeoutMs?: number) {
+    const tries: number[] = [];
+    const started = Date.now();
+    const fetchFn = ((input: string | URL, init?: RequestInit) => {
+      const url = String(input);
+      if (url.endsWith('/result/segments')) {
+        const manifest = {
+          query_id: 'q',
+          complete: true,
+          size: 10,
+          content_type: 'text/csv',
+          segments: [{ offset: 0, size: 10, url: 'http://store.invalid/s0' }],
+        };
+        return Promise.resolve(Response.json(manifest));
+      }
+      tries.push(Date.now() - started);
+      return new Promise<Response>((_, reject) =>
+        init!.signal!.addEventListener('abort', () => reject(new Error('aborted'))),
+      );
+    }) as typeof fetch;
+    const client = new SluiceClient({
+      url: 'http://sluice.invalid',
+      credentials: { basic: { username: 'u', password: 'p' } },
+      fetch: fetchFn,
+      storeIdleTimeoutMs,
+    });
+    return { client, tries };
+  }
+
+  afterEach(() => jest.useRealTimers());
+
+  it('drops a download the store never answers after 30 s, three times, then fails naming it', async () => {
+    jest.useFakeTimers();
+    const { client, tries } = clientOfSilentStore();
+    const result = await client.result('q');
+    expect(result.source).toBe('segments');
+    const reading = new Response(result.body).arrayBuffer().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await jest.advanceTimersByTimeAsync(29_999);
+    expect(tries).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(60_001);
+    expect(tries).toEqual([0, 30_000, 60_000]);
+    await jest.advanceTimersByTimeAsync(30_000);
+    const err = (await reading) as SluiceClientError;
+    expect(err).toBeInstanceOf(SluiceClientError);
+    expect(err.message).toBe(
+      'segment 1 of the result (bytes 0-9) could not be downloaded from the store: the store sent nothing for 30 s after 0 bytes',
+    );
+    expect(err).toMatchObject({ kind: 'connection', queryId: 'q' });
+  });
+
+  it('takes storeIdleTimeoutMs, and refuses one that is not above 0', async () => {
+    const { client, tries } = clientOfSilentStore(50);
+    const result = await client.result('q');
+    await expect(new Response(result.body).arrayBuffer()).rejects.toThrow(
+      'the store sent nothing for 0.05 s after 0 bytes',
+    );
+    expect(tries).toHaveLength(3);
+    for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => clientOfSilentStore(bad)).toThrow(
+        'storeIdleTimeoutMs must be a number of milliseconds above 0',
+      );
+    }
+  });
+});

@@ -55,6 +55,8 @@ const DEFAULT_MARGIN_MS = 60_000;
 const RESUME_ATTEMPTS = 3;
 /** Segments of a kept result downloaded at once from the store, unless told otherwise. */
 export const SEGMENT_DOWNLOADS = 4;
+/** How long a segment's download may receive nothing from the store, unless told otherwise (ms). */
+export const STORE_IDLE_TIMEOUT_MS = 30_000;
 
 export class SluiceClient {
   private readonly url: string;
@@ -68,6 +70,12 @@ export class SluiceClient {
   constructor(private readonly options: SluiceClientOptions) {
     this.url = options.url.replace(/\/+$/, '');
     this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    const idle = options.storeIdleTimeoutMs;
+    if (idle !== undefined && !(Number.isFinite(idle) && idle > 0)) {
+      throw new SluiceClientError('storeIdleTimeoutMs must be a number of milliseconds above 0', {
+        kind: 'protocol',
+      });
+    }
     if ('token' in options.credentials) this.adopt(options.credentials.token);
   }
 
@@ -273,6 +281,7 @@ export class SluiceClient {
       fetch: this.fetchFn,
       parallel,
       attempts: RESUME_ATTEMPTS,
+      idleMs: this.options.storeIdleTimeoutMs ?? STORE_IDLE_TIMEOUT_MS,
       signal,
     };
     // Each starts its downloads only when it is read: the one not read costs nothing.
