@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { freePort } from '@test/support/free-port';
 import { S3RVER_CREDENTIALS, TestS3Server, startS3Server } from '@test/support/s3.server';
 import { FileResultSpool } from './file-result.spool';
 import { ResultSpool, SpoolMissingError, SpoolUnavailableError, removeQuery } from './result.spool';
-import { S3ResultSpool } from './s3-result.spool';
+import { STORE_SILENCE_MS, S3ResultSpool } from './s3-result.spool';
 
 /**
  * The ResultSpool port, the same cases over both adapters: a directory, and an S3-compatible
@@ -26,11 +29,12 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function s3Spool(endpoint = s3.endpoint): S3ResultSpool {
+function s3Spool(endpoint = s3.endpoint, silenceMs?: number): S3ResultSpool {
   return new S3ResultSpool({
     bucket: s3.bucket,
     prefix: `spec-${randomBytes(3).toString('hex')}/`,
     endpoint,
+    silenceMs,
     client: { credentials: S3RVER_CREDENTIALS, maxAttempts: 1 },
   });
 }
@@ -125,6 +129,71 @@ describe('ResultSpool, its store unreachable', () => {
         SpoolUnavailableError,
       );
       expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      spool.close();
+    }
+  });
+
+  /**
+   * A store on loopback that takes every connection and request and never finishes an answer:
+   * `answer` says how far it goes (nothing at all, or a GET's head and half its body).
+   */
+  async function silentStore(answer: 'nothing' | 'half a body') {
+    const server = createServer((req, res) => {
+      if (answer === 'half a body' && req.method === 'GET') {
+        res.writeHead(200, { 'content-length': '1000', 'content-type': 'text/csv' });
+        res.write('x'.repeat(500));
+      }
+      // Else nothing: the request is read and never answered.
+      req.resume();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    return {
+      endpoint: `http://127.0.0.1:${port}`,
+      close: () => {
+        server.closeAllConnections();
+        return new Promise((resolve) => server.close(resolve));
+      },
+    };
+  }
+
+  it('s3: a write to a store that never answers fails with SpoolUnavailableError once silenceMs passes', async () => {
+    const store = await silentStore('nothing');
+    const spool = s3Spool(store.endpoint, 300);
+    try {
+      const started = Date.now();
+      const err = await spool.put('q/a.000001', [Buffer.from('x')]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(SpoolUnavailableError);
+      expect(String((err as Error).cause)).toContain('timed out after 300 ms of inactivity');
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      spool.close();
+      await store.close();
+    }
+  });
+
+  it('s3: a read whose body stops coming fails, never a stream that waits for ever', async () => {
+    const store = await silentStore('half a body');
+    const spool = s3Spool(store.endpoint, 300);
+    try {
+      const body = await spool.read('q/a.000001');
+      await expect(text(body)).rejects.toThrow('timed out after 300 ms of inactivity');
+    } finally {
+      spool.close();
+      await store.close();
+    }
+  });
+
+  it('s3: gives the SDK 30 s of silence and 5 s to connect unless told otherwise (its own default is no limit)', async () => {
+    const spool = s3Spool();
+    try {
+      const handler = (spool as unknown as { client: S3Client }).client.config.requestHandler as {
+        configProvider: Promise<{ socketTimeout?: number; connectionTimeout?: number }>;
+      };
+      const config = await handler.configProvider;
+      expect(config).toMatchObject({ socketTimeout: 30_000, connectionTimeout: 5_000 });
+      expect(STORE_SILENCE_MS).toBe(config.socketTimeout);
     } finally {
       spool.close();
     }

@@ -20,9 +20,21 @@ export interface S3SpoolOptions {
   /** A non-AWS endpoint (SLUICE_SPOOL_S3_ENDPOINT): path-style addressing then. */
   endpoint?: string;
   region?: string;
+  /**
+   * How long a request may go without a byte from the store or to it before it fails (ms;
+   * STORE_SILENCE_MS unless given): a store that takes the connection and never answers fails a
+   * write or a read, never holds it.
+   */
+  silenceMs?: number;
   /** For tests: settings the SDK's standard chain would otherwise find (credentials). */
   client?: Partial<S3ClientConfig>;
 }
+
+/** How long a request to the store may go without a byte either way, unless told otherwise (ms). */
+export const STORE_SILENCE_MS = 30_000;
+
+/** How long a connection to the store may take to open (ms). */
+const CONNECT_MS = 5_000;
 
 /** Deletes sent at once by one remove(). */
 const DELETES_AT_ONCE = 8;
@@ -51,6 +63,11 @@ export class S3ResultSpool implements ResultSpool {
       region: options.region ?? (options.endpoint ? 'us-east-1' : undefined),
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
+      // The SDK's own default waits for ever: no limit on a connection nor on a silent socket.
+      requestHandler: {
+        connectionTimeout: Math.min(options.silenceMs ?? STORE_SILENCE_MS, CONNECT_MS),
+        socketTimeout: options.silenceMs ?? STORE_SILENCE_MS,
+      },
       ...options.client,
     });
   }
