@@ -35,6 +35,7 @@ const require = createRequire(path.join(ROOT, 'package.json'));
 const { S3Client, PutObjectCommand, GetObjectCommand } = require('@aws-sdk/client-s3');
 const { getSignedUrl } = require('@aws-sdk/s3-request-presigner');
 const { segmentBytes } = requireDist('libs/client/src/segments.reader.js');
+const { STORE_IDLE_TIMEOUT_MS } = requireDist('libs/client/src/sluice.client.js');
 
 const S3RVER = `
   const S3rver = require('s3rver');
@@ -175,6 +176,7 @@ const clientN = (parallel) => async () => {
     fetch,
     parallel,
     attempts: 3,
+    idleMs: STORE_IDLE_TIMEOUT_MS,
   });
   await pipeline(Readable.from(bytes), fs.createWriteStream(file));
   return 'file';
