@@ -71,4 +71,48 @@ describe(readDataRowsOnDemand.name, () => {
     expect(row.oversized).toBe(false);
     expect(row.length).toBe(message.length - 1);
   });
+
+  it('gives the rows to the sink while one is set, in order and whole, and each other message to pg as ever', () => {
+    const parser = new Parser();
+    const messages: string[] = [];
+    const sunk: string[] = [];
+    let row: DataRowMessage | undefined;
+    const onMessage = (msg: unknown) => {
+      const name = (msg as { name: string }).name;
+      messages.push(name);
+      if (msg instanceof DataRowMessage && !row) {
+        row = msg;
+        // As TextCursor does after a read's first row: the rest straight to it.
+        row.sink = (bytes, from, to, length) => {
+          expect(length).toBe(to - from + 4);
+          sunk.push(bytes.subarray(from + 2 + 4, to).toString());
+        };
+      }
+    };
+    // PortalSuspended ('s'): the read's end, where the reader clears the sink.
+    const suspended = Buffer.from([0x73, 0, 0, 0, 4]);
+    const chunk = Buffer.concat([
+      dataRow(['a']),
+      dataRow(['bb']),
+      dataRow(['ccc']),
+      suspended,
+      dataRow(['d']),
+    ]);
+    // Cut inside the second row: a row across two reads of the socket still comes whole.
+    parser.parse(chunk.subarray(0, 15), onMessage);
+    parser.parse(chunk.subarray(15, chunk.length - 10), (msg) => {
+      onMessage(msg);
+      if ((msg as { name: string }).name === 'portalSuspended') row!.sink = undefined;
+    });
+    parser.parse(chunk.subarray(chunk.length - 10), onMessage);
+    expect(sunk).toEqual(['bb', 'ccc']);
+    // What pg gets for a row the sink took is a message nobody listens for.
+    expect(messages).toEqual([
+      'dataRow',
+      'dataRowTaken',
+      'dataRowTaken',
+      'portalSuspended',
+      'dataRow',
+    ]);
+  });
 });

@@ -8,6 +8,40 @@ const EMPTY = Buffer.alloc(0);
 type HandlePacket = (offset: number, code: number, length: number, bytes: Buffer) => unknown;
 
 /**
+ * Takes a DataRow's body, `bytes[from, to)`, as the parser reads it (valid during the call only);
+ * `length` is the message's length field.
+ */
+export type DataRowSink = (bytes: Buffer, from: number, to: number, length: number) => void;
+
+/**
+ * What the parser hands pg for a DataRow a sink took: a message no one listens for, so that pg's
+ * connection and client do nothing with it.
+ */
+const TAKEN = Object.freeze({ name: 'dataRowTaken' });
+
+/** True when a value of the DataRow body `bytes[from, to)` is too long for a string. */
+export function hasOversizedValue(bytes: Buffer, from: number, to: number): boolean {
+  // A value of n bytes is at most n characters: only one longer than the limit is tried.
+  if (to - from <= MAX_VALUE_CHARS) return false;
+  const count = bytes.readInt16BE(from);
+  let at = from + 2;
+  for (let i = 0; i < count; i++) {
+    const length = bytes.readInt32BE(at);
+    at += 4;
+    if (length > MAX_VALUE_CHARS) {
+      try {
+        bytes.toString('utf8', at, at + length);
+      } catch (err) {
+        if (isStringTooLong(err)) return true;
+        throw err;
+      }
+    }
+    if (length > 0) at += length;
+  }
+  return false;
+}
+
+/**
  * A DataRow as pg's parser hands it over, its values not read yet: `bytes[from, to)` is its body.
  * The body is valid only while the message is dispatched — pg does that at once, in the socket's
  * listener, and its parser then reuses the buffer. TextCursor copies the body into its batch
@@ -17,6 +51,14 @@ type HandlePacket = (offset: number, code: number, length: number, bytes: Buffer
 export class DataRowMessage {
   readonly name = 'dataRow';
   private decoded: (string | null)[] | undefined;
+  /**
+   * While set, the parser gives this connection's DataRows to it and none as a message: pg's
+   * events and its client's dispatch, a tenth of a thread reading a large result, are skipped.
+   * Set by the reader of the rows under way after their first one came as a message; it must be
+   * cleared at the first message that is not a row (the read's end, an error), which pg hands
+   * to that reader, before another query's rows can come.
+   */
+  sink: DataRowSink | undefined;
 
   constructor(
     public bytes: Buffer,
@@ -47,25 +89,7 @@ export class DataRowMessage {
 
   /** True when a value is too long for a string: it cannot be had as text. */
   get oversized(): boolean {
-    // A value of n bytes is at most n characters: only one longer than the limit is tried.
-    if (this.to - this.from <= MAX_VALUE_CHARS) return false;
-    const { bytes } = this;
-    const count = bytes.readInt16BE(this.from);
-    let at = this.from + 2;
-    for (let i = 0; i < count; i++) {
-      const length = bytes.readInt32BE(at);
-      at += 4;
-      if (length > MAX_VALUE_CHARS) {
-        try {
-          bytes.toString('utf8', at, at + length);
-        } catch (err) {
-          if (isStringTooLong(err)) return true;
-          throw err;
-        }
-      }
-      if (length > 0) at += length;
-    }
-    return false;
+    return hasOversizedValue(this.bytes, this.from, this.to);
   }
 
   private decode(): (string | null)[] {
@@ -110,6 +134,10 @@ export function readDataRowsOnDemand(): void {
     if (code !== DATA_ROW) return handlePacket.call(this, offset, code, length, bytes);
     // The length counts itself (4 bytes) and the body.
     const message = (this[MESSAGE] ??= new DataRowMessage(EMPTY, 0, 0, 0));
+    if (message.sink) {
+      message.sink(bytes, offset, offset + length - 4, length);
+      return TAKEN;
+    }
     return message.reuse(bytes, offset, offset + length - 4, length);
   };
 }

@@ -1,10 +1,14 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
 import { Client, type Connection } from 'pg';
 import { connectTestDatabase } from '@test/settings';
-import { oversizedRow } from './oversized-value.guard';
+import { Parser } from 'pg-protocol/dist/parser';
+import { MAX_VALUE_CHARS, oversizedRow } from './oversized-value.guard';
 import { TextCursor } from './text.cursor';
+
+type HandlePacket = (offset: number, code: number, length: number, bytes: Buffer) => unknown;
 
 const OID_BOOL = 16;
 const OID_INT8 = 20;
@@ -204,15 +208,10 @@ describe(TextCursor.name, () => {
     });
   });
 
-  it('fails the statement alone on a row with a value too long for a string, and reads no more', async () => {
-    // What guardOversizedValues makes of such a row, put in place of the second one PostgreSQL sends:
-    // a real value that long would cost gigabytes (oversized-value.guard.spec.ts parses one).
-    const connection = (client as unknown as { connection: Connection }).connection;
-    const emit = connection.emit.bind(connection);
-    let rows = 0;
-    connection.emit = (event: string | symbol, ...args: unknown[]) =>
-      event === 'dataRow' && ++rows === 2 ? emit(event, oversizedRow(100)) : emit(event, ...args);
-    try {
+  describe('fails the statement alone on a row with a value too long for a string, and reads no more', () => {
+    // A real value that long would cost gigabytes (oversized-value.guard.spec.ts and
+    // data-row.message.spec.ts read one): the row is marked too long where each path looks.
+    async function refusedAndConnectionGoesOn(): Promise<void> {
       const cursor = open('select g from generate_series(1, 5) g');
       const refused = jest.fn();
       cursor.onRefused = refused;
@@ -222,10 +221,104 @@ describe(TextCursor.name, () => {
       });
       expect(refused).toHaveBeenCalledTimes(1);
       expect(cursor.open).toBe(false);
-    } finally {
-      delete (connection as Partial<Connection>).emit;
+      expect((await client.query('select 42 as n')).rows).toEqual([{ n: 42 }]);
     }
-    expect((await client.query('select 42 as n')).rows).toEqual([{ n: 42 }]);
+
+    it('the first row, which comes as pg’s message', async () => {
+      const connection = (client as unknown as { connection: Connection }).connection;
+      const emit = connection.emit.bind(connection);
+      let rows = 0;
+      connection.emit = (event: string | symbol, ...args: unknown[]) =>
+        event === 'dataRow' && ++rows === 1 ? emit(event, oversizedRow(100)) : emit(event, ...args);
+      try {
+        await refusedAndConnectionGoesOn();
+      } finally {
+        delete (connection as Partial<Connection>).emit;
+      }
+    });
+
+    it('a later row, which the parser hands the cursor straight', async () => {
+      // The third DataRow handed to the parser's handler as a body of one value past the longest
+      // string: its bytes a stand-in whose decoding fails as Node's would.
+      const proto = Parser.prototype as unknown as { handlePacket: HandlePacket };
+      const handlePacket = proto.handlePacket;
+      const tooLong = MAX_VALUE_CHARS + 1;
+      const body = {
+        readInt16BE: () => 1,
+        readInt32BE: () => tooLong,
+        toString: () => {
+          throw Object.assign(new Error('too long'), { code: 'ERR_STRING_TOO_LONG' });
+        },
+      } as unknown as Buffer;
+      let rows = 0;
+      proto.handlePacket = function (this: unknown, offset, code, length, bytes) {
+        if (code === 0x44 && ++rows === 3) {
+          return handlePacket.call(this, 0, code, 4 + 2 + 4 + tooLong, body);
+        }
+        return handlePacket.call(this, offset, code, length, bytes);
+      };
+      try {
+        await refusedAndConnectionGoesOn();
+      } finally {
+        proto.handlePacket = handlePacket;
+      }
+      // The statement's five and the one of the query after it.
+      expect(rows).toBe(6);
+    });
+  });
+
+  describe('takes the rows after a read’s first straight from the parser', () => {
+    function dataRowEvents(): { count: () => number; stop: () => void } {
+      const connection = (client as unknown as { connection: Connection }).connection;
+      let rows = 0;
+      const listener = () => rows++;
+      connection.on('dataRow', listener);
+      return { count: () => rows, stop: () => connection.removeListener('dataRow', listener) };
+    }
+
+    it('one row a read reaches pg as a message: the batch has them all, in order', async () => {
+      const events = dataRowEvents();
+      try {
+        const cursor = open('select g, md5(g::text) from generate_series(1, 250) g');
+        const first = await cursor.readBatch(100);
+        const second = await cursor.readBatch(1000);
+        expect(first.text().map((r) => r[0])).toEqual(
+          Array.from({ length: 100 }, (_, i) => String(i + 1)),
+        );
+        expect(second.text().map((r) => r[0])).toEqual(
+          Array.from({ length: 150 }, (_, i) => String(i + 101)),
+        );
+        expect(second.text()[0][1]).toBe(createHash('md5').update('101').digest('hex'));
+        expect(events.count()).toBe(2);
+      } finally {
+        events.stop();
+      }
+    });
+
+    it('and gives the next query its rows as messages again: after the end, an error, a notice between rows', async () => {
+      const ended = open('select g from generate_series(1, 20) g');
+      expect((await ended.readBatch(100)).length).toBe(20);
+      expect((await client.query('select g from generate_series(1, 3) g')).rows).toHaveLength(3);
+
+      const failing = open('select 1 / (3 - g) from generate_series(1, 5) g');
+      await expect(failing.readBatch(100)).rejects.toMatchObject({ code: '22012' });
+      expect((await client.query('select g from generate_series(1, 4) g')).rows).toHaveLength(4);
+
+      await client.query(
+        `create or replace function pg_temp.noisy(n int) returns int language plpgsql as
+         $$ begin raise notice 'row %', n; return n; end $$`,
+      );
+      const noisy = open('select pg_temp.noisy(g) from generate_series(1, 6) g');
+      expect((await noisy.readBatch(100)).text().map((r) => r[0])).toEqual([
+        '1',
+        '2',
+        '3',
+        '4',
+        '5',
+        '6',
+      ]);
+      expect((await client.query('select g from generate_series(1, 5) g')).rows).toHaveLength(5);
+    });
   });
 
   describe('bounds the bytes one read holds', () => {

@@ -2,7 +2,12 @@ import Cursor from 'pg-cursor';
 import type { Connection, FieldDef } from 'pg';
 import { SluiceError } from '@app/contracts';
 import { DataRowReader, RowBatch } from '@app/formats';
-import { DataRowMessage, readDataRowsOnDemand } from './data-row.message';
+import {
+  DataRowMessage,
+  DataRowSink,
+  hasOversizedValue,
+  readDataRowsOnDemand,
+} from './data-row.message';
 import { MAX_VALUE_CHARS, guardOversizedValues, isOversizedRow } from './oversized-value.guard';
 
 // Before any connection of this thread reads a row: a value too long fails its statement alone,
@@ -114,6 +119,8 @@ export class TextCursor extends Cursor<(string | null)[]> {
   widestRow = 0;
   /** The rows of the read under way, as bytes. */
   private readonly batch = new DataRowReader();
+  /** The parser's message whose sink is this cursor's, while rows come straight to it. */
+  private sunk: DataRowMessage | undefined;
   /** The connection while it may send a CopyOutResponse for this cursor. */
   private watched: Connection | undefined;
   private readonly copyOut = () => this.refuse(copyRefused(), { cancel: true });
@@ -212,17 +219,34 @@ export class TextCursor extends Cursor<(string | null)[]> {
   }
 
   handleDataRow(msg: unknown): void {
-    const wire = msg instanceof DataRowMessage ? msg : undefined;
+    if (!(msg instanceof DataRowMessage)) return this.takeDecoded(msg);
     try {
-      this.takeRow(msg, wire);
+      this.sink(msg.bytes, msg.from, msg.to, msg.length);
     } finally {
-      wire?.release();
+      msg.release();
     }
+    // The rest of the read's rows come from the parser straight to the batch, until the first
+    // message that is not a row: each of those the cursor hears of clears the sink (unsink).
+    msg.sink = this.sink;
+    this.sunk = msg;
   }
 
-  private takeRow(msg: unknown, wire: DataRowMessage | undefined): void {
-    if (isOversizedRow(msg) || wire?.oversized) this.refuse(valueTooLarge(), { cancel: true });
-    const bytes = (msg as { length?: number }).length ?? 0;
+  /** A DataRow's body, as the parser reads it (see DataRowMessage.sink). */
+  private readonly sink: DataRowSink = (bytes, from, to, length) => {
+    if (hasOversizedValue(bytes, from, to)) this.refuse(valueTooLarge(), { cancel: true });
+    if (this.counted(length)) this.batch.add(bytes, from, to);
+  };
+
+  /** A row another parser gave decoded already (or marked too long to be read). */
+  private takeDecoded(msg: unknown): void {
+    if (isOversizedRow(msg)) this.refuse(valueTooLarge(), { cancel: true });
+    if (!this.counted((msg as { length?: number }).length ?? 0)) return;
+    const body = dataRowBody((msg as { fields: (string | null)[] }).fields);
+    this.batch.add(body, 0, body.length);
+  }
+
+  /** Counts a row of `bytes` in the read; false when it is to be dropped (the read refused). */
+  private counted(bytes: number): boolean {
     this.widestRow = Math.max(this.widestRow, bytes);
     this.readRows++;
     this.readBytes += bytes;
@@ -230,17 +254,18 @@ export class TextCursor extends Cursor<(string | null)[]> {
       this.refuse(readTooLarge(this.maxReadBytes), { cancel: true });
     }
     // Rows after a refusal are dropped: the read fails at its end.
-    if (this.refusal) return;
-    if (wire) {
-      this.batch.add(wire.bytes, wire.from, wire.to);
-    } else {
-      const body = dataRowBody((msg as { fields: (string | null)[] }).fields);
-      this.batch.add(body, 0, body.length);
-    }
+    return this.refusal === undefined;
+  }
+
+  /** Rows come as messages again: the next message may be another query's. */
+  private unsink(): void {
+    if (this.sunk) this.sunk.sink = undefined;
+    this.sunk = undefined;
   }
 
   /** COPY FROM STDIN: PostgreSQL waits for data; a CopyFail makes it fail the statement. */
   handleCopyInResponse(connection: Connection): void {
+    this.unsink();
     this.refuse(copyRefused(), { cancel: false });
     (connection as Connection & { sendCopyFail(message: string): void }).sendCopyFail(
       'COPY FROM STDIN is not supported',
@@ -249,10 +274,12 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   /** COPY TO STDOUT: its rows are dropped while the statement is cancelled. */
   handleCopyData(): void {
+    this.unsink();
     this.refuse(copyRefused(), { cancel: true });
   }
 
   handlePortalSuspended(): void {
+    this.unsink();
     // The read is over: the next one counts afresh.
     this.readRows = 0;
     this.readBytes = 0;
@@ -262,6 +289,7 @@ export class TextCursor extends Cursor<(string | null)[]> {
   }
 
   handleReadyForQuery(): void {
+    this.unsink();
     this.unwatch();
     this.deliver();
     (Cursor.prototype as unknown as CursorInternals).handleReadyForQuery.call(this);
@@ -274,11 +302,13 @@ export class TextCursor extends Cursor<(string | null)[]> {
 
   /** PostgreSQL's error, or the socket's; a refused statement fails with its refusal instead. */
   handleError(err: unknown): void {
+    this.unsink();
     this.unwatch();
     (Cursor.prototype as unknown as CursorInternals).handleError.call(this, this.refusal ?? err);
   }
 
   handleCommandComplete(msg: { text: string }): void {
+    this.unsink();
     if (this.preludeLeft > 0) {
       this.preludeLeft--;
       return;
