@@ -43,6 +43,7 @@ import { ROOT, envInt, hardTimeLimit, warnIfStale, yieldToTimers } from './lib/e
 
 const require = createRequire(import.meta.url);
 const FORMATS_DIR = process.env.SLUICE_FORMATS_DIR || join(ROOT, 'dist/libs/formats/src');
+const { RowBatch } = require(join(FORMATS_DIR, 'row.batch.js'));
 
 /** For the children: the repo's packages, then NODE_PATH (e.g. where the bench-only libraries
  * were installed, if `npm install` in the repo keeps pruning them). */
@@ -208,7 +209,7 @@ function sluice(file, className, settings) {
   );
   return {
     head: () => encoder.head(),
-    write: (rows) => encoder.rows(rows),
+    write: (rows) => encoder.rows(RowBatch.fromText(rows)),
     end: () => encoder.end({ reason: 'OK', sql_state: '00000', vendor_code: 0 }, false),
     stream: file.startsWith('arrow'),
   };
@@ -779,7 +780,7 @@ async function pgChild(mode) {
   let n = 0;
   while (rows.length > 0) {
     n += rows.length;
-    if (encoder) bytes += encoder.rows(rows).length;
+    if (encoder) bytes += encoder.rows(RowBatch.fromText(rows)).length;
     rows = await cursor.read(CHUNK);
   }
   if (encoder)
