@@ -1,4 +1,4 @@
-import { SluiceClient } from './sluice.client';
+import { SERVICE_GONE_MS, SluiceClient } from './sluice.client';
 import { SluiceClientError } from './sluice-client.error';
 
 /** A client whose fetch answers every request with `body` as a stream+json response. */
@@ -142,6 +142,60 @@ describe('a kept result read from the store', () => {
       expect(() => clientOfSilentStore(bad)).toThrow(
         'storeIdleTimeoutMs must be a number of milliseconds above 0',
       );
+    }
+  });
+});
+
+describe('a resumable export whose service goes away', () => {
+  it('asks for the query’s state until the service answers, for a minute at most, then fails saying so', async () => {
+    jest.useFakeTimers();
+    try {
+      const asked: number[] = [];
+      const started = Date.now();
+      const fetchFn = ((input: string | URL) => {
+        const url = String(input);
+        if (url.endsWith('/v1/execute')) {
+          // Two bytes, then the connection breaks.
+          let sent = false;
+          const body = new ReadableStream<Uint8Array>({
+            pull(controller) {
+              if (sent) return controller.error(new TypeError('terminated'));
+              sent = true;
+              controller.enqueue(new Uint8Array([1, 2]));
+            },
+          });
+          return Promise.resolve(
+            new Response(body, { status: 200, headers: { 'x-query-id': 'q' } }),
+          );
+        }
+        asked.push(Date.now() - started);
+        return Promise.reject(new TypeError('fetch failed: connect ECONNREFUSED'));
+      }) as typeof fetch;
+      const client = new SluiceClient({
+        url: 'http://sluice.invalid',
+        credentials: { basic: { username: 'u', password: 'p' } },
+        fetch: fetchFn,
+      });
+      const result = await client.export('select 1', undefined, 'csv', { resumable: true });
+      const reading = new Response(result.body).arrayBuffer().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await jest.advanceTimersByTimeAsync(SERVICE_GONE_MS - 2_001);
+      expect(asked.at(-1)).toBeLessThan(SERVICE_GONE_MS);
+      await jest.advanceTimersByTimeAsync(4_000);
+      const err = (await reading) as SluiceClientError;
+      expect(err).toBeInstanceOf(SluiceClientError);
+      expect(err).toMatchObject({ kind: 'connection', queryId: 'q' });
+      expect(err.message).toMatch(
+        /^the download broke, and the service has not answered for 60 s since: .*ECONNREFUSED/,
+      );
+      // Asked again and again meanwhile, never more than 2 s apart, and given up after a minute.
+      expect(asked.length).toBeGreaterThan(20);
+      expect(asked.at(-1)).toBeGreaterThanOrEqual(SERVICE_GONE_MS);
+      expect(SERVICE_GONE_MS).toBe(60_000);
+    } finally {
+      jest.useRealTimers();
     }
   });
 });

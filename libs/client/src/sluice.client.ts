@@ -47,17 +47,23 @@ export interface RowStream<R extends Row = Row> extends AsyncIterable<R> {
 
 const DEFAULT_MARGIN_MS = 60_000;
 
-/**
- * A client for Sluice's HTTP API over the platform's fetch and web streams only, so that it runs
- * in Node (20 and later) and in browsers alike.
- */
 /** How often `export()` resumes one cut download before it gives up. */
 const RESUME_ATTEMPTS = 3;
+/**
+ * How long a cut download waits for the service to answer again (its query's state) before it
+ * fails with the service's last failure (ms): a service that is gone for good is not waited for
+ * for ever.
+ */
+export const SERVICE_GONE_MS = 60_000;
 /** Segments of a kept result downloaded at once from the store, unless told otherwise. */
 export const SEGMENT_DOWNLOADS = 4;
 /** How long a segment's download may receive nothing from the store, unless told otherwise (ms). */
 export const STORE_IDLE_TIMEOUT_MS = 30_000;
 
+/**
+ * A client for Sluice's HTTP API over the platform's fetch and web streams only, so that it runs
+ * in Node (20 and later) and in browsers alike.
+ */
 export class SluiceClient {
   private readonly url: string;
   private readonly fetchFn: typeof fetch;
@@ -571,15 +577,28 @@ export class SluiceClient {
     }
   }
 
-  /** Resolves once the query is in a final state. */
+  /**
+   * Resolves once the query is in a final state; fails once the service has not answered for
+   * SERVICE_GONE_MS.
+   */
   private async ended(queryId: string, signal: AbortSignal | undefined): Promise<void> {
+    let failingSince: number | undefined;
     for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
       try {
         const info = await this.queryInfo(queryId);
+        failingSince = undefined;
         if (['succeeded', 'failed', 'cancelled'].includes(info.state)) return;
       } catch (err) {
         // The service may be what broke the connection: ask again after a while.
         if (signal?.aborted) throw err;
+        failingSince ??= Date.now();
+        if (Date.now() - failingSince >= SERVICE_GONE_MS) {
+          const why = err instanceof Error ? err.message : String(err);
+          throw new SluiceClientError(
+            `the download broke, and the service has not answered for ${SERVICE_GONE_MS / 1000} s since: ${why}`,
+            { kind: 'connection', queryId, cause: err },
+          );
+        }
       }
       await new Promise((resolve) => setTimeout(resolve, delay));
     }
