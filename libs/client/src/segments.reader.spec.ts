@@ -91,6 +91,41 @@ describe('segmentsAsTheyCome', () => {
     expect(most).toBe(2);
   });
 
+  it('starts the next download before it hands a segment over: one at a time, the next comes while the consumer writes', async () => {
+    for (const read of ['as they come', 'in order'] as const) {
+      const store = storeOf([100, 100, 100]);
+      const source = store.source(store.manifest, 1);
+      const fetchFn = source.fetch;
+      const events: string[] = [];
+      source.fetch = (...args: Parameters<typeof fetch>) => {
+        events.push(`fetch ${String(args[0]).slice(-2)}`);
+        return fetchFn(...args);
+      };
+      const segments =
+        read === 'as they come'
+          ? segmentsAsTheyCome(store.manifest, source)
+          : segmentBytes(store.manifest, source);
+      for await (const _ of segments) {
+        void _;
+        events.push('handed over');
+        // The consumer's write.
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const handedOver = read === 'as they come' ? 1 : 2;
+      // Each fetch but the first before the segment ahead of it is handed over.
+      expect(events.slice(0, 2 + handedOver)).toEqual([
+        'fetch s0',
+        'fetch s1',
+        ...Array<string>(handedOver).fill('handed over'),
+      ]);
+      expect(events.filter((e) => e.startsWith('fetch'))).toEqual([
+        'fetch s0',
+        'fetch s1',
+        'fetch s2',
+      ]);
+    }
+  });
+
   it('reads again a segment that came short, and follows a result still being written', async () => {
     const store = storeOf([400, 400, 400]);
     store.short.add('http://store.test/s1');

@@ -37,17 +37,23 @@ export async function* segmentBytes(
   const reads = new SegmentDownloads(first, source);
   const downloads = new Map<number, Promise<Uint8Array[]>>();
   let started = 0;
+  let next = 0;
+  // Only segments within `parallel` of the next one out: what waits its turn is bounded.
+  const refill = () => {
+    while (started < reads.manifest.segments.length && started < next + source.parallel) {
+      const index = started++;
+      downloads.set(index, reads.start(index));
+    }
+  };
   try {
-    for (let next = 0; ;) {
-      // Only segments within `parallel` of the next one out: what waits its turn is bounded.
-      while (started < reads.manifest.segments.length && started < next + source.parallel) {
-        const index = started++;
-        downloads.set(index, reads.start(index));
-      }
+    for (;;) {
+      refill();
       if (next < reads.manifest.segments.length) {
         const parts = await downloads.get(next)!;
         downloads.delete(next++);
         reads.gave();
+        // The next download starts now, while this segment's bytes are taken.
+        refill();
         // As they came: joining a segment's parts would copy every byte once more.
         for (const part of parts) yield part;
       } else if (await reads.ended()) return;
@@ -72,20 +78,26 @@ export async function* segmentsAsTheyCome(
   const reads = new SegmentDownloads(first, source);
   const downloads = new Map<number, Promise<{ index: number; segment: ResultSegmentBytes }>>();
   let started = 0;
+  const refill = () => {
+    while (started < reads.manifest.segments.length && downloads.size < source.parallel) {
+      const index = started++;
+      const { offset } = reads.manifest.segments[index];
+      const done = reads.start(index).then((parts) => ({ index, segment: { offset, parts } }));
+      // Raced below; a failure before then must not count as unhandled meanwhile.
+      done.catch(() => undefined);
+      downloads.set(index, done);
+    }
+  };
   try {
     for (;;) {
-      while (started < reads.manifest.segments.length && downloads.size < source.parallel) {
-        const index = started++;
-        const { offset } = reads.manifest.segments[index];
-        const done = reads.start(index).then((parts) => ({ index, segment: { offset, parts } }));
-        // Raced below; a failure before then must not count as unhandled meanwhile.
-        done.catch(() => undefined);
-        downloads.set(index, done);
-      }
+      refill();
       if (downloads.size > 0) {
         const { index, segment: done } = await Promise.race(downloads.values());
         downloads.delete(index);
         reads.gave();
+        // The next download starts before this segment is handed over: it comes while the
+        // consumer writes this one (one at a time, download and write no longer take turns).
+        refill();
         yield done;
       } else if (await reads.ended()) return;
     }
