@@ -97,9 +97,9 @@ describe('segmentsAsTheyCome', () => {
       const source = store.source(store.manifest, 1);
       const fetchFn = source.fetch;
       const events: string[] = [];
-      source.fetch = (...args: Parameters<typeof fetch>) => {
-        events.push(`fetch ${String(args[0]).slice(-2)}`);
-        return fetchFn(...args);
+      source.fetch = (input: string | URL | Request, init?: RequestInit) => {
+        events.push(`fetch ${(input as string).slice(-2)}`);
+        return fetchFn(input, init);
       };
       const segments =
         read === 'as they come'
