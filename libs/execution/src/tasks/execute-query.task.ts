@@ -24,6 +24,7 @@ import {
 import { DatabaseRegistry } from './database.registry';
 import { LoginPools } from './login.pools';
 import { InteractiveClock, exportPace } from './export.pace';
+import { IdleCollection } from './idle.collection';
 import { ExecutionOutcome, QueryRunner } from './query.runner';
 import { ProgressThrottle } from './progress.throttle';
 import { StatementClock } from './statement.clock';
@@ -159,6 +160,7 @@ function progressOf(task: ExecuteTask): ProgressThrottle {
 
 const interactive = new InteractiveClock(settings.lastInteractive);
 const exportGivesWay = exportPace(interactive, settings.exportYieldMs);
+const idle = new IdleCollection();
 
 /** Runs one execution job and writes its result to the query's result channel. */
 export default async function executeQuery(task: ExecuteTask): Promise<ExecutionOutcome> {
@@ -167,16 +169,23 @@ export default async function executeQuery(task: ExecuteTask): Promise<Execution
   const writer = writerFor(task);
   const exporting = job.lane === 'export';
   if (!exporting) interactive.started();
-  const outcome = await runner.run(job, writer, {
-    login: task.login,
-    pace: exporting ? exportGivesWay : undefined,
-    progress,
-    clock: task.trace ? new StatementClock() : undefined,
-    traceparent: task.trace?.traceparent,
-  });
-  // The run's own object: set, not spread with the field (V8's slow path for such a literal).
-  if (writer.endRecorded) outcome.recorded = true;
-  return outcome;
+  idle.started();
+  let produced = 0;
+  try {
+    const outcome = await runner.run(job, writer, {
+      login: task.login,
+      pace: exporting ? exportGivesWay : undefined,
+      progress,
+      clock: task.trace ? new StatementClock() : undefined,
+      traceparent: task.trace?.traceparent,
+    });
+    produced = outcome.bytes;
+    // The run's own object: set, not spread with the field (V8's slow path for such a literal).
+    if (writer.endRecorded) outcome.recorded = true;
+    return outcome;
+  } finally {
+    idle.ended(produced);
+  }
 }
 
 /** Start-up check: the thread loaded and reaches the default database. */
