@@ -52,7 +52,10 @@ export class DataRowReader {
     let at = base + 2;
     let k = this.values;
     for (let c = 0; c < count; c++, k++) {
-      const length = bytes.readInt32BE(at);
+      // A signed 32-bit length (-1: NULL), read inline: readInt32BE's call and checks were a
+      // third of this method's time.
+      const length =
+        (bytes[at] << 24) | (bytes[at + 1] << 16) | (bytes[at + 2] << 8) | bytes[at + 3];
       bytes[at] = VALUE_GAP;
       bytes[at + 1] = VALUE_GAP;
       bytes[at + 2] = VALUE_GAP;
