@@ -1,5 +1,6 @@
 import { ResultLayout } from '@app/contracts';
-import { JsonValueForm, jsonValueRoom, writeJsonValue } from '@app/sql';
+import * as sql from '@app/sql';
+import type { JsonValueForm } from '@app/sql';
 import { EncoderColumn, TextRow } from './result.encoder';
 import { RowBatch, utf8Text } from './row.batch';
 import { Utf8Builder } from './utf8.builder';
@@ -7,13 +8,45 @@ import { Utf8Builder } from './utf8.builder';
 const COMMA = 0x2c;
 const NULL = Buffer.from('null', 'latin1');
 
+// Bound once: each call through the lib's index is a getter's call, a tenth of the row loop.
+const {
+  jsonValueRoom,
+  writeJsonBool,
+  writeJsonDate,
+  writeJsonNumber,
+  writeJsonString,
+  writeJsonTimestamp,
+  writeJsonTimestamptz,
+  writeJsonVerbatim,
+} = sql;
+
+/** The forms as numbers for the row loop's switch, a call site a form (see writeJsonValue). */
+const VERBATIM = 0;
+const STRING = 1;
+const NUMBER = 2;
+const BOOL = 3;
+const DATE = 4;
+const TIMESTAMP = 5;
+const TIMESTAMPTZ = 6;
+const ENCODED = 7;
+const FORM_CODES: Record<JsonValueForm, number> = {
+  verbatim: VERBATIM,
+  string: STRING,
+  number: NUMBER,
+  bool: BOOL,
+  date: DATE,
+  timestamp: TIMESTAMP,
+  timestamptz: TIMESTAMPTZ,
+  encoded: ENCODED,
+};
+
 /** Writes rows as JSON arrays or objects, from PostgreSQL's text values. */
 export class JsonRowWriter {
   private readonly prefixes: string[];
   private readonly prefixBytes: Buffer[];
   private readonly prefixTotal: number;
   private readonly encoders: ((text: string) => string)[];
-  private readonly forms: JsonValueForm[];
+  private readonly forms: Uint8Array;
   private readonly close: number;
 
   constructor(
@@ -21,7 +54,7 @@ export class JsonRowWriter {
     private readonly layout: ResultLayout,
   ) {
     this.encoders = columns.map((c) => c.json);
-    this.forms = columns.map((c) => c.jsonForm ?? 'encoded');
+    this.forms = Uint8Array.from(columns, (c) => FORM_CODES[c.jsonForm ?? 'encoded']);
     this.prefixes = columns.map((c, i) =>
       layout === 'collection'
         ? (i === 0 ? '{' : ',') + JSON.stringify(c.name) + ':'
@@ -45,9 +78,13 @@ export class JsonRowWriter {
     }
   }
 
-  /** Each value copied from the batch's bytes as its form says; its encoder only where needed. */
+  /**
+   * Each value copied from the batch's bytes as its form says (writeJsonValue's writers, called
+   * from a site each); its encoder only where the bytes do not settle it.
+   */
   private writeBytes(out: Utf8Builder, rows: RowBatch): void {
-    const { bytes, starts, ends, length, byteEnd } = rows;
+    const { starts, ends, length, byteEnd } = rows;
+    const src = rows.words;
     const n = this.encoders.length;
     const { forms, prefixBytes, close } = this;
     const fixed = this.prefixTotal + 8 * n + 2;
@@ -55,7 +92,8 @@ export class JsonRowWriter {
       const first = r * n;
       const span = (r + 1 < length ? starts[first + n] : byteEnd) - starts[first];
       const room = fixed + jsonValueRoom(span);
-      let buf = out.reserve(room);
+      let dst = out.reserveWords(room);
+      let buf = dst.bytes;
       let at = out.end;
       if (r > 0) buf[at++] = COMMA;
       for (let i = 0; i < n; i++, k++) {
@@ -66,20 +104,41 @@ export class JsonRowWriter {
           for (let p = 0; p < 4; p++) buf[at++] = NULL[p];
           continue;
         }
-        const form = forms[i];
-        if (form === 'verbatim') {
-          // Integers and json: the commonest, copied here rather than through a call.
-          for (let b = starts[k]; b < end; b++) buf[at++] = bytes[b];
-          continue;
+        const start = starts[k];
+        let written: number;
+        switch (forms[i]) {
+          case VERBATIM:
+            at = writeJsonVerbatim(src, start, end, dst, at);
+            continue;
+          case STRING:
+            at = writeJsonString(src, start, end, dst, at);
+            continue;
+          case NUMBER:
+            at = writeJsonNumber(src, start, end, dst, at);
+            continue;
+          case BOOL:
+            at = writeJsonBool(src, start, end, dst, at);
+            continue;
+          case DATE:
+            written = writeJsonDate(src, start, end, dst, at);
+            break;
+          case TIMESTAMP:
+            written = writeJsonTimestamp(src, start, end, dst, at);
+            break;
+          case TIMESTAMPTZ:
+            written = writeJsonTimestamptz(src, start, end, dst, at);
+            break;
+          default:
+            written = -1;
         }
-        const written = writeJsonValue(form, bytes, starts[k], end, buf, at);
         if (written >= 0) {
           at = written;
           continue;
         }
         out.end = at;
-        out.append(this.encoders[i](utf8Text(bytes, starts[k], end)));
-        buf = out.reserve(room);
+        out.append(this.encoders[i](utf8Text(rows.bytes, start, end)));
+        dst = out.reserveWords(room);
+        buf = dst.bytes;
         at = out.end;
       }
       buf[at++] = close;

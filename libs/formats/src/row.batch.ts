@@ -1,4 +1,5 @@
 import { isAscii, isUtf8 } from 'node:buffer';
+import { WordBytes, wordBytes } from '@app/sql';
 
 /** A text value as PostgreSQL sent it, or null. */
 export type TextRow = (string | null)[];
@@ -38,6 +39,7 @@ export class RowBatch {
 
   private rowsText: TextRow[] | undefined;
   private validUtf8: boolean | undefined;
+  private wordsOf: WordBytes | undefined;
 
   constructor(
     /** Rows in the batch. */
@@ -51,6 +53,11 @@ export class RowBatch {
     readonly byteStart = 0,
     readonly byteEnd = bytes.length,
   ) {}
+
+  /** `bytes` with a DataView over them, for the JSON value writers (made once). */
+  get words(): WordBytes {
+    return (this.wordsOf ??= wordBytes(this.bytes));
+  }
 
   /** Rows `from` to `to` (not included), sharing this batch's bytes. */
   slice(from: number, to: number): RowBatch {

@@ -1,3 +1,4 @@
+import { WordBytes, wordBytes } from '@app/sql';
 import { utf8Room, writeUtf8 } from './pg-text.decoder';
 
 /** Strings at least this long go to Buffer's native UTF-8 writer in one call. */
@@ -15,6 +16,8 @@ const LARGE_BYTES = 4 * 1024 * 1024;
 export class Utf8Builder {
   private buf: Buffer;
   private length = 0;
+  /** `buf` with a DataView over it, made when asked for and again when `buf` is replaced. */
+  private words: WordBytes | undefined;
 
   constructor(private readonly initialBytes = 1024) {
     this.buf = Buffer.allocUnsafe(initialBytes);
@@ -55,6 +58,7 @@ export class Utf8Builder {
       // A chunk grown this large (a huge value) is handed over as it is, not copied or kept.
       const out = this.buf.subarray(0, length);
       this.buf = Buffer.allocUnsafe(this.initialBytes);
+      this.words = undefined;
       return out;
     }
     const out = Buffer.allocUnsafe(length);
@@ -77,6 +81,12 @@ export class Utf8Builder {
     return this.buf;
   }
 
+  /** As reserve, with a DataView over the buffer for the JSON value writers. */
+  reserveWords(bytes: number): WordBytes {
+    this.grow(bytes);
+    return (this.words ??= wordBytes(this.buf));
+  }
+
   private grow(bytes: number): void {
     const need = this.length + bytes;
     if (need <= this.buf.length) return;
@@ -86,5 +96,6 @@ export class Utf8Builder {
     const next = Buffer.allocUnsafe(size);
     this.buf.copy(next, 0, 0, this.length);
     this.buf = next;
+    this.words = undefined;
   }
 }

@@ -71,7 +71,14 @@ function texts(count: number, seed = 11): string[] {
 }
 
 const SAMPLES: Record<Exclude<JsonValueForm, 'encoded'>, string[]> = {
-  verbatim: ['0', '-1', '9223372036854775807', '{"a": [1, "x\\"y"]}', 'x'.repeat(100)],
+  verbatim: [
+    '0',
+    '-1',
+    '9223372036854775807',
+    '{"a": [1, "x\\"y"]}',
+    'x'.repeat(100),
+    '[' + '1,'.repeat(150) + '1]',
+  ],
   number: [
     '0',
     '-0',
@@ -148,6 +155,19 @@ describe(writeJsonValue.name, () => {
           continue;
         }
         expect([oid, text, bytes]).toEqual([oid, text, expected]);
+      }
+    }
+  });
+
+  it('escapes every byte that needs it wherever it falls among the 4 bytes read at once', () => {
+    // Strings are copied a 4-byte word at a time while no byte of the word needs escaping.
+    const bytes = [...Array(128).keys()].map((b) => String.fromCharCode(b)).concat(['é', '中']);
+    for (const length of [1, 3, 4, 5, 8, 9, 12]) {
+      for (let at = 0; at < length; at++) {
+        for (const b of bytes) {
+          const text = 'a'.repeat(at) + b + 'z'.repeat(length - at - 1);
+          expect([text, written('string', text)]).toEqual([text, JSON.stringify(text)]);
+        }
       }
     }
   });
