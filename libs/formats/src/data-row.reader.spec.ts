@@ -1,5 +1,5 @@
 import { DataRowReader } from './data-row.reader';
-import { RowBatch, TextRow } from './row.batch';
+import { RowBatch, TextRow, VALUE_GAP } from './row.batch';
 
 /** A DataRow message's body, as PostgreSQL sends it: field count, then length and bytes each. */
 function body(row: TextRow): Buffer {
@@ -60,6 +60,59 @@ describe(DataRowReader.name, () => {
     expect(third.bytes.buffer).toBe(first.bytes.buffer);
     expect(second.text()).toEqual([['2', 'two']]);
     expect(third.text()).toEqual([['3', 'three']]);
+  });
+
+  it('copies rows that follow each other in their buffer together, at a flush or a take', () => {
+    // Whole messages back to back, as a socket read brings them: header, then body.
+    const message = (row: TextRow) => {
+      const b = body(row);
+      const header = Buffer.from('D\0\0\0\0', 'latin1');
+      header.writeInt32BE(b.length + 4, 1);
+      return Buffer.concat([header, b]);
+    };
+    const read = (rows: TextRow[]) => {
+      const parts = rows.map(message);
+      const bytes = Buffer.concat([Buffer.from('xx'), ...parts, Buffer.from('Z')]);
+      const bodies: [number, number][] = [];
+      let at = 2;
+      for (const part of parts) {
+        bodies.push([at + 5, at + part.length]);
+        at += part.length;
+      }
+      return { bytes, bodies };
+    };
+    const reader = new DataRowReader();
+    const first = read(ROWS);
+    for (const [from, to] of first.bodies) reader.addLater(first.bytes, from, to);
+    // Nothing copied yet: the rows are still the parser's.
+    expect(reader.length).toBe(0);
+    reader.flush();
+    expect(reader.length).toBe(ROWS.length);
+    first.bytes.fill(0); // the parser reuses its buffer
+    // A row taken at once between two runs, and a run whose rows are not all adjacent.
+    const one = body(['5', 'five', null]);
+    reader.add(one, 0, one.length);
+    const second = read([['6', 'six', 'x'], ['7', 'seven', 'y'], ['8', 'eight', 'z']]);
+    reader.addLater(second.bytes, ...second.bodies[0]);
+    reader.addLater(second.bytes, ...second.bodies[2]);
+    const third = read([['9', 'nine', '']]);
+    reader.addLater(third.bytes, ...third.bodies[0]);
+    const batch = reader.take();
+    expect(batch.text()).toEqual([
+      ...ROWS,
+      ['5', 'five', null],
+      ['6', 'six', 'x'],
+      ['8', 'eight', 'z'],
+      ['9', 'nine', ''],
+    ]);
+    // Between values, headers and lengths alike, only the gap byte.
+    const values = batch.starts.length;
+    let gaps = 0;
+    for (let k = 0, at = 0; k < values; k++) {
+      for (; at < batch.starts[k]; at++, gaps++) expect(batch.bytes[at]).toBe(VALUE_GAP);
+      at = batch.ends[k] < 0 ? batch.starts[k] : batch.ends[k];
+    }
+    expect(gaps).toBeGreaterThan(0);
   });
 
   it('reads rows of no columns', () => {

@@ -5,6 +5,8 @@ const INITIAL_BYTES = 64 * 1024;
 const INITIAL_VALUES = 1024;
 /** The most a new batch's buffer starts with: a batch of huge values is not the next one's size. */
 const MOST_INITIAL_BYTES = 8 * 1024 * 1024;
+/** A message's type byte and its length. */
+const HEADER_BYTES = 5;
 
 /**
  * Gathers PostgreSQL DataRow messages into a RowBatch, reading each row once: one copy of the
@@ -17,6 +19,9 @@ const MOST_INITIAL_BYTES = 8 * 1024 * 1024;
  * A batch's buffers are filled again after the next take: a batch is read before the second read
  * after it starts (as QueryRunner does: it encodes a batch while the next one is read). Allocating
  * them afresh for each read made external memory that V8 collected at a cost.
+ *
+ * Rows that follow each other in the buffer they came in may be copied together (addLater, then
+ * flush): one copy for a socket read's rows, their messages' headers overwritten like the lengths.
  */
 export class DataRowReader {
   private bytes: Buffer = Buffer.allocUnsafe(INITIAL_BYTES);
@@ -26,21 +31,72 @@ export class DataRowReader {
   private values = 0;
   private rows = 0;
   private columns = -1;
+  /** Rows addLater took and flush() copies: `runSource[runFrom, runTo)`, whole messages. */
+  private runSource: Uint8Array | undefined;
+  private runFrom = 0;
+  private runTo = 0;
   /** The buffers of the batch taken last, filled again after the next take. */
   private taken: { bytes: Buffer; starts: Int32Array; ends: Int32Array } | undefined;
 
-  /** Rows gathered since the last take. */
+  /** Rows gathered since the last take (those taken by addLater once flushed). */
   get length(): number {
     return this.rows;
   }
 
   /** Adds the DataRow whose body is `source[from, to)`. */
   add(source: Uint8Array, from: number, to: number): void {
+    this.flush();
     const size = to - from;
+    if (this.used + size > this.bytes.length) this.growBytes(size);
+    const base = this.used;
+    this.bytes.set(source.subarray(from, to), base);
+    this.readRow(base, base + size);
+    this.used = base + size;
+  }
+
+  /**
+   * Takes the DataRow whose body is `source[from, to)`, its header just before it, to be copied
+   * by flush() together with the rows that follow it in `source`, which must not change until
+   * then.
+   */
+  addLater(source: Uint8Array, from: number, to: number): void {
+    if (source === this.runSource && from - HEADER_BYTES === this.runTo) {
+      this.runTo = to;
+      return;
+    }
+    this.flush();
+    this.runSource = source;
+    this.runFrom = from - HEADER_BYTES;
+    this.runTo = to;
+  }
+
+  /** Copies the rows addLater took since the last flush, in one piece. */
+  flush(): void {
+    const source = this.runSource;
+    if (source === undefined) return;
+    this.runSource = undefined;
+    const size = this.runTo - this.runFrom;
     if (this.used + size > this.bytes.length) this.growBytes(size);
     const bytes = this.bytes;
     const base = this.used;
-    bytes.set(source.subarray(from, to), base);
+    bytes.set(source.subarray(this.runFrom, this.runTo), base);
+    const end = base + size;
+    for (let at = base; at < end;) {
+      // The length counts itself, not the type byte.
+      const rowEnd =
+        at +
+        1 +
+        ((bytes[at + 1] << 24) | (bytes[at + 2] << 16) | (bytes[at + 3] << 8) | bytes[at + 4]);
+      for (let i = 0; i < HEADER_BYTES; i++) bytes[at + i] = VALUE_GAP;
+      this.readRow(at + HEADER_BYTES, rowEnd);
+      at = rowEnd;
+    }
+    this.used = end;
+  }
+
+  /** Reads the row whose body is `bytes[base, end)`, in place: where its values lie. */
+  private readRow(base: number, end: number): void {
+    const bytes = this.bytes;
     const count = (bytes[base] << 8) | bytes[base + 1];
     if (this.columns < 0) this.columns = count;
     else if (count !== this.columns) throw new Error('a DataRow with another field count');
@@ -69,14 +125,14 @@ export class DataRowReader {
         ends[k] = at;
       }
     }
-    if (at !== base + size) throw new Error('a DataRow whose fields do not fill it');
+    if (at !== end) throw new Error('a DataRow whose fields do not fill it');
     this.values = k;
-    this.used = at;
     this.rows++;
   }
 
   /** The rows gathered, as a batch; the reader starts afresh (its buffers go with the batch). */
   take(): RowBatch {
+    this.flush();
     if (this.rows === 0) {
       this.columns = -1;
       return RowBatch.EMPTY;

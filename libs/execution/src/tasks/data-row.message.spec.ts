@@ -75,6 +75,7 @@ describe(readDataRowsOnDemand.name, () => {
   it('gives the rows to the sink while one is set, in order and whole, and each other message to pg as ever', () => {
     const parser = new Parser();
     const messages: string[] = [];
+    /** What the sink was told, in order: each row's value, and its flushes. */
     const sunk: string[] = [];
     let row: DataRowMessage | undefined;
     const onMessage = (msg: unknown) => {
@@ -83,9 +84,18 @@ describe(readDataRowsOnDemand.name, () => {
       if (msg instanceof DataRowMessage && !row) {
         row = msg;
         // As TextCursor does after a read's first row: the rest straight to it.
-        row.sink = (bytes, from, to, length) => {
-          expect(length).toBe(to - from + 4);
-          sunk.push(bytes.subarray(from + 2 + 4, to).toString());
+        row.sink = {
+          row: (bytes, from, to, length) => {
+            expect(length).toBe(to - from + 4);
+            // The message's header is just before the body, in the same buffer.
+            expect(bytes[from - 5]).toBe(0x44);
+            expect(bytes.readInt32BE(from - 4)).toBe(length);
+            sunk.push(bytes.subarray(from + 2 + 4, to).toString());
+          },
+          flush: () => {
+            sunk.push('flush');
+            if (row?.sink) messages.push('flush');
+          },
         };
       }
     };
@@ -105,12 +115,16 @@ describe(readDataRowsOnDemand.name, () => {
       if ((msg as { name: string }).name === 'portalSuspended') row!.sink = undefined;
     });
     parser.parse(chunk.subarray(chunk.length - 10), onMessage);
-    expect(sunk).toEqual(['bb', 'ccc']);
+    // Flushed at the end of each socket read, and before the message that ends the rows is
+    // handed to pg.
+    expect(sunk).toEqual(['flush', 'bb', 'ccc', 'flush']);
     // What pg gets for a row the sink took is a message nobody listens for.
     expect(messages).toEqual([
       'dataRow',
+      'flush',
       'dataRowTaken',
       'dataRowTaken',
+      'flush',
       'portalSuspended',
       'dataRow',
     ]);

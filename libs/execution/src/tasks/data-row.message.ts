@@ -7,11 +7,17 @@ const EMPTY = Buffer.alloc(0);
 
 type HandlePacket = (offset: number, code: number, length: number, bytes: Buffer) => unknown;
 
-/**
- * Takes a DataRow's body, `bytes[from, to)`, as the parser reads it (valid during the call only);
- * `length` is the message's length field.
- */
-export type DataRowSink = (bytes: Buffer, from: number, to: number, length: number) => void;
+/** Where the parser puts a connection's DataRows while one is set (DataRowMessage.sink). */
+export interface DataRowSink {
+  /**
+   * Takes a DataRow whose body is `bytes[from, to)`, as the parser reads it: valid until the
+   * parser is handed the socket's next bytes or dispatches a message that is not a row, both of
+   * which it announces with flush(). `length` is the message's length field.
+   */
+  row(bytes: Buffer, from: number, to: number, length: number): void;
+  /** The rows taken must be copied now: their buffer is about to change or be dispatched past. */
+  flush(): void;
+}
 
 /**
  * What the parser hands pg for a DataRow a sink took: a message no one listens for, so that pg's
@@ -114,30 +120,38 @@ export class DataRowMessage {
 let installed = false;
 const MESSAGE = Symbol('dataRow');
 
+type SinkingParser = Parser & { [MESSAGE]?: DataRowMessage };
+type Parse = (buffer: Buffer, callback: (message: unknown) => void) => void;
+
 /**
  * Makes pg's protocol parser hand DataRows over as DataRowMessage, their values read only by
- * whoever asks for them. pg-protocol has no hook for this, so this wraps its Parser's
- * handlePacket: data-row.message.spec.ts fails when that changes. Idempotent.
+ * whoever asks for them, or to the message's sink while one is set. pg-protocol has no hook for
+ * this, so this wraps its Parser's handlePacket and parse: data-row.message.spec.ts fails when
+ * those change. Idempotent.
  */
 export function readDataRowsOnDemand(): void {
   if (installed) return;
   installed = true;
-  const proto = Parser.prototype as unknown as { handlePacket: HandlePacket };
+  const proto = Parser.prototype as unknown as { handlePacket: HandlePacket; parse: Parse };
   const handlePacket = proto.handlePacket;
-  proto.handlePacket = function (
-    this: Parser & { [MESSAGE]?: DataRowMessage },
-    offset,
-    code,
-    length,
-    bytes,
-  ) {
-    if (code !== DATA_ROW) return handlePacket.call(this, offset, code, length, bytes);
+  const parse = proto.parse;
+  proto.handlePacket = function (this: SinkingParser, offset, code, length, bytes) {
+    if (code !== DATA_ROW) {
+      // The sink's rows come before this message, whose handler may take them.
+      this[MESSAGE]?.sink?.flush();
+      return handlePacket.call(this, offset, code, length, bytes);
+    }
     // The length counts itself (4 bytes) and the body.
     const message = (this[MESSAGE] ??= new DataRowMessage(EMPTY, 0, 0, 0));
     if (message.sink) {
-      message.sink(bytes, offset, offset + length - 4, length);
+      message.sink.row(bytes, offset, offset + length - 4, length);
       return TAKEN;
     }
     return message.reuse(bytes, offset, offset + length - 4, length);
+  };
+  proto.parse = function (this: SinkingParser, buffer, callback) {
+    parse.call(this, buffer, callback);
+    // The parser keeps what is left of its buffer, and moves or adds to it with the next bytes.
+    this[MESSAGE]?.sink?.flush();
   };
 }

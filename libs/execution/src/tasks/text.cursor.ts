@@ -221,7 +221,9 @@ export class TextCursor extends Cursor<(string | null)[]> {
   handleDataRow(msg: unknown): void {
     if (!(msg instanceof DataRowMessage)) return this.takeDecoded(msg);
     try {
-      this.sink(msg.bytes, msg.from, msg.to, msg.length);
+      if (this.taken(msg.bytes, msg.from, msg.to, msg.length)) {
+        this.batch.add(msg.bytes, msg.from, msg.to);
+      }
     } finally {
       msg.release();
     }
@@ -231,11 +233,19 @@ export class TextCursor extends Cursor<(string | null)[]> {
     this.sunk = msg;
   }
 
-  /** A DataRow's body, as the parser reads it (see DataRowMessage.sink). */
-  private readonly sink: DataRowSink = (bytes, from, to, length) => {
-    if (hasOversizedValue(bytes, from, to)) this.refuse(valueTooLarge(), { cancel: true });
-    if (this.counted(length)) this.batch.add(bytes, from, to);
+  /** The rows the parser reads while the sink is set: copied at its flushes, a run at a time. */
+  private readonly sink: DataRowSink = {
+    row: (bytes, from, to, length) => {
+      if (this.taken(bytes, from, to, length)) this.batch.addLater(bytes, from, to);
+    },
+    flush: () => this.batch.flush(),
   };
+
+  /** Checks a DataRow whose body is `bytes[from, to)`: false when it is to be dropped. */
+  private taken(bytes: Buffer, from: number, to: number, length: number): boolean {
+    if (hasOversizedValue(bytes, from, to)) this.refuse(valueTooLarge(), { cancel: true });
+    return this.counted(length);
+  }
 
   /** A row another parser gave decoded already (or marked too long to be read). */
   private takeDecoded(msg: unknown): void {
