@@ -188,7 +188,8 @@ describe('ResultSpool, its store unreachable', () => {
   it('s3: gives the SDK 30 s of silence and 5 s to connect unless told otherwise (its own default is no limit)', async () => {
     const spool = s3Spool();
     try {
-      const handler = (spool as unknown as { client: S3Client }).client.config.requestHandler as {
+      const handler = (spool as unknown as { client: S3Client }).client.config
+        .requestHandler as unknown as {
         configProvider: Promise<{ socketTimeout?: number; connectionTimeout?: number }>;
       };
       const config = await handler.configProvider;
