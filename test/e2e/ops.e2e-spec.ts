@@ -182,6 +182,26 @@ describe('metrics', () => {
     }
   });
 
+  it('counts the full collection a pool thread runs once idle after 32 MiB of results', async () => {
+    const { poolMetricsUrls, baseUrls } = e2eEnv();
+    const collections = async () => {
+      let total = 0;
+      for (const url of poolMetricsUrls) {
+        total += sample(await (await fetch(url)).text(), 'sluice_pool_idle_collections_total');
+      }
+      return total;
+    };
+    const before = await collections();
+    // ≈ 40 MB of JSON from one statement: its thread has produced the 32 MiB that start the wait.
+    const res = await execute(
+      { statement: "select repeat('x', 1000) as v from generate_series(1, 40000)" },
+      { baseUrl: baseUrls[0] },
+    );
+    expect(res.status).toBe(200);
+    // Once the thread has had no statement for 200 ms (other suites' may put it off).
+    await eventually(async () => ((await collections()) > before ? true : undefined), 30_000);
+  });
+
   it('shows a running query in the queue depth', async () => {
     const baseUrl = e2eEnv().baseUrls[0];
     const { token } = await user('e2e_ops_depth');

@@ -38,14 +38,31 @@ export function registerPoolMetrics(registry: Registry, pool: QueryPoolService):
     help: 'The most statement connections the pool’s threads may hold (SLUICE_PG_MAX_CONNECTIONS).',
     registers,
   }).set(pool.pgMaxConnections);
-  let seen = 0;
-  const completed: Counter = new Counter({
+  countOf(registry, {
     name: 'sluice_pool_tasks_completed_total',
     help: 'Tasks the pool finished (statements run, and start-up checks).',
-    registers,
+    total: () => pool.stats.completed,
+  });
+  countOf(registry, {
+    name: 'sluice_pool_idle_collections_total',
+    help: 'Full garbage collections the pool’s threads ran once idle after large results.',
+    total: () => pool.stats.idleCollections,
+  });
+}
+
+/** A counter that follows a total kept elsewhere, read at each scrape. */
+function countOf(
+  registry: Registry,
+  { name, help, total }: { name: string; help: string; total: () => number },
+): void {
+  let seen = 0;
+  const counter: Counter = new Counter({
+    name,
+    help,
+    registers: [registry],
     collect: () => {
-      const now = pool.stats.completed;
-      if (now > seen) completed.inc(now - seen);
+      const now = total();
+      if (now > seen) counter.inc(now - seen);
       seen = now;
     },
   });

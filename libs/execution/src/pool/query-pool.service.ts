@@ -31,6 +31,8 @@ export class QueryPoolService implements OnApplicationShutdown {
   private readonly pools = new Map<Lane, Piscina<ExecuteTask, ExecutionOutcome>>();
   private readonly threads: Record<Lane, number>;
   private readonly connectionCounts = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
+  /** Full collections the threads ran once idle after large results (IdleCollection). */
+  private readonly idleCollections = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT);
   /** When an interactive statement last started, in any thread: exports give way after it. */
   private readonly lastInteractive = new SharedArrayBuffer(BigInt64Array.BYTES_PER_ELEMENT);
   /** Bytes all kept results hold, shared with standalone's in-process result channel. */
@@ -53,6 +55,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       pgMaxConnectionsPerThread: this.pgMaxConnections / this.totalThreads,
       credentialKey: config.credentialKey!,
       connectionCounts: this.connectionCounts,
+      idleCollections: this.idleCollections,
       defaultFetchSize: config.defaultFetchSize,
       windowChunks: config.windowChunks,
       windowBytes: config.windowBytes,
@@ -119,6 +122,7 @@ export class QueryPoolService implements OnApplicationShutdown {
     threads: number;
     completed: number;
     spoolWriteErrors: number;
+    idleCollections: number;
   } {
     let busy = 0;
     let queueSize = 0;
@@ -136,6 +140,7 @@ export class QueryPoolService implements OnApplicationShutdown {
       threads,
       completed,
       spoolWriteErrors: this.spoolWriteErrors,
+      idleCollections: Atomics.load(new Int32Array(this.idleCollections), 0),
     };
   }
 

@@ -47,6 +47,7 @@ describe(BodyWriter.name, () => {
     ).toEqual([0, 0, 7, 0, 0, 0]);
     expect(out.records[out.records.length - 1].kind).toBe('end');
     expect(body.bytes).toBe(25);
+    expect(body.encodedBytes).toBe(25);
   });
 
   it('sends a small result in one round trip once it knows the first batch is the last', async () => {
@@ -135,6 +136,9 @@ describe(BodyWriter.name, () => {
     await body.data(1, Buffer.from('rows,'));
     await body.end(okStatus(), Buffer.from('end'));
     expect(gunzipSync(bytesOf(out.records)).toString()).toBe('head,rows,end');
+    // What was written, and what the encoder made.
+    expect(body.bytes).toBe(bytesOf(out.records).length);
+    expect(body.encodedBytes).toBe('head,rows,end'.length);
   });
 
   it('holds a compressed head until the first rows, yet counts the body as started', async () => {

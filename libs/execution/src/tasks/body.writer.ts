@@ -34,6 +34,8 @@ export class BodyWriter {
   private readonly compressor: ChunkCompressor | undefined;
   /** Body bytes written so far (after compression). */
   bytes = 0;
+  /** Body bytes the encoder made so far (before compression). */
+  encodedBytes = 0;
   /** Some of the body was handed over: written, or held by the compressor until the first rows. */
   private begun = false;
   /** Records held back to go out with the final status in one round trip. */
@@ -93,6 +95,7 @@ export class BodyWriter {
   async head(columns: Column[], chunk: Buffer): Promise<void> {
     this.streamingAt ??= Date.now();
     // The compressor picks its setting on the first rows, so it holds the head until they come.
+    this.encodedBytes += chunk.length;
     const bytes = await this.compress(chunk, 'hold');
     const max = this.maxEntryBytes;
     this.bytes += bytes.length;
@@ -108,6 +111,7 @@ export class BodyWriter {
 
   async data(rows: number, chunk: Buffer): Promise<void> {
     this.streamingAt ??= Date.now();
+    this.encodedBytes += chunk.length;
     const bytes = await this.compress(chunk, 'push');
     this.bytes += bytes.length;
     const max = this.maxEntryBytes;
@@ -151,6 +155,7 @@ export class BodyWriter {
       });
       return;
     }
+    this.encodedBytes += tail.length;
     const last = this.compressor ? await this.compressor.finish(tail) : tail;
     this.bytes += last.length;
     const max = this.maxEntryBytes;

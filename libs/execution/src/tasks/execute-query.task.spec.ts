@@ -64,6 +64,7 @@ function threadSettings() {
     pgMaxConnectionsPerThread: 1,
     credentialKey: 'a'.repeat(64),
     connectionCounts: new SharedArrayBuffer(4),
+    idleCollections: new SharedArrayBuffer(4),
     defaultFetchSize: 1000,
     windowChunks: 8,
     windowBytes: 1 << 20,

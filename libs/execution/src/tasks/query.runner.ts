@@ -42,6 +42,8 @@ export interface ExecutionOutcome {
   status: Status;
   rows: number;
   bytes: number;
+  /** Its body's bytes before compression: what its thread made (IdleCollection counts them). */
+  encodedBytes?: number;
   /** The end is in the registry already: written with the result's last entry. */
   recorded?: boolean;
   /** When its first rows came back and went to the channel (BodyWriter.streamingAt). */
@@ -330,7 +332,13 @@ export class QueryRunner {
       );
       // A format that writes at its end (Parquet's last row group) waits for the client here.
       await reporting(body.end(status, encoder.end(status) ?? Buffer.alloc(0)));
-      return { status, rows, bytes: body.bytes, streamingAt: body.streamingAt };
+      return {
+        status,
+        rows,
+        bytes: body.bytes,
+        encodedBytes: body.encodedBytes,
+        streamingAt: body.streamingAt,
+      };
     } catch (err) {
       // A write still on its way lands first: nothing else is written meanwhile, and its own
       // failure is not the one reported.
@@ -353,6 +361,7 @@ export class QueryRunner {
         status,
         rows,
         bytes: body.bytes,
+        encodedBytes: body.encodedBytes,
         streamingAt: body.streamingAt,
         cause,
         spoolWriteFailed,

@@ -14,6 +14,8 @@ export interface ThreadSettings {
   credentialKey: string;
   /** One Int32 shared by all threads: statement connections open. */
   connectionCounts: SharedArrayBuffer;
+  /** One Int32 shared by all threads: full collections they ran once idle (IdleCollection). */
+  idleCollections: SharedArrayBuffer;
   defaultFetchSize: number;
   windowChunks: number;
   windowBytes: number;
