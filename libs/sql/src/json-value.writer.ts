@@ -149,9 +149,15 @@ export function writeJsonBool(
   dst: WordBytes,
   at: number,
 ): number {
-  const word = end - start === 1 && src.bytes[start] === LOWER_T ? TRUE : FALSE;
   const d = dst.bytes;
-  for (let i = 0; i < word.length; i++) d[at++] = word[i];
+  if (end - start === 1 && src.bytes[start] === LOWER_T) {
+    d[at] = TRUE[0];
+    d[at + 1] = TRUE[1];
+    d[at + 2] = TRUE[2];
+    d[at + 3] = TRUE[3];
+    return at + 4;
+  }
+  for (let i = 0; i < FALSE.length; i++) d[at++] = FALSE[i];
   return at;
 }
 
@@ -267,11 +273,12 @@ function needsEscape(word: number): boolean {
   const quote = word ^ 0x22222222;
   const backslash = word ^ 0x5c5c5c5c;
   return (
-    (((word - 0x20202020) & ~word) |
+    ((((word - 0x20202020) & ~word) |
       ((quote - 0x01010101) & ~quote) |
       ((backslash - 0x01010101) & ~backslash)) &
-      0x80808080
-  ) !== 0;
+      0x80808080) !==
+    0
+  );
 }
 
 /** Copies `src[start, end)` to `dst[at]`, 4 bytes at a time, or natively when long. */
@@ -320,6 +327,24 @@ function isIsoDate(src: Uint8Array, start: number, end: number): boolean {
   return y - start >= 4 && y + 3 < end && src[y] === MINUS && src[y + 3] === MINUS;
 }
 
+/** `src[start, end)` starts `YYYY-MM-DD ` (a year of four digits, the commonest): its first space at 10. */
+function isFourDigitYearDay(src: Uint8Array, start: number, end: number): boolean {
+  return (
+    start + 10 < end &&
+    src[start + 10] === SPACE &&
+    isDigit(src[start]) &&
+    isDigit(src[start + 1]) &&
+    isDigit(src[start + 2]) &&
+    isDigit(src[start + 3]) &&
+    src[start + 4] === MINUS &&
+    isDigit(src[start + 5]) &&
+    isDigit(src[start + 6]) &&
+    src[start + 7] === MINUS &&
+    isDigit(src[start + 8]) &&
+    isDigit(src[start + 9])
+  );
+}
+
 /** The XSD form: 'T' for the first space, and for timestamptz an offset's minutes always. */
 function writeTimestamp(
   form: 'timestamp' | 'timestamptz',
@@ -331,7 +356,7 @@ function writeTimestamp(
 ): number {
   const s = src.bytes;
   const d = dst.bytes;
-  let sp = start;
+  let sp = isFourDigitYearDay(s, start, end) ? start + 10 : start;
   while (sp < end && s[sp] !== SPACE) sp++;
   d[at++] = QUOTE;
   if (sp === end) {
