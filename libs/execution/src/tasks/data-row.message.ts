@@ -19,10 +19,7 @@ export interface DataRowSink {
   flush(): void;
 }
 
-/**
- * What the parser hands pg for a DataRow a sink took: a message no one listens for, so that pg's
- * connection and client do nothing with it.
- */
+/** What handlePacket returns for a DataRow a sink took: parse does not hand it to pg. */
 const TAKEN = Object.freeze({ name: 'dataRowTaken' });
 
 /** True when a value of the DataRow body `bytes[from, to)` is too long for a string. */
@@ -150,7 +147,10 @@ export function readDataRowsOnDemand(): void {
     return message.reuse(bytes, offset, offset + length - 4, length);
   };
   proto.parse = function (this: SinkingParser, buffer, callback) {
-    parse.call(this, buffer, callback);
+    // A row the sink took is no message for pg: its connection would emit an event a row.
+    parse.call(this, buffer, (message) => {
+      if (message !== TAKEN) callback(message);
+    });
     // The parser keeps what is left of its buffer, and moves or adds to it with the next bytes.
     this[MESSAGE]?.sink?.flush();
   };
