@@ -87,6 +87,15 @@ export function writeJsonValueWords(
   }
 }
 
+/** A form's writer: the JSON of the value `src[start, end)` at `dst[at]`; where it ends, or -1. */
+export type JsonFormWriter = (
+  src: WordBytes,
+  start: number,
+  end: number,
+  dst: WordBytes,
+  at: number,
+) => number;
+
 /*
  * Each form's writer, as writeJsonValueWords calls it, for a caller that dispatches on the form
  * itself (the row writer: one call site a form, which V8 can inline, where the switch above is
@@ -94,24 +103,12 @@ export function writeJsonValueWords(
  */
 
 /** `verbatim`: the text is its JSON (integers, json, jsonb). */
-export function writeJsonVerbatim(
-  src: WordBytes,
-  start: number,
-  end: number,
-  dst: WordBytes,
-  at: number,
-): number {
+export const writeJsonVerbatim: JsonFormWriter = (src, start, end, dst, at) => {
   return copyWords(src, start, end, dst, at);
-}
+};
 
 /** `number`: the text as it is when it is a JSON number, else a JSON string (NaN, Infinity). */
-export function writeJsonNumber(
-  src: WordBytes,
-  start: number,
-  end: number,
-  dst: WordBytes,
-  at: number,
-): number {
+export const writeJsonNumber: JsonFormWriter = (src, start, end, dst, at) => {
   // Copied as it is checked: the usual `-ddd.ddd` in one pass, anything else checked again.
   const s = src.bytes;
   const d = dst.bytes;
@@ -139,16 +136,10 @@ export function writeJsonNumber(
   return isJsonNumber(s, start, end)
     ? copyWords(src, start, end, dst, from)
     : writeJsonString(src, start, end, dst, from);
-}
+};
 
 /** `bool`: `t` is true, anything else false. */
-export function writeJsonBool(
-  src: WordBytes,
-  start: number,
-  end: number,
-  dst: WordBytes,
-  at: number,
-): number {
+export const writeJsonBool: JsonFormWriter = (src, start, end, dst, at) => {
   const d = dst.bytes;
   if (end - start === 1 && src.bytes[start] === LOWER_T) {
     d[at] = TRUE[0];
@@ -159,56 +150,32 @@ export function writeJsonBool(
   }
   for (let i = 0; i < FALSE.length; i++) d[at++] = FALSE[i];
   return at;
-}
+};
 
 /** `date`: quoted when in ISO form, else -1 (the encoder decides). */
-export function writeJsonDate(
-  src: WordBytes,
-  start: number,
-  end: number,
-  dst: WordBytes,
-  at: number,
-): number {
+export const writeJsonDate: JsonFormWriter = (src, start, end, dst, at) => {
   if (!isIsoDate(src.bytes, start, end)) return -1;
   const d = dst.bytes;
   d[at] = QUOTE;
   at = copyWords(src, start, end, dst, at + 1);
   d[at] = QUOTE;
   return at + 1;
-}
+};
 
 /** `timestamp`: quoted in XSD form when in ISO form, else -1 (the encoder decides). */
-export function writeJsonTimestamp(
-  src: WordBytes,
-  start: number,
-  end: number,
-  dst: WordBytes,
-  at: number,
-): number {
+export const writeJsonTimestamp: JsonFormWriter = (src, start, end, dst, at) => {
   if (!isIsoDate(src.bytes, start, end)) return -1;
   return writeTimestamp('timestamp', src, start, end, dst, at);
-}
+};
 
 /** `timestamptz`: quoted in XSD form when in ISO form, else -1 (the encoder decides). */
-export function writeJsonTimestamptz(
-  src: WordBytes,
-  start: number,
-  end: number,
-  dst: WordBytes,
-  at: number,
-): number {
+export const writeJsonTimestamptz: JsonFormWriter = (src, start, end, dst, at) => {
   if (!isIsoDate(src.bytes, start, end)) return -1;
   return writeTimestamp('timestamptz', src, start, end, dst, at);
-}
+};
 
 /** `string`: as JSON.stringify writes a string, `"` and `\` escaped, control characters too. */
-export function writeJsonString(
-  src: WordBytes,
-  start: number,
-  end: number,
-  dst: WordBytes,
-  at: number,
-): number {
+export const writeJsonString: JsonFormWriter = (src, start, end, dst, at) => {
   const s = src.bytes;
   const d = dst.bytes;
   const sw = src.words;
@@ -261,7 +228,7 @@ export function writeJsonString(
   }
   d[at++] = QUOTE;
   return at;
-}
+};
 
 /**
  * Whether one of the four bytes of `word` is below 0x20, a `"` or a `\`, all four tested at once

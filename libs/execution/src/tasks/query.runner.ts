@@ -254,6 +254,13 @@ export class QueryRunner {
     const reporting = (waiting: Promise<void> | undefined) =>
       waiting && progress ? progress.during(waiting, made) : waiting;
     const made = () => ({ rows, bytes: body.bytes, streamingAt: body.streamingAt });
+    const outcome = (status: Status): ExecutionOutcome => ({
+      status,
+      rows,
+      bytes: body.bytes,
+      encodedBytes: body.encodedBytes,
+      streamingAt: body.streamingAt,
+    });
     try {
       const fetch = job.fetchSize > 0 ? job.fetchSize : this.settings.defaultFetchSize;
       const limit = job.maxRows;
@@ -332,13 +339,7 @@ export class QueryRunner {
       );
       // A format that writes at its end (Parquet's last row group) waits for the client here.
       await reporting(body.end(status, encoder.end(status) ?? Buffer.alloc(0)));
-      return {
-        status,
-        rows,
-        bytes: body.bytes,
-        encodedBytes: body.encodedBytes,
-        streamingAt: body.streamingAt,
-      };
+      return outcome(status);
     } catch (err) {
       // A write still on its way lands first: nothing else is written meanwhile, and its own
       // failure is not the one reported.
@@ -356,16 +357,10 @@ export class QueryRunner {
         : err instanceof ResultStreamLostError || err instanceof SpoolUnavailableError
           ? err.message
           : undefined;
-      const spoolWriteFailed = err instanceof SpoolUnavailableError || undefined;
-      return {
-        status,
-        rows,
-        bytes: body.bytes,
-        encodedBytes: body.encodedBytes,
-        streamingAt: body.streamingAt,
-        cause,
-        spoolWriteFailed,
-      };
+      const failed = outcome(status);
+      failed.cause = cause;
+      failed.spoolWriteFailed = err instanceof SpoolUnavailableError || undefined;
+      return failed;
     } finally {
       await statement.release();
     }
