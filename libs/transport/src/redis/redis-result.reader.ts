@@ -2,7 +2,7 @@ import type { RedisClient } from './redis.connector';
 import { ResultRecord } from '@app/contracts';
 import { ReaderClosedError, ReaderHooks, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
-import { MuxSubscriber, RedisStreamMux, StreamEntry } from './redis-stream.mux';
+import { BULK_BYTES, MuxSubscriber, RedisStreamMux, StreamEntry } from './redis-stream.mux';
 import { parseRecord } from './stream.codec';
 
 export interface ReaderOptions {
@@ -11,6 +11,12 @@ export interface ReaderOptions {
   ttlSeconds: number;
   /** How often the query's alive key is refreshed; it lives three beats. */
   beatMs: number;
+}
+
+function entryBytes(fields: Buffer[]): number {
+  let bytes = 0;
+  for (const field of fields) bytes += field.length;
+  return bytes;
 }
 
 interface Waiter {
@@ -28,10 +34,13 @@ interface Waiter {
 export class RedisResultReader implements ResultReader, MuxSubscriber {
   readonly key: string;
   lastId = '0-0';
+  bulky = false;
   private readonly cancelKey: string;
   private readonly aliveKey: string;
   /** Entries read and not handed out yet, parsed as they are handed out. */
   private readonly buffered: Buffer[][] = [];
+  /** Bytes given so far, counted until they make it bulky. */
+  private given = 0;
   /** Ids of the entries read and not deleted yet. */
   private read: string[] = [];
   /** The pending next(), if any. */
@@ -91,7 +100,9 @@ export class RedisResultReader implements ResultReader, MuxSubscriber {
       this.lastId = id.toString();
       this.read.push(this.lastId);
       this.buffered.push(fields);
+      if (!this.bulky) this.given += entryBytes(fields);
     }
+    this.bulky ||= this.given >= BULK_BYTES;
     // While onSilence is asked, its verdict hands out what came meanwhile.
     if (this.waiter && !this.asking) this.settle();
   }

@@ -39,7 +39,7 @@ export interface ResultSourceStats {
 
 /**
  * Hands out stream readers, all read through one RedisStreamMux: one blocking connection per api
- * process, whatever the number of queries it reads.
+ * process for small results and one for large ones, whatever the number of queries it reads.
  */
 export class RedisResultSource implements ResultSource {
   private readonly mux: RedisStreamMux;

@@ -1,4 +1,5 @@
 import Redis from 'ioredis';
+import type { Socket } from 'node:net';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ResultRecord } from '@app/contracts';
 import { testRedisUrl } from '@test/settings';
@@ -6,10 +7,10 @@ import { data, end, settledAfter, sleep } from '@test/support/flow';
 import { CommandLog, logCommands } from '@test/support/monitor';
 import { FlowWindow, ReaderClosedError, ReaderHooks, ResultReader } from '../result.channel';
 import { RedisKeys } from '../redis.keys';
-import { RedisConnector } from './redis.connector';
+import { RedisClient, RedisConnector } from './redis.connector';
 import { RedisResultSource } from './redis-result.source';
 import { RedisResultWriter } from './redis-result.writer';
-import { RedisStreamMux } from './redis-stream.mux';
+import { BULK_BYTES, RedisStreamMux } from './redis-stream.mux';
 
 /**
  * One api process reads the result streams of all its queries over one blocking connection,
@@ -20,6 +21,7 @@ import { RedisStreamMux } from './redis-stream.mux';
 const BLOCK_MS = 5000;
 
 let redis: Redis;
+let connector: RedisConnector;
 let keys: RedisKeys;
 let source: RedisResultSource;
 let monitor: CommandLog | undefined;
@@ -28,8 +30,9 @@ beforeEach(async () => {
   redis = new Redis(testRedisUrl, { maxRetriesPerRequest: 1 });
   await redis.ping();
   keys = new RedisKeys(`mux-spec-${randomBytes(4).toString('hex')}`);
+  connector = new RedisConnector({ mode: 'single', url: testRedisUrl });
   source = new RedisResultSource(redis, keys, {
-    connector: new RedisConnector({ mode: 'single', url: testRedisUrl }),
+    connector,
     silenceMs: 30_000,
     ttlSeconds: 60,
     blockMs: BLOCK_MS,
@@ -280,5 +283,44 @@ describe(RedisStreamMux.name, () => {
     expect(after.ids).toHaveLength(1);
     expect(after.ids[0]).not.toBe(id);
     await Promise.all([...opened, fresh].map(({ reader }) => reader.close()));
+  });
+
+  it('reads a large result over a connection of its own: a small result never waits behind its entries', async () => {
+    const made: RedisClient[] = [];
+    const connect = connector.connect.bind(connector);
+    jest.spyOn(connector, 'connect').mockImplementation((options) => {
+      const connection = connect(options);
+      made.push(connection);
+      return connection;
+    });
+    const large = open();
+    const producer = writer(large.queryId, { chunks: 8, bytes: 64 * 1024 * 1024 });
+    // Its first entry is read beside everyone's, and makes it a bulk result.
+    await producer.write(data(1, BULK_BYTES));
+    expect(await large.reader.next()).toMatchObject({ rows: 1 });
+    const second = large.reader.next();
+    await until(async () => (await readerClients()).blocked === 1, 2000);
+    expect(made).toHaveLength(2);
+    // Its connection takes nothing in now: its next entries, a MiB each, stay in the socket.
+    (made[1] as unknown as { stream: Socket }).stream.pause();
+    for (let n = 2; n <= 5; n++) await producer.write(data(n, 1024 * 1024));
+    await producer.write(end());
+
+    const small = open();
+    const quick = writer(small.queryId);
+    await quick.write(data(7));
+    await quick.write(end());
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise((resolve) => (timer = setTimeout(() => resolve('late'), 2000)));
+    const got = await Promise.race([readAll(small.reader), late]);
+    clearTimeout(timer);
+    expect(got).toEqual([7]);
+    expect(await settledAfter(second, 0)).toBe(false);
+
+    (made[1] as unknown as { stream: Socket }).stream.resume();
+    expect(await second).toMatchObject({ rows: 2 });
+    expect(await readAll(large.reader)).toEqual([3, 4, 5]);
+    expect(source.stats).toMatchObject({ connections: 2 });
+    await Promise.all([small.reader.close(), large.reader.close()]);
   });
 });

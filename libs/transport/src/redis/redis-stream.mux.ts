@@ -22,7 +22,19 @@ export interface MuxSubscriber {
   deliver(entries: StreamEntry[]): void;
   /** The read that was to serve it failed (connection lost, Redis error). */
   fail(err: Error): void;
+  /**
+   * It has been given a large result's worth already (BULK_BYTES): its stream is read over a
+   * connection of its own, beside the small results'. Changes only when it is given entries.
+   */
+  readonly bulky?: boolean;
 }
+
+/**
+ * What a subscriber is given before its stream is read apart from the small results' (a bulk
+ * result's entries are up to SLUICE_MAX_ENTRY_BYTES each, and an XREAD takes up to the producer's
+ * window of them: megabytes a reply, which every stream read in the same XREAD waits behind).
+ */
+export const BULK_BYTES = 256 * 1024;
 
 export interface StreamMuxOptions {
   /** Makes the blocking connections. */
@@ -33,7 +45,10 @@ export interface StreamMuxOptions {
   connectionName: string;
 }
 
-/** The streams one multi-key XREAD may read together, and the connection that reads them. */
+/**
+ * The streams one multi-key XREAD may read together, and the connection that reads them: those of
+ * one hash slot (Redis Cluster), bulk results apart from the rest.
+ */
 interface MuxGroup {
   /** A stream that ends the group's blocking XREAD when new demand comes. */
   readonly wakeKey: string;
@@ -70,9 +85,10 @@ async function disconnected(connection: RedisClient | undefined): Promise<void> 
 }
 
 /**
- * Reads many streams over one blocking connection: one `XREAD BLOCK` over the streams whose
- * subscribers wait for entries right now (demand), so a subscriber that holds entries it has not
- * handed out yet is not read for, and its producer's window stays where it is. New demand while
+ * Reads many streams over one blocking connection (large results over a second: BULK_BYTES): one
+ * `XREAD BLOCK` over the streams whose subscribers wait for entries right now (demand), so a
+ * subscriber that holds entries it has not handed out yet is not read for, and its producer's
+ * window stays where it is. New demand while
  * the XREAD blocks ends it at once through the mux's wake stream (Redis orders the commands: a
  * wake sent before the XREAD runs is read by it), and the next XREAD reads for everyone waiting.
  *
@@ -115,13 +131,13 @@ export class RedisStreamMux {
       sub.fail(new Error('the result streams reader is closed'));
       return;
     }
-    this.groupFor(sub.key).waiting.add(sub);
+    this.groupFor(sub).waiting.add(sub);
     this.scheduled ??= setImmediate(() => this.flush());
   }
 
   /** Stops reading a subscriber's stream for it (it closed, or stopped waiting). */
   leave(sub: MuxSubscriber): void {
-    const group = this.groups.get(this.groupOf(sub.key));
+    const group = this.groups.get(this.groupOf(sub));
     if (!group || !group.waiting.delete(sub)) return;
     const reading = group.reading;
     // An XREAD that serves nobody any more would keep the connection blocked until its timeout.
@@ -153,20 +169,23 @@ export class RedisStreamMux {
 
   /**
    * The group a stream is read in: one XREAD reads the streams of one group. A single Redis node
-   * (also behind Sentinel) serves any keys together: one group. Redis Cluster: the key's slot.
+   * (also behind Sentinel) serves any keys together: one group for small results and one for bulk
+   * ones. Redis Cluster: the same two for each slot.
    */
-  private groupOf(key: string): string {
-    return this.options.connector.isCluster ? String(hashSlot(key)) : '';
+  private groupOf(sub: MuxSubscriber): string {
+    const slot = this.options.connector.isCluster ? String(hashSlot(sub.key)) : '';
+    return sub.bulky ? `${slot}:bulk` : slot;
   }
 
-  private groupFor(key: string): MuxGroup {
-    const name = this.groupOf(key);
+  private groupFor(sub: MuxSubscriber): MuxGroup {
+    const name = this.groupOf(sub);
     let group = this.groups.get(name);
     if (!group) {
+      const reader = sub.bulky ? `${this.id}-bulk` : this.id;
       group = {
         wakeKey: this.options.connector.isCluster
-          ? this.keys.wake(this.id, hashTagOf(key))
-          : this.keys.wake(this.id),
+          ? this.keys.wake(reader, hashTagOf(sub.key))
+          : this.keys.wake(reader),
         wakeId: '0-0',
         connection: undefined,
         waiting: new Set(),
