@@ -54,6 +54,35 @@ async function picture(tab: Page, name: string, focus?: Locator): Promise<void> 
   await tab.screenshot({ path: join(ARTIFACTS, name) });
 }
 
+/**
+ * Opens query `queryId`'s detail view from its row of the list, and waits until the view shows
+ * that query's whole statement. The list is redrawn as it refreshes: a click can land while its
+ * row is replaced, and the view then goes on showing the query opened before (whose statement is
+ * whole as well), so the click is made again until the view names this query.
+ */
+async function openDetail(tab: Page, queryId: string): Promise<void> {
+  // Runs in the page, where `document` is (no DOM types here).
+  const shown = (id: string) => {
+    type Found = { textContent: string | null; dataset: Record<string, string | undefined> };
+    const { document } = globalThis as unknown as {
+      document: { getElementById(id: string): Found | null };
+    };
+    return (
+      document.getElementById('detail-id')?.textContent === id &&
+      document.getElementById('detail-statement')?.dataset.whole === 'true'
+    );
+  };
+  for (let attempt = 1; ; attempt++) {
+    await tab.locator(`tr[data-query-id="${queryId}"] td`).nth(10).click();
+    try {
+      await tab.waitForFunction(shown, queryId, { timeout: 3_000 });
+      return;
+    } catch (err) {
+      if (attempt === 3) throw err;
+    }
+  }
+}
+
 async function page(options: Parameters<Browser['newContext']>[0] = {}) {
   context = await browser!.newContext({ viewport: { width: 1280, height: 720 }, ...options });
   return context.newPage();
@@ -417,12 +446,10 @@ describe('AdminPage', () => {
     const longRow = tab.locator(`tr[data-query-id="${long.json.query_id as string}"]`);
     expect(longStatement.length).toBeGreaterThan(400);
     expect(await longRow.locator('td').nth(10).textContent()).toBe(longStatement.slice(0, 200));
-    await longRow.locator('td').nth(10).click();
-    await tab.waitForSelector('#detail:not([hidden]) #detail-statement[data-whole="true"]');
+    await openDetail(tab, long.json.query_id as string);
     expect(await tab.textContent('#detail-statement')).toBe(longStatement);
     // One query opened: its whole statement, timings, rows, status and lane.
-    await slowRow.locator('td').nth(10).click();
-    await tab.waitForSelector('#detail:not([hidden]) #detail-statement[data-whole="true"]');
+    await openDetail(tab, slow.json.query_id as string);
     expect(await tab.textContent('#detail-statement')).toBe('select 2 as slow from pg_sleep(0.3)');
     const facts = await tab.locator('#detail-facts').textContent();
     expect(facts).toMatch(/streaming\d{4}-\d\d-\d\dT/);
@@ -464,8 +491,7 @@ describe('AdminPage', () => {
     const tab = await page();
     await openAdminQueries(tab, baseUrl, { user: adminUser, password: adminPassword });
     const row = tab.locator(`tr[data-query-id="${opened.json.query_id as string}"]`);
-    await row.locator('td').nth(10).click();
-    await tab.waitForSelector('#detail:not([hidden]) #detail-statement[data-whole="true"]');
+    await openDetail(tab, opened.json.query_id as string);
     // The list holds the newest 500 queries (QueriesService): 500 newer ones push this one out,
     // as a busy service does within seconds (4 at a time: the suite's SLUICE_MAX_ACTIVE_PER_USER
     // is 6).
