@@ -470,12 +470,22 @@ describe('fault tolerance', () => {
       expect(res.status).toBe(202);
       return ((await res.json()) as { query_id: string }).query_id;
     };
+    const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    // Queued for 2 s on end: not only a worker slow to take it (a busy machine), but one whose
+    // slots the queries before it hold.
+    const staysQueued = async (queryId: string) => {
+      for (let check = 0; check < 10; check++) {
+        if ((await queryInfo(queryId, bearer)).state !== 'queued') return false;
+        await pause(200);
+      }
+      return true;
+    };
     // Fill the worker until a query waits in the queue.
     let queued: string | undefined;
     for (let i = 0; i < 12 && !queued; i++) {
       const queryId = await submit();
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      if ((await queryInfo(queryId, bearer)).state === 'queued') queued = queryId;
+      await pause(300);
+      if (await staysQueued(queryId)) queued = queryId;
     }
     expect(queued).toBeDefined();
     await worker.stop('SIGKILL');
