@@ -479,7 +479,11 @@ describe('fault tolerance', () => {
       const queryId = await submit();
       await new Promise((resolve) => setTimeout(resolve, 300));
       worker.child.kill('SIGSTOP');
-      const info = await queryInfo(queryId, bearer);
+      // A failed look must not leave the worker frozen for the tests after this one.
+      const info = await queryInfo(queryId, bearer).catch((err: unknown) => {
+        worker.child.kill('SIGCONT');
+        throw err;
+      });
       if (info.state === 'queued' && info.queue_position !== null) queued = queryId;
       else worker.child.kill('SIGCONT');
     }
