@@ -39,6 +39,7 @@ const STYLE = `
   figure { margin: 0; background: #fff; border: 1px solid #e3e6eb; border-radius: 4px; padding: .4rem .6rem; }
   figcaption { font-weight: 600; font-size: .85rem; }
   figure svg { width: 100%; height: 5rem; display: block; }
+  .legend { min-height: 1.2rem; }
   .legend span { margin-right: .6rem; font-size: .8rem; }
   #detail { background: #fff; border: 1px solid #b8bfcc; border-radius: 4px; padding: .6rem .9rem; margin-top: .75rem; }
   #detail pre { white-space: pre-wrap; word-break: break-word; background: #f6f7f9; padding: .5rem; }
