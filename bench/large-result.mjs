@@ -278,13 +278,16 @@ function keepTail(size = 65536) {
  * end inside a character) and JSON.parse's each one; rows are counted from the parsed `data`
  * arrays. A line that does not parse throws, which makes the response an error.
  */
-function parseLines() {
+function parseLines({ keep = keepParsedBody } = {}) {
   const decoder = new StringDecoder('utf8');
   let partial = '';
   let rows = 0;
   let finalStatus;
+  // The body as it came, for the parse alone (parseAlone) after the rounds: the last run's only.
+  const chunks = keep ? (parsedBody = []) : undefined;
   return {
     add(c) {
+      chunks?.push(c);
       const text = partial + decoder.write(c);
       if (c.indexOf(10) === -1) {
         partial = text; // no line ends here: do not split the whole line so far again
@@ -300,6 +303,37 @@ function parseLines() {
     },
     done: () => ({ parsedRows: rows, finalStatus, unterminated: partial + decoder.end() }),
   };
+}
+
+/** The last stream+json body the parsing client read while keepParsedBody, as its chunks came. */
+let parsedBody;
+let keepParsedBody = false;
+
+/**
+ * The parsing client's own share of its path: one more stream+json read of the statement (not
+ * timed, its chunks kept), then the same reader over that body three times with the service idle,
+ * so that the run shows how much of the goal's time the client itself takes (its JSON.parse of
+ * every line, on one core) before Sluice or PostgreSQL do anything. The median pass.
+ */
+async function parseAlone(sluice) {
+  const format = FORMATS.find((f) => f.kind === 'ndjson-parsed');
+  keepParsedBody = true;
+  const res = await fetchAll(sluice, format, SQL).finally(() => (keepParsedBody = false));
+  const check = await rowsOf(format, res);
+  if (check.error) throw new Error(`${format.label}, kept for the parse alone: ${check.error}`);
+  await sleep(1000);
+  const seconds = [];
+  let rows = 0;
+  for (let pass = 0; pass < 3; pass++) {
+    const started = performance.now();
+    const reader = parseLines({ keep: false });
+    for (const c of parsedBody) reader.add(c);
+    seconds.push((performance.now() - started) / 1000);
+    rows = reader.done().parsedRows;
+  }
+  parsedBody = undefined;
+  if (rows !== ROWS) throw new Error(`the client's parse alone: ${rows} rows, not ${ROWS}`);
+  return median(seconds);
 }
 
 const READERS = {
@@ -522,7 +556,10 @@ async function main() {
     lastRound = (performance.now() - roundStart) / 1000;
   }
 
-  report({ targets, results, unavailable, loadAtStart, workerStartRss });
+  const parseAloneSeconds = targets.some((t) => t.format?.kind === 'ndjson-parsed')
+    ? await parseAlone(sluice)
+    : undefined;
+  report({ targets, results, unavailable, loadAtStart, workerStartRss, parseAloneSeconds });
 }
 
 function runsText(summary) {
@@ -531,7 +568,7 @@ function runsText(summary) {
   return lo === hi ? `${lo} run${lo === 1 ? '' : 's'}` : `${lo}–${hi} runs`;
 }
 
-function report({ targets, results, unavailable, loadAtStart, workerStartRss }) {
+function report({ targets, results, unavailable, loadAtStart, workerStartRss, parseAloneSeconds }) {
   const summary = targets.map((t) => {
     const runs = results.get(t);
     const seconds = median(runs.map((r) => r.seconds));
@@ -563,7 +600,7 @@ function report({ targets, results, unavailable, loadAtStart, workerStartRss }) 
       : `- Statement: the mixed-type select of bench/large-result.mjs (int, bigint, numeric(20,6), md5 text, timestamptz, bool, jsonb, float8, a mostly-NULL int) over generate_series(1, ${ROWS})`,
     `- Sluice at its default settings; ${FETCH_SIZE ? `fetch_size ${FETCH_SIZE} in each request` : 'no fetch_size in the requests (the default, SLUICE_DEFAULT_FETCH_SIZE, decides)'}; medians of ${runsText(summary)} per path, in rounds; every body read in full by a node:http client in the bench process`,
     `- COPY floor ("× COPY" is relative to it): \`COPY ${COPY_SOURCE} TO STDOUT\` on one pg connection of the bench process, read with pg-copy-streams, bytes and lines counted; the psql row runs the same COPY through \`psql\` (stdout read by the bench), for comparison with earlier figures only`,
-    `- stream+json twice: the client counting bytes (keeping the last chunks for the final status), and the client splitting the body into lines and \`JSON.parse\`-ing each one (rows counted from the parsed \`data\` arrays)`,
+    `- stream+json twice: the client counting bytes (keeping the last chunks for the final status), and the client splitting the body into lines and \`JSON.parse\`-ing each one (rows counted from the parsed \`data\` arrays); after the rounds, that client's parse alone: one more such read kept whole (not timed), then the same reader over it with the service idle`,
     `- Direct path: in the bench process, pg-cursor (array rows, ${DIRECT_FETCH} a read), type parsing ${DIRECT_TYPE_PARSING === 'both' ? 'off and on' : DIRECT_TYPE_PARSING}, one \`JSON.stringify(row)\` line per row, bytes counted, not sent anywhere`,
     `- Memory: worker (and api) RSS from /proc/<pid>/status every 100 ms; "+MB" is peak minus RSS just before the request (largest over the runs); worker RSS right after start, before any query: ${mb(workerStartRss)} MB`,
     '',
@@ -589,6 +626,10 @@ function report({ targets, results, unavailable, loadAtStart, workerStartRss }) 
     const s = byKind(kind);
     if (s)
       out.push(`- ${what} ≥ ${goal}× COPY: **${ratio(s).toFixed(2)}×** — ${met(ratio(s) >= goal)}`);
+    if (s && kind === 'ndjson-parsed' && parseAloneSeconds !== undefined)
+      out.push(
+        `  - the client's parse alone (the same reader over the last body it read, the service idle, median of 3): ${parseAloneSeconds.toFixed(2)} s = ${(copy.seconds / parseAloneSeconds).toFixed(2)}× COPY, ${((100 * parseAloneSeconds) / (copy.seconds / goal)).toFixed(0)}% of the ${(copy.seconds / goal).toFixed(2)} s the goal allows the whole path`,
+      );
   }
   const parquet = byKind('parquet');
   if (parquet) {
