@@ -18,6 +18,7 @@ import { createStoredTable, storedTableName } from './lib/exports.mjs';
 import {
   envInt,
   executeRequest,
+  installGuards,
   runMain,
   serverCounts,
   startSluice,
@@ -27,6 +28,9 @@ import {
 const ROUNDS = envInt('BENCH_ROUNDS', 3);
 const ROWS = 1_000_000;
 const TABLE = storedTableName(ROWS);
+
+// The table's set-up, the service's start, then up to a minute a round.
+installGuards((120 + 60 * ROUNDS) * 1000);
 
 /** Each thread's on-CPU and runnable-waiting seconds, and its name, by thread id. */
 function threads(pid) {
