@@ -119,6 +119,10 @@ export class CsvEncoder implements ResultEncoder {
     return out.take();
   }
 
+  reuse(chunk: Buffer): void {
+    this.out.reuse(chunk);
+  }
+
   private textRows(rows: TextRow[]): Buffer {
     const bool = this.bool;
     const n = bool.length;

@@ -32,4 +32,8 @@ export class JsonEncoder implements ResultEncoder {
   end(status: Status): Buffer {
     return Buffer.from(`],"status":${JSON.stringify(status)}}`);
   }
+
+  reuse(chunk: Buffer): void {
+    this.out.reuse(chunk);
+  }
 }

@@ -36,4 +36,8 @@ export class NdjsonEncoder implements ResultEncoder {
   end(status: Status): Buffer {
     return Buffer.from(`{"status":${JSON.stringify(status)}}\n`);
   }
+
+  reuse(chunk: Buffer): void {
+    this.out.reuse(chunk);
+  }
 }

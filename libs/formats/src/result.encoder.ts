@@ -38,6 +38,11 @@ export interface ResultEncoder {
    */
   rows(rows: RowBatch, chunkRows?: number): Buffer;
   end(status: Status): Buffer | null;
+  /**
+   * A Buffer rows() returned is no longer used by anyone (written, nothing keeps it): a later
+   * rows() may give its memory out again. The text formats take it back; the others ignore it.
+   */
+  reuse?(chunk: Buffer): void;
 }
 
 export type { ResultFormat };

@@ -94,4 +94,50 @@ describe(Utf8Builder.name, () => {
     expect(second.toString('utf8')).toBe('second');
     expect(out.take()).toHaveLength(0);
   });
+
+  describe('given a chunk back (reuse)', () => {
+    const chunkOf = (out: Utf8Builder, char: string, bytes: number): Buffer => {
+      out.append(char.repeat(bytes));
+      return out.take();
+    };
+
+    it('copies a later chunk that fits into its memory, and no chunk before it is given back', () => {
+      const out = new Utf8Builder();
+      const first = chunkOf(out, 'a', 100_000);
+      const second = chunkOf(out, 'b', 100_000);
+      expect(second.buffer).not.toBe(first.buffer);
+      out.reuse(first);
+      const third = chunkOf(out, 'c', 90_000);
+      expect(third.buffer).toBe(first.buffer);
+      expectSameBytes(third, Buffer.from('c'.repeat(90_000)));
+      // Taken once: the next chunk has memory of its own again.
+      const fourth = chunkOf(out, 'd', 90_000);
+      expect([first.buffer, second.buffer]).not.toContain(fourth.buffer);
+      expectSameBytes(second, Buffer.from('b'.repeat(100_000)));
+    });
+
+    it('takes a larger chunk in new memory, keeping the memory given back for one that fits', () => {
+      const out = new Utf8Builder();
+      const small = chunkOf(out, 'a', 70_000);
+      out.reuse(small);
+      const large = chunkOf(out, 'b', 200_000);
+      expect(large.buffer).not.toBe(small.buffer);
+      expect(chunkOf(out, 'c', 70_000).buffer).toBe(small.buffer);
+    });
+
+    it("ignores what it did not make a chunk's own memory of", () => {
+      const out = new Utf8Builder();
+      // A short chunk (in Node's shared pool), someone else's Buffer, a chunk past 4 MiB (the
+      // builder's own buffer, handed over): none is written into after it is given back.
+      const short = chunkOf(out, 'a', 100);
+      const foreign = Buffer.alloc(200_000, 'z');
+      const huge = chunkOf(out, 'h', 5 * 1024 * 1024);
+      for (const chunk of [short, foreign, huge]) out.reuse(chunk);
+      const next = chunkOf(out, 'n', 150_000);
+      expect([short.buffer, foreign.buffer, huge.buffer]).not.toContain(next.buffer);
+      expect(short.toString()).toBe('a'.repeat(100));
+      expect(foreign.every((b) => b === 0x7a)).toBe(true);
+      expect(huge.subarray(0, 4).toString()).toBe('hhhh');
+    });
+  });
 });

@@ -5,6 +5,8 @@ import { utf8Room, writeUtf8 } from './pg-text.decoder';
 const NATIVE_FROM = 256;
 /** Past this, a buffer grows by an eighth rather than doubling, and is not kept after its chunk. */
 const LARGE_BYTES = 4 * 1024 * 1024;
+/** A chunk at least this long gets a buffer of its own that may be handed back (reuse). */
+const REUSABLE_FROM = 64 * 1024;
 
 /**
  * Builds one chunk's bytes from many short strings, as `Buffer.from(a + b + …)` would give them,
@@ -18,6 +20,10 @@ export class Utf8Builder {
   private length = 0;
   /** `buf` with a DataView over it, made when asked for and again when `buf` is replaced. */
   private words: WordBytes | undefined;
+  /** The memory of chunks take() made, which reuse() may hand back. */
+  private readonly made = new WeakSet<ArrayBufferLike>();
+  /** A chunk's memory handed back: the next take() that fits copies into it. */
+  private spare: Buffer | undefined;
 
   constructor(private readonly initialBytes = 1024) {
     this.buf = Buffer.allocUnsafe(initialBytes);
@@ -61,9 +67,35 @@ export class Utf8Builder {
       this.words = undefined;
       return out;
     }
-    const out = Buffer.allocUnsafe(length);
+    const spare = this.spare;
+    if (spare && spare.length >= length) {
+      this.spare = undefined;
+      this.buf.copy(spare, 0, 0, length);
+      return spare.subarray(0, length);
+    }
+    if (length < REUSABLE_FROM) {
+      const out = Buffer.allocUnsafe(length);
+      this.buf.copy(out, 0, 0, length);
+      return out;
+    }
+    // Not from Node's shared pool: memory of its own, which reuse() can take back whole.
+    const out = Buffer.allocUnsafeSlow(length);
     this.buf.copy(out, 0, 0, length);
+    this.made.add(out.buffer);
     return out;
+  }
+
+  /**
+   * `chunk`, which take() returned, is no longer used by anyone (its write completed): a later
+   * take() may copy its chunk into the same memory instead of new memory. Each large chunk in
+   * new memory was external memory for V8 to account for, and a result's stream of them started
+   * the thread's mark-compacts (bench/RESULTS.md). Anything else is ignored.
+   */
+  reuse(chunk: Buffer): void {
+    const memory = chunk.buffer;
+    if (!this.made.has(memory)) return;
+    if (this.spare && this.spare.length >= memory.byteLength) return;
+    this.spare = Buffer.from(memory, 0, memory.byteLength);
   }
 
   /** Where the next byte goes; a writer that wrote into reserve()'s buffer moves it on. */

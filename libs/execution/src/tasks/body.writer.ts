@@ -79,6 +79,16 @@ export class BodyWriter {
     this.held ??= [];
   }
 
+  /**
+   * Whether what data() was given may still be kept once it resolved: while the body is held
+   * until its end. Otherwise a chunk whose data() resolved was compressed or written, and nothing
+   * here or in the result writers keeps it (the in-process channel copies what it posts, the
+   * spool copies into its segment, Redis's append completes with its reply).
+   */
+  get holding(): boolean {
+    return this.held !== undefined;
+  }
+
   private async write(record: ResultRecord): Promise<void> {
     if (this.held) this.held.push(record);
     else await this.writer.write(record);

@@ -456,6 +456,44 @@ describe(QueryRunner.name, () => {
       await reader.close();
     });
 
+    it("and gives a chunk's memory to a later chunk only once its write is done", async () => {
+      // Chunks of about 100 KB: the encoder takes such a chunk's memory back once it is written.
+      const job = jobOf("SELECT g, repeat('x', 1000) AS x FROM generate_series(1, 800) g", {
+        fetchSize: 100,
+      });
+      const memories: ArrayBufferLike[] = [];
+      const changed: number[] = [];
+      const { reader, running } = start(
+        job,
+        { chunks: 16, bytes: 16 << 20 },
+        undefined,
+        (writer) => ({
+          endRecorded: false,
+          async write(record: ResultRecord) {
+            if (record.kind !== 'data') return writer.write(record);
+            const n = memories.push(record.bytes.buffer);
+            const before = Buffer.from(record.bytes);
+            // Long enough for the next chunk to be read and encoded meanwhile.
+            await sleep(60);
+            if (!before.equals(record.bytes)) changed.push(n);
+            await writer.write(record);
+          },
+          writeFinal: (records: ResultRecord[]) => writer.writeFinal(records),
+          watch: (onStop: (reason: StopReason) => void) => writer.watch(onStop),
+          interrupt: (reason: StopReason) => writer.interrupt(reason),
+        }),
+      );
+      const records = await drain(reader);
+      expect((await running).status).toMatchObject({ reason: 'OK', row_count: 800 });
+      expect(changed).toEqual([]);
+      expect(memories.length).toBe(8);
+      // Two buffers took turns (a third when a chunk outgrew the spare).
+      expect(new Set(memories).size).toBeLessThanOrEqual(3);
+      const values = rowsIn(records).map(([g, x]) => [g, (x as string).length]);
+      expect(values).toEqual(Array.from({ length: 800 }, (_, i) => [i + 1, 1000]));
+      await reader.close();
+    });
+
     it('and ends unavailable when the result stream was lost, with what Redis said for the log', async () => {
       const job = jobOf('SELECT g FROM generate_series(1, 1000) g', { fetchSize: 100 });
       const oom = new Error('OOM command not allowed when used memory > maxmemory');

@@ -250,6 +250,8 @@ export class QueryRunner {
     let rows = 0;
     /** The write of the last batch encoded: one at a time, settled before anything else is written. */
     let writing: Promise<void> | undefined;
+    /** The chunk `writing` writes. */
+    let sent: Buffer | undefined;
     // A write awaited here may wait on a slow client: the rows made so far are reported meanwhile.
     const reporting = (waiting: Promise<void> | undefined) =>
       waiting && progress ? progress.during(waiting, made) : waiting;
@@ -317,7 +319,11 @@ export class QueryRunner {
           ? clock.encoding(() => encoder!.rows(read, fetch))
           : encoder.rows(read, fetch);
         await reporting(writing);
+        // The previous chunk is written and nothing keeps it: the encoder may fill its memory
+        // again (a large result's chunks then take turns in two buffers instead of new ones).
+        if (sent && !body.holding) encoder.reuse?.(sent);
         writing = body.data(batch.length, chunk);
+        sent = chunk;
         // Awaited in the next round, after the loop, or before a failure is reported.
         writing.catch(() => undefined);
         const next = await prefetch;
