@@ -434,7 +434,18 @@ describe('SLUICE_RESULT_TOTAL_MAX_BYTES', () => {
         }
         await new Promise((r) => setTimeout(r, 100));
       }
-      return { ids, infos: await ended, maxMetric, maxRedis, redis };
+      const infos = await ended;
+      // A query that waited past SLUICE_MAX_QUEUE_WAIT_MS (4 s here: twenty at once on a busy CI
+      // machine) never ran, and says nothing of the caps: it is sent again, alone.
+      const neverRan = (i: number) => /waited too long in the queue/.test(JSON.stringify(infos[i]));
+      for (let i = 0; i < infos.length; i++) {
+        for (let tries = 0; tries < 3 && neverRan(i); tries++) {
+          const as = submitters[i % submitters.length];
+          ids[i] = await submitAsync({ statement }, { accept: 'text/csv' }, as);
+          infos[i] = await finished(ids[i], as);
+        }
+      }
+      return { ids, infos, maxMetric, maxRedis, redis };
     } catch (err) {
       redis?.disconnect();
       throw err;
