@@ -9,7 +9,8 @@
 //
 //   npm run build && node bench/large-result-threads.mjs
 //
-// BENCH_ROUNDS (3): pairs of requests. With BENCH_CHILD_NODE_ARGS=--trace-gc and
+// BENCH_ROUNDS (3): pairs of requests; BENCH_KEEP_TABLE=1 keeps the table for a later run.
+// With BENCH_CHILD_NODE_ARGS=--trace-gc and
 // BENCH_CHILD_OUTPUT_DIR=<dir>, the worker's collections are in <dir>/worker-<pid>.log.
 import fs from 'node:fs';
 import { StringDecoder } from 'node:string_decoder';
@@ -28,6 +29,8 @@ import {
 const ROUNDS = envInt('BENCH_ROUNDS', 3);
 const ROWS = 1_000_000;
 const TABLE = storedTableName(ROWS);
+/** As large-result.mjs: the table is made if missing, and dropped at the end unless kept. */
+const KEEP_TABLE = process.env.BENCH_KEEP_TABLE === '1';
 
 // The table's set-up, the service's start, then up to a minute a round.
 installGuards((120 + 60 * ROUNDS) * 1000);
@@ -93,7 +96,7 @@ function read(sluice, body, parse) {
 }
 
 async function main() {
-  await storedTable(TABLE, createStoredTable(TABLE, ROWS), { keep: true });
+  await storedTable(TABLE, createStoredTable(TABLE, ROWS), { keep: KEEP_TABLE });
   const sluice = await startSluice();
   const body = Buffer.from(JSON.stringify({ statement: `select * from ${TABLE}` }));
   const out = [

@@ -234,6 +234,22 @@ describe('the in-process channel, writer to reader', () => {
     expect(got.every((r) => r.kind === 'error' || Buffer.isBuffer(r.bytes))).toBe(true);
   });
 
+  it("keeps nothing of a record once its write resolved: the caller may write over its bytes (the runner's reuse)", async () => {
+    const { reader, writer } = open({ chunks: 100 });
+    const written = [100, 200_000].map((size, i) => Buffer.alloc(size, 0x61 + i));
+    for (const [i, bytes] of written.entries()) {
+      const chunk = Buffer.from(bytes);
+      await writer.write({ kind: 'data', rows: i + 1, bytes: chunk });
+      chunk.fill(0x7a);
+    }
+    await sleep(ROUND_TRIP_MS);
+    for (const bytes of written) {
+      const record = await reader.next();
+      expect(record.kind === 'data' && record.bytes.equals(bytes)).toBe(true);
+    }
+    await reader.close();
+  });
+
   it('closes the producer port after the terminal record, and tells no watcher the consumer is gone', async () => {
     const { reader, writer } = open();
     const onStop = jest.fn();

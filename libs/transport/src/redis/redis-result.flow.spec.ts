@@ -167,6 +167,24 @@ describe('RedisResultWriter flow control', () => {
     await reader.close();
   });
 
+  it("keeps nothing of a record once its write resolved: the caller may write over its bytes (the runner's reuse)", async () => {
+    const { reader, writer } = open({ chunks: 8, bytes: 16 << 20 });
+    // By the script, by the script passed by reference (ioredis's patch: 16 KiB or more), in a MULTI.
+    const sizes = [100, 20_000, MULTI_APPEND_BYTES, MULTI_APPEND_BYTES + 1];
+    const written = sizes.map((size, i) => Buffer.alloc(size, 0x61 + i));
+    for (const [i, bytes] of written.entries()) {
+      const chunk = Buffer.from(bytes);
+      await writer.write({ kind: 'data', rows: i + 1, bytes: chunk });
+      chunk.fill(0x7a);
+    }
+    for (const [i, bytes] of written.entries()) {
+      const record = await reader.next();
+      expect(record).toMatchObject({ kind: 'data', rows: i + 1 });
+      expect(record.kind === 'data' && record.bytes.equals(bytes)).toBe(true);
+    }
+    await reader.close();
+  });
+
   it('reads back the window and the cancel after large entries too (appended in a MULTI)', async () => {
     const { reader, writer } = open({ chunks: 2, bytes: 100 * MULTI_APPEND_BYTES });
     await writer.write(data(1, MULTI_APPEND_BYTES));

@@ -84,6 +84,24 @@ describe(SpoolingResultWriter.name, () => {
     expect(inner.records.at(-1)).toMatchObject({ kind: 'end', rows: 7 });
   });
 
+  it("keeps nothing of a record once its write resolved: the caller may write over its bytes (the runner's reuse)", async () => {
+    const spool = new FileResultSpool(dir);
+    const inner = new RecordingWriter();
+    // Segments of 150 kB: the first record waits in the segment being filled, the second seals it.
+    const writer = new SpoolingResultWriter(inner, spool, 'q-reuse', {
+      segmentBytes: 150_000,
+      sealMs: 60_000,
+    });
+    const written = [100_000, 100_000, 30_000].map((size, i) => Buffer.alloc(size, 0x61 + i));
+    for (const bytes of written) {
+      const chunk = Buffer.from(bytes);
+      await writer.write({ kind: 'data', rows: 1, bytes: chunk });
+      chunk.fill(0x7a);
+    }
+    await writer.writeFinal([{ kind: 'end', status: okStatus(), bytes: Buffer.alloc(0), rows: 3 }]);
+    expect((await bodyOf(spool, inner.records)).equals(Buffer.concat(written))).toBe(true);
+  });
+
   it('writes a segment holding bytes once it has waited sealMs, so that a running fetch sees them', async () => {
     const spool = new FileResultSpool(dir);
     const inner = new RecordingWriter();
