@@ -1,5 +1,6 @@
 import { Parser } from 'pg-protocol/dist/parser';
 import { MAX_VALUE_CHARS, isStringTooLong } from './oversized-value.guard';
+import { ownRemainder } from './read.buffer';
 
 /** The type byte of DataRow ('D'). */
 const DATA_ROW = 0x44;
@@ -122,9 +123,10 @@ type Parse = (buffer: Buffer, callback: (message: unknown) => void) => void;
 
 /**
  * Makes pg's protocol parser hand DataRows over as DataRowMessage, their values read only by
- * whoever asks for them, or to the message's sink while one is set. pg-protocol has no hook for
- * this, so this wraps its Parser's handlePacket and parse: data-row.message.spec.ts fails when
- * those change. Idempotent.
+ * whoever asks for them, or to the message's sink while one is set, and keep nothing of a read
+ * in the thread's shared read buffer once it is handled (ownRemainder). pg-protocol has no hook
+ * for this, so this wraps its Parser's handlePacket and parse: data-row.message.spec.ts fails
+ * when those change. Idempotent.
  */
 export function readDataRowsOnDemand(): void {
   if (installed) return;
@@ -153,5 +155,7 @@ export function readDataRowsOnDemand(): void {
     });
     // The parser keeps what is left of its buffer, and moves or adds to it with the next bytes.
     this[MESSAGE]?.sink?.flush();
+    // Last: the rows flushed above may lie where the remainder is moved to.
+    ownRemainder(this);
   };
 }

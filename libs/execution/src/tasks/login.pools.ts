@@ -1,11 +1,37 @@
 import { createHash } from 'node:crypto';
+import { type OnReadOpts, Socket, type SocketConstructorOpts } from 'node:net';
 import { Pool, PoolClient } from 'pg';
 import { DEFAULT_CONNECT_TIMEOUT_MS, connectingWithin, loginUrl, type PgLogin } from '@app/access';
+import { readDataRowsOnDemand } from './data-row.message';
+import { threadReadBuffer } from './read.buffer';
 
 /** Session settings that make every worker print values the same way; the connection check ends
  * a running statement soon after its worker died (PostgreSQL 14+). */
 export const SESSION_OPTIONS =
   '-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c client_connection_check_interval=1000';
+
+/**
+ * A statement connection's socket, reading into the thread's one read buffer (threadReadBuffer)
+ * instead of a new Buffer a read; pg calls it with its connection's settings. Under TLS the
+ * socket's reads go through TLS's own handle, so such a socket reads as Node does.
+ */
+export function statementSocket(config: { ssl?: unknown }): Socket {
+  if (config.ssl) return new Socket();
+  // The parser must copy a cut message out of the shared buffer before the next read fills it.
+  readDataRowsOnDemand();
+  const buffer = threadReadBuffer();
+  const onread: OnReadOpts = {
+    buffer,
+    callback: (bytes) => {
+      // pg-protocol parses what its 'data' listener is given at once, as with Node's own reads.
+      socket.emit('data', buffer.subarray(0, bytes));
+      return true;
+    },
+  };
+  // Node's Socket takes `onread` (since 12.10); this @types/node lists it for connect() only.
+  const socket = new Socket({ onread } as SocketConstructorOpts);
+  return socket;
+}
 
 export interface LoginPoolsSettings {
   /** DATABASE_URL: host, port and default database; its user and password are replaced. */
@@ -88,6 +114,8 @@ export class LoginPools {
       options: SESSION_OPTIONS,
       application_name: 'sluice',
       Client: connectingWithin(this.settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS),
+      // pg calls it with its connection's settings; its types say it takes none.
+      stream: statementSocket as () => Socket,
     });
     const created = pool;
     // An idle connection that dies is removed by the pool; it must not take the thread down.

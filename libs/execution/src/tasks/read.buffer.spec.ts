@@ -1,0 +1,74 @@
+import { Parser } from 'pg-protocol/dist/parser';
+import { DataRowMessage, readDataRowsOnDemand } from './data-row.message';
+import { READ_BUFFER_BYTES, ownRemainder, threadReadBuffer } from './read.buffer';
+
+/** A DataRow message of one text value. */
+function dataRow(value: string): Buffer {
+  const body = Buffer.from(value);
+  const message = Buffer.alloc(1 + 4 + 2 + 4 + body.length);
+  message.write('D', 0);
+  message.writeUInt32BE(message.length - 1, 1);
+  message.writeInt16BE(1, 5);
+  message.writeInt32BE(body.length, 7);
+  body.copy(message, 11);
+  return message;
+}
+
+/**
+ * Hands `stream` to `parser` as a socket reading into the thread's shared buffer would: each read
+ * of at most `readBytes` written into the same memory, over the one before it.
+ */
+function readShared(parser: Parser, stream: Buffer, readBytes: number): string[] {
+  const shared = threadReadBuffer();
+  const values: string[] = [];
+  for (let at = 0; at < stream.length; at += readBytes) {
+    const n = stream.copy(shared, 0, at, Math.min(at + readBytes, stream.length));
+    parser.parse(shared.subarray(0, n), (msg) => {
+      if (msg instanceof DataRowMessage) values.push(msg.fields[0]!);
+    });
+    // What the next read overwrites: a parser that kept a reference to it would read this.
+    shared.fill(0x5a, 0, n);
+  }
+  return values;
+}
+
+describe(ownRemainder.name, () => {
+  beforeAll(() => readDataRowsOnDemand());
+
+  it('keeps a message cut by a read whole while the next read overwrites the shared buffer', () => {
+    const values = Array.from({ length: 500 }, (_, i) => `${i}:${'é'.repeat(i % 37)}`);
+    const stream = Buffer.concat(values.map(dataRow));
+    // Reads of sizes that cut messages anywhere, header and body alike.
+    for (const readBytes of [1, 3, 7, 64, 1000, 4093]) {
+      expect(readShared(new Parser(), stream, readBytes)).toEqual(values);
+    }
+  });
+
+  it('joins a message longer than a whole read', () => {
+    const values = ['a', 'x'.repeat(3 * READ_BUFFER_BYTES + 17), 'b', 'y'.repeat(READ_BUFFER_BYTES)];
+    const stream = Buffer.concat(values.map(dataRow));
+    expect(readShared(new Parser(), stream, READ_BUFFER_BYTES)).toEqual(values);
+  });
+
+  it('keeps nothing of the shared buffer once a read is handled', () => {
+    const parser = new Parser();
+    // One read: a whole row and the start of the next, which the parser keeps for the next read.
+    const stream = Buffer.concat([dataRow('one'), dataRow('two').subarray(0, 6)]);
+    expect(readShared(parser, stream, 1024)).toEqual(['one']);
+    const held = parser as unknown as { buffer: Buffer; bufferLength: number };
+    expect(held.bufferLength).toBe(6);
+    expect(held.buffer.buffer).not.toBe(threadReadBuffer().buffer);
+  });
+
+  it("leaves a socket's own buffers to pg-protocol, as it keeps them", () => {
+    const parser = new Parser();
+    const row = dataRow('own');
+    const read = Buffer.from(row.subarray(0, 6));
+    const seen: string[] = [];
+    parser.parse(read, () => undefined);
+    // Not copied: a buffer no other read will fill is kept by reference, as pg-protocol does.
+    expect((parser as unknown as { buffer: Buffer }).buffer).toBe(read);
+    parser.parse(Buffer.from(row.subarray(6)), (msg) => seen.push((msg as DataRowMessage).fields[0]!));
+    expect(seen).toEqual(['own']);
+  });
+});
