@@ -116,6 +116,16 @@ describe(Utf8Builder.name, () => {
       expectSameBytes(second, Buffer.from('b'.repeat(100_000)));
     });
 
+    it('takes a later chunk a few rows longer into the memory given back', () => {
+      const out = new Utf8Builder();
+      const first = chunkOf(out, 'a', 100_000);
+      out.reuse(first);
+      // Chunks of the same fetch size differ by their rows' widths.
+      const longer = chunkOf(out, 'b', 106_000);
+      expect(longer.buffer).toBe(first.buffer);
+      expectSameBytes(longer, Buffer.from('b'.repeat(106_000)));
+    });
+
     it('takes a larger chunk in new memory, keeping the memory given back for one that fits', () => {
       const out = new Utf8Builder();
       const small = chunkOf(out, 'a', 70_000);

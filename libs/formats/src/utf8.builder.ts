@@ -78,11 +78,12 @@ export class Utf8Builder {
       this.buf.copy(out, 0, 0, length);
       return out;
     }
-    // Not from Node's shared pool: memory of its own, which reuse() can take back whole.
-    const out = Buffer.allocUnsafeSlow(length);
-    this.buf.copy(out, 0, 0, length);
-    this.made.add(out.buffer);
-    return out;
+    // Not from Node's shared pool: memory of its own, which reuse() can take back whole; an
+    // eighth more than this chunk, so that the next chunks, a few rows longer or shorter, fit.
+    const memory = Buffer.allocUnsafeSlow(length + (length >> 3));
+    this.buf.copy(memory, 0, 0, length);
+    this.made.add(memory.buffer);
+    return memory.subarray(0, length);
   }
 
   /**

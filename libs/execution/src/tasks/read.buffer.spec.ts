@@ -60,6 +60,18 @@ describe(ownRemainder.name, () => {
     expect(held.buffer.buffer).not.toBe(threadReadBuffer().buffer);
   });
 
+  it('keeps a connection its carry across reads that end between two messages', () => {
+    const parser = new Parser();
+    const held = parser as unknown as { buffer: Buffer };
+    const [one, two, three] = [dataRow('one'), dataRow('two'), dataRow('three')];
+    // Cut inside `two`, then its end alone (nothing left), then cut inside `three`.
+    readShared(parser, Buffer.concat([one, two.subarray(0, 9)]), 1024);
+    const carry = held.buffer;
+    readShared(parser, two.subarray(9), 1024);
+    expect(readShared(parser, three.subarray(0, 9), 1024)).toEqual([]);
+    expect(held.buffer).toBe(carry);
+  });
+
   it("leaves a socket's own buffers to pg-protocol, as it keeps them", () => {
     const parser = new Parser();
     const row = dataRow('own');

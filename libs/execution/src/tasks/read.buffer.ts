@@ -27,18 +27,23 @@ export function threadReadBuffer(): Buffer {
   return (shared ??= Buffer.allocUnsafeSlow(READ_BUFFER_BYTES));
 }
 
+/** A carry larger than this (grown for a message longer than a read) is not kept once empty. */
+const KEPT_CARRY_BYTES = 4 * READ_BUFFER_BYTES;
+
 /**
  * Called after the parser handled a read: a message cut by the read's end stays in the parser
  * (pg-protocol keeps it by reference, to join it with the next read), so when it lies in the
  * shared read buffer it is copied into the parser's own carry, which the next read is appended
  * to. The carry has room for a whole read past what it holds, so pg-protocol never allocates to
- * join them; it is dropped once the parser holds nothing (a reply read whole needs none).
+ * join them. A connection keeps its carry while it is not much larger than a read: a result's
+ * reads end now inside a message, now between two, and new memory each time would be new pages
+ * for the kernel to fault in.
  */
 export function ownRemainder(parser: object): void {
   const input = parser as CarryingParser;
   const left = input.bufferLength;
   if (left === 0) {
-    input[CARRY] = undefined;
+    if ((input[CARRY]?.length ?? 0) > KEPT_CARRY_BYTES) input[CARRY] = undefined;
     return;
   }
   const from = input.bufferOffset;
