@@ -15,11 +15,10 @@ import { createStoredTable, storedTableName } from './lib/exports.mjs';
 import {
   DATABASE_URL,
   envInt,
-  gitDescription,
   installGuards,
   loadAverage,
-  machineDescription,
   median,
+  reportHeader,
   requireDist,
   runMain,
   storedTable,
@@ -90,10 +89,9 @@ await runMain(async () => {
     for (const [name, shared] of ways) runs.get(name).push(await readOnce(shared));
   }
 
-  console.log(`# A large result's reading in a pool thread, by socket\n`);
-  console.log(`- Machine: ${machineDescription()}`);
-  console.log(`- Load average at start: ${load}`);
-  console.log(`- Code: ${gitDescription()}`);
+  console.log(
+    reportHeader("socket-reads.mjs: a large result's reading in a pool thread", load).join('\n'),
+  );
   console.log(
     `- \`select * from ${TABLE}\` (the stored table of large-result.mjs) through TextCursor, ${FETCH} rows a read; ` +
       `${ROUNDS} rounds, the two ways alternated; medians\n`,
@@ -108,5 +106,7 @@ await runMain(async () => {
     );
   }
   const [node, shared] = ways.map(([name]) => median(runs.get(name).map((r) => r.cpuMs)));
-  console.log(`\nCPU with the shared buffer: ${((shared / node - 1) * 100).toFixed(0)}% against Node's reads.`);
+  console.log(
+    `\nCPU with the shared buffer: ${((shared / node - 1) * 100).toFixed(0)}% against Node's reads.`,
+  );
 });
