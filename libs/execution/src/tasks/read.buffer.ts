@@ -1,6 +1,6 @@
 /**
  * The most one read of a statement connection's socket takes: as much as Node's own reads take
- * (a quarter or four times as much cost the same CPU reading a large result).
+ * (four or sixteen times as much read a large result with the same CPU).
  */
 export const READ_BUFFER_BYTES = 64 * 1024;
 
