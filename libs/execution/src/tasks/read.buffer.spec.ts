@@ -45,9 +45,35 @@ describe(ownRemainder.name, () => {
   });
 
   it('joins a message longer than a whole read', () => {
-    const values = ['a', 'x'.repeat(3 * READ_BUFFER_BYTES + 17), 'b', 'y'.repeat(READ_BUFFER_BYTES)];
+    const values = [
+      'a',
+      'x'.repeat(3 * READ_BUFFER_BYTES + 17),
+      'b',
+      'y'.repeat(READ_BUFFER_BYTES),
+    ];
     const stream = Buffer.concat(values.map(dataRow));
     expect(readShared(new Parser(), stream, READ_BUFFER_BYTES)).toEqual(values);
+  });
+
+  it("keeps two connections' cut messages apart when their reads alternate", () => {
+    // Two users' rows through one thread's shared buffer, a read of each in turn, every read
+    // ending inside a message: each connection must get back its own rows and only those.
+    const mine = Array.from({ length: 200 }, (_, i) => `mine ${i} ${'m'.repeat(i % 50)}`);
+    const theirs = Array.from({ length: 200 }, (_, i) => `theirs ${i} ${'t'.repeat(i % 41)}`);
+    const streams = [Buffer.concat(mine.map(dataRow)), Buffer.concat(theirs.map(dataRow))];
+    const parsers = [new Parser(), new Parser()];
+    const got: string[][] = [[], []];
+    const readBytes = 97;
+    for (let at = 0; at < Math.max(...streams.map((s) => s.length)); at += readBytes) {
+      for (const i of [0, 1]) {
+        if (at < streams[i].length) {
+          got[i].push(
+            ...readShared(parsers[i], streams[i].subarray(at, at + readBytes), readBytes),
+          );
+        }
+      }
+    }
+    expect(got).toEqual([mine, theirs]);
   });
 
   it('keeps nothing of the shared buffer once a read is handled', () => {
@@ -80,7 +106,9 @@ describe(ownRemainder.name, () => {
     parser.parse(read, () => undefined);
     // Not copied: a buffer no other read will fill is kept by reference, as pg-protocol does.
     expect((parser as unknown as { buffer: Buffer }).buffer).toBe(read);
-    parser.parse(Buffer.from(row.subarray(6)), (msg) => seen.push((msg as DataRowMessage).fields[0]!));
+    parser.parse(Buffer.from(row.subarray(6)), (msg) =>
+      seen.push((msg as DataRowMessage).fields[0]!),
+    );
     expect(seen).toEqual(['own']);
   });
 });
