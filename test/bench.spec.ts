@@ -129,9 +129,12 @@ console.log(JSON.stringify({ all: ms(cpuPercent(before, after).me), main: ms(mai
   });
 
   it("tell a process's CPU in the kernel from its own code", () => {
-    // 300 ms of CPU reading /dev/zero a MiB at a time (the kernel fills the buffer), then 300 ms
+    // 300 ms of CPU reading /dev/zero 8 MiB at a time (the kernel fills the buffer), then 300 ms
     // of CPU computing: bounded by CPU time (read between pieces of work, as getrusage is itself a
-    // system call), so the shares do not depend on the machine's load.
+    // system call), so the shares do not depend on the machine's load. The kernel splits a
+    // process's time into user and system by sampling ticks, and under a CI pass beside it the
+    // reading's share fell to 0.5 (1 MiB reads; 0.67-0.79 at rest, 0.8-0.9 with 8 MiB): the
+    // bounds below still fail a share that is swapped, summed or not counted.
     const script = `const { cpuSnapshot, cpuPercent, systemPercent } = await import(${JSON.stringify(join(BENCH, 'lib', 'service.mjs'))});
 const fs = await import('node:fs');
 const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
@@ -143,7 +146,7 @@ const share = (work) => {
   return systemPercent(before, after).me / cpuPercent(before, after).me;
 };
 const fd = fs.openSync('/dev/zero', 'r');
-const buffer = Buffer.alloc(1 << 20);
+const buffer = Buffer.alloc(1 << 23);
 const reading = share(() => fs.readSync(fd, buffer, 0, buffer.length, null));
 const spinning = share(() => { let x = 0; for (let i = 0; i < 1e6; i++) x += Math.sqrt(i); return x; });
 console.log(JSON.stringify({ reading, spinning }));`;
@@ -152,7 +155,8 @@ console.log(JSON.stringify({ reading, spinning }));`;
     });
     expect(res.stderr).toBe('');
     const { reading, spinning } = JSON.parse(res.stdout) as { reading: number; spinning: number };
-    expect(reading).toBeGreaterThan(0.5);
+    expect(reading).toBeGreaterThan(0.4);
     expect(spinning).toBeLessThan(0.2);
+    expect(reading - spinning).toBeGreaterThan(0.3);
   });
 });
