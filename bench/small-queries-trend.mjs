@@ -1,7 +1,8 @@
 // One Sluice under the small-query load of small-queries.mjs, measured in back-to-back windows:
-// throughput, CPU per request of each process, write system calls per request and RSS, window by
-// window. Shows whether Sluice gets faster as it warms up or slower the longer it serves (a cost
-// that grows per statement once made a worker lose 10% a minute). Run by hand:
+// throughput, CPU per request of each process, write system calls and context switches per
+// request and RSS, window by window. Shows whether Sluice gets faster as it warms up or slower the
+// longer it serves (a cost that grows per statement once made a worker lose 10% a minute). Run by
+// hand:
 //
 //   npm run build && node bench/small-queries-trend.mjs
 //
@@ -26,6 +27,7 @@ import {
   sluiceCpuGroups,
   staleBuildWarning,
   startSluice,
+  switchCounts,
   writeCounts,
 } from './lib/service.mjs';
 
@@ -82,7 +84,9 @@ await runMain(async () => {
       const res = await request(url, sent);
       if (isOkJson(res, 10)) done++;
       else if (errors++ === 0) {
-        console.error(`first error: ${res.status} ${String(res.body ?? res.error ?? '').slice(0, 300)}`);
+        console.error(
+          `first error: ${res.status} ${String(res.body ?? res.error ?? '').slice(0, 300)}`,
+        );
       }
     }
   };
@@ -95,9 +99,10 @@ await runMain(async () => {
   );
   console.log(
     `| window | req/s | ${PROCESSES.map((p) => `${p} CPU ms/req`).join(' | ')} | ` +
-      'api / worker / redis writes/req | api / worker RSS MB | errors |',
+      'api / worker / redis writes/req | context switches/req, voluntary + involuntary: ' +
+      `${PROCESSES.join(' / ')} | api / worker RSS MB | errors |`,
   );
-  console.log(`|---|---:|${PROCESSES.map(() => '---:|').join('')}---|---|---:|`);
+  console.log(`|---|---:|${PROCESSES.map(() => '---:|').join('')}---|---|---|---:|`);
   for (let w = 1; w <= WINDOWS; w++) {
     const before = cpuSnapshot(groups);
     const from = done;
@@ -110,9 +115,15 @@ await runMain(async () => {
     // % of one core over the window, as ms of CPU per request.
     const perRequest = (p) => ms((cpu[p] * 10 * seconds) / n);
     const writesPer = ['api', 'worker', 'redis'].map((p) => (writes[p] / n).toFixed(1));
+    const switches = switchCounts(before, after);
+    const switchesPer = PROCESSES.map(
+      (p) =>
+        `${(switches[p].voluntary / n).toFixed(1)} + ${(switches[p].involuntary / n).toFixed(1)}`,
+    );
     console.log(
       `| ${(w - 1) * WINDOW_SECONDS}–${w * WINDOW_SECONDS} s | ${Math.round(n / seconds)} | ` +
         `${PROCESSES.map(perRequest).join(' | ')} | ${writesPer.join(' / ')} | ` +
+        `${switchesPer.join(' / ')} | ` +
         `${mb(rssBytes(sluice.api.pid))} / ${mb(rssBytes(sluice.worker.pid))} | ${errors} |`,
     );
   }

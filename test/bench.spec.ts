@@ -128,6 +128,46 @@ console.log(JSON.stringify({ all: ms(cpuPercent(before, after).me), main: ms(mai
     expect(main).toBeLessThan(150);
   });
 
+  it("count a process's context switches, every thread's, voluntary apart from involuntary", () => {
+    // A worker thread that sleeps 200 times blocks 200 times (voluntary); then one spinning thread
+    // more than there are cores, each for 150 ms of CPU, makes the scheduler take the CPU from
+    // some of them (involuntary). Only live threads are counted, so each thread stays until the
+    // snapshot after its work (as a service's threads do); other threads' switches add to the
+    // counts, never take away.
+    const script = `const { cpuSnapshot, switchCounts } = await import(${JSON.stringify(join(BENCH, 'lib', 'service.mjs'))});
+const { Worker } = await import('node:worker_threads');
+const { availableParallelism } = await import('node:os');
+// Eval'd as modules here (the parent is one): the import comes first, the work runs after it.
+const port = "const { parentPort } = await import('node:worker_threads');";
+const park = "parentPort.postMessage('done'); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);";
+const phase = async (code, threads) => {
+  const before = cpuSnapshot({ me: [process.pid] });
+  const workers = Array.from({ length: threads }, () => new Worker(port + code + park, { eval: true }));
+  await Promise.all(workers.map((w) => new Promise((resolve) => w.once('message', resolve))));
+  const counted = switchCounts(before, cpuSnapshot({ me: [process.pid] })).me;
+  await Promise.all(workers.map((w) => w.terminate()));
+  return counted;
+};
+const sleeping = await phase('const a = new Int32Array(new SharedArrayBuffer(4)); for (let i = 0; i < 200; i++) Atomics.wait(a, 0, 0, 1);', 1);
+const spinning = await phase('const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; }; const until = cpu() + 150; let x = 0; while (cpu() < until) for (let i = 0; i < 1e5; i++) x += Math.sqrt(i);', availableParallelism() + 1);
+const idle = cpuSnapshot({ me: [process.pid] });
+console.log(JSON.stringify({ sleeping, spinning, none: switchCounts(idle, idle).me }));`;
+    const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+    });
+    expect(res.stderr).toBe('');
+    const { sleeping, spinning, none } = JSON.parse(res.stdout) as Record<
+      string,
+      { voluntary: number; involuntary: number }
+    >;
+    expect(sleeping.voluntary).toBeGreaterThanOrEqual(200);
+    // A bound, not a figure: the main thread's and V8's own waits meanwhile are counted too.
+    expect(sleeping.voluntary).toBeLessThan(2_000);
+    expect(sleeping.involuntary).toBeLessThan(sleeping.voluntary);
+    expect(spinning.involuntary).toBeGreaterThanOrEqual(1);
+    expect(none).toEqual({ voluntary: 0, involuntary: 0 });
+  });
+
   it("tell a process's CPU in the kernel from its own code", () => {
     // 300 ms of CPU reading /dev/zero 8 MiB at a time (the kernel fills the buffer), then 300 ms
     // of CPU computing: bounded by CPU time (read between pieces of work, as getrusage is itself a

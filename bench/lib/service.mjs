@@ -193,6 +193,32 @@ function procWrites(pid) {
   }
 }
 
+/**
+ * Context switches of a process so far, all its threads (/proc/<pid>/task/<tid>/status):
+ * voluntary (the thread blocked: it waits for a socket, a lock, a message) and involuntary (the
+ * scheduler took the CPU from it: more runnable threads than cores).
+ */
+function procSwitches(pid) {
+  let voluntary = 0;
+  let involuntary = 0;
+  let tids = [];
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return { voluntary, involuntary }; // gone
+  }
+  for (const tid of tids) {
+    try {
+      const status = fs.readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8');
+      voluntary += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+      involuntary += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+    } catch {
+      // the thread ended meanwhile: its switches leave the count with it
+    }
+  }
+  return { voluntary, involuntary };
+}
+
 export function pidsNamed(comm) {
   const pids = [];
   let entries = [];
@@ -233,6 +259,7 @@ export function cpuSnapshot(groups) {
   const mainTicks = {};
   const systemTicks = {};
   const writes = {};
+  const switches = {};
   for (const [label, members] of Object.entries(groups)) {
     const pids = typeof members === 'string' ? pidsNamed(members) : members;
     const times = pids.map((pid) => [pid, procTimes(pid)]);
@@ -247,8 +274,17 @@ export function cpuSnapshot(groups) {
       );
     }
     writes[label] = new Map(pids.map((pid) => [pid, procWrites(pid)]));
+    switches[label] = new Map(pids.map((pid) => [pid, procSwitches(pid)]));
   }
-  return { at: performance.now(), ticks, mainTicks, systemTicks, writes, machine: machineTicks() };
+  return {
+    at: performance.now(),
+    ticks,
+    mainTicks,
+    systemTicks,
+    writes,
+    switches,
+    machine: machineTicks(),
+  };
 }
 
 /** Per group given as pids, % of one core its processes' main threads used between two snapshots. */
@@ -332,6 +368,25 @@ export function writeCounts(before, after) {
     for (const [pid, n] of pids) {
       const was = before.writes[label]?.get(pid);
       if (n > 0 && was !== undefined) delta += n - was;
+    }
+    out[label] = delta;
+  }
+  return out;
+}
+
+/**
+ * Per group, the context switches made between two snapshots (by processes alive at both), as
+ * `{ voluntary, involuntary }`.
+ */
+export function switchCounts(before, after) {
+  const out = {};
+  for (const [label, pids] of Object.entries(after.switches)) {
+    const delta = { voluntary: 0, involuntary: 0 };
+    for (const [pid, n] of pids) {
+      const was = before.switches[label]?.get(pid);
+      if (was === undefined) continue;
+      delta.voluntary += n.voluntary - was.voluntary;
+      delta.involuntary += n.involuntary - was.involuntary;
     }
     out[label] = delta;
   }
