@@ -149,13 +149,18 @@ export function readDataRowsOnDemand(): void {
     return message.reuse(bytes, offset, offset + length - 4, length);
   };
   proto.parse = function (this: SinkingParser, buffer, callback) {
-    // A row the sink took is no message for pg: its connection would emit an event a row.
-    parse.call(this, buffer, (message) => {
-      if (message !== TAKEN) callback(message);
-    });
-    // The parser keeps what is left of its buffer, and moves or adds to it with the next bytes.
-    this[MESSAGE]?.sink?.flush();
-    // Last: the rows flushed above may lie where the remainder is moved to.
-    ownRemainder(this);
+    try {
+      // A row the sink took is no message for pg: its connection would emit an event a row.
+      parse.call(this, buffer, (message) => {
+        if (message !== TAKEN) callback(message);
+      });
+      // The parser keeps what is left of its buffer, and moves or adds to it with the next bytes.
+      this[MESSAGE]?.sink?.flush();
+    } finally {
+      // Last, and also when a handler threw: the rows flushed above may lie where the remainder
+      // is moved to, and nothing of this read may stay in the thread's shared buffer, which the
+      // next read (another connection's, another user's) overwrites.
+      ownRemainder(this);
+    }
   };
 }

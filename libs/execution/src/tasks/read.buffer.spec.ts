@@ -86,6 +86,32 @@ describe(ownRemainder.name, () => {
     expect(held.buffer.buffer).not.toBe(threadReadBuffer().buffer);
   });
 
+  it("copies a cut message out of the shared buffer even when a message's handler throws", () => {
+    // A handler that throws mid-read must not leave the parser holding the shared buffer, which
+    // the next read (another user's rows, on another connection of the thread) overwrites.
+    const parser = new Parser();
+    const shared = threadReadBuffer();
+    const stream = Buffer.concat([dataRow('one'), dataRow('two')]);
+    const cut = stream.length - 4;
+    stream.copy(shared, 0, 0, cut);
+    expect(() =>
+      parser.parse(shared.subarray(0, cut), () => {
+        throw new Error('a handler failed');
+      }),
+    ).toThrow('a handler failed');
+    shared.fill(0x5a, 0, cut);
+    const held = parser as unknown as { buffer: Buffer };
+    expect(held.buffer.buffer).not.toBe(shared.buffer);
+    const seen: string[] = [];
+    stream.copy(shared, 0, cut);
+    parser.parse(shared.subarray(0, stream.length - cut), (msg) =>
+      seen.push((msg as DataRowMessage).fields[0]!),
+    );
+    // pg-protocol keeps its place at the read's start when a handler throws: both rows again,
+    // as the bytes PostgreSQL sent, none of what overwrote the shared buffer.
+    expect(seen).toEqual(['one', 'two']);
+  });
+
   it('keeps a connection its carry across reads that end between two messages', () => {
     const parser = new Parser();
     const held = parser as unknown as { buffer: Buffer };
