@@ -53,6 +53,9 @@ function halfSent(): Promise<Socket> {
       );
     });
     socket.on('error', reject);
+    // Read what the api answers (its 408, when it cuts the body): a socket nobody reads never
+    // sees the api close it, and stays `destroyed === false` for good.
+    socket.resume();
   });
 }
 
