@@ -58,8 +58,48 @@ describe(DataRowReader.name, () => {
     expect(first.text()).toEqual([['1', 'one']]);
     const third = take(['3', 'three']);
     expect(third.bytes.buffer).toBe(first.bytes.buffer);
+    expect(third.bytes.byteOffset).toBe(first.bytes.byteOffset);
     expect(second.text()).toEqual([['2', 'two']]);
     expect(third.text()).toEqual([['3', 'three']]);
+  });
+
+  it('makes memory for a batch only once its rows come, and a small one in the shared pool', () => {
+    const b = body(['1', 'one']);
+    const allocations = jest.spyOn(Buffer, 'allocUnsafe');
+    try {
+      const reader = new DataRowReader();
+      // A statement's rows all come in its first read: nothing is made for a next read.
+      expect(allocations).not.toHaveBeenCalled();
+      reader.add(b, 0, b.length);
+      const batch = reader.take();
+      expect(allocations).toHaveBeenCalledTimes(1);
+      expect(reader.take()).toBe(RowBatch.EMPTY);
+      expect(allocations).toHaveBeenCalledTimes(1);
+      // A slice of Node's shared pool, not memory of its own for V8 to account for and collect.
+      expect(batch.bytes.buffer.byteLength).toBe(Buffer.poolSize);
+      expect(batch.starts.buffer.byteLength).toBeLessThanOrEqual(64);
+      expect(batch.text()).toEqual([['1', 'one']]);
+    } finally {
+      allocations.mockRestore();
+    }
+  });
+
+  it('grows a batch from its first row to many wide ones, and sizes the next after it', () => {
+    const reader = new DataRowReader();
+    const rows: TextRow[] = Array.from({ length: 3000 }, (_, i) => [String(i), 'w'.repeat(i % 97)]);
+    for (const row of rows) {
+      const b = body(row);
+      reader.add(b, 0, b.length);
+    }
+    const first = reader.take();
+    expect(first.text()).toEqual(rows);
+    const b = body(['x', 'y']);
+    reader.add(b, 0, b.length);
+    const second = reader.take();
+    expect(second.text()).toEqual([['x', 'y']]);
+    // As large as the batch before: a large result's next read grows no more.
+    expect(second.bytes.buffer.byteLength).toBeGreaterThanOrEqual(first.bytes.length);
+    expect(second.starts.buffer.byteLength).toBeGreaterThanOrEqual(first.starts.byteLength);
   });
 
   it('copies rows that follow each other in their buffer together, at a flush or a take', () => {
@@ -92,7 +132,11 @@ describe(DataRowReader.name, () => {
     // A row taken at once between two runs, and a run whose rows are not all adjacent.
     const one = body(['5', 'five', null]);
     reader.add(one, 0, one.length);
-    const second = read([['6', 'six', 'x'], ['7', 'seven', 'y'], ['8', 'eight', 'z']]);
+    const second = read([
+      ['6', 'six', 'x'],
+      ['7', 'seven', 'y'],
+      ['8', 'eight', 'z'],
+    ]);
     reader.addLater(second.bytes, ...second.bodies[0]);
     reader.addLater(second.bytes, ...second.bodies[2]);
     const third = read([['9', 'nine', '']]);

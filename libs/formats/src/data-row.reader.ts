@@ -1,12 +1,20 @@
 import { RowBatch, VALUE_GAP } from './row.batch';
 
-/** Where a batch's buffer starts; it grows as rows come, and is handed over with the batch. */
-const INITIAL_BYTES = 64 * 1024;
-const INITIAL_VALUES = 1024;
+/**
+ * The least a batch's buffers start with, once its first row comes; they grow as rows come, and
+ * are handed over with the batch. Small enough for Node's shared pool (under 4 KiB) and V8's heap
+ * (64 bytes of offsets): most statements' results are a few rows, for which buffers of their own
+ * (ArrayBuffers allocated and freed outside the heap) would cost more than the rows, and a result
+ * read whole in one read makes none for a next read.
+ */
+const FIRST_BYTES = 2 * 1024;
+const FIRST_VALUES = 16;
 /** The most a new batch's buffer starts with: a batch of huge values is not the next one's size. */
 const MOST_INITIAL_BYTES = 8 * 1024 * 1024;
 /** A message's type byte and its length. */
 const HEADER_BYTES = 5;
+const NO_BYTES = Buffer.alloc(0);
+const NO_VALUES = new Int32Array(0);
 
 /**
  * Gathers PostgreSQL DataRow messages into a RowBatch, reading each row once: one copy of the
@@ -24,10 +32,14 @@ const HEADER_BYTES = 5;
  * flush): one copy for a socket read's rows, their messages' headers overwritten like the lengths.
  */
 export class DataRowReader {
-  private bytes: Buffer = Buffer.allocUnsafe(INITIAL_BYTES);
+  /** The batch's buffers: none until its first row comes (NO_BYTES, NO_VALUES). */
+  private bytes: Buffer = NO_BYTES;
   private used = 0;
-  private starts: Int32Array = new Int32Array(INITIAL_VALUES);
-  private ends: Int32Array = new Int32Array(INITIAL_VALUES);
+  private starts: Int32Array = NO_VALUES;
+  private ends: Int32Array = NO_VALUES;
+  /** What the next batch's buffers start with: as large as the batch before (likely as large). */
+  private nextBytes = FIRST_BYTES;
+  private nextValues = FIRST_VALUES;
   private values = 0;
   private rows = 0;
   private columns = -1;
@@ -37,6 +49,8 @@ export class DataRowReader {
   private runTo = 0;
   /** The buffers of the batch taken last, filled again after the next take. */
   private taken: { bytes: Buffer; starts: Int32Array; ends: Int32Array } | undefined;
+  /** The buffers of the batch before it, free since the last take: the next batch's, if they fit. */
+  private spare: { bytes: Buffer; starts: Int32Array; ends: Int32Array } | undefined;
 
   /** Rows gathered since the last take (those taken by addLater once flushed). */
   get length(): number {
@@ -144,17 +158,15 @@ export class DataRowReader {
       this.starts.subarray(0, this.values),
       this.ends.subarray(0, this.values),
     );
-    // The next read is likely as large as this one.
-    const bytes = Math.max(INITIAL_BYTES, Math.min(this.used, MOST_INITIAL_BYTES));
-    const values = Math.max(INITIAL_VALUES, this.values);
-    const spare = this.taken;
+    // The next read is likely as large as this one: its buffers are made (or the spare's taken)
+    // when its first row comes, which a result read whole in one read never has.
+    this.nextBytes = Math.max(FIRST_BYTES, Math.min(this.used, MOST_INITIAL_BYTES));
+    this.nextValues = Math.max(FIRST_VALUES, this.values);
+    this.spare = this.taken;
     this.taken = { bytes: this.bytes, starts: this.starts, ends: this.ends };
-    this.bytes =
-      spare && spare.bytes.length >= bytes && spare.bytes.length <= 2 * MOST_INITIAL_BYTES
-        ? spare.bytes
-        : Buffer.allocUnsafe(bytes);
-    this.starts = spare && spare.starts.length >= values ? spare.starts : new Int32Array(values);
-    this.ends = spare && spare.ends.length >= values ? spare.ends : new Int32Array(values);
+    this.bytes = NO_BYTES;
+    this.starts = NO_VALUES;
+    this.ends = NO_VALUES;
     this.used = 0;
     this.values = 0;
     this.rows = 0;
@@ -164,13 +176,31 @@ export class DataRowReader {
 
   private growBytes(size: number): void {
     const need = this.used + size;
+    if (this.bytes.length === 0) {
+      const spare = this.spare?.bytes;
+      const fits = spare && spare.length >= Math.max(need, this.nextBytes);
+      if (fits && spare.length <= 2 * MOST_INITIAL_BYTES) {
+        this.bytes = spare;
+        return;
+      }
+      this.bytes = Buffer.allocUnsafe(Math.max(need, this.nextBytes));
+      return;
+    }
     const next = Buffer.allocUnsafe(Math.max(need, 2 * this.bytes.length));
     this.bytes.copy(next, 0, 0, this.used);
     this.bytes = next;
   }
 
   private growValues(count: number): void {
-    const size = Math.max(this.values + count, 2 * this.starts.length);
+    const need = this.values + count;
+    if (this.starts.length === 0) {
+      const spare = this.spare;
+      const least = Math.max(need, this.nextValues);
+      this.starts = spare && spare.starts.length >= least ? spare.starts : new Int32Array(least);
+      this.ends = spare && spare.ends.length >= least ? spare.ends : new Int32Array(least);
+      return;
+    }
+    const size = Math.max(need, 2 * this.starts.length);
     const starts = new Int32Array(size);
     const ends = new Int32Array(size);
     starts.set(this.starts.subarray(0, this.values));
