@@ -5,12 +5,18 @@
 // validation, no admission, no registry, no lifecycle, no logging, no cancel). What Sluice costs
 // above this is its own; what this costs above the direct floor is the architecture's.
 //
-// One file in three roles: `BENCH_SKELETON_ROLE=api` (the default) and `=worker` are processes,
-// started by small-queries.mjs; the piscina threads load it again as their task.
+// One file in several roles: `BENCH_SKELETON_ROLE=api` (the default) and `=worker` are processes,
+// started by small-queries.mjs; the piscina threads load it again as their task (and the
+// variants' threads below, as theirs).
+//
+// BENCH_SKELETON_CONSUMER: not the floor, variants of it (bench/skeleton-consumers.mjs compares
+// them): `port`, the main thread's BullMQ worker hands each job to the least busy of the same
+// threads by a plain MessagePort message, with no piscina; `thread`, each thread consumes the
+// queue with a BullMQ worker of its own and runs the task itself, nothing on the main thread.
 //
 // Run alone (two shells):  BENCH_SKELETON_ROLE=worker node bench/skeleton-baseline.mjs
 //                          node bench/skeleton-baseline.mjs   (prints its URL; Ctrl-C stops)
-import { isMainThread } from 'node:worker_threads';
+import { Worker as Thread, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Queue, Worker } from 'bullmq';
 import Redis from 'ioredis';
 import pg from 'pg';
@@ -81,6 +87,8 @@ export default async function runTask({ id, statement }) {
 // ---------------------------------------------------------------------------------------------
 // Worker process: one BullMQ worker feeding the thread pool.
 
+const JOB_LOCKS = { maxStalledCount: 0, stalledInterval: 5_000, lockDuration: 10_000 };
+
 async function worker() {
   const pool = new Piscina({
     filename: new URL(import.meta.url).href,
@@ -93,9 +101,7 @@ async function worker() {
     connection,
     prefix,
     concurrency: THREADS * TASKS_PER_THREAD,
-    maxStalledCount: 0,
-    stalledInterval: 5_000,
-    lockDuration: 10_000,
+    ...JOB_LOCKS,
   });
   await consumer.waitUntilReady();
   console.log('skeleton worker ready');
@@ -106,6 +112,76 @@ async function worker() {
       .then(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+}
+
+// BENCH_SKELETON_CONSUMER=port: the main thread's BullMQ worker, threads of our own.
+async function portWorker() {
+  const threads = await startThreads('port');
+  const busy = threads.map(() => 0);
+  const waiting = new Map();
+  let next = 0;
+  threads.forEach((thread, i) =>
+    thread.on('message', (id) => {
+      busy[i]--;
+      waiting.get(id)();
+      waiting.delete(id);
+    }),
+  );
+  const run = (data) =>
+    new Promise((done) => {
+      const i = busy.indexOf(Math.min(...busy));
+      busy[i]++;
+      const id = next++;
+      waiting.set(id, done);
+      threads[i].postMessage({ id, data });
+    });
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const consumer = new Worker(QUEUE, (job) => run(job.data), {
+    connection,
+    prefix,
+    concurrency: THREADS * TASKS_PER_THREAD,
+    ...JOB_LOCKS,
+  });
+  await consumer.waitUntilReady();
+  console.log('skeleton worker ready');
+  const stop = () => Promise.all(threads.map((t) => t.terminate())).then(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+async function portThread() {
+  parentPort.on('message', ({ id, data }) => runTask(data).then(() => parentPort.postMessage(id)));
+  parentPort.postMessage('ready');
+}
+
+async function startThreads(role) {
+  const threads = Array.from(
+    { length: THREADS },
+    () => new Thread(new URL(import.meta.url), { workerData: { role } }),
+  );
+  await Promise.all(threads.map((thread) => new Promise((ready) => thread.once('message', ready))));
+  return threads;
+}
+
+// BENCH_SKELETON_CONSUMER=thread: the same threads, each its own BullMQ worker.
+async function threadConsumers() {
+  const threads = await startThreads('consumer');
+  console.log('skeleton worker ready');
+  const stop = () => Promise.all(threads.map((t) => t.terminate())).then(() => process.exit(0));
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+async function threadConsumer() {
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const consumer = new Worker(QUEUE, (job) => runTask(job.data), {
+    connection,
+    prefix,
+    concurrency: TASKS_PER_THREAD,
+    ...JOB_LOCKS,
+  });
+  await consumer.waitUntilReady();
+  parentPort.postMessage('ready');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -145,6 +221,9 @@ async function api() {
 }
 
 if (isMainThread) {
-  if (process.env.BENCH_SKELETON_ROLE === 'worker') await worker();
-  else await api();
-}
+  if (process.env.BENCH_SKELETON_ROLE !== 'worker') await api();
+  else if (process.env.BENCH_SKELETON_CONSUMER === 'thread') await threadConsumers();
+  else if (process.env.BENCH_SKELETON_CONSUMER === 'port') await portWorker();
+  else await worker();
+} else if (workerData?.role === 'consumer') await threadConsumer();
+else if (workerData?.role === 'port') await portThread();
