@@ -87,7 +87,20 @@ export default async function runTask({ id, statement }) {
 // ---------------------------------------------------------------------------------------------
 // Worker process: one BullMQ worker feeding the thread pool.
 
-const JOB_LOCKS = { maxStalledCount: 0, stalledInterval: 5_000, lockDuration: 10_000 };
+/** A BullMQ worker of the queue on a connection of its own, ready. */
+async function consume(processor, concurrency) {
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  const consumer = new Worker(QUEUE, processor, {
+    connection,
+    prefix,
+    concurrency,
+    maxStalledCount: 0,
+    stalledInterval: 5_000,
+    lockDuration: 10_000,
+  });
+  await consumer.waitUntilReady();
+  return consumer;
+}
 
 async function worker() {
   const pool = new Piscina({
@@ -96,14 +109,7 @@ async function worker() {
     maxThreads: THREADS,
     concurrentTasksPerWorker: TASKS_PER_THREAD,
   });
-  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  const consumer = new Worker(QUEUE, (job) => pool.run(job.data), {
-    connection,
-    prefix,
-    concurrency: THREADS * TASKS_PER_THREAD,
-    ...JOB_LOCKS,
-  });
-  await consumer.waitUntilReady();
+  const consumer = await consume((job) => pool.run(job.data), THREADS * TASKS_PER_THREAD);
   console.log('skeleton worker ready');
   const stop = () =>
     consumer
@@ -135,14 +141,7 @@ async function portWorker() {
       waiting.set(id, done);
       threads[i].postMessage({ id, data });
     });
-  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  const consumer = new Worker(QUEUE, (job) => run(job.data), {
-    connection,
-    prefix,
-    concurrency: THREADS * TASKS_PER_THREAD,
-    ...JOB_LOCKS,
-  });
-  await consumer.waitUntilReady();
+  await consume((job) => run(job.data), THREADS * TASKS_PER_THREAD);
   console.log('skeleton worker ready');
   const stop = () => Promise.all(threads.map((t) => t.terminate())).then(() => process.exit(0));
   process.once('SIGTERM', stop);
@@ -173,14 +172,7 @@ async function threadConsumers() {
 }
 
 async function threadConsumer() {
-  const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-  const consumer = new Worker(QUEUE, (job) => runTask(job.data), {
-    connection,
-    prefix,
-    concurrency: TASKS_PER_THREAD,
-    ...JOB_LOCKS,
-  });
-  await consumer.waitUntilReady();
+  await consume((job) => runTask(job.data), TASKS_PER_THREAD);
   parentPort.postMessage('ready');
 }
 

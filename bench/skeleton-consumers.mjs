@@ -12,7 +12,6 @@
 // Needs PostgreSQL and Redis on loopback. Bounded in time; stops its processes and removes its
 // Redis keys at the end, also on error.
 import http from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   cpuPercent,
   cpuSnapshot,
@@ -23,12 +22,10 @@ import {
   gitDescription,
   median,
   ms,
-  onCleanup,
   percentile,
   request,
   runMain,
-  skeletonEnv,
-  startChild,
+  startSkeleton,
 } from './lib/service.mjs';
 
 const ROUNDS = envInt('BENCH_ROUNDS', 4);
@@ -43,28 +40,6 @@ const VARIANTS = {
 };
 const NAMES = Object.keys(VARIANTS);
 installGuards((NAMES.length * (WARM_UP_SECONDS + ROUNDS * (SECONDS + 5)) + 120) * 1000);
-
-async function printed(child, prefix) {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const line = child.lines.find((l) => l.startsWith(prefix));
-    if (line) return line.slice(prefix.length).trim();
-    await Promise.race([sleep(50), child.died]);
-  }
-  throw new Error(`${child.name} did not start`);
-}
-
-async function start(consumer) {
-  const env = { ...skeletonEnv(), BENCH_SKELETON_CONSUMER: consumer };
-  const file = 'bench/skeleton-baseline.mjs';
-  const worker = startChild(`${consumer} worker`, file, { ...env, BENCH_SKELETON_ROLE: 'worker' });
-  onCleanup(worker.stop);
-  await printed(worker, 'skeleton worker ready');
-  const api = startChild(`${consumer} api`, file, { ...env, BENCH_SKELETON_ROLE: 'api' });
-  onCleanup(api.stop);
-  const url = await printed(api, 'skeleton api on ');
-  return { consumer, url, worker, api };
-}
 
 /** `seconds` of closed-loop load by CONCURRENCY clients: throughput, latency, CPU a request. */
 async function load(target, seconds) {
@@ -114,9 +89,10 @@ async function load(target, seconds) {
 async function main() {
   const loadAtStart = loadAverage();
   const targets = {};
-  for (const name of NAMES) targets[name] = await start(name);
-  for (const target of Object.values(targets)) {
-    process.stdout.write(`warm-up, not measured: ${target.consumer} … `);
+  for (const name of NAMES)
+    targets[name] = await startSkeleton({ consumer: name === 'pool' ? undefined : name });
+  for (const [name, target] of Object.entries(targets)) {
+    process.stdout.write(`warm-up, not measured: ${name} … `);
     console.log(`${Math.round((await load(target, WARM_UP_SECONDS)).rps)} req/s`);
   }
   const runs = Object.fromEntries(NAMES.map((name) => [name, []]));

@@ -21,7 +21,6 @@ import {
   serverWork,
   systemPercent,
   writeCounts,
-  deleteRedisKeys,
   envInt,
   gitDescription,
   installGuards,
@@ -44,6 +43,8 @@ import {
   startCountingProxy,
   login,
   startChild,
+  printedLine,
+  startSkeleton,
   startSluice,
   storedTable,
 } from './lib/service.mjs';
@@ -374,36 +375,6 @@ function exportsLines({ load, exported, seconds }, skeleton) {
 
 // ---------------------------------------------------------------------------------------------
 
-/** What a child prints once it is ready (the URL after `prefix`, if any). */
-async function printed(child, prefix) {
-  for (const deadline = Date.now() + START_TIMEOUT_MS; Date.now() < deadline;) {
-    const line = child.lines.find((l) => l.startsWith(prefix));
-    if (line) return line.slice(prefix.length).trim();
-    await Promise.race([sleep(50), child.died]);
-  }
-  throw new Error(`${child.name} did not start`);
-}
-
-/** The architecture's floor (bench/skeleton-baseline.mjs): its worker, then its api. */
-async function startSkeleton(databaseUrl = SETTINGS.databaseUrl) {
-  const id = `bench-skeleton-${randomBytes(6).toString('hex')}`;
-  const env = {
-    ...process.env,
-    BENCH_DATABASE_URL: databaseUrl,
-    BENCH_REDIS_URL: SETTINGS.redisUrl,
-    BENCH_SKELETON_PREFIX: `{${id}}`,
-  };
-  onCleanup(() => deleteRedisKeys(id, SETTINGS.redisUrl));
-  const file = 'bench/skeleton-baseline.mjs';
-  const worker = startChild('skeleton worker', file, { ...env, BENCH_SKELETON_ROLE: 'worker' });
-  onCleanup(worker.stop);
-  await printed(worker, 'skeleton worker ready');
-  const api = startChild('skeleton api', file, { ...env, BENCH_SKELETON_ROLE: 'api' });
-  onCleanup(api.stop);
-  const url = await printed(api, 'skeleton api on ');
-  return { url, worker, api, children: [worker, api] };
-}
-
 /**
  * `n` users of the bench's role, made through the admin API (and deleted at the end): the headers
  * of each, signed in.
@@ -538,8 +509,11 @@ async function main() {
     BENCH_DIRECT_POOL_SIZE: '16',
   });
   onCleanup(directServer.stop);
-  const directUrl = await printed(directServer, 'direct baseline on ');
-  const skeleton = await startSkeleton();
+  const directUrl = await printedLine(directServer, 'direct baseline on ');
+  const skeleton = await startSkeleton({
+    databaseUrl: SETTINGS.databaseUrl,
+    redisUrl: SETTINGS.redisUrl,
+  });
   // One user sends every request: lift the per-user admission cap (default 16) above the load.
   // Every other setting is the default, the user's share of a worker's slots included.
   const sluice = await startSluice({
@@ -647,7 +621,7 @@ async function main() {
   console.log('PostgreSQL round trips per request (a counting proxy, requests one at a time) ...');
   const trips = {
     skeleton: await roundTrips(async (databaseUrl) => {
-      const started = await startSkeleton(databaseUrl);
+      const started = await startSkeleton({ databaseUrl, redisUrl: SETTINGS.redisUrl });
       return { ...started, headers: {} };
     }),
     Sluice: await roundTrips(async (databaseUrl) => {

@@ -853,6 +853,38 @@ export function skeletonEnv({ databaseUrl = DATABASE_URL, redisUrl = REDIS_URL }
   };
 }
 
+/** What a child prints once it is ready (the rest of the line after `prefix`, if any). */
+export async function printedLine(child, prefix) {
+  for (const deadline = Date.now() + START_TIMEOUT_MS; Date.now() < deadline;) {
+    const line = child.lines.find((l) => l.startsWith(prefix));
+    if (line) return line.slice(prefix.length).trim();
+    await Promise.race([sleep(50), child.died]);
+  }
+  throw new Error(`${child.name} did not start`);
+}
+
+/**
+ * The architecture's floor (bench/skeleton-baseline.mjs): its worker, then its api, stopped at the
+ * cleanup. `consumer`: one of its worker's variants (BENCH_SKELETON_CONSUMER), not the floor.
+ */
+export async function startSkeleton({
+  databaseUrl = DATABASE_URL,
+  redisUrl = REDIS_URL,
+  consumer,
+} = {}) {
+  const env = skeletonEnv({ databaseUrl, redisUrl });
+  if (consumer) env.BENCH_SKELETON_CONSUMER = consumer;
+  const file = 'bench/skeleton-baseline.mjs';
+  const name = consumer ? `skeleton (${consumer})` : 'skeleton';
+  const worker = startChild(`${name} worker`, file, { ...env, BENCH_SKELETON_ROLE: 'worker' });
+  onCleanup(worker.stop);
+  await printedLine(worker, 'skeleton worker ready');
+  const api = startChild(`${name} api`, file, { ...env, BENCH_SKELETON_ROLE: 'api' });
+  onCleanup(api.stop);
+  const url = await printedLine(api, 'skeleton api on ');
+  return { url, worker, api, children: [worker, api] };
+}
+
 /**
  * Makes `table` with `createStatement` (then VACUUM ANALYZE) unless it is there, a stored table a
  * bench reads its rows from; drops it at the cleanup unless `keep` (a later run reuses it).
