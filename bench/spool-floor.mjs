@@ -9,8 +9,10 @@
 //   which the api's relay (bench/spool-read.mjs) compares;
 // - file ×1 / ×4: each object written into one file at its offset as it comes (a stream per
 //   object, positional): the least a downloader that writes the file can do, one / four at once;
-// - client ×1 / ×4: segmentBytes of libs/client (what SluiceClient.result and `sluice export`
-//   read segments with), in order, piped to a file as the command pipes it.
+// - client ×1 / ×4: segmentBytes of libs/client (what SluiceClient.result reads segments with),
+//   in order, piped to a file;
+// - export ×1 / ×4: what `sluice export` does with a kept result's segments: segmentsAsTheyCome
+//   of libs/client, each written into the file at its offset as it comes (writeAtOffsets).
 //
 //   npm run build && BENCH_ROUNDS=6 node bench/spool-floor.mjs
 //
@@ -34,7 +36,8 @@ const HIGH_WATER_MARK = process.env.BENCH_S3_HIGH_WATER_MARK;
 const require = createRequire(path.join(ROOT, 'package.json'));
 const { S3Client, PutObjectCommand, GetObjectCommand } = require('@aws-sdk/client-s3');
 const { getSignedUrl } = require('@aws-sdk/s3-request-presigner');
-const { segmentBytes } = requireDist('libs/client/src/segments.reader.js');
+const { segmentBytes, segmentsAsTheyCome } = requireDist('libs/client/src/segments.reader.js');
+const { writeAtOffsets } = requireDist('apps/cli/src/client.commands.js');
 const { STORE_IDLE_TIMEOUT_MS } = requireDist('libs/client/src/sluice.client.js');
 
 const S3RVER = `
@@ -181,6 +184,18 @@ const clientN = (parallel) => async () => {
   await pipeline(Readable.from(bytes), fs.createWriteStream(file));
   return 'file';
 };
+const exportN = (parallel) => async () => {
+  const source = {
+    queryId: 'floor',
+    refresh: async () => manifest,
+    fetch,
+    parallel,
+    attempts: 3,
+    idleMs: STORE_IDLE_TIMEOUT_MS,
+  };
+  await writeAtOffsets(segmentsAsTheyCome(manifest, source), file, () => undefined);
+  return 'file';
+};
 const modes = {
   'store x1': storeN(1),
   'store x4': storeN(4),
@@ -189,6 +204,8 @@ const modes = {
   'file x4': fileN(4),
   'client x1': clientN(1),
   'client x4': clientN(4),
+  'export x1': exportN(1),
+  'export x4': exportN(4),
 };
 const only = process.env.BENCH_MODES?.split(',').map((s) => s.trim());
 const names = Object.keys(modes).filter((m) => !only || only.includes(m));
