@@ -306,7 +306,7 @@ export class ClientCommands {
           throw await whyCut(err, { client, queryId: result.queryId, signal });
         };
         if (temp && result.segments) {
-          // From the store into a file: each segment at its offset as its download ends.
+          // From the store into a file: each piece at its offset as it comes.
           await writeAtOffsets(result.segments, temp, wrote).catch(cut);
         } else {
           const counter = new Transform({
@@ -480,8 +480,8 @@ function write(stream: NodeJS.WritableStream, text: string): Promise<void> {
 }
 
 /**
- * Writes a result's segments into `file`, each at its offset as it comes (one `writev` a
- * segment), telling `wrote` each segment's bytes once written. The file is a temporary one,
+ * Writes a result's segments into `file`, each piece at its offset as it comes (one `writev` a
+ * piece), telling `wrote` each piece's bytes once written. The file is a temporary one,
  * renamed only when the whole result is in it: a segment that fails fails the export. (Also what
  * bench/spool.mjs times as the command's download.)
  */
@@ -497,7 +497,7 @@ export async function writeAtOffsets(
       const { bytesWritten } = await handle.writev(parts, offset);
       // Never a hole where a segment should be.
       if (bytesWritten !== size) {
-        throw new Error(`wrote ${bytesWritten} of a segment's ${size} bytes at ${offset}`);
+        throw new Error(`wrote ${bytesWritten} of a piece's ${size} bytes at ${offset}`);
       }
       wrote(bytesWritten);
     }

@@ -181,7 +181,10 @@ export interface ResultManifest {
   segments: ResultSegment[];
 }
 
-/** One segment of a result, whole: where it starts in the result, and its bytes as they came. */
+/**
+ * Bytes of a result read from the store: where they start in the result, and the parts they came
+ * in; a piece of one segment (see ExportResult.segments).
+ */
 export interface ResultSegmentBytes {
   offset: number;
   parts: Uint8Array[];
@@ -193,10 +196,12 @@ export interface ExportResult {
   contentType: string;
   body: ReadableStream<Uint8Array>;
   /**
-   * With `source` `segments`: the same bytes as `body`, each segment whole with its offset, as
-   * soon as its download ends (the same downloads at once, retries and checks). A writer that
-   * can put bytes at an offset (a file) takes them so and never holds a segment back for an
-   * earlier one still on its way. Read either this or `body`, not both.
+   * With `source` `segments`: the same bytes as `body`, each segment's in pieces of about 1 MiB
+   * with their offsets, handed over as they come from whichever download has them (the same
+   * downloads at once, retries and checks; a segment read again is handed over again from its
+   * start, at the same offsets). A writer that can put bytes at an offset (a file) takes them so:
+   * it never holds bytes back for earlier ones still on their way, nor a whole segment in memory.
+   * Read either this or `body`, not both.
    */
   segments?: AsyncIterable<ResultSegmentBytes>;
   /**

@@ -1,5 +1,5 @@
 import type { ResultManifest } from './client.types';
-import { SegmentSource, segmentBytes, segmentsAsTheyCome } from './segments.reader';
+import { PIECE_BYTES, SegmentSource, segmentBytes, segmentsAsTheyCome } from './segments.reader';
 
 /** A result of `sizes` segments of made-up bytes, and a store that serves each by its URL. */
 function storeOf(sizes: number[]) {
@@ -157,6 +157,99 @@ describe('segmentsAsTheyCome', () => {
     await expect(reading()).rejects.toThrow(
       "the result's segments hold 600 bytes, its manifest says 601",
     );
+  });
+
+  /**
+   * A store of segments of `sizes` bytes whose bodies come CHUNK bytes at a time, as the reader
+   * pulls them (counted per segment); `longer` segments answer 10 bytes too many on their first
+   * try.
+   */
+  function chunkedStore(sizes: number[], longer = new Set<number>()) {
+    const CHUNK = 256 * 1024;
+    const store = storeOf(sizes);
+    const pulled = sizes.map(() => 0);
+    const fetches = sizes.map(() => 0);
+    const fetchFn = ((input: string | URL) => {
+      const i = store.manifest.segments.findIndex((s) => s.url === String(input));
+      const { offset, size } = store.manifest.segments[i];
+      const extra = longer.delete(i) ? 10 : 0;
+      fetches[i]++;
+      let at = 0;
+      const body = new ReadableStream<Uint8Array>(
+        {
+          pull(controller) {
+            if (at >= size + extra) return controller.close();
+            const end = Math.min(at + CHUNK, size + extra);
+            const chunk = new Uint8Array(end - at).fill(0xee);
+            const real = store.whole.subarray(offset + at, offset + Math.min(end, size));
+            chunk.set(real);
+            pulled[i] += chunk.byteLength;
+            at = end;
+            controller.enqueue(chunk);
+          },
+        },
+        { highWaterMark: 0 },
+      );
+      return Promise.resolve(new Response(body, { status: 200 }));
+    }) as typeof fetch;
+    const source = (parallel: number): SegmentSource => ({
+      ...store.source(store.manifest, parallel),
+      fetch: fetchFn,
+    });
+    return { ...store, CHUNK, pulled, fetches, source };
+  }
+
+  it('hands a large segment over in pieces as they come: a download holds two pieces at most, never the segment', async () => {
+    const store = chunkedStore([3.5 * PIECE_BYTES, 2.25 * PIECE_BYTES, 3 * PIECE_BYTES]);
+    const taken = store.manifest.segments.map(() => 0);
+    const put = Buffer.alloc(store.whole.length);
+    let mostAhead = 0;
+    for await (const { offset, parts } of segmentsAsTheyCome(store.manifest, store.source(2))) {
+      const i = store.manifest.segments.findIndex(
+        (s) => offset >= s.offset && offset < s.offset + s.size,
+      );
+      const segment = store.manifest.segments[i];
+      let at = offset;
+      for (const part of parts) {
+        put.set(part, at);
+        at += part.byteLength;
+      }
+      // Within its segment, and a whole piece unless it is the segment's last.
+      expect(at).toBeLessThanOrEqual(segment.offset + segment.size);
+      if (at < segment.offset + segment.size)
+        expect(at - offset).toBeGreaterThanOrEqual(PIECE_BYTES);
+      taken[i] += at - offset;
+      for (let j = 0; j < taken.length; j++)
+        mostAhead = Math.max(mostAhead, store.pulled[j] - taken[j]);
+      // The consumer's write.
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    expect(put.equals(store.whole)).toBe(true);
+    // One piece waiting, one being gathered, and the chunk read past it.
+    expect(mostAhead).toBeGreaterThan(PIECE_BYTES);
+    expect(mostAhead).toBeLessThanOrEqual(2 * PIECE_BYTES + store.CHUNK);
+  });
+
+  it('never hands over bytes past a segment’s end: one longer than listed is read again from its start', async () => {
+    const store = chunkedStore([1.5 * PIECE_BYTES, PIECE_BYTES / 2], new Set([0]));
+    const put = Buffer.alloc(store.whole.length);
+    const starts: number[] = [];
+    for await (const { offset, parts } of segmentsAsTheyCome(store.manifest, store.source(1))) {
+      starts.push(offset);
+      let at = offset;
+      for (const part of parts) {
+        put.set(part, at);
+        at += part.byteLength;
+      }
+      const segment = store.manifest.segments.find(
+        (s) => offset >= s.offset && offset < s.offset + s.size,
+      )!;
+      expect(at).toBeLessThanOrEqual(segment.offset + segment.size);
+    }
+    expect(put.equals(store.whole)).toBe(true);
+    expect(store.fetches).toEqual([2, 1]);
+    // The first try's piece, then the segment again from its start.
+    expect(starts).toEqual([0, 0, PIECE_BYTES, 1.5 * PIECE_BYTES]);
   });
 
   it('gives the same bytes as segmentBytes, which yields them in order', async () => {

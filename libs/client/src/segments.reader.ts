@@ -64,45 +64,124 @@ export async function* segmentBytes(
 }
 
 /**
- * The segments of a spooled kept result as `segmentBytes` reads them (`parallel` downloads at
- * once, the same retries, fresh URLs and size checks, the manifest asked again while the query
- * runs), each yielded whole with its offset as soon as its download ends, in whatever order they
- * end: for a writer that can put bytes at an offset (a file), which then never holds a segment
- * back for an earlier one still on its way. Together they are the result's bytes: the iteration
- * ends only once the manifest says the result is complete and its segments cover its size.
+ * Bytes a download of `segmentsAsTheyCome` gathers before it hands them over: a writer gets few
+ * large writes, and a download holds at most two such pieces (one waiting to be taken, one being
+ * gathered), whatever the segment's size.
+ */
+export const PIECE_BYTES = 1024 * 1024;
+
+/**
+ * The bytes of a spooled kept result as `segmentBytes` reads them (`parallel` downloads at once,
+ * the same retries, fresh URLs and size checks, the manifest asked again while the query runs),
+ * each segment's in pieces of about PIECE_BYTES with their offsets, handed over as they come from
+ * whichever download has them: for a writer that can put bytes at an offset (a file), which then
+ * never holds bytes back for earlier ones still on their way, nor a whole segment in memory. A
+ * segment read again (it came short, or long) is handed over again from its start, at the same
+ * offsets: what was written of it is written over. Together they are the result's bytes: the
+ * iteration ends only once the manifest says the result is complete and its segments cover its
+ * size.
  */
 export async function* segmentsAsTheyCome(
   first: ResultManifest,
   source: SegmentSource,
 ): AsyncGenerator<ResultSegmentBytes> {
   const reads = new SegmentDownloads(first, source);
-  const downloads = new Map<number, Promise<{ index: number; segment: ResultSegmentBytes }>>();
+  const pieces = new Handover();
   let started = 0;
+  let running = 0;
   const refill = () => {
-    while (started < reads.manifest.segments.length && downloads.size < source.parallel) {
+    while (started < reads.manifest.segments.length && running < source.parallel) {
       const index = started++;
-      const { offset } = reads.manifest.segments[index];
-      const done = reads.start(index).then((parts) => ({ index, segment: { offset, parts } }));
-      // Raced below; a failure before then must not count as unhandled meanwhile.
-      done.catch(() => undefined);
-      downloads.set(index, done);
+      running++;
+      const hand = (piece: ResultSegmentBytes, last: boolean) => {
+        // Its last piece is checked and whole: the next download may start before it is taken.
+        if (last) {
+          running--;
+          reads.gave();
+        }
+        return pieces.give(piece);
+      };
+      reads.start(index, hand).catch((err: unknown) => {
+        running--;
+        pieces.fail(err);
+      });
     }
   };
   try {
     for (;;) {
       refill();
-      if (downloads.size > 0) {
-        const { index, segment: done } = await Promise.race(downloads.values());
-        downloads.delete(index);
-        reads.gave();
-        // The next download starts before this segment is handed over: it comes while the
-        // consumer writes this one (one at a time, download and write no longer take turns).
+      if (running > 0 || pieces.waiting) {
+        const next = await pieces.next();
+        // A download that handed its last piece is replaced before that piece is taken: one at a
+        // time, the next segment comes while the consumer writes this one.
         refill();
-        yield done;
+        if (next) {
+          yield next.piece;
+          next.taken();
+        }
       } else if (await reads.ended()) return;
     }
   } finally {
+    pieces.close();
     reads.close();
+  }
+}
+
+/**
+ * The pieces downloads hand to the one consumer of `segmentsAsTheyCome`, in the order they came.
+ * A piece given is taken when the consumer asks for the next one after it: a download waits for
+ * that before it gives another, so that a slow consumer holds each download back.
+ */
+class Handover {
+  private readonly queue: {
+    piece: ResultSegmentBytes;
+    taken: () => void;
+    dropped: (err: Error) => void;
+  }[] = [];
+  private wakeUp: (() => void) | undefined;
+  private failure: { err: unknown } | undefined;
+  private closed = false;
+
+  get waiting(): boolean {
+    return this.queue.length > 0;
+  }
+
+  /** Resolves once the consumer has taken `piece`; rejects if the read ends first. */
+  give(piece: ResultSegmentBytes): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the read of the segments ended'));
+    return new Promise((taken, dropped) => {
+      this.queue.push({ piece, taken, dropped });
+      this.wake();
+    });
+  }
+
+  /** A download failed for good: the consumer is told at its next ask. */
+  fail(err: unknown): void {
+    this.failure ??= { err };
+    this.wake();
+  }
+
+  /** The next piece, or undefined when there is none yet (a download ended): ask again. */
+  async next(): Promise<{ piece: ResultSegmentBytes; taken: () => void } | undefined> {
+    if (!this.failure && this.queue.length === 0) {
+      await new Promise<void>((resolve) => (this.wakeUp = resolve));
+    }
+    if (this.failure) throw this.failure.err;
+    return this.queue.shift();
+  }
+
+  /** The read ended: pieces not taken are dropped, and their downloads stop. */
+  close(): void {
+    this.closed = true;
+    for (const { dropped } of this.queue.splice(0)) {
+      dropped(new Error('the read of the segments ended'));
+    }
+  }
+
+  private wake(): void {
+    const wakeUp = this.wakeUp;
+    this.wakeUp = undefined;
+    wakeUp?.();
   }
 }
 
@@ -126,8 +205,11 @@ class SegmentDownloads {
     source.signal?.addEventListener('abort', this.onAbort);
   }
 
-  /** Starts segment `index`'s download; a failure before it is awaited is not unhandled. */
-  start(index: number): Promise<Uint8Array[]> {
+  /**
+   * Starts segment `index`'s download; a failure before it is awaited is not unhandled. With
+   * `hand`, its bytes are handed over in pieces as they come (see segment) and it answers none.
+   */
+  start(index: number, hand?: Hand): Promise<Uint8Array[]> {
     const download = segment(index, {
       manifest: () => this.manifest,
       refresh: async () => {
@@ -135,6 +217,7 @@ class SegmentDownloads {
       },
       source: this.source,
       signal: this.stop.signal,
+      hand,
     });
     download.catch(() => undefined);
     return download;
@@ -178,7 +261,19 @@ function checkCovered(manifest: ResultManifest, queryId: string): void {
   }
 }
 
-/** One segment's bytes, whole (in the parts they came in), checked against its size. */
+/**
+ * Hands a piece of a segment over, resolving once it is taken; `last`: the segment's final piece,
+ * given once its bytes were checked against its size.
+ */
+type Hand = (piece: ResultSegmentBytes, last: boolean) => Promise<void>;
+
+/**
+ * One segment's bytes, whole (in the parts they came in), checked against its size. With `hand`,
+ * they are handed over instead as they come, in pieces of PIECE_BYTES or more (the last one when
+ * the segment's size is checked), each once the one before it was taken: no more than two pieces
+ * of it are held at once. A piece never reaches past the segment's end; a segment read again from
+ * its start is handed over again from there.
+ */
 async function segment(
   index: number,
   {
@@ -186,6 +281,7 @@ async function segment(
     refresh,
     source,
     signal,
+    hand,
   }: {
     /** The manifest as it stands now (a refresh replaces it). */
     manifest: () => ResultManifest;
@@ -193,11 +289,17 @@ async function segment(
     refresh: () => Promise<void>;
     source: SegmentSource;
     signal: AbortSignal;
+    hand?: Hand;
   },
 ): Promise<Uint8Array[]> {
   const { offset, size } = manifest().segments[index];
   const parts: Uint8Array[] = [];
   let received = 0;
+  /** Where `parts` start in the result, and how many bytes they hold. */
+  let partsAt = offset;
+  let gathered = 0;
+  /** The piece handed over last, until it is taken. */
+  let handed: Promise<void> | undefined;
   let why = '';
   for (let attempt = 0; attempt < source.attempts; attempt++) {
     if (attempt > 0 && why.startsWith('HTTP 403')) {
@@ -226,14 +328,26 @@ async function segment(
         await res.body?.cancel().catch(() => undefined);
         continue;
       }
+      const reader = res.body!.getReader();
       try {
-        const reader = res.body!.getReader();
         for (;;) {
           idle.restart();
           const { done, value } = await reader.read();
           if (done) break;
-          parts.push(value);
           received += value.byteLength;
+          // Longer than listed: nothing of it past the segment's end is handed over.
+          if (received > size) break;
+          parts.push(value);
+          gathered += value.byteLength;
+          // At the segment's end, the last piece takes them, once its size is checked.
+          if (hand && gathered >= PIECE_BYTES && received < size) {
+            // The store's silence is not timed while the consumer takes the piece before.
+            idle.pause();
+            await handed;
+            handed = hand({ offset: partsAt, parts: parts.splice(0) }, false);
+            partsAt += gathered;
+            gathered = 0;
+          }
         }
       } catch (cause) {
         if (signal.aborted) throw cause;
@@ -241,14 +355,26 @@ async function segment(
         why = idle.expired ? idle.why(received) : `connection broke after ${received} bytes`;
         continue;
       }
+      if (received > size) await reader.cancel().catch(() => undefined);
     } finally {
       idle.end();
     }
-    if (received === size) return parts;
-    why = `${received} bytes read, the manifest says ${size}`;
-    // Not the segment listed: read it again, whole.
+    if (received === size) {
+      if (!hand) return parts;
+      await handed;
+      // Not awaited: the download ends as its last piece is handed over (see segmentsAsTheyCome).
+      hand({ offset: partsAt, parts }, true).catch(() => undefined);
+      return [];
+    }
+    why =
+      received > size
+        ? `more than the ${size} bytes the manifest says`
+        : `${received} bytes read, the manifest says ${size}`;
+    // Not the segment listed: read it again, whole (handed over again from its start).
     parts.length = 0;
     received = 0;
+    partsAt = offset;
+    gathered = 0;
   }
   throw new SluiceClientError(
     `segment ${index + 1} of the result (bytes ${offset}-${offset + size - 1}) could not be downloaded from the store: ${why || 'it has no URL'}`,
@@ -276,6 +402,11 @@ class IdleLimit {
 
   get signal(): AbortSignal {
     return this.controller.signal;
+  }
+
+  /** Stops timing until the next restart(). */
+  pause(): void {
+    clearTimeout(this.timer);
   }
 
   restart(): void {
