@@ -172,28 +172,22 @@ const fileN = (n) => async () => {
   });
   return 'file';
 };
+/** What the client reads the segments by, `parallel` at once. */
+const sourceOf = (parallel) => ({
+  queryId: 'floor',
+  refresh: async () => manifest,
+  fetch,
+  parallel,
+  attempts: 3,
+  idleMs: STORE_IDLE_TIMEOUT_MS,
+});
 const clientN = (parallel) => async () => {
-  const bytes = segmentBytes(manifest, {
-    queryId: 'floor',
-    refresh: async () => manifest,
-    fetch,
-    parallel,
-    attempts: 3,
-    idleMs: STORE_IDLE_TIMEOUT_MS,
-  });
+  const bytes = segmentBytes(manifest, sourceOf(parallel));
   await pipeline(Readable.from(bytes), fs.createWriteStream(file));
   return 'file';
 };
 const exportN = (parallel) => async () => {
-  const source = {
-    queryId: 'floor',
-    refresh: async () => manifest,
-    fetch,
-    parallel,
-    attempts: 3,
-    idleMs: STORE_IDLE_TIMEOUT_MS,
-  };
-  await writeAtOffsets(segmentsAsTheyCome(manifest, source), file, () => undefined);
+  await writeAtOffsets(segmentsAsTheyCome(manifest, sourceOf(parallel)), file, () => undefined);
   return 'file';
 };
 const modes = {
