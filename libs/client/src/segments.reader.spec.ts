@@ -252,6 +252,54 @@ describe('segmentsAsTheyCome', () => {
     expect(starts).toEqual([0, 0, PIECE_BYTES, 1.5 * PIECE_BYTES]);
   });
 
+  it('fails with the failed segment’s reason, dropping the pieces other downloads handed over, none of them unhandled', async () => {
+    // Two slow segments (a chunk every 60 ms: a piece in 240 ms) and one the store refuses twice,
+    // 150 ms each; the consumer takes 120 ms a piece. The refusal comes while one download's
+    // first piece waits behind the other's and that download reads its second.
+    const store = chunkedStore([2 * PIECE_BYTES, 2 * PIECE_BYTES, 1000]);
+    const source = store.source(3);
+    const slowFetch = source.fetch;
+    source.fetch = async (input, init) => {
+      if ((input as string).endsWith('/s2')) {
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        return new Response('no', { status: 500 });
+      }
+      const res = await slowFetch(input, init);
+      const reader = res.body!.getReader();
+      const body = new ReadableStream<Uint8Array>(
+        {
+          async pull(controller) {
+            await new Promise((resolve) => setTimeout(resolve, 60));
+            // As fetch's body does once its request is aborted.
+            if (init?.signal?.aborted) return controller.error(init.signal.reason);
+            const { done, value } = await reader.read();
+            if (done) controller.close();
+            else controller.enqueue(value);
+          },
+        },
+        { highWaterMark: 0 },
+      );
+      return new Response(body, { status: 200 });
+    };
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const reading = async () => {
+        for await (const _ of segmentsAsTheyCome(store.manifest, source)) {
+          void _;
+          await new Promise((resolve) => setTimeout(resolve, 120));
+        }
+      };
+      await expect(reading()).rejects.toThrow('segment 3 of the result');
+      // Long enough for the download still reading to see the read end.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('gives the same bytes as segmentBytes, which yields them in order', async () => {
     const store = storeOf([256, 512, 128, 64]);
     store.delays.set('http://store.test/s1', 30);

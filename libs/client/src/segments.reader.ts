@@ -345,6 +345,9 @@ async function segment(
             idle.pause();
             await handed;
             handed = hand({ offset: partsAt, parts: parts.splice(0) }, false);
+            // Awaited before the next piece; dropped meanwhile (the read ended while this
+            // download reads on), it must not count as unhandled.
+            handed.catch(() => undefined);
             partsAt += gathered;
             gathered = 0;
           }
