@@ -893,8 +893,9 @@ describe(QueryRunner.name, () => {
 
     it('at its time limit', async () => {
       const job = jobOf(LONG_SLEEP, { timeoutMs: 300 });
-      const { reader, running } = start(job);
+      // Before start(): the limit's clock starts inside it.
       const startedAt = Date.now();
+      const { reader, running } = start(job);
       const backend = await backendOf(job, 'active');
       const outcome = await running;
       const took = Date.now() - startedAt;
