@@ -48,4 +48,27 @@ describe('writeAtOffsets', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('counts a segment read again from its start once: the progress never passes the file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-offsets-'));
+    try {
+      const whole = Buffer.from('abcdefghijklmnopqrstuvwxyz');
+      const piece = (from: number, to: number) => new Uint8Array(whole.subarray(from, to));
+      // The second segment's first try gave a piece, then it came again from its start, in
+      // pieces of other sizes; the first segment meanwhile.
+      const segments = Readable.from([
+        { offset: 10, parts: [piece(10, 15)] },
+        { offset: 0, parts: [piece(0, 10)] },
+        { offset: 10, parts: [piece(10, 13)] },
+        { offset: 13, parts: [piece(13, 26)] },
+      ]);
+      const wrote: number[] = [];
+      const file = join(dir, 'out');
+      await writeAtOffsets(segments, file, (n) => wrote.push(n));
+      expect(readFileSync(file).equals(whole)).toBe(true);
+      expect(wrote).toEqual([5, 10, 0, 11]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -25,6 +25,7 @@ import { LoginRequiredError } from './login-required.error';
 import { ProgressReporter } from './progress.reporter';
 import { resultCsv, resultTable } from './result.table';
 import { promptHidden, promptLine, readPiped } from './terminal.prompt';
+import { WrittenRanges } from './written.ranges';
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
@@ -481,9 +482,9 @@ function write(stream: NodeJS.WritableStream, text: string): Promise<void> {
 
 /**
  * Writes a result's segments into `file`, each piece at its offset as it comes (one `writev` a
- * piece), telling `wrote` each piece's bytes once written. The file is a temporary one,
- * renamed only when the whole result is in it: a segment that fails fails the export. (Also what
- * bench/spool.mjs times as the command's download.)
+ * piece), telling `wrote` the bytes of the file each piece covered for the first time, once
+ * written. The file is a temporary one, renamed only when the whole result is in it: a segment
+ * that fails fails the export. (Also what bench/spool.mjs times as the command's download.)
  */
 export async function writeAtOffsets(
   segments: AsyncIterable<ResultSegmentBytes>,
@@ -491,6 +492,7 @@ export async function writeAtOffsets(
   wrote: (bytes: number) => void,
 ): Promise<void> {
   const handle = await open(file, 'w');
+  const written = new WrittenRanges();
   try {
     for await (const { offset, parts } of segments) {
       const size = parts.reduce((sum, part) => sum + part.byteLength, 0);
@@ -499,7 +501,7 @@ export async function writeAtOffsets(
       if (bytesWritten !== size) {
         throw new Error(`wrote ${bytesWritten} of a piece's ${size} bytes at ${offset}`);
       }
-      wrote(bytesWritten);
+      wrote(written.add(offset, offset + size));
     }
   } finally {
     await handle.close();

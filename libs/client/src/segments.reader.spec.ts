@@ -1,5 +1,11 @@
 import type { ResultManifest } from './client.types';
-import { PIECE_BYTES, SegmentSource, segmentBytes, segmentsAsTheyCome } from './segments.reader';
+import {
+  AHEAD_BYTES,
+  PIECE_BYTES,
+  SegmentSource,
+  segmentBytes,
+  segmentsAsTheyCome,
+} from './segments.reader';
 
 /** A result of `sizes` segments of made-up bytes, and a store that serves each by its URL. */
 function storeOf(sizes: number[]) {
@@ -47,6 +53,46 @@ function storeOf(sizes: number[]) {
     idleMs: 5_000,
   });
   return { whole, manifest, delays, short, source };
+}
+
+/**
+ * A store of segments of `sizes` bytes whose bodies come CHUNK bytes at a time, as the reader
+ * pulls them (counted per segment); `longer` segments answer 10 bytes too many on their first
+ * try.
+ */
+function chunkedStore(sizes: number[], longer = new Set<number>()) {
+  const CHUNK = 256 * 1024;
+  const store = storeOf(sizes);
+  const pulled = sizes.map(() => 0);
+  const fetches = sizes.map(() => 0);
+  const fetchFn = ((input: string | URL) => {
+    const i = store.manifest.segments.findIndex((s) => s.url === String(input));
+    const { offset, size } = store.manifest.segments[i];
+    const extra = longer.delete(i) ? 10 : 0;
+    fetches[i]++;
+    let at = 0;
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull(controller) {
+          if (at >= size + extra) return controller.close();
+          const end = Math.min(at + CHUNK, size + extra);
+          const chunk = new Uint8Array(end - at).fill(0xee);
+          const real = store.whole.subarray(offset + at, offset + Math.min(end, size));
+          chunk.set(real);
+          pulled[i] += chunk.byteLength;
+          at = end;
+          controller.enqueue(chunk);
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    return Promise.resolve(new Response(body, { status: 200 }));
+  }) as typeof fetch;
+  const source = (parallel: number): SegmentSource => ({
+    ...store.source(store.manifest, parallel),
+    fetch: fetchFn,
+  });
+  return { ...store, CHUNK, pulled, fetches, source };
 }
 
 describe('segmentsAsTheyCome', () => {
@@ -159,46 +205,6 @@ describe('segmentsAsTheyCome', () => {
     );
   });
 
-  /**
-   * A store of segments of `sizes` bytes whose bodies come CHUNK bytes at a time, as the reader
-   * pulls them (counted per segment); `longer` segments answer 10 bytes too many on their first
-   * try.
-   */
-  function chunkedStore(sizes: number[], longer = new Set<number>()) {
-    const CHUNK = 256 * 1024;
-    const store = storeOf(sizes);
-    const pulled = sizes.map(() => 0);
-    const fetches = sizes.map(() => 0);
-    const fetchFn = ((input: string | URL) => {
-      const i = store.manifest.segments.findIndex((s) => s.url === String(input));
-      const { offset, size } = store.manifest.segments[i];
-      const extra = longer.delete(i) ? 10 : 0;
-      fetches[i]++;
-      let at = 0;
-      const body = new ReadableStream<Uint8Array>(
-        {
-          pull(controller) {
-            if (at >= size + extra) return controller.close();
-            const end = Math.min(at + CHUNK, size + extra);
-            const chunk = new Uint8Array(end - at).fill(0xee);
-            const real = store.whole.subarray(offset + at, offset + Math.min(end, size));
-            chunk.set(real);
-            pulled[i] += chunk.byteLength;
-            at = end;
-            controller.enqueue(chunk);
-          },
-        },
-        { highWaterMark: 0 },
-      );
-      return Promise.resolve(new Response(body, { status: 200 }));
-    }) as typeof fetch;
-    const source = (parallel: number): SegmentSource => ({
-      ...store.source(store.manifest, parallel),
-      fetch: fetchFn,
-    });
-    return { ...store, CHUNK, pulled, fetches, source };
-  }
-
   it('hands a large segment over in pieces as they come: a download holds two pieces at most, never the segment', async () => {
     const store = chunkedStore([3.5 * PIECE_BYTES, 2.25 * PIECE_BYTES, 3 * PIECE_BYTES]);
     const taken = store.manifest.segments.map(() => 0);
@@ -306,6 +312,61 @@ describe('segmentsAsTheyCome', () => {
     const inOrder: Uint8Array[] = [];
     for await (const part of segmentBytes(store.manifest, store.source())) inOrder.push(part);
     expect(Buffer.concat(inOrder).equals(store.whole)).toBe(true);
+  });
+});
+
+describe('segmentBytes', () => {
+  it('yields a segment as it comes, and holds at most AHEAD_BYTES of each download behind it', async () => {
+    const MIB = 1024 * 1024;
+    const store = chunkedStore([AHEAD_BYTES + 4 * MIB, AHEAD_BYTES + 4 * MIB, 2 * MIB]);
+    const { segments } = store.manifest;
+    const taken = segments.map(() => 0);
+    let at = 0;
+    let mostAhead = 0;
+    let pulledAtFirst = -1;
+    const parts: Uint8Array[] = [];
+    for await (const part of segmentBytes(store.manifest, store.source(2))) {
+      if (pulledAtFirst < 0) pulledAtFirst = store.pulled[0];
+      parts.push(part);
+      const i = segments.findIndex((s) => at >= s.offset && at < s.offset + s.size);
+      at += part.byteLength;
+      taken[i] += part.byteLength;
+      for (let j = 0; j < segments.length; j++)
+        mostAhead = Math.max(mostAhead, store.pulled[j] - taken[j]);
+      // The consumer's write: slower than the store, so that the downloads run ahead.
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    expect(Buffer.concat(parts).equals(store.whole)).toBe(true);
+    // Given out before its download ended, and long before the segment behind it could end.
+    expect(pulledAtFirst).toBeLessThan(2 * PIECE_BYTES + store.CHUNK);
+    // The download behind ran ahead, as far as its bound: what it holds, the piece it waits to
+    // hand over, the one it gathers, the chunk read past it, and the piece being given out.
+    expect(mostAhead).toBeGreaterThan(AHEAD_BYTES);
+    expect(mostAhead).toBeLessThanOrEqual(AHEAD_BYTES + 3 * PIECE_BYTES + store.CHUNK);
+  });
+
+  it('reads again a small segment that came longer than listed: nothing of it was given out', async () => {
+    const store = chunkedStore([PIECE_BYTES / 2, PIECE_BYTES / 4], new Set([0]));
+    const parts: Uint8Array[] = [];
+    for await (const part of segmentBytes(store.manifest, store.source(2))) parts.push(part);
+    expect(Buffer.concat(parts).equals(store.whole)).toBe(true);
+    expect(store.fetches).toEqual([2, 1]);
+  });
+
+  it('fails, naming the segment, when one turns out longer than listed after bytes of it were given out', async () => {
+    const store = chunkedStore([1.5 * PIECE_BYTES, PIECE_BYTES / 2], new Set([0]));
+    let given = 0;
+    const reading = async () => {
+      for await (const part of segmentBytes(store.manifest, store.source(1))) {
+        given += part.byteLength;
+      }
+    };
+    await expect(reading()).rejects.toThrow(
+      `segment 1 of the result (bytes 0-${1.5 * PIECE_BYTES - 1}) is not what the manifest lists: more than the ${1.5 * PIECE_BYTES} bytes the manifest says, after its first ${PIECE_BYTES} bytes were given out`,
+    );
+    // Its first piece, never more, and never read again.
+    expect(given).toBe(PIECE_BYTES);
+    expect(store.fetches[0]).toBe(1);
   });
 });
 

@@ -29,39 +29,156 @@ const POLL_MS = { first: 100, most: 1000 };
  * manifest is asked again for the segments written since. A download that breaks resumes with
  * Range where it stopped, one refused (a URL expired) is tried with a fresh URL, and each
  * segment must be the size the manifest gives, so that a short read is never taken for the whole.
+ *
+ * The segment being given out is yielded as it comes, a piece at a time; each download behind it
+ * holds at most AHEAD_BYTES (and the piece it gathers) until its turn, and then waits: whatever
+ * the segment size, the read holds about `parallel` × AHEAD_BYTES. A segment that turns out not
+ * to be the size listed once bytes of it were given out cannot be read again (they were yielded
+ * already): the read fails, naming it.
  */
 export async function* segmentBytes(
   first: ResultManifest,
   source: SegmentSource,
 ): AsyncGenerator<Uint8Array> {
   const reads = new SegmentDownloads(first, source);
-  const downloads = new Map<number, Promise<Uint8Array[]>>();
+  const pieces = new InOrder(AHEAD_BYTES);
   let started = 0;
-  let next = 0;
-  // Only segments within `parallel` of the next one out: what waits its turn is bounded.
+  // Only segments within `parallel` of the one given out: what waits its turn is bounded.
   const refill = () => {
-    while (started < reads.manifest.segments.length && started < next + source.parallel) {
+    while (started < reads.manifest.segments.length && started < pieces.next + source.parallel) {
       const index = started++;
-      downloads.set(index, reads.start(index));
+      const hand = (piece: ResultSegmentBytes, last: boolean) => pieces.give(index, piece, last);
+      reads.start(index, { hand, again: false }).catch((err: unknown) => pieces.fail(err));
     }
   };
   try {
     for (;;) {
       refill();
-      if (next < reads.manifest.segments.length) {
-        const parts = await downloads.get(next)!;
-        downloads.delete(next++);
-        reads.gave();
-        // The next download starts now, while this segment's bytes are taken.
-        refill();
-        // As they came: joining a segment's parts would copy every byte once more.
+      if (pieces.next < started) {
+        const { parts, last, taken } = await pieces.take();
+        if (last) {
+          reads.gave();
+          // The next download starts now, while this segment's last bytes are taken.
+          refill();
+        }
+        // As they came: joining a piece's parts would copy every byte once more.
         for (const part of parts) yield part;
+        taken();
       } else if (await reads.ended()) return;
     }
   } finally {
+    pieces.close();
     reads.close();
   }
 }
+
+/**
+ * Bytes a download of `segmentBytes` holds for the consumer, beyond the piece it gathers, before it
+ * waits for the consumer to take them: the service's default segment size, so that at the
+ * defaults every download behind the one given out runs to its end, as they all did when each
+ * segment was held whole; a larger segment no longer multiplies the client's memory.
+ */
+export const AHEAD_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The pieces downloads hand to the one consumer of `segmentBytes`, given out in the result's
+ * order: those of segment `next` as they come, then the next segment's. A piece is taken — its
+ * download may hand the next — at once while its segment holds no more than `ahead` bytes not
+ * given out, else once the consumer has taken it.
+ */
+class InOrder {
+  /** The segment whose pieces are given out now. */
+  next = 0;
+  private readonly held = new Map<number, HeldPieces>();
+  private wakeUp: (() => void) | undefined;
+  private failure: { err: unknown } | undefined;
+  private closed = false;
+
+  constructor(private readonly ahead: number) {}
+
+  /** Resolves once `piece` of segment `index` is taken; rejects if the read ends first. */
+  give(index: number, piece: ResultSegmentBytes, last: boolean): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('the read of the segments ended'));
+    let segment = this.held.get(index);
+    if (!segment) this.held.set(index, (segment = { pieces: [], bytes: 0 }));
+    const held = segment;
+    const bytes = piece.parts.reduce((sum, part) => sum + part.byteLength, 0);
+    return new Promise((taken, dropped) => {
+      held.pieces.push({ parts: piece.parts, bytes, last, taken, dropped, early: false });
+      held.bytes += bytes;
+      this.takeEarly(held);
+      if (index === this.next) this.wake();
+    });
+  }
+
+  /** A download failed for good: the consumer is told at its next take. */
+  fail(err: unknown): void {
+    this.failure ??= { err };
+    this.wake();
+  }
+
+  /**
+   * The next piece of the result, in order: its parts, whether it ends its segment (then `next`
+   * is the following one), and `taken`, to call once the consumer is done with it.
+   */
+  async take(): Promise<{ parts: Uint8Array[]; last: boolean; taken: () => void }> {
+    for (;;) {
+      if (this.failure) throw this.failure.err;
+      const segment = this.held.get(this.next);
+      const piece = segment?.pieces.shift();
+      if (segment && piece) {
+        segment.bytes -= piece.bytes;
+        if (piece.last) this.held.delete(this.next++);
+        else this.takeEarly(segment);
+        return { parts: piece.parts, last: piece.last, taken: piece.early ? noop : piece.taken };
+      }
+      await new Promise<void>((resolve) => (this.wakeUp = resolve));
+    }
+  }
+
+  /** The read ended: pieces not taken are dropped, and their downloads stop. */
+  close(): void {
+    this.closed = true;
+    for (const { pieces } of this.held.values()) {
+      for (const piece of pieces.splice(0)) {
+        if (!piece.early) piece.dropped(new Error('the read of the segments ended'));
+      }
+    }
+    this.held.clear();
+  }
+
+  /** Takes the segment's pieces not taken yet, oldest first, while it holds no more than `ahead`. */
+  private takeEarly(segment: HeldPieces): void {
+    if (segment.bytes > this.ahead) return;
+    for (const piece of segment.pieces) {
+      if (piece.early) continue;
+      piece.early = true;
+      piece.taken();
+    }
+  }
+
+  private wake(): void {
+    const wakeUp = this.wakeUp;
+    this.wakeUp = undefined;
+    wakeUp?.();
+  }
+}
+
+/** A segment's pieces waiting to be given out, and their bytes. */
+interface HeldPieces {
+  pieces: {
+    parts: Uint8Array[];
+    bytes: number;
+    last: boolean;
+    taken: () => void;
+    dropped: (err: Error) => void;
+    /** Taken before it was given out (its segment held little enough). */
+    early: boolean;
+  }[];
+  bytes: number;
+}
+
+function noop(): void {}
 
 /**
  * Bytes a download of `segmentsAsTheyCome` gathers before it hands them over: a writer gets few
@@ -101,7 +218,7 @@ export async function* segmentsAsTheyCome(
         }
         return pieces.give(piece);
       };
-      reads.start(index, hand).catch((err: unknown) => {
+      reads.start(index, { hand, again: true }).catch((err: unknown) => {
         running--;
         pieces.fail(err);
       });
@@ -206,10 +323,10 @@ class SegmentDownloads {
   }
 
   /**
-   * Starts segment `index`'s download; a failure before it is awaited is not unhandled. With
-   * `hand`, its bytes are handed over in pieces as they come (see segment) and it answers none.
+   * Starts segment `index`'s download, its bytes handed over in pieces as they come (see segment);
+   * a failure before it is awaited is not unhandled.
    */
-  start(index: number, hand?: Hand): Promise<Uint8Array[]> {
+  start(index: number, handing: Handing): Promise<void> {
     const download = segment(index, {
       manifest: () => this.manifest,
       refresh: async () => {
@@ -217,7 +334,7 @@ class SegmentDownloads {
       },
       source: this.source,
       signal: this.stop.signal,
-      hand,
+      ...handing,
     });
     download.catch(() => undefined);
     return download;
@@ -268,11 +385,22 @@ function checkCovered(manifest: ResultManifest, queryId: string): void {
 type Hand = (piece: ResultSegmentBytes, last: boolean) => Promise<void>;
 
 /**
- * One segment's bytes, whole (in the parts they came in), checked against its size. With `hand`,
- * they are handed over instead as they come, in pieces of PIECE_BYTES or more (the last one when
- * the segment's size is checked), each once the one before it was taken: no more than two pieces
- * of it are held at once. A piece never reaches past the segment's end; a segment read again from
- * its start is handed over again from there.
+ * How a download hands its bytes over: `hand`, and whether a segment read again from its start
+ * (it was not the size listed) is handed over again from there (`again`: a writer at offsets
+ * writes over what it had) or fails once pieces of it were handed over (an in-order reader has
+ * yielded them).
+ */
+interface Handing {
+  hand: Hand;
+  again: boolean;
+}
+
+/**
+ * One segment's bytes, checked against its size, handed over as they come, in pieces of
+ * PIECE_BYTES or more (the last one when the segment's size is checked), each once the one before
+ * it was taken: the download holds no more than two pieces at once. A piece never reaches past the
+ * segment's end; a segment read again from its start is handed over again from there, or fails
+ * (see Handing).
  */
 async function segment(
   index: number,
@@ -282,6 +410,7 @@ async function segment(
     source,
     signal,
     hand,
+    again,
   }: {
     /** The manifest as it stands now (a refresh replaces it). */
     manifest: () => ResultManifest;
@@ -289,9 +418,8 @@ async function segment(
     refresh: () => Promise<void>;
     source: SegmentSource;
     signal: AbortSignal;
-    hand?: Hand;
-  },
-): Promise<Uint8Array[]> {
+  } & Handing,
+): Promise<void> {
   const { offset, size } = manifest().segments[index];
   const parts: Uint8Array[] = [];
   let received = 0;
@@ -340,7 +468,7 @@ async function segment(
           parts.push(value);
           gathered += value.byteLength;
           // At the segment's end, the last piece takes them, once its size is checked.
-          if (hand && gathered >= PIECE_BYTES && received < size) {
+          if (gathered >= PIECE_BYTES && received < size) {
             // The store's silence is not timed while the consumer takes the piece before.
             idle.pause();
             await handed;
@@ -363,16 +491,21 @@ async function segment(
       idle.end();
     }
     if (received === size) {
-      if (!hand) return parts;
       await handed;
       // Not awaited: the download ends as its last piece is handed over (see segmentsAsTheyCome).
       hand({ offset: partsAt, parts }, true).catch(() => undefined);
-      return [];
+      return;
     }
     why =
       received > size
         ? `more than the ${size} bytes the manifest says`
         : `${received} bytes read, the manifest says ${size}`;
+    if (partsAt > offset && !again) {
+      throw new SluiceClientError(
+        `segment ${index + 1} of the result (bytes ${offset}-${offset + size - 1}) is not what the manifest lists: ${why}, after its first ${partsAt - offset} bytes were given out`,
+        { kind: 'protocol', queryId: source.queryId },
+      );
+    }
     // Not the segment listed: read it again, whole (handed over again from its start).
     parts.length = 0;
     received = 0;
