@@ -79,7 +79,8 @@ describe('InProcessResultChannel readers', () => {
     const started = Date.now();
     await reader.close();
     await expect(pending).rejects.toBeInstanceOf(ReaderClosedError);
-    expect(Date.now() - started).toBeLessThan(100);
+    // Well short of the 5 s silence it would otherwise wait out, with room for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(1000);
     await producerGone;
     expect(tracker.pending()).toBe(0);
     expect(channel.stats).toEqual({ open: 0, gone: 0 });
