@@ -31,10 +31,10 @@ const POLL_MS = { first: 100, most: 1000 };
  * segment must be the size the manifest gives, so that a short read is never taken for the whole.
  *
  * The segment being given out is yielded as it comes, a piece at a time; each download behind it
- * holds at most AHEAD_BYTES (and the piece it gathers) until its turn, and then waits: whatever
- * the segment size, the read holds about `parallel` × AHEAD_BYTES. A segment that turns out not
- * to be the size listed once bytes of it were given out cannot be read again (they were yielded
- * already): the read fails, naming it.
+ * holds AHEAD_BYTES (and a piece it hands over, one it gathers) until its turn, and then waits:
+ * whatever the segment size, the read holds about `parallel` × AHEAD_BYTES. A segment that turns
+ * out not to be the size listed once bytes of it were given out cannot be read again (they were
+ * yielded already): the read fails, naming it.
  */
 export async function* segmentBytes(
   first: ResultManifest,
