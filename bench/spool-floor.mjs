@@ -4,9 +4,9 @@
 // process's on-CPU time (schedstat, all threads) over each read:
 //
 // - store ×1 / ×4: fetch, the bytes counted and dropped, one object at a time / four at once;
-// - relay: the same objects through a minimal relay process (node:http, each object piped into
-//   one response with Content-Length): the cost of a hop with nothing of Sluice's in it, against
-//   which the api's relay (bench/spool-read.mjs) compares;
+// - relay: the same objects through a minimal relay process (bench/lib/relay-server.mjs: node:http,
+//   each object piped into one response with Content-Length): the cost of a hop with nothing of
+//   Sluice's in it, against which the api's relay (bench/spool.mjs, bench/spool-read.mjs) compares;
 // - file ×1 / ×4: each object written into one file at its offset as it comes (a stream per
 //   object, positional): the least a downloader that writes the file can do, one / four at once;
 // - client ×1 / ×4: segmentBytes of libs/client (what SluiceClient.result reads segments with),
@@ -52,25 +52,6 @@ const S3RVER = `
   new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory, configureBuckets: [{ name: bucket }] })
     .run()
     .then(({ port }) => process.stdout.write(JSON.stringify({ port }) + '\\n'));`;
-
-const RELAY = `
-  const http = require('node:http');
-  const [urls, total] = [JSON.parse(process.argv[1]), process.argv[2]];
-  const agent = new http.Agent({ keepAlive: true });
-  http.createServer(async (req, res) => {
-    res.writeHead(200, { 'content-length': total });
-    for (const url of urls) {
-      await new Promise((resolve, reject) =>
-        http.get(url, { agent }, (up) => {
-          up.pipe(res, { end: false });
-          up.on('end', resolve).on('error', reject);
-        }),
-      );
-    }
-    res.end();
-  }).listen(0, '127.0.0.1', function () {
-    process.stdout.write(JSON.stringify({ port: this.address().port }) + '\\n');
-  });`;
 
 const children = [];
 const work = fs.mkdtempSync(path.join(tmpdir(), 'sluice-bench-spool-floor-'));
@@ -134,8 +115,7 @@ const sha = whole.digest('hex');
 const total = SEGMENTS * SIZE;
 const manifest = { query_id: 'floor', complete: true, size: total, segments };
 const relay = await startChild([
-  '-e',
-  RELAY,
+  path.join(ROOT, 'bench/lib/relay-server.mjs'),
   JSON.stringify(segments.map((s) => s.url)),
   String(total),
 ]);

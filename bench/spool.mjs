@@ -7,7 +7,8 @@
 //   in it too), api and worker peak RSS, sampled every 100 ms;
 // - fetch through the api (GET …/result) against the floor of reading the same segments straight
 //   from the store by their presigned URLs, one after the other, in this process (both hashed as
-//   they come);
+//   they come), beside the same segments through a relay with nothing of Sluice's in it
+//   (bench/lib/relay-server.mjs): what a hop costs here before the api does anything;
 // - the client's download of the finished result by its presigned segments (SluiceClient.result,
 //   the code `sluice export --keep` reads with), 4 at once against one at a time, both written to
 //   a file as the command writes it (each segment at its offset as its download ends, the
@@ -16,9 +17,10 @@
 //   of that ratio here: the same segments by the same URLs, each written into one file at its
 //   offset as it comes, with no Sluice code, 4 at once against one at a time;
 //
-// Each of these pairs is read BENCH_READ_ROUNDS times (3), its two ways alternated (A B B A
-// A B), and the median of each way is the figure: on a 2-core machine shared with others, one
-// read of ~1 s each says more about the neighbours than about the two ways.
+// Each of these is read BENCH_READ_ROUNDS times (3), its ways alternated (A B C, C B A, A B C
+// for the fetches; A B, B A, A B for the downloads), and the median of each way is the figure:
+// on a 2-core machine shared with others, one read of ~1 s each says more about the neighbours
+// than about the ways.
 // - a fetch cut at a byte (curl piped to `head -c N`) and resumed with `curl --continue-at -`:
 //   the file must be identical, for a byte inside a segment, at a segment's end and near the end;
 // - the result read whole from a second api process, and from the first after a restart.
@@ -120,6 +122,20 @@ async function startS3() {
   return { endpoint: `http://127.0.0.1:${port}`, pid: child.pid };
 }
 
+/** bench/lib/relay-server.mjs over the manifest's presigned segments, in a process of its own. */
+async function startRelay(manifest) {
+  const urls = JSON.stringify(manifest.segments.map((s) => s.url));
+  const child = spawn(
+    process.execPath,
+    [path.join(ROOT, 'bench/lib/relay-server.mjs'), urls, String(manifest.size)],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  onCleanup(() => child.kill('SIGTERM'));
+  const [line] = await once(child.stdout, 'data');
+  const { port } = JSON.parse(line.toString());
+  return { url: `http://127.0.0.1:${port}/`, pid: child.pid };
+}
+
 /** Reads a response body to its end: bytes, seconds, SHA-256. */
 async function drain(body) {
   const hash = createHash('sha256');
@@ -215,9 +231,16 @@ async function main() {
   const apiPeak = memory[sluice.api.pid].peak;
   const workerPeak = memory[sluice.worker.pid].peak;
 
-  // 2. Through the api against straight from the store, one stream each, alternated. Where the
-  // CPU goes in each (a 2-core machine: the store, the api and this client share it).
-  const cpuGroups = { 'bench client': [process.pid], api: [sluice.api.pid], s3rver: [s3.pid] };
+  // 2. Through the api against straight from the store, one stream each, and through a relay with
+  // nothing of Sluice's in it (the floor of the api's hop), alternated. Where the CPU goes in each
+  // (a 2-core machine: the store, the api or the relay, and this client share it).
+  const relay = await startRelay(manifest);
+  const cpuGroups = {
+    'bench client': [process.pid],
+    api: [sluice.api.pid],
+    relay: [relay.pid],
+    s3rver: [s3.pid],
+  };
   const timed = async (read) => {
     const before = cpuSnapshot(cpuGroups);
     const run = await read();
@@ -247,18 +270,30 @@ async function main() {
       sha: storeHash.digest('hex'),
     };
   };
+  const readViaRelay = async () => drain((await fetch(relay.url)).body);
   const apiRuns = [];
   const storeRuns = [];
+  const relayRuns = [];
+  const ways = {
+    api: [readViaApi, apiRuns],
+    store: [readFromStore, storeRuns],
+    relay: [readViaRelay, relayRuns],
+  };
   for (let round = 0; round < READ_ROUNDS; round++) {
-    const order = round % 2 === 0 ? ['api', 'store'] : ['store', 'api'];
+    const order = round % 2 === 0 ? ['api', 'store', 'relay'] : ['relay', 'store', 'api'];
     for (const way of order) {
-      if (way === 'api') apiRuns.push(await timed(readViaApi));
-      else storeRuns.push(await timed(readFromStore));
+      const [read, runs] = ways[way];
+      runs.push(await timed(read));
     }
   }
   const viaApi = medianRun(apiRuns);
   const fromStore = medianRun(storeRuns);
-  const cpu = { viaApi: cpuOfRuns(apiRuns), fromStore: cpuOfRuns(storeRuns) };
+  const viaRelay = medianRun(relayRuns);
+  const cpu = {
+    viaApi: cpuOfRuns(apiRuns),
+    fromStore: cpuOfRuns(storeRuns),
+    viaRelay: cpuOfRuns(relayRuns),
+  };
   const whole = apiRuns[0].sha;
 
   // 3. The client's download by presigned segments: 4 at once, one at a time, alternated.
@@ -324,6 +359,7 @@ async function main() {
   const allSame = [
     ...apiRuns,
     ...storeRuns,
+    ...relayRuns,
     ...downloadRuns[4],
     ...downloadRuns[1],
     ...floorRuns[4],
@@ -376,6 +412,7 @@ async function main() {
   });
 
   const apiVsStore = viaApi.bytes / viaApi.seconds / (fromStore.bytes / fromStore.seconds);
+  const relayVsStore = viaRelay.bytes / viaRelay.seconds / (fromStore.bytes / fromStore.seconds);
   const ratioOf = (pair) => pair[4].bytes / pair[4].seconds / (pair[1].bytes / pair[1].seconds);
   const parallelVsOne = ratioOf(downloads);
   const floorParallelVsOne = ratioOf(floors);
@@ -395,18 +432,19 @@ async function main() {
     `| Redis used_memory growth during the export | ${mb(redisGrowth)} MiB | < 20 MiB | ${met(redisGrowth < GOAL_REDIS_GROWTH)} |`,
     `| api peak RSS | ${mb(apiPeak)} MiB | < 250 MiB | ${met(apiPeak < GOAL_API_RSS)} |`,
     `| worker peak RSS | ${mb(workerPeak)} MiB | < 300 MiB | ${met(workerPeak < GOAL_WORKER_RSS)} |`,
-    `| fetch through the api vs the store | ${rate(viaApi)} = ${apiVsStore.toFixed(2)}x | store, one stream: ${rate(fromStore)}; ≥ 0.8x | ${met(apiVsStore >= GOAL_API_VS_STORE)} |`,
+    `| fetch through the api vs the store | ${rate(viaApi)} = ${apiVsStore.toFixed(2)}x | store, one stream: ${rate(fromStore)}; a relay with no Sluice code, same segments: ${rate(viaRelay)} = ${relayVsStore.toFixed(2)}x the store; ≥ 0.8x | ${met(apiVsStore >= GOAL_API_VS_STORE)} |`,
     `| client download by presigned segments, 4 at once vs 1 | ${rate(downloads[4])} = ${parallelVsOne.toFixed(2)}x | one at a time: ${rate(downloads[1])}; a file writer with no Sluice code, same segments: 4 at once ${rate(floors[4])} = ${floorParallelVsOne.toFixed(2)}x one at a time (${rate(floors[1])}); ≥ 1.5x | ${met(parallelVsOne >= GOAL_PARALLEL_VS_ONE)} |`,
     `| cut and resumed with curl --continue-at - | ${resumed.map((r) => `at ${r.at}: ${r.same ? 'identical' : '**DIFFERENT**'}`).join(', ')} | identical | ${met(resumed.every((r) => r.same))} |`,
     `| read from another api process | ${same(other)} | identical | ${met(other.sha === whole)} |`,
     `| read after an api restart | ${same(again)} | identical | ${met(again.sha === whole)} |`,
     '',
-    `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}, the file writer's ${same(floors[4])} and ${same(floors[1])}; every run ${allSame ? 'identical' : '**DIFFERENT**'}.`,
-    `Runs (MiB/s): through the api ${apiRuns.map(mibs).join(', ')}; from the store ${storeRuns.map(mibs).join(', ')}; 4 at once ${downloadRuns[4].map(mibs).join(', ')}; one at a time ${downloadRuns[1].map(mibs).join(', ')}; the file writer 4 at once ${floorRuns[4].map(mibs).join(', ')}, one at a time ${floorRuns[1].map(mibs).join(', ')}.`,
+    `Bytes: through the api ${same(viaApi)}, from the store ${same(fromStore)}, through the relay ${same(viaRelay)}, 4 at once ${same(downloads[4])}, one at a time ${same(downloads[1])}, the file writer's ${same(floors[4])} and ${same(floors[1])}; every run ${allSame ? 'identical' : '**DIFFERENT**'}.`,
+    `Runs (MiB/s): through the api ${apiRuns.map(mibs).join(', ')}; from the store ${storeRuns.map(mibs).join(', ')}; through the relay ${relayRuns.map(mibs).join(', ')}; 4 at once ${downloadRuns[4].map(mibs).join(', ')}; one at a time ${downloadRuns[1].map(mibs).join(', ')}; the file writer 4 at once ${floorRuns[4].map(mibs).join(', ')}, one at a time ${floorRuns[1].map(mibs).join(', ')}.`,
     '',
     'CPU while each was read, all its runs (100% = one core):',
     `- through the api: ${cpuLine(cpu.viaApi)}`,
     `- from the store, one stream: ${cpuLine(cpu.fromStore)}`,
+    `- through the relay with no Sluice code: ${cpuLine(cpu.viaRelay)}`,
     `- presigned segments, 4 at once: ${cpuLine(cpu.segments4)}`,
     `- presigned segments, one at a time: ${cpuLine(cpu.segments1)}`,
     `- the file writer, 4 at once: ${cpuLine(cpu.floor4)}`,
