@@ -35,6 +35,7 @@ import {
   skeletonEnv,
   startChild,
   startSluice,
+  SMALL_STATEMENT,
 } from './lib/service.mjs';
 
 const REQUESTS = envInt('BENCH_REQUESTS', 1000);
@@ -45,7 +46,7 @@ if (PROCESS !== 'api' && PROCESS !== 'worker') throw new Error('BENCH_PROCESS: a
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 const TARGETS = (process.env.BENCH_TARGETS ?? 'skeleton,sluice').split(',').map((t) => t.trim());
 const KEEP_PROFILE = process.env.BENCH_KEEP_PROFILE === '1';
-const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
+const STATEMENT = SMALL_STATEMENT;
 installGuards(20 * 60 * 1000);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -37,6 +37,7 @@ import {
   unlessDied,
   executeOptions,
   storedTable,
+  SMALL_STATEMENT,
 } from './lib/service.mjs';
 import {
   createStoredTable,
@@ -66,7 +67,7 @@ const EXPORT_SOURCE = process.env.BENCH_EXPORT_SOURCE ?? 'generated';
 if (!['table', 'generated'].includes(EXPORT_SOURCE)) {
   throw new Error('BENCH_EXPORT_SOURCE must be table or generated');
 }
-const SMALL = 'select g, md5(g::text) from generate_series(1,10) g';
+const SMALL = SMALL_STATEMENT;
 const GOAL_P99_MS = 50;
 const GOAL_LOOP_P99_MS = 20;
 

@@ -26,13 +26,14 @@ import {
   runMain,
   staleBuildWarning,
   startSluice,
+  SMALL_STATEMENT,
 } from './lib/service.mjs';
 
 const SETTINGS = {
   rounds: envInt('BENCH_ROUNDS', 6),
   requests: envInt('BENCH_REQUESTS', 2500),
   concurrency: envInt('BENCH_CONCURRENCY', 16),
-  statement: 'select g, md5(g::text) from generate_series(1,10) g',
+  statement: SMALL_STATEMENT,
 };
 /** The probes collect every this often: an idle pause of three periods gives each a fresh line. */
 const PROBE_EVERY_MS = 2000;

@@ -12,13 +12,20 @@
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { parse, serialize } from 'pg-protocol';
-import { DATABASE_URL, envInt, installGuards, runMain, staleBuildWarning } from './lib/service.mjs';
+import {
+  DATABASE_URL,
+  envInt,
+  installGuards,
+  runMain,
+  staleBuildWarning,
+  SMALL_STATEMENT,
+} from './lib/service.mjs';
 
 const ITERATIONS = envInt('BENCH_ITERATIONS', 5000);
 const ROUNDS = envInt('BENCH_ROUNDS', 3);
 const CHUNK = 250;
 const ONLY = process.env.BENCH_SEQUENCES?.split('|');
-const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
+const STATEMENT = SMALL_STATEMENT;
 const ROLE = 'sluice_bench_cost_role';
 // A tag of the length the worker sets (ApplicationNames: a prefix and 16 bytes base64url).
 const APP_NAME = 'sluice:q:AAAAAAAAAAAAAAAAAAAAAA';

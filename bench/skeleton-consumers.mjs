@@ -26,13 +26,14 @@ import {
   request,
   runMain,
   startSkeleton,
+  SMALL_STATEMENT,
 } from './lib/service.mjs';
 
 const ROUNDS = envInt('BENCH_ROUNDS', 4);
 const SECONDS = envInt('BENCH_SECONDS', 10);
 const WARM_UP_SECONDS = envInt('BENCH_WARMUP_SECONDS', 20);
 const CONCURRENCY = envInt('BENCH_CONCURRENCY', 32);
-const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
+const STATEMENT = SMALL_STATEMENT;
 const VARIANTS = {
   pool: 'main thread → piscina thread (the floor small-queries.mjs measures)',
   port: 'main thread → thread by a MessagePort message (no piscina)',

@@ -29,12 +29,13 @@ import {
   startSluice,
   switchCounts,
   writeCounts,
+  SMALL_STATEMENT,
 } from './lib/service.mjs';
 
 const WINDOWS = envInt('BENCH_WINDOWS', 9);
 const WINDOW_SECONDS = envInt('BENCH_WINDOW_SECONDS', 10);
 const CONCURRENCY = envInt('BENCH_CONCURRENCY', 32);
-const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
+const STATEMENT = SMALL_STATEMENT;
 // 1: every request sends an Idempotency-Key of its own, so that every result is kept.
 const KEPT = envInt('BENCH_IDEMPOTENCY_KEYS', 0) === 1;
 const PROCESSES = ['api', 'worker', 'postgres', 'redis'];

@@ -47,6 +47,7 @@ import {
   startSkeleton,
   startSluice,
   storedTable,
+  SMALL_STATEMENT,
 } from './lib/service.mjs';
 import {
   createStoredTable,
@@ -67,7 +68,7 @@ const SETTINGS = {
   concurrency: envInt('BENCH_CONCURRENCY', 32),
   requestTimeoutMs: 10_000,
   startTimeoutMs: START_TIMEOUT_MS,
-  statement: 'select g, md5(g::text) from generate_series(1,10) g',
+  statement: SMALL_STATEMENT,
   expectedRows: 10,
   // Rounds of the three targets in turn: this machine's speed drifts by ±10% over minutes, so one
   // load each would compare targets measured at different speeds.

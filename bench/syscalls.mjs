@@ -24,13 +24,14 @@ import {
   skeletonEnv,
   startChild,
   startSluice,
+  SMALL_STATEMENT,
 } from './lib/service.mjs';
 
 const REQUESTS = envInt('BENCH_REQUESTS', 2000);
 const WARM_UP = envInt('BENCH_WARM_UP', 4000);
 const CONCURRENCY = envInt('BENCH_CONCURRENCY', 32);
 const TARGETS = (process.env.BENCH_TARGETS ?? 'skeleton,sluice').split(',').map((t) => t.trim());
-const STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
+const STATEMENT = SMALL_STATEMENT;
 installGuards(10 * 60_000);
 
 /** `n` requests, CONCURRENCY at a time, each client in a closed loop; how many failed. */

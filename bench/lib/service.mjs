@@ -26,6 +26,8 @@ export const DATABASE_URL =
   process.env.BENCH_DATABASE_URL || 'postgresql://root@127.0.0.1:5432/test';
 export const REDIS_URL = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
 export const START_TIMEOUT_MS = 30_000;
+/** The small query every small-query bench sends (ten rows): one, so that their figures compare. */
+export const SMALL_STATEMENT = 'select g, md5(g::text) from generate_series(1,10) g';
 
 // ---------------------------------------------------------------------------------------------
 // Cleanup: registered as things are started, run once (normal end, error, signal, hard limit).
@@ -642,7 +644,7 @@ export async function startSluice({
   adminUser = process.env.BENCH_ADMIN_USER || 'bench',
   databaseUrl = DATABASE_URL,
   redisUrl = REDIS_URL,
-  firstStatement = 'select g, md5(g::text) from generate_series(1,10) g',
+  firstStatement = SMALL_STATEMENT,
   isGood = (res) => isOkJson(res),
 } = {}) {
   warnIfStale();
