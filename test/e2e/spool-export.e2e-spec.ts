@@ -380,6 +380,19 @@ describe('sluice export --keep', () => {
     else expect(run.stdout).not.toContain('from the store');
   });
 
+  it('writes the result to standard output in order, from the store when it can: the same bytes', async () => {
+    const marker = `cli-out-${Date.now()}`;
+    const statement = `select g, md5(g::text) as h, '${marker}' as m from generate_series(1, 6000) g`;
+    // Not a terminal: standard output carries the bytes alone (the progress line is a terminal's).
+    const run = await sluice(['export', statement, '--format', 'csv', '--keep', '--parallel', '3']);
+    expect(run.code).toBe(0);
+    const queryId = await lastQueryOf(statement);
+    kept.push(queryId);
+    // Several of the suite's 64 KiB segments, given out in their order.
+    expect(run.stdout.length).toBeGreaterThan(3 * 64 * 1024);
+    expect(Buffer.from(run.stdout).equals(await throughApi(queryId))).toBe(true);
+  });
+
   it('refuses --parallel without --keep, and one that is not a whole number', async () => {
     const alone = await sluice(['export', 'select 1', '--format', 'csv', '--parallel', '2']);
     expect(alone.code).toBe(2);
