@@ -46,10 +46,18 @@ export async function startRedisCluster(
   const { masters = 3, replicas = 0, nodeTimeoutMs = 1000, security = {} } = options;
   const servers = new RedisServers(security);
   const ports: number[] = [];
+  /**
+   * Each node's cluster bus port, drawn as its port is: Redis's default (the port + 10000) lands
+   * where nothing checked it was free — in the kernel's ephemeral range, or on a port another
+   * run's freePort() handed out.
+   */
+  const busPorts = new Map<number, number>();
   const dead = new Set<number>();
   const nodeArgs = (port: number) => [
     '--cluster-enabled',
     'yes',
+    '--cluster-port',
+    String(busPorts.get(port)),
     // Kept across a restart: a node that comes back knows its cluster.
     '--cluster-config-file',
     join(servers.dir, `nodes-${port}.conf`),
@@ -65,7 +73,11 @@ export async function startRedisCluster(
     return info.includes('cluster_state:ok') && synced;
   };
   try {
-    for (let i = 0; i < masters * (1 + replicas); i++) ports.push(await freePort());
+    for (let i = 0; i < masters * (1 + replicas); i++) {
+      const port = await freePort();
+      ports.push(port);
+      busPorts.set(port, await freePort());
+    }
     await Promise.all(ports.map((port) => servers.start(port, nodeArgs(port))));
     await redisCli(
       ports[0],
