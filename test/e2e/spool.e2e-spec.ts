@@ -7,7 +7,7 @@ import {
 import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { IncomingHttpHeaders, get as httpGet } from 'node:http';
+import { IncomingHttpHeaders, createServer, get as httpGet } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ResultManifest } from '@app/contracts';
@@ -87,15 +87,17 @@ function fetchResult(
 
 /**
  * The store as the test reaches it, beside the service: the keys of a query's segments, a delete,
- * and a put of one segment as a worker writes it.
+ * and a put of one segment as a worker writes it. In the deployment's own place in the store (its
+ * SLUICE_KEY_PREFIX under SLUICE_SPOOL_URL), or in `namespace`'s.
  */
-function store(): {
+function store(namespace = e2eEnv().keyPrefix): {
   keys(queryId: string): Promise<string[]>;
   drop(key: string): Promise<void>;
   put(queryId: string, name: string, bytes: Buffer): Promise<void>;
 } {
   const env = e2eEnv();
   if (env.spool === 's3') {
+    const prefix = `${env.s3!.prefix}${namespace}/`;
     const client = new S3Client({
       endpoint: env.s3!.endpoint,
       forcePathStyle: true,
@@ -108,7 +110,7 @@ function store(): {
         const page = await client.send(
           new ListObjectsV2Command({
             Bucket: env.s3!.bucket,
-            Prefix: `${env.s3!.prefix}${queryId}/`,
+            Prefix: `${prefix}${queryId}/`,
           }),
         );
         return (page.Contents ?? []).map((o) => o.Key!).sort();
@@ -120,14 +122,14 @@ function store(): {
         await client.send(
           new PutObjectCommand({
             Bucket: env.s3!.bucket,
-            Key: `${env.s3!.prefix}${queryId}/${name}`,
+            Key: `${prefix}${queryId}/${name}`,
             Body: bytes,
           }),
         );
       },
     };
   }
-  const dir = fileURLToPath(env.spoolEnv.SLUICE_SPOOL_URL);
+  const dir = join(fileURLToPath(env.spoolEnv.SLUICE_SPOOL_URL), namespace);
   return {
     keys: (queryId) => {
       try {
@@ -281,14 +283,28 @@ describe('segments a worker left and never listed (it died)', () => {
     if (!spooled()) return;
     // A query id no record knows: what a worker that died mid-write leaves in the store.
     const queryId = randomUUID();
-    await store().put(queryId, 'run.0', Buffer.alloc(1000, 1));
+    await store().put(queryId, 'a1b2c3d4.000001', Buffer.alloc(1000, 1));
     expect((await store().keys(queryId)).length).toBe(1);
+    // Beside it, what is not Sluice's (names it never writes), and another deployment's segment
+    // in the same store (its own SLUICE_KEY_PREFIX): never touched.
+    const others: [ReturnType<typeof store>, string, string][] = [
+      [store(), randomUUID(), 'notes.txt'],
+      [store(), 'reports', 'a1b2c3d4.000001'],
+      [store(`${e2eEnv().keyPrefix}-other`), randomUUID(), 'a1b2c3d4.000001'],
+    ];
+    for (const [place, dir, name] of others) await place.put(dir, name, Buffer.alloc(10, 2));
     // SLUICE_SPOOL_SWEEP_SECONDS 2, SLUICE_SPOOL_ORPHAN_SECONDS 3.
     await eventually(
       async () => ((await store().keys(queryId)).length === 0 ? true : undefined),
       20_000,
     );
-  }, 30_000);
+    // A whole sweep later, as old as the one deleted.
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    for (const [place, dir, name] of others) {
+      expect([dir, name, (await place.keys(dir)).length]).toEqual([dir, name, 1]);
+      for (const key of await place.keys(dir)) await place.drop(key);
+    }
+  }, 40_000);
 });
 
 describe('/metrics of the spool', () => {
@@ -355,7 +371,9 @@ describe('/metrics of the spool', () => {
       const queryId = res.json.query_id as string;
       await eventually(() => {
         try {
-          return Promise.resolve(readdirSync(join(dir, queryId)).length > 0 ? true : undefined);
+          return Promise.resolve(
+            readdirSync(join(dir, keyPrefix, queryId)).length > 0 ? true : undefined,
+          );
         } catch {
           return Promise.resolve(undefined);
         }
@@ -435,6 +453,90 @@ describe('a spool out of reach', () => {
       expect(Date.now() - started).toBeLessThan(5000);
       const sync = await execute({ statement: 'select 1 as n' }, { token, baseUrl });
       expect(sync.status).toBe(200);
+    } finally {
+      await api.stop();
+    }
+  }, 120_000);
+
+  it('waits 2 s at most for a store that does not answer, and does not ask one that answered again for 5 s', async () => {
+    // A store that answers everything, but holds its bucket's check unanswered once told to.
+    let silent = false;
+    let checks = 0;
+    const fake = createServer((req, res) => {
+      if (req.method === 'HEAD') {
+        checks++;
+        if (silent) return;
+      }
+      res.writeHead(200).end();
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    const { port } = fake.address() as { port: number };
+    const api = await startExtraApi({
+      SLUICE_SPOOL_URL: 's3://answering/results',
+      SLUICE_SPOOL_S3_ENDPOINT: `http://127.0.0.1:${port}`,
+      AWS_ACCESS_KEY_ID: 'x',
+      AWS_SECRET_ACCESS_KEY: 'x',
+    });
+    // A user of its own: the kept queries it leaves hold slots of theirs until they lapse.
+    const user = await createLoggedInUser(made, { prefix: 'e2e_spool_check' });
+    try {
+      const kept = () =>
+        execute(
+          { statement: 'select 1 as n', wait_timeout: 0 },
+          { token: user.token, baseUrl: api.baseUrl },
+        );
+      expect((await kept()).status).toBe(202);
+      const answeredBy = Date.now();
+      expect(checks).toBe(1);
+      silent = true;
+      expect((await kept()).status).toBe(202);
+      expect(checks).toBe(1);
+      await new Promise((resolve) => setTimeout(resolve, answeredBy + 5_200 - Date.now()));
+      const started = Date.now();
+      const refused = await kept();
+      const took = Date.now() - started;
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+      expect(checks).toBe(2);
+      expect(took).toBeGreaterThanOrEqual(1_800);
+      expect(took).toBeLessThan(4_500);
+    } finally {
+      await api.stop();
+      fake.closeAllConnections();
+      fake.close();
+    }
+  }, 120_000);
+
+  it('answers a fetch 503 with Retry-After while the store cannot be read, never a body cut short', async () => {
+    const queryId = await submitAsync(STATEMENT);
+    await finished(queryId);
+    if (e2eEnv().spool !== 's3') {
+      expect((await fetchResult(queryId)).status).toBe(200);
+      return;
+    }
+    // Another api of the same deployment, whose store is out of reach.
+    const api = await startExtraApi({
+      SLUICE_SPOOL_S3_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
+    });
+    try {
+      const asks: [string, Record<string, string>][] = [
+        ['/result', {}],
+        ['/result', { range: 'bytes=10-' }],
+        ['/result/segments', {}],
+      ];
+      for (const [path, headers] of asks) {
+        const res = await fetch(`${api.baseUrl}/v1/queries/${queryId}${path}`, {
+          headers: { authorization: `Bearer ${token}`, ...headers },
+        });
+        const body = (await res.json()) as { status: { vendor_code: number } };
+        expect([path, headers, res.status, body.status.vendor_code]).toEqual([
+          path,
+          headers,
+          503,
+          -109,
+        ]);
+        expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+      }
     } finally {
       await api.stop();
     }

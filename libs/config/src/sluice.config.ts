@@ -282,6 +282,12 @@ export type RedisSettings =
 export interface SpoolSettings {
   /** `file:///abs/dir` or `s3://bucket/prefix`. */
   url: string;
+  /**
+   * The deployment's own place in the store (SLUICE_KEY_PREFIX): its segments are kept, and its
+   * sweep looks, only under it, so that deployments sharing a bucket or a directory never touch
+   * each other's results, nor anything else kept there.
+   */
+  namespace: string;
   /** A non-AWS S3 endpoint (SLUICE_SPOOL_S3_ENDPOINT); path-style addressing then. */
   s3Endpoint?: string;
   /** The S3 region (SLUICE_SPOOL_S3_REGION); unset: the SDK's chain (AWS_REGION …). */
@@ -380,7 +386,7 @@ function byteSize(env: Env, name: string, fallback: number, min: number, max: nu
  */
 function spoolSettings(
   env: Env,
-  context: { standalone: boolean; dataDir: string },
+  context: { standalone: boolean; dataDir: string; keyPrefix: string },
 ): SpoolSettings | undefined {
   const raw =
     url(env, 'SLUICE_SPOOL_URL', ['file:', 's3:']) ??
@@ -399,6 +405,7 @@ function spoolSettings(
   const GiB = 1024 ** 3;
   return {
     url: raw,
+    namespace: context.keyPrefix,
     s3Endpoint: url(env, 'SLUICE_SPOOL_S3_ENDPOINT', ['http:', 'https:']),
     s3Region: str(env, 'SLUICE_SPOOL_S3_REGION'),
     presignSeconds: int(env, 'SLUICE_SPOOL_PRESIGN_SECONDS', 0, 0, 7 * 86400),
@@ -617,8 +624,12 @@ function allowedHosts(
 export function loadConfig(env: Env = process.env): SluiceConfig {
   const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
   const keyPrefix = str(env, 'SLUICE_KEY_PREFIX') ?? 'sluice';
-  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(keyPrefix)) {
-    throw new ConfigError('SLUICE_KEY_PREFIX', 'may hold only letters, digits and _ . : - (1-64)');
+  // It names the deployment's directory in a file spool too: never `.` or `..`.
+  if (!/^[A-Za-z0-9_.:-]{1,64}$/.test(keyPrefix) || /^\.+$/.test(keyPrefix)) {
+    throw new ConfigError(
+      'SLUICE_KEY_PREFIX',
+      'may hold only letters, digits and _ . : - (1-64), and not dots alone',
+    );
   }
   const jwtSecret = str(env, 'SLUICE_JWT_SECRET');
   if (jwtSecret !== undefined && jwtSecret.length < 16) {
@@ -804,7 +815,7 @@ export function loadConfig(env: Env = process.env): SluiceConfig {
     workerMetricsPort: int(env, 'SLUICE_WORKER_METRICS_PORT', 9464, 0, 65535),
     workerHeartbeatMs: int(env, 'SLUICE_WORKER_HEARTBEAT_MS', 5000, 100, 60_000),
     dataDir,
-    spool: spoolSettings(env, { standalone: redis === undefined, dataDir }),
+    spool: spoolSettings(env, { standalone: redis === undefined, dataDir, keyPrefix }),
     embeddedPgPort: int(env, 'SLUICE_EMBEDDED_PG_PORT', 54329, 1, 65535),
     statementTimeoutMs: int(env, 'SLUICE_STATEMENT_TIMEOUT_MS', 300_000, 0, 86_400_000),
     maxStatementTimeoutMs: int(env, 'SLUICE_MAX_STATEMENT_TIMEOUT_MS', 3_600_000, 1, 86_400_000),

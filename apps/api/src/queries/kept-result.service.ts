@@ -258,20 +258,25 @@ export class KeptResultService {
     return length;
   }
 
-  /** The key of a segment the records name that the store does not hold, if any. */
+  /**
+   * The key of a segment the records name that the store does not hold whole, if any: one gone,
+   * or one held at another size than was written (cut short) — its bytes are lost either way.
+   */
   private async missingSegment(
     queryId: string,
     records: ResultRecord[],
   ): Promise<string | undefined> {
-    const held = new Set<string>();
+    const held = new Map<string, number>();
     try {
-      for await (const entry of this.spool!.list(segmentPrefix(queryId))) held.add(entry.key);
+      for await (const entry of this.spool!.list(segmentPrefix(queryId))) {
+        held.set(entry.key, entry.size);
+      }
     } catch (err) {
       throw this.spoolFailure(queryId, err);
     }
     for (const record of records) {
-      if (record.kind === 'data' && record.segment && !held.has(record.segment.key)) {
-        return record.segment.key;
+      if (record.kind === 'data' && record.segment) {
+        if (held.get(record.segment.key) !== record.segment.size) return record.segment.key;
       }
     }
     return undefined;
@@ -400,14 +405,20 @@ async function lengthOf(reader: ResultReader): Promise<number | { failed: Status
   }
 }
 
-/** A finished query's kept result, from where its reader starts (it skips what comes before). */
-async function* bytesOf(reader: ResultReader): AsyncGenerator<Buffer> {
+/**
+ * A finished query's kept result, from where its reader starts (it skips what comes before). One
+ * that fails now (dropped meanwhile, say) is aborted: its Content-Length promised more.
+ */
+export async function* bytesOf(reader: ResultReader): AsyncGenerator<Buffer> {
   try {
     for (;;) {
       const record = await reader.next();
-      if (record.kind === 'error') return;
+      if (record.kind === 'error') throw new Error(`result failed: ${record.status.reason}`);
       if (record.bytes.length > 0) yield record.bytes;
-      if (record.kind === 'end') return;
+      if (record.kind === 'end') {
+        if (record.abort) throw new Error(`result cut short: ${record.status.reason}`);
+        return;
+      }
     }
   } finally {
     await reader.close();
@@ -419,7 +430,7 @@ function spoolError(queryId: string, err: unknown): unknown {
   if (err instanceof SpoolMissingError) {
     return new SluiceError(
       'RESULT_GONE',
-      `a segment of the result of query ${queryId} is missing from the store that keeps results: the result is lost; run the query again`,
+      `a segment of the result of query ${queryId} is missing from the store that keeps results, or is not whole: the result is lost; run the query again`,
     );
   }
   if (err instanceof SpoolUnavailableError) {

@@ -1,4 +1,4 @@
-import { Controller, Delete, Get, Headers, Param, Res, UseGuards } from '@nestjs/common';
+import { Controller, Delete, Get, Header, Headers, Param, Res, UseGuards } from '@nestjs/common';
 import {
   ApiBasicAuth,
   ApiBearerAuth,
@@ -79,6 +79,8 @@ export class QueriesController {
   @ApiNotFoundResponse({
     description: 'No such query, not yours, it keeps no result, or results are not spooled here.',
   })
+  // Its URLs read the result with no other credential: no cache may keep them.
+  @Header('cache-control', 'no-store')
   async segments(
     @Param('queryId') queryId: string,
     @CurrentUser() user: AuthUser,

@@ -56,13 +56,18 @@ export class SpoolSweepService implements OnApplicationBootstrap, OnModuleDestro
       .finally(() => (this.running = undefined));
   }
 
-  /** One pass; what it found, for /metrics: the spool's objects and bytes, after the deletes. */
-  async sweep(): Promise<{ deleted: number }> {
+  /**
+   * One pass; what it found, for /metrics: the spool's objects and bytes, after the deletes. Only
+   * keys Sluice makes are looked at: the rest of the bucket or directory is never touched.
+   */
+  async sweep(): Promise<{ deleted: number; failed: number }> {
     const spool = this.spool!;
     const oldEnough = Date.now() - this.config.spool!.orphanSeconds * 1000;
     const byQuery = new Map<string, { keys: string[]; bytes: number; newest: number }>();
     for await (const entry of spool.list()) {
       const queryId = queryOfSegment(entry.key);
+      // Not a segment Sluice wrote: someone else's, never touched.
+      if (queryId === undefined) continue;
       const query = byQuery.get(queryId) ?? { keys: [], bytes: 0, newest: 0 };
       query.keys.push(entry.key);
       query.bytes += entry.size;
@@ -72,17 +77,27 @@ export class SpoolSweepService implements OnApplicationBootstrap, OnModuleDestro
     let deleted = 0;
     let objects = 0;
     let bytes = 0;
+    let failed = 0;
     for (const [queryId, query] of byQuery) {
       if (query.newest < oldEnough && !(await this.results.kept(queryId))) {
-        await spool.remove(query.keys);
-        deleted += query.keys.length;
-        continue;
+        try {
+          await spool.remove(query.keys);
+          deleted += query.keys.length;
+          continue;
+        } catch (err) {
+          // One query's segments the store would not delete stop no other's: the next pass tries again.
+          failed++;
+          this.metrics.spoolError('sweep');
+          this.logger.warn(
+            `could not delete the segments of query ${queryId}: ${(err as Error).message}`,
+          );
+        }
       }
       objects += query.keys.length;
       bytes += query.bytes;
     }
     this.metrics.spooled(objects, bytes);
     if (deleted > 0) this.logger.log(`deleted ${deleted} segments of kept results that are gone`);
-    return { deleted };
+    return { deleted, failed };
   }
 }

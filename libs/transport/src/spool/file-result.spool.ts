@@ -25,10 +25,16 @@ export class FileResultSpool implements ResultSpool {
     const path = this.pathOf(key);
     const temporary = `${path}.tmp-${randomBytes(4).toString('hex')}`;
     try {
-      await mkdir(dirname(path), { recursive: true });
-      const file = await open(temporary, 'w');
+      // The owner's alone: a kept result is no other local account's to read.
+      await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+      const file = await open(temporary, 'w', 0o600);
       try {
-        await file.writev(parts);
+        const { bytesWritten } = await file.writev(parts);
+        // A disk that fills part way through answers a short write, not an error.
+        const size = parts.reduce((sum, part) => sum + part.length, 0);
+        if (bytesWritten !== size) {
+          throw new Error(`${bytesWritten} of its ${size} bytes written (the disk may be full)`);
+        }
       } finally {
         await file.close();
       }
@@ -80,13 +86,24 @@ export class FileResultSpool implements ResultSpool {
     }
   }
 
+  /** The names in `dir`: none when it is gone or is not a directory (a file put beside them). */
+  private async names(dir: string): Promise<string[]> {
+    try {
+      return await readdir(dir);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException)?.code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+      throw new SpoolUnavailableError(`list ${dir}`, err);
+    }
+  }
+
   presign(): Promise<string | undefined> {
     return Promise.resolve(undefined);
   }
 
   async check(): Promise<void> {
     try {
-      await mkdir(this.root, { recursive: true });
+      await mkdir(this.root, { recursive: true, mode: 0o700 });
       await access(this.root, constants.W_OK);
     } catch (err) {
       throw new SpoolUnavailableError(`reach ${this.root}`, err);
@@ -95,15 +112,6 @@ export class FileResultSpool implements ResultSpool {
 
   close(): void {
     // Nothing held between calls.
-  }
-
-  private async names(dir: string): Promise<string[]> {
-    try {
-      return await readdir(dir);
-    } catch (err) {
-      if (isMissing(err)) return [];
-      throw err;
-    }
   }
 
   private pathOf(key: string): string {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,14 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { freePort } from '@test/support/free-port';
 import { S3RVER_CREDENTIALS, TestS3Server, startS3Server } from '@test/support/s3.server';
 import { FileResultSpool } from './file-result.spool';
-import { ResultSpool, SpoolMissingError, SpoolUnavailableError, removeQuery } from './result.spool';
+import {
+  ResultSpool,
+  SpoolMissingError,
+  SpoolUnavailableError,
+  queryOfSegment,
+  removeQuery,
+} from './result.spool';
+import { openSpool } from './spool.factory';
 import { STORE_SILENCE_MS, S3ResultSpool } from './s3-result.spool';
 
 /**
@@ -128,6 +136,8 @@ describe('ResultSpool, its store unreachable', () => {
       await expect(spool.put('q/a.000001', [Buffer.from('x')])).rejects.toBeInstanceOf(
         SpoolUnavailableError,
       );
+      // A listing too (what a fetch checks a finished result's segments with): 503, not 500.
+      await expect(keys(spool)).rejects.toBeInstanceOf(SpoolUnavailableError);
       expect(Date.now() - started).toBeLessThan(10_000);
     } finally {
       spool.close();
@@ -208,5 +218,108 @@ describe('ResultSpool, its store unreachable', () => {
     await expect(spool.put('q/a.000001', [Buffer.from('x')])).rejects.toBeInstanceOf(
       SpoolUnavailableError,
     );
+  });
+});
+
+describe(queryOfSegment.name, () => {
+  const id = 'f47ac10b-58cc-4372-a567-0e02b2c3d479';
+
+  it('names the query of a key Sluice writes, the temporary name of a file spool included', () => {
+    expect(queryOfSegment(`${id}/a1b2c3d4.000001`)).toBe(id);
+    expect(queryOfSegment(`${id}/a1b2c3d4.000012.tmp-0badcafe`)).toBe(id);
+  });
+
+  it('names none for a key Sluice never writes: such objects are not its to delete', () => {
+    for (const key of [
+      `${id}/notes.txt`,
+      `reports/a1b2c3d4.000001`,
+      `${id}`,
+      `${id}/a1b2c3d4.000001/more`,
+      `x/${id}/a1b2c3d4.000001`,
+      'readme',
+    ]) {
+      expect([key, queryOfSegment(key)]).toEqual([key, undefined]);
+    }
+  });
+});
+
+describe(openSpool.name, () => {
+  const segment = 'f47ac10b-58cc-4372-a567-0e02b2c3d479/a1b2c3d4.000001';
+
+  it.each(['file', 's3'])(
+    '%s: keeps each deployment (SLUICE_KEY_PREFIX) in a place of its own in the same store',
+    async (kind) => {
+      const url =
+        kind === 'file'
+          ? `file://${join(dir, `shared-${randomBytes(3).toString('hex')}`)}`
+          : `s3://${s3.bucket}/shared-${randomBytes(3).toString('hex')}`;
+      // openSpool's S3 client takes the SDK's credential chain, as the service's does.
+      const saved = {
+        id: process.env.AWS_ACCESS_KEY_ID,
+        secret: process.env.AWS_SECRET_ACCESS_KEY,
+      };
+      process.env.AWS_ACCESS_KEY_ID = S3RVER_CREDENTIALS.accessKeyId;
+      process.env.AWS_SECRET_ACCESS_KEY = S3RVER_CREDENTIALS.secretAccessKey;
+      const [one, other] = ['one', 'other'].map((namespace) =>
+        openSpool({ url, namespace, s3Endpoint: s3.endpoint, s3Region: 'us-east-1' }),
+      );
+      try {
+        await one.put(segment, [Buffer.from('one')]);
+        await other.put(segment, [Buffer.from('other')]);
+        expect(await keys(one)).toEqual([segment]);
+        expect(await text(await other.read(segment))).toBe('other');
+        await removeQuery(one, segment.split('/')[0]);
+        expect(await keys(one)).toEqual([]);
+        expect(await keys(other)).toEqual([segment]);
+      } finally {
+        one.close();
+        other.close();
+        process.env.AWS_ACCESS_KEY_ID = saved.id;
+        process.env.AWS_SECRET_ACCESS_KEY = saved.secret;
+        if (saved.id === undefined) delete process.env.AWS_ACCESS_KEY_ID;
+        if (saved.secret === undefined) delete process.env.AWS_SECRET_ACCESS_KEY;
+      }
+    },
+  );
+});
+
+describe(FileResultSpool.name, () => {
+  let root: string;
+  let spool: FileResultSpool;
+  beforeEach(() => {
+    root = join(dir, `file-${randomBytes(3).toString('hex')}`);
+    spool = new FileResultSpool(root);
+  });
+
+  it("keeps segments readable by their owner only: kept results are no other local account's", async () => {
+    await spool.put('q1/a.000001', [Buffer.from('private')]);
+    expect(statSync(root).mode & 0o777).toBe(0o700);
+    expect(statSync(join(root, 'q1')).mode & 0o777).toBe(0o700);
+    expect(statSync(join(root, 'q1/a.000001')).mode & 0o777).toBe(0o600);
+  });
+
+  it('fails a segment the disk took only part of, leaving nothing under its name', async () => {
+    // What a disk that fills part way answers: a short write, no error.
+    const handle = await open(join(dir, 'probe'), 'w');
+    const proto = Object.getPrototypeOf(handle) as { writev: (...args: unknown[]) => unknown };
+    await handle.close();
+    const short = jest
+      .spyOn(proto, 'writev')
+      .mockResolvedValue({ bytesWritten: 3, buffers: [] } as never);
+    try {
+      await expect(spool.put('q2/a.000001', [Buffer.from('hello world')])).rejects.toThrow(
+        /3 of its 11 bytes written/,
+      );
+    } finally {
+      short.mockRestore();
+    }
+    expect(await keys(spool)).toEqual([]);
+  });
+
+  it('lists its segments past a stray file beside their directories', async () => {
+    await spool.put('q3/a.000001', [Buffer.from('x')]);
+    writeFileSync(join(root, 'stray'), 'not a directory');
+    mkdirSync(join(root, 'empty'));
+    expect(await keys(spool)).toEqual(['q3/a.000001']);
   });
 });

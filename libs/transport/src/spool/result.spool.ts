@@ -12,10 +12,16 @@ export interface SpoolEntry {
   modifiedAt: number;
 }
 
-/** Thrown by `read` when the segment is not in the store (deleted, or lost). */
+/**
+ * Thrown by `read` when the segment is not in the store (deleted, or lost), and by its readers
+ * when it is there at another size than it was written: its bytes are lost either way.
+ */
 export class SpoolMissingError extends Error {
-  constructor(readonly key: string) {
-    super(`spooled segment ${key} is missing from the store`);
+  constructor(
+    readonly key: string,
+    why = 'is missing from the store',
+  ) {
+    super(`spooled segment ${key} ${why}`);
     this.name = 'SpoolMissingError';
   }
 }
@@ -63,9 +69,16 @@ export function segmentPrefix(queryId: string): string {
   return `${queryId}/`;
 }
 
-/** The query a segment key belongs to. */
-export function queryOfSegment(key: string): string {
-  return key.slice(0, key.indexOf('/'));
+/**
+ * A segment's key as Sluice makes it: `<query id>/<run>.<number>` (SpoolingResultWriter), or the
+ * temporary name a file spool writes one under first.
+ */
+const SEGMENT_KEY =
+  /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\/[0-9a-f]{8}\.\d{6,}(\.tmp-[0-9a-f]{8})?$/;
+
+/** The query a segment key belongs to; undefined for a key Sluice never makes (not its own). */
+export function queryOfSegment(key: string): string | undefined {
+  return SEGMENT_KEY.exec(key)?.[1];
 }
 
 /** Deletes every segment of one query (a DELETE, a failed result, a swept one). */

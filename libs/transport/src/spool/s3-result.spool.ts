@@ -3,6 +3,7 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   ListObjectsV2Command,
+  type ListObjectsV2CommandOutput,
   NoSuchKey,
   PutObjectCommand,
   S3Client,
@@ -120,13 +121,18 @@ export class S3ResultSpool implements ResultSpool {
   async *list(prefix = ''): AsyncIterable<SpoolEntry> {
     let token: string | undefined;
     do {
-      const page = await this.client.send(
-        new ListObjectsV2Command({
-          Bucket: this.options.bucket,
-          Prefix: this.keyOf(prefix),
-          ContinuationToken: token,
-        }),
-      );
+      let page: ListObjectsV2CommandOutput;
+      try {
+        page = await this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.options.bucket,
+            Prefix: this.keyOf(prefix),
+            ContinuationToken: token,
+          }),
+        );
+      } catch (err) {
+        throw new SpoolUnavailableError(`list ${this.keyOf(prefix)}`, err);
+      }
       for (const object of page.Contents ?? []) {
         if (!object.Key) continue;
         yield {

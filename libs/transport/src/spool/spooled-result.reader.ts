@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { ResultRecord } from '@app/contracts';
 import { ReaderClosedError, ResultReader, ResultSource } from '../result.channel';
-import { ResultSpool, removeQuery } from './result.spool';
+import { ResultSpool, SpoolMissingError, removeQuery } from './result.spool';
 
 const EMPTY = Buffer.alloc(0);
 
@@ -10,13 +10,16 @@ const EMPTY = Buffer.alloc(0);
  * that names a segment becomes the segment's bytes, read from the store as they come (a `data`
  * record per piece the store hands over), never a whole segment in memory. From `start` on when
  * asked: segments wholly before it are not read at all, the one it falls in from its offset.
- * A segment missing from the store fails `next()` (SpoolMissingError).
+ * A segment missing from the store, or held there at another size than it was written, fails
+ * `next()` (SpoolMissingError): never a body short of bytes, or with bytes of something else.
  */
 export class SpooledResultReader implements ResultReader {
   private pieces: AsyncIterator<Buffer> | undefined;
   private stream: Readable | undefined;
   /** Rows of the segment being read, told with its first piece. */
   private rows = 0;
+  /** The segment being read: its key, and the bytes still to come from it. */
+  private segment: { key: string; left: number } | undefined;
   /** Body bytes passed so far (records' own and segments'). */
   private at = 0;
 
@@ -42,10 +45,20 @@ export class SpooledResultReader implements ResultReader {
     for (;;) {
       if (this.pieces) {
         const piece = await this.pieces.next();
+        const segment = this.segment!;
         if (!piece.done) {
+          // Longer than written: not one byte past its end is given out.
+          if (piece.value.length > segment.left) {
+            throw new SpoolMissingError(segment.key, 'is longer in the store than it was written');
+          }
+          segment.left -= piece.value.length;
           const rows = this.rows;
           this.rows = 0;
           return { kind: 'data', rows, bytes: piece.value };
+        }
+        // The store held it at another size than was written: its bytes cannot be the result's.
+        if (segment.left !== 0) {
+          throw new SpoolMissingError(segment.key, 'is shorter in the store than it was written');
         }
         this.pieces = undefined;
         this.stream = undefined;
@@ -59,7 +72,9 @@ export class SpooledResultReader implements ResultReader {
         if (this.at <= this.start) continue;
         if (!this.spool)
           throw new Error(`query result names segment ${key}, and there is no spool`);
-        this.stream = await this.spool.read(key, Math.max(0, this.start - offset));
+        const from = Math.max(0, this.start - offset);
+        this.stream = await this.spool.read(key, from);
+        this.segment = { key, left: size - from };
         this.pieces = (this.stream as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
         this.rows = record.rows;
         continue;
