@@ -310,6 +310,25 @@ describe('AdminPage', () => {
     const statuses = dashboard.map((r) => r.status());
     if (mode === 'cluster') expect(statuses.filter((st) => st !== 200 && st !== 304)).toEqual([]);
     else expect(statuses.filter((st) => st !== 404)).toEqual([]);
+    // Every answer there, the page's scripts and data calls too, fetches nothing from other sites
+    // (bull-board's page links a web font) and sends no referrer on.
+    for (const answer of dashboard) {
+      const sent = await answer.allHeaders();
+      const csp = sent['content-security-policy'] ?? '';
+      expect({
+        url: answer.url(),
+        referrer: sent['referrer-policy'],
+        frames: sent['x-frame-options'],
+        sources: ['default-src', 'connect-src', 'font-src'].map((d) =>
+          new RegExp(`(^|; )${d} 'self'(;|$)`).test(csp),
+        ),
+      }).toEqual({
+        url: answer.url(),
+        referrer: 'no-referrer',
+        frames: 'DENY',
+        sources: [true, true, true],
+      });
+    }
   });
 
   it('sends a browser that is not signed in from the dashboard to the sign-in, without a prompt', async () => {

@@ -198,6 +198,10 @@ describe('AdminSession', () => {
     const dashboard = await withCookie(cookie, 'GET', '/admin/queues');
     expect(dashboard.status).toBe(403);
     expectEnvelope(dashboard, '42501', -700);
+    // The charts are the whole service's traffic: administrators only.
+    const stats = await withCookie(cookie, 'GET', '/admin/api/stats');
+    expect(stats.status).toBe(403);
+    expectEnvelope(stats, '42501', -700);
   });
 
   it('keeps the cookie token and Bearer tokens apart: neither works as the other', async () => {

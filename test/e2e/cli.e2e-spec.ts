@@ -14,6 +14,7 @@ import { createServer } from 'node:http';
 import { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { tableFromIPC } from 'apache-arrow';
 import { duckdb } from '@test/support/duckdb.reader';
 import { applicationNameOf, closeDb, db, e2eEnv, eventually, request } from './support/client';
 import { claimsOf, executeAs, signToken } from './support/users';
@@ -146,6 +147,43 @@ describe('sluice (the command line)', () => {
     const file = join(config, 'sluice', 'credentials.json');
     expect(statSync(file).mode & 0o777).toBe(0o600);
     expect(readFileSync(file, 'utf8')).not.toContain(env.adminPassword);
+  });
+
+  it('asks a terminal for the URL (offering the default), the user and the password', async () => {
+    const env = e2eEnv();
+    const config = join(work, 'tty-asked-config');
+    const asked = userEnv({ XDG_CONFIG_HOME: config, TERM: 'xterm' });
+    delete asked.SLUICE_URL;
+    delete asked.SLUICE_USER;
+    delete asked.SLUICE_PASSWORD;
+    const child = spawn(
+      'script',
+      ['-qfec', `${process.execPath} ${SLUICE_BIN} login`, '/dev/null'],
+      {
+        env: asked,
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
+    let shown = '';
+    child.stdout.on('data', (d: Buffer) => (shown += d.toString()));
+    // Each answer typed once its question is up, as a person would.
+    const answer = async (question: string, typed: string) => {
+      await eventually(() => Promise.resolve(shown.includes(question) ? true : undefined));
+      await new Promise((r) => setTimeout(r, 200));
+      child.stdin.write(`${typed}\r`);
+    };
+    await answer('Sluice URL [http://127.0.0.1:8080]: ', env.baseUrl);
+    await answer('User: ', env.adminUser);
+    await answer('Password: ', env.adminPassword);
+    const [code] = (await once(child, 'close')) as [number | null];
+    child.stdin.destroy();
+    expect(code).toBe(0);
+    expect(shown).toContain(`logged in to ${env.baseUrl}`);
+    const stored = JSON.parse(readFileSync(join(config, 'sluice', 'credentials.json'), 'utf8')) as {
+      url: string;
+      username: string;
+    };
+    expect(stored).toMatchObject({ url: env.baseUrl, username: env.adminUser });
   });
 
   it('logs in with the password piped on stdin, as the standalone banner says', async () => {
@@ -510,6 +548,45 @@ describe('sluice (the command line)', () => {
     const unknown = await sluice(['export', 'select 1', '--compression', 'lz4', '-o', out]);
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toMatch(/zstd, snappy, gzip, none/);
+  });
+
+  it('writes an export in the format its file extension names: Arrow, NDJSON, JSON', async () => {
+    const statement = "select g as n, 'row ' || g as t from generate_series(1, 3) g";
+    const written = async (name: string): Promise<Buffer> => {
+      const out = join(work, name);
+      const run = await sluice(['export', statement, '-o', out]);
+      expect([name, run.code]).toEqual([name, 0]);
+      return readFileSync(out);
+    };
+    const arrow = tableFromIPC(await written('out.arrow'));
+    const rows = arrow.toArray() as { toJSON(): Record<string, unknown> }[];
+    expect(rows.map((row) => row.toJSON())).toEqual([
+      { n: 1, t: 'row 1' },
+      { n: 2, t: 'row 2' },
+      { n: 3, t: 'row 3' },
+    ]);
+    for (const name of ['out.ndjson', 'out.jsonl']) {
+      const lines = (await written(name))
+        .toString()
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      expect(lines[0]).toMatchObject({ schema: [{ name: 'n' }, { name: 't' }] });
+      expect(lines.slice(1, -1).flatMap((line) => line.data as unknown[])).toEqual([
+        [1, 'row 1'],
+        [2, 'row 2'],
+        [3, 'row 3'],
+      ]);
+      expect(lines[lines.length - 1]).toMatchObject({ status: { sql_state: '00000' } });
+    }
+    expect(JSON.parse((await written('out.json')).toString())).toMatchObject({
+      data: [
+        [1, 'row 1'],
+        [2, 'row 2'],
+        [3, 'row 3'],
+      ],
+      status: { sql_state: '00000' },
+    });
   });
 
   it('exports 1M rows to a Parquet file that a Parquet reader reads back whole', async () => {

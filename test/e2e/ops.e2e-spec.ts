@@ -128,6 +128,12 @@ describe('metrics', () => {
     expect(res.status).toBe(200);
     const failed = await execute({ statement: 'select * from no_such_table_ops' }, { baseUrl });
     expect(failed.status).toBe(400);
+    // Refused before it was queued: a placeholder with no value.
+    const rejected = await execute({ statement: 'select {missing} as m' }, { baseUrl });
+    expect(rejected.status).toBe(400);
+    // Answered 202 before its result.
+    const accepted = await execute({ statement: 'select 1 as n', wait_timeout: 0 }, { baseUrl });
+    expect(accepted.status).toBe(202);
     // The request is counted when its response closes, just after the client has it.
     const standalone = e2eEnv().mode === 'standalone';
     const after = await eventually(async () => {
@@ -137,6 +143,8 @@ describe('metrics', () => {
       // The pool counts a task when its thread hands it back, a moment after the response.
       const counted =
         grew('sluice_queries_total', { outcome: 'failed' }, 1) &&
+        grew('sluice_queries_total', { outcome: 'rejected' }, 1) &&
+        grew('sluice_queries_total', { outcome: 'accepted' }, 1) &&
         (!standalone || grew('sluice_pool_tasks_completed_total', {}, 2));
       return counted ? text : undefined;
     });

@@ -378,6 +378,18 @@ describe('sluice export --keep', () => {
     expect(bytes.equals(await throughApi(queryId))).toBe(true);
     if (presigned()) expect(run.stdout).toContain('from the store, 3 at a time');
     else expect(run.stdout).not.toContain('from the store');
+    // Without --parallel: 4 at a time.
+    const byDefault = await sluice(['export', `"${statement}"`, '-o', out, '--keep'], true);
+    expect(byDefault.code).toBe(0);
+    const both = await eventually(async () => {
+      const res = await request(undefined, { method: 'GET', path: '/v1/queries', token });
+      const list = res.json as unknown as { query_id: string; statement: string }[];
+      const ids = list.filter((q) => q.statement === statement).map((q) => q.query_id);
+      return ids.length === 2 ? ids : undefined;
+    });
+    kept.push(...both.filter((id) => id !== queryId));
+    expect(readFileSync(out).equals(bytes)).toBe(true);
+    if (presigned()) expect(byDefault.stdout).toContain('from the store, 4 at a time');
   });
 
   it('writes the result to standard output in order, from the store when it can: the same bytes', async () => {

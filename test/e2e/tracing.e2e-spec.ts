@@ -252,6 +252,38 @@ describe('tracing', () => {
     });
   });
 
+  it("leaves out the query string and a failure's reason, which may quote a value; the server span is no error for a 4xx", async () => {
+    // PostgreSQL's message quotes the value it could not take: "invalid input syntax … "secret-…"".
+    const secret = `secret-${randomBytes(6).toString('hex')}`;
+    const query = new URLSearchParams({
+      statement: 'select {v}::int as n',
+      params: JSON.stringify({ v: secret }),
+    });
+    const res = await request(undefined, {
+      method: 'GET',
+      path: `/v1/execute?${query.toString()}`,
+      token,
+      baseUrl,
+    });
+    expect(res.status).toBe(400);
+    expect((res.json as { status: { reason: string } }).status.reason).toContain(secret);
+    const traceId = await traceIdOf((res.json as { query_id: string }).query_id);
+    const spans = await spansOf(traceId, whole);
+    for (const kind of [CLIENT, CONSUMER]) {
+      const span = spans.find((s) => s.kind === kind)!;
+      expect(span.status.code).toBe(ERROR);
+      expect(span.attributes).toMatchObject({ 'error.type': '22P02' });
+    }
+    const server = spans.find((s) => s.kind === SERVER)!;
+    expect(server.attributes).toMatchObject({
+      'http.request.method': 'GET',
+      'url.path': '/v1/execute',
+      'http.response.status_code': 400,
+    });
+    expect(server.status.code).not.toBe(ERROR);
+    for (const body of receiver.bodies) expect(body).not.toContain(secret);
+  });
+
   it('ends a cancelled statement span with the cancel', async () => {
     const controller = new AbortController();
     const statement = `select pg_sleep(30) as "${randomBytes(4).toString('hex')}"`;

@@ -60,6 +60,35 @@ describe(SluiceClient.name, () => {
     expect(seen).toEqual({ ended: true, cancelled: false });
   });
 
+  it('gives the seconds of Retry-After with a failure worth retrying, in the envelope or not', async () => {
+    const answers = [
+      new Response(
+        '{"status":{"reason":"too many queries","sql_state":"53000","vendor_code":-108}}',
+        { status: 429, headers: { 'retry-after': '3', 'content-type': 'application/json' } },
+      ),
+      new Response('<html>busy</html>', { status: 503, headers: { 'retry-after': '7' } }),
+      new Response('<html>busy</html>', { status: 503 }),
+    ];
+    const client = new SluiceClient({
+      url: 'http://sluice.invalid',
+      credentials: { basic: { username: 'u', password: 'p' } },
+      fetch: () => Promise.resolve(answers.shift()!),
+    });
+    expect(await failureOf(client)).toMatchObject({
+      httpStatus: 429,
+      sqlState: '53000',
+      retryable: true,
+      retryAfterSeconds: 3,
+    });
+    expect(await failureOf(client)).toMatchObject({
+      kind: 'status',
+      httpStatus: 503,
+      retryable: true,
+      retryAfterSeconds: 7,
+    });
+    expect((await failureOf(client)).retryAfterSeconds).toBeUndefined();
+  });
+
   it('takes a line after an error status for a broken stream, as after a success', async () => {
     for (const status of [
       cancelled,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Pool } from 'pg';
 import { loadConfig } from '@app/config';
 import { testDatabaseUrl } from '@test/settings';
+import { until } from '@test/support/poll';
 import { MetadataEventsService, MetadataSchema } from '@app/users';
 import { RevocationService } from './revocation.service';
 
@@ -47,5 +48,31 @@ describe(RevocationService.name, () => {
     jest.spyOn(Date, 'now').mockReturnValue(now + 120_000);
     await (revocations as unknown as { prune(): Promise<void> }).prune();
     expect(await revocations.isRevoked(jti)).toBe(true);
+  });
+
+  it('asks the database while its notification connection is down, and holds what it missed once that is back', async () => {
+    const listening = (events as unknown as { client: { processID: number } }).client.processID;
+    await pool.query('SELECT pg_terminate_backend($1)', [listening]);
+    await until(() => Promise.resolve(!events.live), 5_000);
+    // Revoked by another process meanwhile: its notification reaches nobody here.
+    const jti = randomUUID();
+    revoked.push(jti);
+    await pool.query(
+      `INSERT INTO sluice.revoked_tokens (jti, username, expires_at)
+       VALUES ($1, 'bob', now() + interval '1 minute')`,
+      [jti],
+    );
+    expect(await revocations.isRevoked(jti)).toBe(true);
+    expect(await revocations.isRevoked(randomUUID())).toBe(false);
+    // Listening again: the table is read whole, and checks are answered from memory.
+    await until(() => Promise.resolve(events.live), 5_000);
+    await until(async () => revocations.cached > 0 && (await revocations.isRevoked(jti)), 5_000);
+    const asked = jest.spyOn(pool, 'query');
+    await until(async () => {
+      asked.mockClear();
+      return (await revocations.isRevoked(randomUUID())) === false && asked.mock.calls.length === 0;
+    }, 5_000);
+    expect(await revocations.isRevoked(jti)).toBe(true);
+    expect(asked).not.toHaveBeenCalled();
   });
 });
