@@ -112,6 +112,22 @@ const SEQUENCES = {
     PRELUDE,
     `COMMIT; ${RESET_NOW.replace('SET SESSION AUTHORIZATION DEFAULT; ', '')}`,
   ),
+  // A simple Query ends in ReadyForQuery, which PostgreSQL flushes with a write of its own: the
+  // SET LOCALs as one string cost more than their Parse/Bind/Execute each in the batch.
+  'worker, BEGIN as Parse/Bind/Execute, the SET LOCALs as one simple query': [
+    {
+      write: Buffer.concat([
+        extended(PRELUDE[0]),
+        serialize.query(PRELUDE.slice(1).join('; ')),
+        firstWrite([]),
+      ]),
+      until: ['C', 4],
+    },
+    {
+      write: Buffer.concat([secondWrite('COMMIT'), serialize.query('DISCARD ALL')]),
+      until: ['Z', 3],
+    },
+  ],
   'worker, prelude as one simple query': [
     {
       write: Buffer.concat([serialize.query(PRELUDE.join('; ')), firstWrite([]).subarray(0)]),
