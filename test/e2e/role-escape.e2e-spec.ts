@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { HttpResult, closeDb, db, e2eEnv, execute } from './support/client';
+import { HttpResult, closeDb, db, e2eEnv, eventually, execute } from './support/client';
 import { randomName } from './support/service';
 import {
   TestUser,
@@ -224,6 +224,29 @@ describe('statements that try to act as another role', () => {
     const after = await memberOf();
     expect(after.status).toBe(200);
     expect(after.json.data).toEqual([[login, [role]]]);
+  });
+
+  it('stops the users of a role made a member of a superuser after they got their login: 403, on a pooled connection within seconds', async () => {
+    const role = await createRole('e2e_promoted');
+    const su = await createRole('e2e_su');
+    roles.push(role, su);
+    await db().query(`ALTER ROLE ${su} SUPERUSER`);
+    const promoted = await createUser({ role, prefix: 'e2e_promoted' });
+    users.push(promoted.username);
+    const token = await tokenOf(promoted);
+    const once = () => executeAs(token, { statement: 'select 1 as n' });
+    expect((await once()).status).toBe(200);
+    // By an operator, after the fact: the role may now SET ROLE to a superuser.
+    await db().query(`GRANT ${su} TO ${role}`);
+    // Its pooled connections are checked again within ROLE_RECHECK_MS (10 s).
+    const refused = await eventually(async () => {
+      const res = await once();
+      return res.status === 403 ? res : undefined;
+    }, 20_000);
+    expect(refused.json.status).toMatchObject({ sql_state: '42501', vendor_code: -700 });
+    expect(refused.json.status.reason).toContain('is now (or is a member of) a superuser');
+    await db().query(`REVOKE ${su} FROM ${role}`);
+    expect((await once()).status).toBe(200);
   });
 
   it('keeps a temp_file_limit that a superuser stored on the login role, which its users cannot raise, and shows it in GET /v1/users/{name}', async () => {

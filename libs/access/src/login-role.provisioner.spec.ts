@@ -51,16 +51,30 @@ afterAll(async () => {
   await superuser.end();
 });
 
+/** Provisioning `user` is refused as `kind`, saying `says`, and makes no login role. */
+async function expectRefused(user: string, kind: string, says: string): Promise<void> {
+  const refused = await provisioner.provision(asControl, user).catch((err: unknown) => err);
+  expect(refused).toBeInstanceOf(LoginRoleError);
+  expect(refused).toMatchObject({ kind, message: expect.stringContaining(says) as string });
+  const { rowCount } = await superuser.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [
+    provisioner.loginFor(user),
+  ]);
+  expect(rowCount).toBe(0);
+}
+
 describe(LoginRoleProvisioner.name, () => {
   it('refuses a superuser role as one, not as the control login it also passes for', async () => {
     const su = await role('su', 'SUPERUSER NOLOGIN');
-    const refused = await provisioner.provision(asControl, su).catch((err: unknown) => err);
-    expect(refused).toBeInstanceOf(LoginRoleError);
-    expect(refused).toMatchObject({ kind: 'superuser', message: expect.stringContaining(su) });
-    const { rowCount } = await superuser.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [
-      provisioner.loginFor(su),
-    ]);
-    expect(rowCount).toBe(0);
+    await expectRefused(su, 'superuser', su);
+  });
+
+  it('refuses a member (through another role) of a superuser: it may SET ROLE to it', async () => {
+    const su = await role('su_held', 'SUPERUSER NOLOGIN');
+    const holder = await role('holds_su', 'NOLOGIN');
+    const user = await role('via_su', 'NOLOGIN');
+    await superuser.query(`GRANT ${su} TO ${holder}`);
+    await superuser.query(`GRANT ${holder} TO ${user}`);
+    await expectRefused(user, 'superuser', 'is (or is a member of) a superuser');
   });
 
   it.each(['pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'])(
@@ -70,16 +84,7 @@ describe(LoginRoleProvisioner.name, () => {
       const user = await role(`via_${predefined}`, 'NOLOGIN');
       await superuser.query(`GRANT ${predefined} TO ${holder}`);
       await superuser.query(`GRANT ${holder} TO ${user}`);
-      const refused = await provisioner.provision(asControl, user).catch((err: unknown) => err);
-      expect(refused).toBeInstanceOf(LoginRoleError);
-      expect(refused).toMatchObject({
-        kind: 'predefined',
-        message: expect.stringContaining(`member of ${predefined}`),
-      });
-      const { rowCount } = await superuser.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [
-        provisioner.loginFor(user),
-      ]);
-      expect(rowCount).toBe(0);
+      await expectRefused(user, 'predefined', `member of ${predefined}`);
     },
   );
 

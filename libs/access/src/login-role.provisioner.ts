@@ -216,7 +216,11 @@ export class LoginRoleProvisioner {
     const { rows } = await client.query<RoleFacts>(
       `SELECT r.oid IS NOT NULL AS exists,
               r.oid IS NOT NULL AND pg_has_role(r.oid, current_user, 'MEMBER') AS is_control,
-              r.rolsuper AS superuser, r.rolcreaterole AS createrole, r.rolbypassrls AS bypassrls,
+              -- A member of a superuser role may SET ROLE to it: as much a superuser as one.
+              r.rolsuper OR EXISTS (SELECT 1 FROM pg_roles s
+                                     WHERE s.rolsuper AND pg_has_role(r.oid, s.oid, 'MEMBER'))
+                AS superuser,
+              r.rolcreaterole AS createrole, r.rolbypassrls AS bypassrls,
               r.rolcanlogin AS canlogin, l.oid::int AS login_oid,
               (l.rolsuper OR l.rolcreaterole OR l.rolcreatedb OR l.rolreplication OR l.rolbypassrls)
                 AS login_bad_attrs,
@@ -247,7 +251,8 @@ export class LoginRoleProvisioner {
     if (facts.superuser) {
       throw new LoginRoleError(
         'superuser',
-        `role "${role}" is a superuser: its users could reach every role and the server's files`,
+        `role "${role}" is (or is a member of) a superuser: its users could reach every role and ` +
+          "the server's files",
       );
     }
     if (facts.is_control) {

@@ -3,7 +3,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Piscina } from 'piscina';
-import { threadResourceLimits } from './query-pool.service';
+import { ownLoginsOf, threadResourceLimits } from './query-pool.service';
 
 /** A task that allocates short-lived objects, then reports the thread's young generation. */
 const YOUNG_GENERATION_PROBE = `
@@ -48,5 +48,26 @@ describe(threadResourceLimits.name, () => {
     expect(threadResourceLimits(0)).toEqual({});
     const { newSpaceBytes } = await probe(0);
     expect(newSpaceBytes).toBeGreaterThan(8 * 2 ** 20);
+  });
+});
+
+describe(ownLoginsOf.name, () => {
+  it('names the users of DATABASE_URL and SLUICE_METADATA_DATABASE_URL, each once, decoded', () => {
+    expect(
+      ownLoginsOf({
+        databaseUrl: 'postgres://sluice_control:pw@db/app',
+        metadataDatabaseUrl: 'postgres://sluice%20meta:pw@db/meta',
+      }),
+    ).toEqual(['sluice_control', 'sluice meta']);
+    expect(
+      ownLoginsOf({
+        databaseUrl: 'postgres://same@db/app',
+        metadataDatabaseUrl: 'postgres://same@db/app',
+      }),
+    ).toEqual(['same']);
+    // No user in the URL (the OS user's name): nothing to name.
+    expect(
+      ownLoginsOf({ databaseUrl: 'postgres://db/app', metadataDatabaseUrl: undefined }),
+    ).toEqual([]);
   });
 });

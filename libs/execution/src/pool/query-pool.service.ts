@@ -48,6 +48,7 @@ export class QueryPoolService implements OnApplicationShutdown {
     });
     const settings: ThreadSettings = {
       databaseUrl: config.databaseUrl!,
+      ownLogins: ownLoginsOf(config),
       redis: config.redis,
       keyPrefix: config.keyPrefix,
       spool: config.spool,
@@ -192,4 +193,15 @@ export class QueryPoolService implements OnApplicationShutdown {
   async onApplicationShutdown(): Promise<void> {
     await Promise.all([...this.pools.values()].map((pool) => pool.destroy()));
   }
+}
+
+/** The users DATABASE_URL and SLUICE_METADATA_DATABASE_URL log in as (ThreadSettings.ownLogins). */
+export function ownLoginsOf(
+  config: Pick<SluiceConfig, 'databaseUrl' | 'metadataDatabaseUrl'>,
+): string[] {
+  const users = [config.databaseUrl, config.metadataDatabaseUrl]
+    .filter((url): url is string => url !== undefined)
+    .map((url) => decodeURIComponent(new URL(url).username))
+    .filter((user) => user !== '');
+  return [...new Set(users)];
 }

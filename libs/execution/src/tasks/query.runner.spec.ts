@@ -799,7 +799,9 @@ describe(QueryRunner.name, () => {
     it('refuses a login checked before each statement that is a superuser, unless it may be privileged', async () => {
       const refused = await run(jobOf('SELECT 1'), { ...login, checkOnUse: true });
       expect(refused.outcome.status).toMatchObject({ sql_state: '42501', vendor_code: -700 });
-      expect(refused.outcome.status.reason).toMatch(/is now a superuser or reaches the database/);
+      expect(refused.outcome.status.reason).toMatch(
+        /is now a superuser, one of Sluice's own logins, or reaches the/,
+      );
       expect(refused.rows).toEqual([]);
       const allowed = await run(jobOf('SELECT 1'), {
         ...login,
@@ -821,6 +823,50 @@ describe(QueryRunner.name, () => {
       );
       expect(rows).toEqual([{ n: '1' }]);
     });
+  });
+
+  it("refuses a database user's next statement once its role is a member of one of Sluice's own logins", async () => {
+    const tag = randomUUID().replace(/-/g, '').slice(0, 8);
+    const [own, user] = [`runner_spec_own_${tag}`, `runner_spec_user_${tag}`];
+    await control.query(`CREATE ROLE ${own} NOLOGIN`);
+    await control.query(`CREATE ROLE ${user} LOGIN`);
+    try {
+      runner = new QueryRunner(databases, logins, new LoginRoleProvisioner('unused'), {
+        defaultFetchSize: 100,
+        maxEntryBytes: 1 << 20,
+        credentialKey: CREDENTIAL_KEY,
+        ownLogins: [own],
+      });
+      const as: PgLogin = { user, password: '', checkOnUse: true };
+      const run = async () => {
+        const { reader, running } = start(
+          jobOf('SELECT 1', { role: user }),
+          {},
+          undefined,
+          undefined,
+          as,
+        );
+        await drain(reader);
+        await reader.close();
+        return running;
+      };
+      expect((await run()).status).toMatchObject({ reason: 'OK' });
+      // As a metadata login granted to it after its login would: its sessions could read every
+      // user's hash and sealed password.
+      await control.query(`GRANT ${own} TO ${user}`);
+      const refused = await run();
+      expect(refused.status).toMatchObject({ sql_state: '42501', vendor_code: -700 });
+      expect(refused.status.reason).toContain("one of Sluice's own logins");
+      logins.forget(as, undefined);
+    } finally {
+      await sleep(50);
+      await control.query(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1',
+        [user],
+      );
+      await control.query(`DROP ROLE IF EXISTS ${user}`);
+      await control.query(`DROP ROLE IF EXISTS ${own}`);
+    }
   });
 
   it('answers 503 DB_UNAVAILABLE when PostgreSQL takes the connection and never answers', async () => {

@@ -83,6 +83,8 @@ export interface RunOptions {
 export interface RunnerSettings {
   defaultFetchSize: number;
   maxEntryBytes: number;
+  /** Sluice's own logins (ThreadSettings.ownLogins): no database user may reach them. */
+  ownLogins?: string[];
   /** SLUICE_CREDENTIAL_KEY: the key of the application_name statements run under. */
   credentialKey: string;
 }
@@ -109,6 +111,13 @@ export function beginStatements(job: ExecuteJobData, applicationName: string): s
   if (job.schema !== undefined) parts.push(`SET LOCAL search_path TO ${quoteIdent(job.schema)}`);
   return parts;
 }
+
+/**
+ * How long a pooled connection of a login role is taken as checked (ms): a role made a superuser,
+ * or given a role that reaches the server's files, after its connections were opened stops its
+ * users within this.
+ */
+export const ROLE_RECHECK_MS = 10_000;
 
 /** The most chunks of fetch_size rows one read asks for: a stop or a pace waits for a read at most. */
 export const MAX_CHUNKS_PER_READ = 16;
@@ -200,8 +209,11 @@ export function failureStatus(err: unknown, stopped?: StopReason): Status {
  * batch, write it to the result channel, then the final status. Runs inside a piscina thread.
  */
 export class QueryRunner {
-  /** Connections of login roles found free of stored settings (see withoutRoleSettings). */
-  private readonly checked = new WeakSet<PoolClient>();
+  /**
+   * Connections of login roles found free of stored settings and of privilege (see
+   * withoutRoleSettings), and when they were: a pooled one is checked again after ROLE_RECHECK_MS.
+   */
+  private readonly checked = new WeakMap<PoolClient, number>();
   private readonly applicationNames: ApplicationNames;
 
   constructor(
@@ -465,23 +477,36 @@ export class QueryRunner {
     { job, db, login }: { job: ExecuteJobData; db: DatabaseHandle; login: PgLogin },
   ): Promise<PoolClient> {
     for (let attempt = 1; ; attempt++) {
-      if (this.checked.has(client)) return client;
+      const checkedAt = this.checked.get(client);
+      if (checkedAt !== undefined && Date.now() - checkedAt < ROLE_RECHECK_MS) return client;
       let clean = false;
+      let privileged = false;
       try {
         // GROUP BY compares with the type's own equality, not an operator found on search_path;
         // every other name and operator is pg_catalog's by name, for the same reason.
-        const { rows } = await client.query<{ source: string; granted: boolean }>(
+        const { rows } = await client.query<{
+          source: string;
+          granted: boolean;
+          privileged: boolean;
+        }>(
           `SELECT s.source, EXISTS (
                     SELECT 1 FROM pg_catalog.pg_auth_members m, pg_catalog.pg_roles l
                      WHERE l.rolname OPERATOR(pg_catalog.=) session_user
                        AND m.member OPERATOR(pg_catalog.=) l.oid
                        AND m.roleid OPERATOR(pg_catalog.<>) $1::pg_catalog.regrole::pg_catalog.oid)
-                    AS granted
+                    AS granted,
+                  EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                           WHERE r.rolsuper
+                             AND pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'))
+                    OR EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.name[]) p
+                                WHERE pg_catalog.pg_has_role(session_user, p, 'MEMBER'))
+                    AS privileged
              FROM pg_catalog.pg_settings s
             WHERE s.context OPERATOR(pg_catalog.<>) 'superuser'
             GROUP BY s.source`,
-          [quoteIdent(job.role)],
+          [quoteIdent(job.role), SERVER_FILE_ROLES],
         );
+        privileged = rows.some((r) => r.privileged);
         clean = !rows.some((r) => r.granted || r.source === 'user' || r.source === 'database user');
       } catch (err) {
         if (isSessionEnded(err)) {
@@ -490,8 +515,19 @@ export class QueryRunner {
         }
         // Whatever else fails the check (a stored statement_timeout of 1 ms) is not clean either.
       }
+      // The user's role was made a superuser, or a member of one or of a role that reaches the
+      // server's files, after Sluice gave it a login: its users run nothing more, at once.
+      if (privileged) {
+        client.release(true);
+        this.logins.forget(login, job.database);
+        throw new SluiceError(
+          'FORBIDDEN',
+          `role "${job.role}" is now (or is a member of) a superuser, or reaches the database ` +
+            "server's files: its users may not run statements",
+        );
+      }
       if (clean) {
-        this.checked.add(client);
+        this.checked.set(client, Date.now());
         return client;
       }
       client.release(true);
@@ -508,8 +544,8 @@ export class QueryRunner {
 
   /**
    * A pooled connection outlives DROP ROLE, NOLOGIN and VALID UNTIL, and a role may be made a
-   * superuser or a member of a role that reaches the server's files after its login: ask before
-   * each statement. The session is the user's own, with the search_path its role stores: every
+   * superuser, a member of Sluice's own logins, or of a role that reaches the server's files after
+   * its login: ask before each statement. The session is the user's own, with the search_path its role stores: every
    * name and operator below is pg_catalog's, by name.
    */
   private async checkLogin(
@@ -524,11 +560,13 @@ export class QueryRunner {
         `SELECT r.rolcanlogin AND (r.rolvaliduntil IS NULL
                                    OR r.rolvaliduntil OPERATOR(pg_catalog.>) pg_catalog.now()) AS ok,
                 EXISTS (SELECT 1 FROM pg_catalog.pg_roles s
-                         WHERE s.rolsuper AND pg_catalog.pg_has_role(r.oid, s.oid, 'MEMBER'))
+                         WHERE (s.rolsuper
+                                OR s.rolname OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.name[]))
+                           AND pg_catalog.pg_has_role(r.oid, s.oid, 'MEMBER'))
                   OR EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.name[]) p
                               WHERE pg_catalog.pg_has_role(r.oid, p, 'MEMBER')) AS privileged
            FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) $1`,
-        [login.user, SERVER_FILE_ROLES],
+        [login.user, SERVER_FILE_ROLES, this.settings.ownLogins ?? []],
       );
       ok = rows[0]?.ok === true;
       privileged = rows[0]?.privileged === true && !login.mayBePrivileged;
@@ -546,8 +584,8 @@ export class QueryRunner {
     if (privileged) {
       throw new SluiceError(
         'FORBIDDEN',
-        `role "${login.user}" is now a superuser or reaches the database server's files: no ` +
-          'database user may be (SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS)',
+        `role "${login.user}" is now a superuser, one of Sluice's own logins, or reaches the ` +
+          "database server's files: no database user may be (SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS)",
       );
     }
     throw new SluiceError('LOGIN_REFUSED', `the database no longer lets "${login.user}" log in`);

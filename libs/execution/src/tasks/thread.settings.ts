@@ -2,6 +2,11 @@ import type { RedisSettings, SpoolSettings } from '@app/config';
 /** What every piscina thread is told at start-up (piscina's workerData); plain data. */
 export interface ThreadSettings {
   databaseUrl: string;
+  /**
+   * Sluice's own logins: DATABASE_URL's and SLUICE_METADATA_DATABASE_URL's users. A database user
+   * who becomes (a member of) one may run nothing more.
+   */
+  ownLogins: string[];
   /** Where result streams go (cluster mode); each thread makes its own connection from it. */
   redis?: RedisSettings;
   keyPrefix: string;
