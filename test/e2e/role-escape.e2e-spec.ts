@@ -244,7 +244,7 @@ describe('statements that try to act as another role', () => {
       return res.status === 403 ? res : undefined;
     }, 20_000);
     expect(refused.json.status).toMatchObject({ sql_state: '42501', vendor_code: -700 });
-    expect(refused.json.status.reason).toContain('is now (or is a member of) a superuser');
+    expect(refused.json.status.reason).toContain('is now a superuser (or a member of one)');
     await db().query(`REVOKE ${su} FROM ${role}`);
     expect((await once()).status).toBe(200);
   });

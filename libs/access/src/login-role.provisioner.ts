@@ -251,7 +251,7 @@ export class LoginRoleProvisioner {
     if (facts.superuser) {
       throw new LoginRoleError(
         'superuser',
-        `role "${role}" is (or is a member of) a superuser: its users could reach every role and ` +
+        `role "${role}" is a superuser (or a member of one): its users could reach every role and ` +
           "the server's files",
       );
     }

@@ -800,7 +800,7 @@ describe(QueryRunner.name, () => {
       const refused = await run(jobOf('SELECT 1'), { ...login, checkOnUse: true });
       expect(refused.outcome.status).toMatchObject({ sql_state: '42501', vendor_code: -700 });
       expect(refused.outcome.status.reason).toMatch(
-        /is now a superuser, one of Sluice's own logins, or reaches the/,
+        /is now a superuser or reaches the database server's files/,
       );
       expect(refused.rows).toEqual([]);
       const allowed = await run(jobOf('SELECT 1'), {

@@ -522,7 +522,7 @@ export class QueryRunner {
         this.logins.forget(login, job.database);
         throw new SluiceError(
           'FORBIDDEN',
-          `role "${job.role}" is now (or is a member of) a superuser, or reaches the database ` +
+          `role "${job.role}" is now a superuser (or a member of one), or reaches the database ` +
             "server's files: its users may not run statements",
         );
       }
@@ -584,8 +584,9 @@ export class QueryRunner {
     if (privileged) {
       throw new SluiceError(
         'FORBIDDEN',
-        `role "${login.user}" is now a superuser, one of Sluice's own logins, or reaches the ` +
-          "database server's files: no database user may be (SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS)",
+        `role "${login.user}" is now a superuser or reaches the database server's files, or is ` +
+          "(a member of) one of Sluice's own logins: no database user may be " +
+          '(SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS)',
       );
     }
     throw new SluiceError('LOGIN_REFUSED', `the database no longer lets "${login.user}" log in`);
