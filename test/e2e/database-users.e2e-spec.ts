@@ -613,6 +613,11 @@ describe('database users (SLUICE_AUTH=database)', () => {
           await privilegedUser((name) => `GRANT pg_execute_server_program TO ${name}`),
           /member of pg_execute_server_program/,
         ],
+        // It writes Sluice's own users table where that shares the database.
+        [
+          await privilegedUser((name) => `GRANT pg_write_all_data TO ${name}`),
+          /member of pg_write_all_data, which writes every table/,
+        ],
       ];
     }
 
@@ -654,6 +659,10 @@ describe('database users (SLUICE_AUTH=database)', () => {
       [
         'made a member of pg_write_server_files',
         (name: string) => `GRANT pg_write_server_files TO ${name}`,
+      ],
+      [
+        'made a member of pg_write_all_data',
+        (name: string) => `GRANT pg_write_all_data TO ${name}`,
       ],
     ])('refuses the next statement of a user %s after its login: 403 (-700)', async (_, grant) => {
       const user = await createUser();

@@ -88,6 +88,18 @@ describe(LoginRoleProvisioner.name, () => {
     },
   );
 
+  it("refuses a member (through another role) of pg_write_all_data: it writes Sluice's own users", async () => {
+    const holder = await role('holds_write_all', 'NOLOGIN');
+    const user = await role('via_write_all', 'NOLOGIN');
+    await superuser.query(`GRANT pg_write_all_data TO ${holder}`);
+    await superuser.query(`GRANT ${holder} TO ${user}`);
+    await expectRefused(
+      user,
+      'predefined',
+      'member of pg_write_all_data, which writes every table',
+    );
+  });
+
   it('warns of a role that can log in: its users can set its password', async () => {
     const loginable = await role('canlogin', 'LOGIN');
     const done = await provisioner.provision(asControl, loginable);

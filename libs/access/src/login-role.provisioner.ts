@@ -45,6 +45,13 @@ export const SERVER_FILE_ROLES = [
   'pg_execute_server_program',
 ] as const;
 
+/**
+ * The predefined role whose members may write every table (PostgreSQL 14 on): Sluice's own
+ * users table among them where it shares the users' database — a member could make itself an
+ * administrator of any role. Never a user's.
+ */
+export const WRITE_ALL_ROLE = 'pg_write_all_data';
+
 /** How long provisioning waits for its advisory lock before going on without it. */
 const LOCK_WAIT_MS = 2000;
 
@@ -67,6 +74,8 @@ interface RoleFacts {
   setting_databases: (string | null)[] | null;
   /** The SERVER_FILE_ROLES the role is a member of. */
   file_roles: string[];
+  /** The role is a member of WRITE_ALL_ROLE. */
+  writes_all: boolean;
 }
 
 /**
@@ -236,11 +245,14 @@ export class LoginRoleProvisioner {
                 WHERE s.setrole = l.oid AND (s.setdatabase = 0 OR d.oid IS NOT NULL))
                 AS setting_databases,
               ARRAY(SELECT p::text FROM unnest($3::name[]) p
-                     WHERE r.oid IS NOT NULL AND pg_has_role(r.oid, p, 'MEMBER')) AS file_roles
+                     WHERE r.oid IS NOT NULL AND pg_has_role(r.oid, p, 'MEMBER')) AS file_roles,
+              EXISTS (SELECT 1 FROM pg_roles w
+                       WHERE w.rolname = $4 AND r.oid IS NOT NULL
+                         AND pg_has_role(r.oid, w.oid, 'MEMBER')) AS writes_all
          FROM (SELECT 1) one
          LEFT JOIN pg_roles r ON r.rolname = $1
          LEFT JOIN pg_roles l ON l.rolname = $2`,
-      [role, login, SERVER_FILE_ROLES],
+      [role, login, SERVER_FILE_ROLES, WRITE_ALL_ROLE],
     );
     return rows[0];
   }
@@ -277,6 +289,13 @@ export class LoginRoleProvisioner {
         'predefined',
         `role "${role}" is a member of ${facts.file_roles.join(', ')}, which reach the database ` +
           "server's files and programs: its users could read or run anything there",
+      );
+    }
+    if (facts.writes_all) {
+      throw new LoginRoleError(
+        'predefined',
+        `role "${role}" is a member of ${WRITE_ALL_ROLE}, which writes every table, Sluice's own ` +
+          'users among them: its users could make themselves administrators',
       );
     }
     if (facts.login_bad_attrs) {

@@ -6,6 +6,7 @@ import {
   LoginRoleSweeper,
   ProvisionedLogin,
   SERVER_FILE_ROLES,
+  WRITE_ALL_ROLE,
   connectingWithin,
   ownLoginUrl,
   queryOnLiveSession,
@@ -133,7 +134,8 @@ export class RoleCatalogService implements OnModuleDestroy {
   /**
    * Why the role of `roleOid` may not be a database user, or undefined: it is (or may become,
    * through a membership) a superuser, the control login, the metadata login `metadataLogin`, or
-   * a member of a predefined role that reaches the server's files or programs. Read over the
+   * a member of a predefined role that reaches the server's files or programs, or writes every
+   * table (WRITE_ALL_ROLE). Read over the
    * control login, out of the user's reach (its own session could shadow pg_roles).
    */
   async privilegeOf(roleOid: number, metadataLogin: string): Promise<string | undefined> {
@@ -143,6 +145,7 @@ export class RoleCatalogService implements OnModuleDestroy {
       control: boolean;
       metadata: boolean;
       files: string[];
+      writes_all: boolean;
     }>(
       this.db(),
       `SELECT r.rolname AS role,
@@ -152,9 +155,11 @@ export class RoleCatalogService implements OnModuleDestroy {
               COALESCE((SELECT pg_has_role(r.oid, m.oid, 'MEMBER')
                           FROM pg_roles m WHERE m.rolname = $2), false) AS metadata,
               ARRAY(SELECT p::text FROM unnest($3::name[]) p
-                     WHERE pg_has_role(r.oid, p, 'MEMBER')) AS files
+                     WHERE pg_has_role(r.oid, p, 'MEMBER')) AS files,
+              EXISTS (SELECT 1 FROM pg_roles w
+                       WHERE w.rolname = $4 AND pg_has_role(r.oid, w.oid, 'MEMBER')) AS writes_all
          FROM pg_roles r WHERE r.oid = $1`,
-      [roleOid, metadataLogin, SERVER_FILE_ROLES],
+      [roleOid, metadataLogin, SERVER_FILE_ROLES, WRITE_ALL_ROLE],
     );
     const facts = rows[0];
     if (!facts) return 'the role no longer exists';
@@ -173,6 +178,9 @@ export class RoleCatalogService implements OnModuleDestroy {
         `role "${facts.role}" is a member of ${facts.files.join(', ')}, which reach the ` +
         "database server's files or programs"
       );
+    }
+    if (facts.writes_all) {
+      return `role "${facts.role}" is a member of ${WRITE_ALL_ROLE}, which writes every table, Sluice's own users among them`;
     }
     return undefined;
   }

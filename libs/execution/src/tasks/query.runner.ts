@@ -5,6 +5,7 @@ import {
   LoginRoleProvisioner,
   PgLogin,
   SERVER_FILE_ROLES,
+  WRITE_ALL_ROLE,
   isConnectTimeout,
   isSessionEnded,
 } from '@app/access';
@@ -500,11 +501,14 @@ export class QueryRunner {
                              AND pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'))
                     OR EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.name[]) p
                                 WHERE pg_catalog.pg_has_role(session_user, p, 'MEMBER'))
+                    OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles w
+                                WHERE w.rolname OPERATOR(pg_catalog.=) $3
+                                  AND pg_catalog.pg_has_role(session_user, w.oid, 'MEMBER'))
                     AS privileged
              FROM pg_catalog.pg_settings s
             WHERE s.context OPERATOR(pg_catalog.<>) 'superuser'
             GROUP BY s.source`,
-          [quoteIdent(job.role), SERVER_FILE_ROLES],
+          [quoteIdent(job.role), SERVER_FILE_ROLES, WRITE_ALL_ROLE],
         );
         privileged = rows.some((r) => r.privileged);
         clean = !rows.some((r) => r.granted || r.source === 'user' || r.source === 'database user');
@@ -522,8 +526,8 @@ export class QueryRunner {
         this.logins.forget(login, job.database);
         throw new SluiceError(
           'FORBIDDEN',
-          `role "${job.role}" is now a superuser (or a member of one), or reaches the database ` +
-            "server's files: its users may not run statements",
+          `role "${job.role}" is now a superuser (or a member of one), reaches the database ` +
+            "server's files, or writes every table: its users may not run statements",
         );
       }
       if (clean) {
@@ -564,9 +568,12 @@ export class QueryRunner {
                                 OR s.rolname OPERATOR(pg_catalog.=) ANY ($3::pg_catalog.name[]))
                            AND pg_catalog.pg_has_role(r.oid, s.oid, 'MEMBER'))
                   OR EXISTS (SELECT 1 FROM pg_catalog.unnest($2::pg_catalog.name[]) p
-                              WHERE pg_catalog.pg_has_role(r.oid, p, 'MEMBER')) AS privileged
+                              WHERE pg_catalog.pg_has_role(r.oid, p, 'MEMBER'))
+                  OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles w
+                              WHERE w.rolname OPERATOR(pg_catalog.=) $4
+                                AND pg_catalog.pg_has_role(r.oid, w.oid, 'MEMBER')) AS privileged
            FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) $1`,
-        [login.user, SERVER_FILE_ROLES, this.settings.ownLogins ?? []],
+        [login.user, SERVER_FILE_ROLES, this.settings.ownLogins ?? [], WRITE_ALL_ROLE],
       );
       ok = rows[0]?.ok === true;
       privileged = rows[0]?.privileged === true && !login.mayBePrivileged;
@@ -584,8 +591,8 @@ export class QueryRunner {
     if (privileged) {
       throw new SluiceError(
         'FORBIDDEN',
-        `role "${login.user}" is now a superuser or reaches the database server's files, or is ` +
-          "(a member of) one of Sluice's own logins: no database user may be " +
+        `role "${login.user}" is now a superuser or reaches the database server's files, writes ` +
+          "every table, or is (a member of) one of Sluice's own logins: no database user may be " +
           '(SLUICE_ALLOW_PRIVILEGED_DATABASE_USERS)',
       );
     }
