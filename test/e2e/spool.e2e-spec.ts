@@ -459,6 +459,9 @@ describe('a spool out of reach', () => {
   }, 120_000);
 
   it('waits 2 s at most for a store that does not answer, and does not ask one that answered again for 5 s', async () => {
+    // The kept queries it lets through run on the suite's workers, which must have a spool of
+    // their own to keep them: the pass without one (kept results in Redis) has none.
+    if (!spooled()) return;
     // A store that answers everything, but holds its bucket's check unanswered once told to.
     let silent = false;
     let checks = 0;
